@@ -1,0 +1,92 @@
+// The composition root: what keygate is made of, in the order a request meets it.
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { randomUUID } from 'node:crypto'
+import type { AuthTier, GatewayConfig } from './config.js'
+import { bearerTokenStage } from './auth/bearer.js'
+import { signedPipeline, type AuthStage } from './auth/pipeline.js'
+import { createKeyRegistry } from './keys/key-registry.js'
+import { accessLogPlugin } from './plugins/access-log.js'
+import { problemsPlugin } from './plugins/problems.js'
+import { requestTargetPlugin } from './plugins/request-target.js'
+import { apiKeyRoutes } from './routes/api-keys.js'
+import { healthRoutes } from './routes/health.js'
+import { jwksRoutes } from './routes/jwks.js'
+import { proxyRoute } from './routes/proxy.js'
+import { tokenRoutes } from './routes/token.js'
+import { createStore, type Store } from './store/index.js'
+import { createTokenService } from './tokens/token-service.js'
+import { createUserService } from './users/user-service.js'
+import type { KeygateServices } from './types.js'
+import './types.js'
+
+export interface BuildAppOptions {
+  config: GatewayConfig
+  /** a store owned by the caller (tests share one); default: the one the config names, closed with the app */
+  store?: Store
+  logger?: FastifyServerOptions['logger']
+  /** the clock of the timestamp check (tests) */
+  now?: () => number
+}
+
+/** Secrets that must never reach a log line, should anything log a request or a body. */
+export const REDACTED_PATHS = [
+  'req.headers.authorization', 'req.headers["x-api-signature"]', 'req.headers.cookie',
+  'headers.authorization', 'headers["x-api-signature"]',
+  'body.password', 'password', 'token', 'signature', 'privateKey'
+]
+
+export function loggerOptions (level: string): FastifyServerOptions['logger'] {
+  return { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }
+}
+
+export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
+  const { config } = options
+  const app = Fastify({
+    logger: options.logger ?? loggerOptions(config.logLevel),
+    // the access-log plugin writes one line per request instead of Fastify's two
+    logController: new LogController({ disableRequestLogging: true }),
+    genReqId: () => randomUUID(),
+    // JSON endpoints (token, key registration) are small; business routes set their own limit.
+    bodyLimit: 64 * 1024,
+    // slowloris: a request must arrive whole within this time
+    requestTimeout: 30_000,
+    return503OnClosing: true,
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  const store = options.store ?? await createStore(config)
+  if (options.store === undefined) app.addHook('onClose', async () => { await store.close() })
+  if (store.kind === 'memory') {
+    app.log.warn('REDIS_URL is not set: users and keys live in this process only and are lost when it stops; set REDIS_URL for anything but a trial')
+  }
+
+  const services: KeygateServices = {
+    store,
+    tokens: await createTokenService(config.jwt, store),
+    users: createUserService(store),
+    keys: createKeyRegistry(store, { cacheSize: config.keyCacheSize })
+  }
+  await services.users.bootstrap(config.bootstrapUsers)
+  app.decorate('keygate', services)
+  app.decorateRequest('auth', null)
+  app.addHook('onSend', async (request, reply) => { reply.header('x-request-id', request.id) })
+
+  await app.register(problemsPlugin)
+  await app.register(requestTargetPlugin)
+  await app.register(accessLogPlugin)
+
+  await app.register(healthRoutes)
+  await app.register(jwksRoutes)
+  await app.register(tokenRoutes)
+  await app.register(apiKeyRoutes)
+  const pipelines: Record<AuthTier, AuthStage[]> = {
+    signed: signedPipeline({ tokens: services.tokens, keys: services.keys, ...(options.now && { now: options.now }) }),
+    bearer: [bearerTokenStage(services.tokens)],
+    public: []
+  }
+  for (const route of config.routes) {
+    await app.register(proxyRoute, { route, stages: pipelines[route.auth] })
+  }
+  return app
+}

@@ -1,0 +1,26 @@
+import { GatewayError } from '../errors.js'
+import type { TokenService } from '../tokens/token-service.js'
+import type { AuthStage } from './stage.js'
+
+const BEARER = /^Bearer +(\S+) *$/i
+
+/** Authorization: Bearer <jwt> -> the user (the token's subject). */
+export function bearerTokenStage (tokens: TokenService): AuthStage {
+  return {
+    name: 'bearer',
+    needsBody: false,
+    async run (request, state) {
+      state.user = await verifyBearer(tokens, request.headers.authorization)
+    }
+  }
+}
+
+export async function verifyBearer (tokens: TokenService, header: string | undefined): Promise<string> {
+  const match = header === undefined ? null : BEARER.exec(header)
+  if (match === null) {
+    throw new GatewayError('MISSING_TOKEN', 'Send "Authorization: Bearer <token>" with a token from POST /v1/auth/token', {
+      headers: { 'www-authenticate': 'Bearer realm="keygate"' }
+    })
+  }
+  return await tokens.verify(match[1] as string)
+}

@@ -1,0 +1,37 @@
+// The business auth pipeline, in order, on one screen. Cheap checks first: nothing here touches
+// the store before the token and headers are sound, and the RSA verification runs last.
+import type { FastifyRequest } from 'fastify'
+import type { KeyRegistry } from '../keys/key-registry.js'
+import type { TokenService } from '../tokens/token-service.js'
+import { apiKeyStage } from './api-key.js'
+import { bearerTokenStage } from './bearer.js'
+import { keyOwnerStage } from './key-owner.js'
+import { signatureHeadersStage } from './signature-headers.js'
+import { signatureStage } from './signature.js'
+import type { AuthStage, AuthState } from './stage.js'
+import { timestampStage } from './timestamp.js'
+
+export type { AuthStage, AuthState } from './stage.js'
+
+export interface PipelineDeps {
+  tokens: TokenService
+  keys: KeyRegistry
+  now?: () => number
+}
+
+/** `signed` routes: bearer token and API key signature. */
+export function signedPipeline ({ tokens, keys, now }: PipelineDeps): AuthStage[] {
+  return [
+    bearerTokenStage(tokens),
+    signatureHeadersStage(),
+    timestampStage(now),
+    apiKeyStage(keys),
+    keyOwnerStage(),
+    signatureStage()
+  ]
+}
+
+/** Runs, in order, the stages of one phase (before or after the body is read). */
+export async function runStages (stages: readonly AuthStage[], request: FastifyRequest, state: AuthState): Promise<void> {
+  for (const stage of stages) await stage.run(request, state)
+}

@@ -1,0 +1,33 @@
+// The shape every stage of the business auth pipeline shares. A stage reads the request and what
+// earlier stages established (`AuthState`), adds to it, or throws a GatewayError that denies the
+// request. Stages that do not need the body run before it is read (onRequest), so a request that
+// fails a cheap check is refused before the gateway buffers its body.
+import type { FastifyRequest } from 'fastify'
+import type { RegisteredKey } from '../keys/key-registry.js'
+
+export interface SignatureHeaders {
+  apiKey: string
+  timestamp: string
+  signature: string
+}
+
+export interface AuthState {
+  /** the bearer token's subject */
+  user?: string
+  signatureHeaders?: SignatureHeaders
+  timestampMs?: number
+  key?: RegisteredKey
+}
+
+export interface AuthStage {
+  readonly name: string
+  /** true: runs after the body is buffered (preHandler); false: before (onRequest) */
+  readonly needsBody: boolean
+  run: (request: FastifyRequest, state: AuthState) => void | Promise<void>
+}
+
+/** The state a stage depends on; a missing piece is a pipeline-order bug, not a client error. */
+export function required<T> (value: T | undefined, what: string, stage: string): T {
+  if (value === undefined) throw new Error(`auth stage ${stage} needs ${what}; check the pipeline order`)
+  return value
+}

@@ -1,0 +1,84 @@
+// The error catalog: every error a client can meet, with its stable code, HTTP status and title.
+// Codes are part of the interface (CONTRACT.md); the README documents each one and a test checks
+// that it does. Handlers throw `GatewayError`s; the error handler renders them as problem+json.
+
+export const ERRORS = {
+  VALIDATION_FAILED: { status: 400, title: 'The request is malformed' },
+  INVALID_TARGET: { status: 400, title: 'The request target holds characters a URI may not carry' },
+  INVALID_PUBLIC_KEY: { status: 400, title: 'The public key is not a usable RSA public key' },
+  INVALID_CREDENTIALS: { status: 401, title: 'Wrong username or password' },
+  MISSING_TOKEN: { status: 401, title: 'A bearer token is required' },
+  INVALID_TOKEN: { status: 401, title: 'The bearer token is not valid' },
+  MISSING_SIGNATURE_HEADERS: { status: 401, title: 'API key signature headers are missing' },
+  UNKNOWN_API_KEY: { status: 401, title: 'The API key is not registered' },
+  TIMESTAMP_INVALID: { status: 401, title: 'X-API-Timestamp is not a timestamp in milliseconds' },
+  TIMESTAMP_OUT_OF_RANGE: { status: 401, title: 'X-API-Timestamp is too far from server time' },
+  INVALID_SIGNATURE: { status: 401, title: 'The signature does not verify' },
+  REPLAYED_REQUEST: { status: 401, title: 'This signed request was already accepted' },
+  KEY_OWNER_MISMATCH: { status: 403, title: 'The API key belongs to another user' },
+  NOT_FOUND: { status: 404, title: 'No such route' },
+  METHOD_NOT_ALLOWED: { status: 405, title: 'The route does not accept this method' },
+  DUPLICATE_KEY: { status: 409, title: 'This public key is already registered' },
+  PAYLOAD_TOO_LARGE: { status: 413, title: 'The request body is too large' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'The content type is not accepted here' },
+  RATE_LIMITED: { status: 429, title: 'Too many attempts' },
+  INTERNAL_ERROR: { status: 500, title: 'Internal error' },
+  UPSTREAM_UNAVAILABLE: { status: 502, title: 'The upstream service could not be reached' },
+  STORE_UNAVAILABLE: { status: 503, title: 'The key and user store cannot be reached' },
+  UPSTREAM_TIMEOUT: { status: 504, title: 'The upstream service did not answer in time' }
+} as const satisfies Record<string, { status: number; title: string }>
+
+export type ErrorCode = keyof typeof ERRORS
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json'
+
+export function problemType (code: string): string {
+  return `urn:keygate:problem:${code.toLowerCase().replaceAll('_', '-')}`
+}
+
+export interface FieldError {
+  field: string
+  message: string
+}
+
+export interface ProblemBody {
+  type: string
+  title: string
+  status: number
+  detail: string
+  code: string
+  [member: string]: unknown
+}
+
+export interface GatewayErrorOptions {
+  /** extra problem members, e.g. `errors`, `serverTime`, `maxSkewMs` */
+  extra?: Record<string, unknown>
+  /** response headers, e.g. `Retry-After`, `WWW-Authenticate` */
+  headers?: Record<string, string>
+  cause?: unknown
+}
+
+export class GatewayError extends Error {
+  readonly code: ErrorCode
+  readonly statusCode: number
+  readonly extra: Record<string, unknown> | undefined
+  readonly headers: Record<string, string> | undefined
+
+  constructor (code: ErrorCode, detail: string, options: GatewayErrorOptions = {}) {
+    super(detail, options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = 'GatewayError'
+    this.code = code
+    this.statusCode = ERRORS[code].status
+    this.extra = options.extra
+    this.headers = options.headers
+  }
+
+  toProblem (): ProblemBody {
+    const { status, title } = ERRORS[this.code]
+    return { type: problemType(this.code), title, status, detail: this.message, code: this.code, ...this.extra }
+  }
+}
+
+export function isGatewayError (err: unknown): err is GatewayError {
+  return err instanceof GatewayError
+}

@@ -1,0 +1,63 @@
+// Parsing and proving the RSA public keys clients register. The apiKey is the hex SHA-256 of the
+// key's DER SubjectPublicKeyInfo: one key gives one apiKey whatever its PEM form or wrapping.
+import { createHash, createPublicKey, verify, type KeyObject } from 'node:crypto'
+import { GatewayError } from '../errors.js'
+
+export const MIN_RSA_BITS = 2048
+/** Bigger keys only cost the verifier time; no client needs more. */
+export const MAX_RSA_BITS = 8192
+const MAX_PUBLIC_EXPONENT = 2n ** 32n
+const PEM_BLOCK = /^-----BEGIN (PUBLIC KEY|RSA PUBLIC KEY)-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END \1-----\s*$/
+
+export interface ParsedPublicKey {
+  keyObject: KeyObject
+  apiKey: string
+  /** SPKI PEM, the stored form */
+  pem: string
+}
+
+/** SPKI (`PUBLIC KEY`) or PKCS#1 (`RSA PUBLIC KEY`) PEM text -> a verified, normalised RSA key. */
+export function parseRsaPublicKey (text: string): ParsedPublicKey {
+  const block = PEM_BLOCK.exec(text.trim() + '\n')
+  if (block === null) {
+    throw new GatewayError('INVALID_PUBLIC_KEY', 'publicKey must be one PEM block, "-----BEGIN PUBLIC KEY-----" (SPKI) or "-----BEGIN RSA PUBLIC KEY-----" (PKCS#1)')
+  }
+  let keyObject: KeyObject
+  try {
+    keyObject = createPublicKey({ key: block[0], format: 'pem' })
+  } catch (err) {
+    throw new GatewayError('INVALID_PUBLIC_KEY', 'publicKey is not a parseable PEM public key', { cause: err })
+  }
+  if (keyObject.asymmetricKeyType !== 'rsa') {
+    throw new GatewayError('INVALID_PUBLIC_KEY', `publicKey is a ${keyObject.asymmetricKeyType ?? 'unknown'} key; only RSA keys are accepted`)
+  }
+  const { modulusLength = 0, publicExponent = 0n } = keyObject.asymmetricKeyDetails ?? {}
+  if (modulusLength < MIN_RSA_BITS || modulusLength > MAX_RSA_BITS) {
+    throw new GatewayError('INVALID_PUBLIC_KEY', `publicKey has ${modulusLength} bits; RSA keys of ${MIN_RSA_BITS} to ${MAX_RSA_BITS} bits are accepted`)
+  }
+  if (publicExponent < 3n || publicExponent > MAX_PUBLIC_EXPONENT || publicExponent % 2n === 0n) {
+    throw new GatewayError('INVALID_PUBLIC_KEY', 'publicKey has an unusual public exponent; use 65537')
+  }
+  const der = keyObject.export({ type: 'spki', format: 'der' })
+  return {
+    keyObject,
+    apiKey: createHash('sha256').update(der).digest('hex'),
+    pem: keyObject.export({ type: 'spki', format: 'pem' }).toString()
+  }
+}
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
+
+/** Strict single-line base64; anything else is undefined. */
+export function decodeBase64 (text: string): Buffer | undefined {
+  if (text.length === 0 || !BASE64.test(text)) return undefined
+  return Buffer.from(text, 'base64')
+}
+
+/** RSASSA-PKCS1-v1_5 with SHA-256 (what `openssl dgst -sha256 -sign` makes). */
+export function verifyRsaSha256 (keyObject: KeyObject, data: Buffer, signature: Buffer): boolean {
+  // A signature is exactly as long as the modulus; a shorter or longer one cannot verify.
+  const bits = keyObject.asymmetricKeyDetails?.modulusLength ?? 0
+  if (signature.length !== Math.ceil(bits / 8)) return false
+  return verify('sha256', data, keyObject, signature)
+}

@@ -1,0 +1,21 @@
+// One log line per request, written when the response is done: who (user, key), what, the
+// outcome and, for a denial, the reason code. Never a header value, token, signature or body.
+import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+
+const accessLog: FastifyPluginAsync = async (app) => {
+  app.addHook('onResponse', async (request, reply) => {
+    const auth = request.auth
+    request.log.info({
+      method: request.method,
+      url: request.url,
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime * 100) / 100,
+      user: auth?.user,
+      apiKey: auth?.key?.apiKey,
+      reason: request.denialReason ?? undefined
+    }, 'request')
+  })
+}
+
+export const accessLogPlugin = fp(accessLog, { name: 'keygate-access-log', fastify: '5.x', dependencies: ['keygate-problems'] })

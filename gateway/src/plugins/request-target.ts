@@ -1,0 +1,32 @@
+// CONTRACT.md: a request target with characters a URI may not carry unencoded is refused with 400
+// before any other check, so the signed target can never run into the body or be read two ways.
+// Stricter still, for the path-confusion cases a proxy must not forward differently than it verified:
+// only origin-form ("/path?query"), no fragment, well-formed %XX, and no "." or ".." segment,
+// plain or percent-encoded (a URL parser would fold them away after verification).
+import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+import { GatewayError } from '../errors.js'
+
+// RFC 3986 pchar plus "/" and "?", and "%" checked below. Everything else is refused.
+const ORIGIN_FORM = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]*$/
+const BAD_PERCENT = /%(?![0-9A-Fa-f]{2})/
+const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i
+
+export function requestTargetProblem (target: string): string | undefined {
+  if (!ORIGIN_FORM.test(target)) {
+    return 'The request target must be "/path" or "/path?query" made of URI characters; percent-encode anything else (space, quotes, braces, non-ASCII, ...)'
+  }
+  if (BAD_PERCENT.test(target)) return 'The request target has a "%" not followed by two hex digits'
+  const path = target.split('?', 1)[0] ?? ''
+  if (DOT_SEGMENT.test(path)) return 'The request path has a "." or ".." segment; send the normalised path'
+  return undefined
+}
+
+const requestTarget: FastifyPluginAsync = async (app) => {
+  app.addHook('onRequest', async (request) => {
+    const problem = requestTargetProblem(request.raw.url ?? '')
+    if (problem !== undefined) throw new GatewayError('INVALID_TARGET', problem)
+  })
+}
+
+export const requestTargetPlugin = fp(requestTarget, { name: 'keygate-request-target', fastify: '5.x', dependencies: ['keygate-problems'] })

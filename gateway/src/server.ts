@@ -1,0 +1,92 @@
+// The gateway process: configuration, logger, listen, graceful close. Everything else is app.ts.
+import { randomBytes } from 'node:crypto'
+import { realpathSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import type { FastifyInstance } from 'fastify'
+import { buildApp, type BuildAppOptions } from './app.js'
+import { ConfigError, loadConfig, type GatewayConfig } from './config.js'
+
+export interface StartGatewayOptions {
+  config: GatewayConfig
+  logger?: BuildAppOptions['logger']
+  /** when the store holds no user at all, create `demo` with a random password and print it once */
+  createDemoUser?: boolean
+}
+
+export interface RunningGateway {
+  app: FastifyInstance
+  url: string
+  close: () => Promise<void>
+}
+
+export async function startGateway ({ config, logger, createDemoUser = false }: StartGatewayOptions): Promise<RunningGateway> {
+  const app = await buildApp({ config, ...(logger !== undefined && { logger }) })
+  try {
+    if (createDemoUser) await ensureDemoUser(app)
+    const url = await app.listen({ port: config.port, host: config.host })
+    return { app, url, close: async () => { await app.close() } }
+  } catch (err) {
+    await app.close()
+    throw err
+  }
+}
+
+/** No default password is ever built in: a fresh store gets a random one, shown once. */
+async function ensureDemoUser (app: FastifyInstance): Promise<void> {
+  const { store, users } = app.keygate
+  if (await store.countUsers() > 0) return
+  const password = randomBytes(12).toString('base64url')
+  await users.upsert('demo', password)
+  process.stderr.write([
+    '',
+    '  No user existed, so keygate created one for you to try the README walkthrough:',
+    '',
+    '    username: demo',
+    `    password: ${password}`,
+    '',
+    '  It is shown only this once. Add real users with KEYGATE_BOOTSTRAP_USERS or',
+    '  `npm run keygate -- users add NAME`.',
+    '',
+    ''
+  ].join('\n'))
+}
+
+/** Ctrl-C or SIGTERM: stop accepting, finish in-flight requests, exit. A second signal exits at once. */
+export function closeOnSignals (close: () => Promise<void>, log: (message: string, err?: unknown) => void): void {
+  let closing = false
+  const shutdown = (signal: NodeJS.Signals): void => {
+    if (closing) process.exit(1)
+    closing = true
+    log(`${signal}: shutting down`)
+    close().then(() => process.exit(0), (err: unknown) => {
+      log('shutdown failed', err)
+      process.exit(1)
+    })
+  }
+  process.on('SIGINT', shutdown)
+  process.on('SIGTERM', shutdown)
+}
+
+export function isMainModule (metaUrl: string): boolean {
+  const entry = process.argv[1]
+  if (entry === undefined) return false
+  try {
+    return realpathSync(entry) === realpathSync(fileURLToPath(metaUrl))
+  } catch {
+    return false
+  }
+}
+
+/** Prints a configuration or startup error the way an operator can act on it, and exits. */
+export function exitWithStartupError (err: unknown): never {
+  const message = err instanceof ConfigError ? `configuration error: ${err.message}` : `keygate could not start: ${(err as Error).message}`
+  process.stderr.write(`${message}\n`)
+  process.exit(1)
+}
+
+async function main (): Promise<void> {
+  const gateway = await startGateway({ config: loadConfig() })
+  closeOnSignals(gateway.close, (message, err) => { gateway.app.log.info({ err }, message) })
+}
+
+if (isMainModule(import.meta.url)) main().catch(exitWithStartupError)

@@ -1,0 +1,124 @@
+import { Redis, type RedisOptions } from 'ioredis'
+import { GatewayError } from '../errors.js'
+import type { KeyRecord, Store, UserRecord } from './types.js'
+
+export interface RedisStoreOptions {
+  url: string
+  /** every key this store touches starts with it, so several deployments (or tests) can share a Redis */
+  prefix: string
+  /** no command waits longer than this on a slow or dead Redis */
+  commandTimeoutMs: number
+}
+
+// SET NX of the key record and the owner's index in one step, so a key is never half-registered.
+const CREATE_KEY_SCRIPT = `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  redis.call('SADD', KEYS[2], ARGV[2])
+  return 1
+end
+return 0`
+
+const RETRY_AFTER_SECONDS = '1'
+
+function unavailable (err: unknown): GatewayError {
+  return new GatewayError('STORE_UNAVAILABLE', 'The key and user store did not answer; try again shortly', {
+    headers: { 'retry-after': RETRY_AFTER_SECONDS },
+    cause: err
+  })
+}
+
+/** Runs one store operation, turning any Redis failure into STORE_UNAVAILABLE. */
+async function guarded<T> (operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation()
+  } catch (err) {
+    throw err instanceof GatewayError ? err : unavailable(err)
+  }
+}
+
+/**
+ * Connects and returns the Redis store. Commands fail fast while Redis is away (no offline
+ * queue, a command timeout) and the client reconnects in the background.
+ */
+export async function createRedisStore (options: RedisStoreOptions): Promise<Store> {
+  const { prefix } = options
+  const redisOptions: RedisOptions = {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    commandTimeout: options.commandTimeoutMs,
+    connectTimeout: Math.max(options.commandTimeoutMs, 2000),
+    maxRetriesPerRequest: 0,
+    retryStrategy: (attempt) => Math.min(attempt * 100, 1000)
+  }
+  const redis = new Redis(options.url, redisOptions)
+  // Without a listener ioredis prints every reconnection error; the store reports failures itself.
+  redis.on('error', () => {})
+  try {
+    await redis.connect()
+  } catch (err) {
+    redis.disconnect()
+    throw new Error(`cannot reach Redis at ${redactUrl(options.url)}: ${(err as Error).message}`, { cause: err })
+  }
+
+  const userKey = (username: string): string => `${prefix}user:${username}`
+  const usersSet = `${prefix}users`
+  const keyKey = (apiKey: string): string => `${prefix}key:${apiKey}`
+  const ownerKeys = (owner: string): string => `${prefix}user-keys:${owner}`
+  const signingKeyKey = `${prefix}jwt:signing-key`
+
+  return {
+    kind: 'redis',
+    getUser: async (username) => await guarded(async () => {
+      const fields = await redis.hgetall(userKey(username))
+      if (fields.passwordHash === undefined) return null
+      return { username, passwordHash: fields.passwordHash, createdAt: fields.createdAt ?? '', updatedAt: fields.updatedAt ?? '' }
+    }),
+    putUser: async (username, passwordHash) => await guarded(async () => {
+      const now = new Date().toISOString()
+      const result = await redis.multi()
+        .hsetnx(userKey(username), 'createdAt', now)
+        .hset(userKey(username), 'passwordHash', passwordHash, 'updatedAt', now)
+        .sadd(usersSet, username)
+        .hget(userKey(username), 'createdAt')
+        .exec()
+      const failed = result?.find(([err]) => err !== null)
+      if (result === null || failed !== undefined) throw unavailable(failed?.[0])
+      const createdAt = String(result[3]?.[1] ?? now)
+      return { username, passwordHash, createdAt, updatedAt: now } satisfies UserRecord
+    }),
+    countUsers: async () => await guarded(async () => await redis.scard(usersSet)),
+    getKey: async (apiKey) => await guarded(async () => {
+      const text = await redis.get(keyKey(apiKey))
+      return text === null ? null : JSON.parse(text) as KeyRecord
+    }),
+    createKey: async (record) => await guarded(async () => {
+      const created = await redis.eval(CREATE_KEY_SCRIPT, 2, keyKey(record.apiKey), ownerKeys(record.owner), JSON.stringify(record), record.apiKey)
+      return created === 1
+    }),
+    getOrCreateSigningKey: async (candidate) => await guarded(async () => {
+      await redis.set(signingKeyKey, candidate, 'NX')
+      const stored = await redis.get(signingKeyKey)
+      if (stored === null) throw new Error('the signing key vanished right after it was stored')
+      return stored
+    }),
+    ping: async () => { await guarded(async () => await redis.ping()) },
+    close: async () => {
+      try {
+        await redis.quit()
+      } catch {
+        redis.disconnect()
+      }
+    }
+  }
+}
+
+/** A Redis URL without its password, for messages and logs. */
+export function redactUrl (url: string): string {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password !== '') parsed.password = '***'
+    return parsed.toString()
+  } catch {
+    return '(unparseable REDIS_URL)'
+  }
+}

@@ -1,0 +1,40 @@
+// One interface for users, keys and the shared token-signing key. Redis is the system of record;
+// the memory store is the embedded stand-in used when no REDIS_URL is set. Both pass one test
+// suite (test/gateway/store.test.ts). Every method may throw STORE_UNAVAILABLE.
+
+export interface UserRecord {
+  username: string
+  /** PHC string, see users/passwords.ts */
+  passwordHash: string
+  createdAt: string
+  updatedAt: string
+}
+
+export interface KeyRecord {
+  /** lowercase hex SHA-256 of the key's DER SubjectPublicKeyInfo */
+  apiKey: string
+  owner: string
+  name: string
+  /** SPKI PEM, as normalised at registration */
+  publicKey: string
+  createdAt: string
+}
+
+export interface Store {
+  readonly kind: 'redis' | 'memory'
+  getUser: (username: string) => Promise<UserRecord | null>
+  /** creates the user, or replaces its password hash keeping its creation time */
+  putUser: (username: string, passwordHash: string) => Promise<UserRecord>
+  countUsers: () => Promise<number>
+  getKey: (apiKey: string) => Promise<KeyRecord | null>
+  /** atomic: false when a key with this apiKey exists already (by anyone) */
+  createKey: (record: KeyRecord) => Promise<boolean>
+  /**
+   * Returns the token-signing key shared by every gateway on this store: the one stored, or
+   * `candidate` when none was stored yet (set-if-absent, so concurrent starters agree).
+   */
+  getOrCreateSigningKey: (candidate: string) => Promise<string>
+  /** resolves when the store answers; throws STORE_UNAVAILABLE otherwise */
+  ping: () => Promise<void>
+  close: () => Promise<void>
+}

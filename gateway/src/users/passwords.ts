@@ -1,0 +1,40 @@
+// Password hashing with node:crypto scrypt at OWASP's recommended cost (N=2^17, r=8, p=1).
+// Hashes are PHC strings that carry their own parameters, so the cost can rise later without
+// invalidating stored hashes. scrypt runs on libuv's thread pool, off the event loop.
+import { randomBytes, scrypt as scryptCallback, timingSafeEqual, type ScryptOptions } from 'node:crypto'
+
+export const SCRYPT_LOG_N = 17
+export const SCRYPT_R = 8
+export const SCRYPT_P = 1
+const SALT_BYTES = 16
+const HASH_BYTES = 32
+const PHC_PATTERN = /^\$scrypt\$ln=(\d{1,2}),r=(\d{1,2}),p=(\d{1,2})\$([A-Za-z0-9+/]+)\$([A-Za-z0-9+/]+)$/
+
+function scrypt (password: string, salt: Buffer, length: number, options: ScryptOptions): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    scryptCallback(password, salt, length, options, (err, key) => { err === null ? resolve(key) : reject(err) })
+  })
+}
+
+function options (logN: number, r: number, p: number): ScryptOptions {
+  // scrypt needs 128 * N * r bytes; Node's default maxmem (32 MiB) is below OWASP's cost.
+  return { N: 2 ** logN, r, p, maxmem: 2 * 128 * (2 ** logN) * r * p }
+}
+
+const b64 = (buffer: Buffer): string => buffer.toString('base64').replace(/=+$/, '')
+
+export async function hashPassword (password: string): Promise<string> {
+  const salt = randomBytes(SALT_BYTES)
+  const hash = await scrypt(password, salt, HASH_BYTES, options(SCRYPT_LOG_N, SCRYPT_R, SCRYPT_P))
+  return `$scrypt$ln=${SCRYPT_LOG_N},r=${SCRYPT_R},p=${SCRYPT_P}$${b64(salt)}$${b64(hash)}`
+}
+
+/** Constant-time comparison; a malformed stored hash verifies nothing. */
+export async function verifyPassword (password: string, phc: string): Promise<boolean> {
+  const match = PHC_PATTERN.exec(phc)
+  if (match === null) return false
+  const [, ln, r, p, salt, expectedB64] = match as unknown as [string, string, string, string, string, string]
+  const expected = Buffer.from(expectedB64, 'base64')
+  const actual = await scrypt(password, Buffer.from(salt, 'base64'), expected.length, options(Number(ln), Number(r), Number(p)))
+  return timingSafeEqual(actual, expected)
+}
