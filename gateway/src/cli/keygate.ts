@@ -1,0 +1,62 @@
+// `npm run keygate -- <command>`: operator commands against the store a gateway uses (REDIS_URL).
+//   users add NAME    create NAME, or set its password; the password is read from stdin
+import { createInterface } from 'node:readline'
+import { ConfigError, loadConfig } from '../config.js'
+import { GatewayError } from '../errors.js'
+import { isMainModule } from '../server.js'
+import { createStore } from '../store/index.js'
+import { redactUrl } from '../store/redis.js'
+import { createUserService } from '../users/user-service.js'
+
+const USAGE = `usage: npm run keygate -- users add NAME
+
+  users add NAME   create user NAME, or change its password (read from stdin:
+                   typed at a prompt, or piped: printf %s "$PASSWORD" | npm run keygate -- users add NAME)
+
+The command works on the Redis named by REDIS_URL (and KEYGATE_REDIS_PREFIX), the store of the
+running gateways. Without REDIS_URL there is nothing to change: the embedded store lives inside a
+gateway process; use KEYGATE_BOOTSTRAP_USERS there instead.`
+
+export class UsageError extends Error {}
+
+async function readPassword (input: NodeJS.ReadStream, output: NodeJS.WriteStream): Promise<string> {
+  if (input.isTTY !== true) {
+    const chunks: Buffer[] = []
+    for await (const chunk of input) chunks.push(chunk as Buffer)
+    // One trailing newline is the shell's, not the password's.
+    return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '')
+  }
+  output.write('Password (not shown): ')
+  const rl = createInterface({ input, terminal: true })
+  // Silence the echo of what is typed.
+  ;(rl as unknown as { _writeToOutput: (s: string) => void })._writeToOutput = () => {}
+  const line = await new Promise<string>((resolve) => rl.once('line', resolve))
+  rl.close()
+  output.write('\n')
+  return line
+}
+
+export async function runCli (argv: string[], io = { stdin: process.stdin, stdout: process.stdout, env: process.env }): Promise<void> {
+  const [group, command, name, ...rest] = argv
+  if (group !== 'users' || command !== 'add' || name === undefined || rest.length > 0) throw new UsageError(USAGE)
+  const config = loadConfig(io.env)
+  if (config.redisUrl === undefined) throw new UsageError(`REDIS_URL is not set.\n\n${USAGE}`)
+  const store = await createStore(config)
+  try {
+    const password = await readPassword(io.stdin, io.stdout)
+    const user = await createUserService(store).upsert(name, password)
+    const verb = user.createdAt === user.updatedAt ? 'created' : 'updated'
+    io.stdout.write(`user ${name} ${verb} in ${redactUrl(config.redisUrl)} (prefix ${config.redisPrefix})\n`)
+  } finally {
+    await store.close()
+  }
+}
+
+if (isMainModule(import.meta.url)) {
+  runCli(process.argv.slice(2)).catch((err: unknown) => {
+    const message = err instanceof UsageError || err instanceof ConfigError ? err.message
+      : err instanceof GatewayError ? `${err.code}: ${err.message}` : `keygate: ${(err as Error).message}`
+    process.stderr.write(`${message}\n`)
+    process.exit(err instanceof UsageError ? 2 : 1)
+  })
+}
