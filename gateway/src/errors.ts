@@ -56,6 +56,8 @@ export interface GatewayErrorOptions {
   /** response headers, e.g. `Retry-After`, `WWW-Authenticate` */
   headers?: Record<string, string>
   cause?: unknown
+  /** where one code has two statuses (INVALID_SIGNATURE: 400 at registration, 401 on requests) */
+  status?: number
 }
 
 export class GatewayError extends Error {
@@ -68,14 +70,14 @@ export class GatewayError extends Error {
     super(detail, options.cause === undefined ? undefined : { cause: options.cause })
     this.name = 'GatewayError'
     this.code = code
-    this.statusCode = ERRORS[code].status
+    this.statusCode = options.status ?? ERRORS[code].status
     this.extra = options.extra
     this.headers = options.headers
   }
 
   toProblem (): ProblemBody {
-    const { status, title } = ERRORS[this.code]
-    return { type: problemType(this.code), title, status, detail: this.message, code: this.code, ...this.extra }
+    const { title } = ERRORS[this.code]
+    return { type: problemType(this.code), title, status: this.statusCode, detail: this.message, code: this.code, ...this.extra }
   }
 }
 

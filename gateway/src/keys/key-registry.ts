@@ -44,7 +44,7 @@ export function createKeyRegistry (store: Store, options: { cacheSize: number })
       const parsed = parseRsaPublicKey(publicKey)
       const signatureBytes = decodeBase64(signature)
       if (signatureBytes === undefined || !verifyRsaSha256(parsed.keyObject, Buffer.from(name, 'utf8'), signatureBytes)) {
-        throw new GatewayError('INVALID_SIGNATURE', 'signature is not a base64 RSA-SHA256 signature of the exact bytes of name made with the private half of publicKey')
+        throw new GatewayError('INVALID_SIGNATURE', 'signature is not a base64 RSA-SHA256 signature of the exact bytes of name made with the private half of publicKey', { status: 400 })
       }
       const record: KeyRecord = { apiKey: parsed.apiKey, owner, name, publicKey: parsed.pem, createdAt: new Date().toISOString() }
       if (!await store.createKey(record)) {

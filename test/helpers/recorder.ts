@@ -1,0 +1,36 @@
+// An upstream that records every request it receives, byte for byte, and answers 200 (or never
+// answers, to test timeouts). It lets a test assert what reached the upstream, and that nothing did.
+import { createServer, type IncomingHttpHeaders } from 'node:http'
+import type { AddressInfo } from 'node:net'
+
+export interface RecordedRequest {
+  method: string
+  url: string
+  headers: IncomingHttpHeaders
+  rawHeaders: string[]
+  body: Buffer
+}
+
+export interface Recorder {
+  url: string
+  requests: RecordedRequest[]
+}
+
+export async function startRecorder (t: { teardown: (fn: () => unknown) => void }, options: { hang?: boolean } = {}): Promise<Recorder> {
+  const requests: RecordedRequest[] = []
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
+    req.on('end', () => {
+      requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) })
+      if (options.hang === true) return
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ recorded: requests.length }))
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(async () => {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  })
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests }
+}
