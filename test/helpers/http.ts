@@ -40,7 +40,10 @@ export async function send (baseUrl: string, target: string, options: RawRequest
   })
 }
 
-/** Writes raw bytes to the server and returns the status line's code and the whole answer. */
+/**
+ * Writes raw bytes to the server and returns the status line's code and the whole answer. The
+ * socket is not half-closed (Node's server would abort the request); send `Connection: close`.
+ */
 export async function sendRaw (baseUrl: string, bytes: string | Buffer): Promise<{ status: number; text: string }> {
   const { hostname, port } = new URL(baseUrl)
   return await new Promise((resolve, reject) => {
@@ -52,6 +55,7 @@ export async function sendRaw (baseUrl: string, bytes: string | Buffer): Promise
       const text = Buffer.concat(chunks).toString('latin1')
       resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), text })
     })
-    socket.end(bytes)
+    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
+    socket.write(bytes)
   })
 }

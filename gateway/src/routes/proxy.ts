@@ -42,6 +42,23 @@ export const upstreamHeaders: NonNullable<FastifyReplyFromHooks['rewriteRequestH
   return out
 }
 
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'])
+
+/**
+ * The upstream's answer minus its hop-by-hop headers (RFC 9110 §7.6.1): its `Connection:
+ * keep-alive` describes the gateway's pooled connection, not the client's, and must not override
+ * the client's own `Connection: close`.
+ */
+export const clientResponseHeaders: NonNullable<FastifyReplyFromHooks['rewriteHeaders']> = (headers) => {
+  const listed = String(headers.connection ?? '').toLowerCase().split(',').map((name) => name.trim())
+  const out: IncomingHttpHeaders = {}
+  for (const [name, value] of Object.entries(headers)) {
+    if (HOP_BY_HOP.has(name) || listed.includes(name)) continue
+    out[name] = value as string | string[]
+  }
+  return out
+}
+
 const upstreamFailure: NonNullable<FastifyReplyFromHooks['onError']> = (reply, { error }) => {
   const timedOut = (error as Error & { statusCode?: number }).statusCode === 504
   reply.request.log.warn({ err: error.cause ?? error }, 'upstream request failed')
@@ -86,6 +103,7 @@ export const proxyRoute: FastifyPluginAsync<ProxyRouteOptions> = async (app, { r
     },
     replyOptions: {
       rewriteRequestHeaders: upstreamHeaders,
+      rewriteHeaders: clientResponseHeaders,
       onError: upstreamFailure,
       // A gateway that silently re-sends requests can double a side effect: never retry.
       retryDelay: () => null
