@@ -101,7 +101,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     const value = env[name]
     if (value !== undefined && value !== '') raw[name] = value
   }
-  const converted = Value.Convert(EnvSchema, raw)
+  const converted = Value.Convert(EnvSchema, { ...raw })
   const first = Value.Errors(EnvSchema, converted).First()
   if (first !== undefined) {
     const name = first.path.replace(/^\//, '')

@@ -2,7 +2,7 @@ import { GatewayError } from '../errors.js'
 import type { TokenService } from '../tokens/token-service.js'
 import type { AuthStage } from './stage.js'
 
-const BEARER = /^Bearer +(\S+) *$/i
+const BEARER = /^Bearer[ \t]+(\S.*?)[ \t]*$/i
 
 /** Authorization: Bearer <jwt> -> the user (the token's subject). */
 export function bearerTokenStage (tokens: TokenService): AuthStage {
@@ -22,5 +22,6 @@ export async function verifyBearer (tokens: TokenService, header: string | undef
       headers: { 'www-authenticate': 'Bearer realm="keygate"' }
     })
   }
+  // Anything after "Bearer " is the token: a malformed one is INVALID_TOKEN, not a missing one.
   return await tokens.verify(match[1] as string)
 }

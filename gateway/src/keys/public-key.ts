@@ -48,10 +48,14 @@ export function parseRsaPublicKey (text: string): ParsedPublicKey {
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
 
-/** Strict single-line base64; anything else is undefined. */
+/**
+ * Strict single-line, canonical base64; anything else is undefined. Canonical means one spelling
+ * per byte string (no stray bits in the padding), so a signature has exactly one accepted form.
+ */
 export function decodeBase64 (text: string): Buffer | undefined {
   if (text.length === 0 || !BASE64.test(text)) return undefined
-  return Buffer.from(text, 'base64')
+  const bytes = Buffer.from(text, 'base64')
+  return bytes.toString('base64') === text ? bytes : undefined
 }
 
 /** RSASSA-PKCS1-v1_5 with SHA-256 (what `openssl dgst -sha256 -sign` makes). */

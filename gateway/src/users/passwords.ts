@@ -29,12 +29,20 @@ export async function hashPassword (password: string): Promise<string> {
   return `$scrypt$ln=${SCRYPT_LOG_N},r=${SCRYPT_R},p=${SCRYPT_P}$${b64(salt)}$${b64(hash)}`
 }
 
-/** Constant-time comparison; a malformed stored hash verifies nothing. */
+/**
+ * Constant-time comparison. A malformed stored hash verifies nothing: wrong lengths, or cost
+ * parameters outside what this code would ever write, are a plain false, never a match or a throw.
+ */
 export async function verifyPassword (password: string, phc: string): Promise<boolean> {
   const match = PHC_PATTERN.exec(phc)
   if (match === null) return false
-  const [, ln, r, p, salt, expectedB64] = match as unknown as [string, string, string, string, string, string]
+  const [, ln, r, p, saltB64, expectedB64] = match as unknown as [string, string, string, string, string, string]
+  const logN = Number(ln)
+  const [blockSize, parallelism] = [Number(r), Number(p)]
+  const salt = Buffer.from(saltB64, 'base64')
   const expected = Buffer.from(expectedB64, 'base64')
-  const actual = await scrypt(password, Buffer.from(salt, 'base64'), expected.length, options(Number(ln), Number(r), Number(p)))
+  if (logN < 14 || logN > 20 || blockSize < 1 || blockSize > 16 || parallelism < 1 || parallelism > 4 ||
+    salt.length < SALT_BYTES || expected.length !== HASH_BYTES) return false
+  const actual = await scrypt(password, salt, HASH_BYTES, options(logN, blockSize, parallelism))
   return timingSafeEqual(actual, expected)
 }
