@@ -1,0 +1,54 @@
+// One contract, two stores: the embedded memory store and Redis pass the same suite.
+import t from 'tap'
+import { createMemoryStore } from '../../gateway/src/store/memory.js'
+import { createRedisStore } from '../../gateway/src/store/redis.js'
+import type { KeyRecord, Store } from '../../gateway/src/store/index.js'
+import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
+
+const factories: Record<string, (t: { teardown: (fn: () => unknown) => void }) => Promise<Store>> = {
+  memory: async () => createMemoryStore(),
+  redis: async (t) => {
+    const url = await testRedisUrl()
+    const prefix = uniquePrefix('store')
+    const store = await createRedisStore({ url, prefix, commandTimeoutMs: 500 })
+    t.teardown(async () => {
+      await store.close()
+      await deletePrefix(url, prefix)
+    })
+    return store
+  }
+}
+
+const record = (apiKey: string, owner = 'alice'): KeyRecord => ({ apiKey, owner, name: 'k', publicKey: 'PEM', createdAt: '2026-01-01T00:00:00.000Z' })
+
+for (const [kind, make] of Object.entries(factories)) {
+  t.test(`${kind} store`, async (t) => {
+    const store = await make(t)
+    t.equal(store.kind, kind)
+    await store.ping()
+
+    t.equal(await store.getUser('alice'), null)
+    t.equal(await store.countUsers(), 0)
+    const created = await store.putUser('alice', 'hash-1')
+    t.match(created, { username: 'alice', passwordHash: 'hash-1' })
+    t.same(await store.getUser('alice'), created)
+    const updated = await store.putUser('alice', 'hash-2')
+    t.equal(updated.createdAt, created.createdAt, 'an update keeps the creation time')
+    t.equal((await store.getUser('alice'))?.passwordHash, 'hash-2')
+    await store.putUser('bob', 'hash-3')
+    t.equal(await store.countUsers(), 2)
+
+    t.equal(await store.getKey('a'.repeat(64)), null)
+    t.equal(await store.createKey(record('a'.repeat(64))), true)
+    t.same(await store.getKey('a'.repeat(64)), record('a'.repeat(64)))
+    t.equal(await store.createKey(record('a'.repeat(64), 'bob')), false, 'a second registration of one apiKey fails, by anyone')
+    t.equal((await store.getKey('a'.repeat(64)))?.owner, 'alice', 'and changes nothing')
+
+    const racers = await Promise.all(Array.from({ length: 20 }, (_, i) => store.createKey(record('b'.repeat(64), `user${i}`))))
+    t.equal(racers.filter(Boolean).length, 1, 'of 20 concurrent registrations exactly one wins')
+
+    const first = await store.getOrCreateSigningKey('candidate-1')
+    t.equal(first, 'candidate-1')
+    t.equal(await store.getOrCreateSigningKey('candidate-2'), 'candidate-1', 'the first stored signing key stays')
+  })
+}
