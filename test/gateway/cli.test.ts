@@ -1,0 +1,57 @@
+// `npm run keygate -- users add NAME` as an operator runs it: a child process, the password on
+// stdin, the running gateways' Redis; then the user logs in at a gateway on that Redis.
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
+import { login, startStack } from '../helpers/stack.js'
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+
+async function keygate (args: string[], stdin: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/cli/keygate.ts', ...args], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', ...env }
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  child.stdin.end(stdin)
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+  return { code, stdout, stderr }
+}
+
+t.test('users add', async (t) => {
+  const redisUrl = await testRedisUrl()
+  const prefix = uniquePrefix('cli')
+  t.teardown(async () => { await deletePrefix(redisUrl, prefix) })
+  const env = { REDIS_URL: redisUrl, KEYGATE_REDIS_PREFIX: prefix }
+
+  const created = await keygate(['users', 'add', 'carol'], 'first password\n', env)
+  t.equal(created.code, 0, created.stderr)
+  t.match(created.stdout, /user carol created/)
+
+  const gw = await startStack(t, { store: 'redis', redisPrefix: prefix })
+  t.type(await login(gw.url, 'carol', 'first password'), 'string', 'the trailing newline is not part of the password')
+
+  const updated = await keygate(['users', 'add', 'carol'], 'second password', env)
+  t.equal(updated.code, 0, updated.stderr)
+  t.match(updated.stdout, /user carol updated/)
+  t.type(await login(gw.url, 'carol', 'second password'), 'string', 'a running gateway sees the new password')
+  await t.rejects(login(gw.url, 'carol', 'first password'), /401/)
+
+  const cases: Array<[string, string[], string, Record<string, string>, number, RegExp]> = [
+    ['no REDIS_URL', ['users', 'add', 'dave'], 'password1', {}, 2, /REDIS_URL is not set/],
+    ['no name', ['users', 'add'], 'password1', env, 2, /^usage:/],
+    ['unknown command', ['users', 'drop', 'dave'], 'password1', env, 2, /^usage:/],
+    ['a short password', ['users', 'add', 'dave'], 'short', env, 1, /^VALIDATION_FAILED: /],
+    ['a bad username', ['users', 'add', 'da ve'], 'password1', env, 1, /^VALIDATION_FAILED: /],
+    ['a bad REDIS_URL', ['users', 'add', 'dave'], 'password1', { REDIS_URL: 'nonsense' }, 1, /^REDIS_URL: /]
+  ]
+  for (const [name, args, stdin, caseEnv, code, message] of cases) {
+    const res = await keygate(args, stdin, caseEnv)
+    t.equal(res.code, code, name)
+    t.match(res.stderr, message, name)
+  }
+})
