@@ -1,14 +1,17 @@
 // `npm start`: the example clients service and keygate in front of it, in one process, so a
 // newcomer can follow the README walkthrough. Ctrl-C or SIGTERM stops both, gateway first.
-import { loadConfig } from '../gateway/src/config.js'
+import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../gateway/src/config.js'
 import { closeOnSignals, exitWithStartupError, startGateway } from '../gateway/src/server.js'
 import { startUpstream } from '../upstream-stub/src/server.js'
-import { DEFAULT_UPSTREAM_PORT } from '../gateway/src/config.js'
 
 async function main (): Promise<void> {
-  const config = loadConfig()
+  const loaded = loadConfig()
   const upstreamPort = Number(process.env.UPSTREAM_PORT ?? DEFAULT_UPSTREAM_PORT)
-  const upstream = await startUpstream({ port: upstreamPort, host: '127.0.0.1', logger: { level: config.logLevel } })
+  const upstream = await startUpstream({ port: upstreamPort, host: '127.0.0.1', logger: { level: loaded.logLevel } })
+  // Without UPSTREAM_URL the routes go to the stub just started (UPSTREAM_PORT=0 picks a free port).
+  const config = process.env.UPSTREAM_URL === undefined
+    ? { ...loaded, routes: loaded.routes.map((route) => ({ ...route, upstream: upstream.url })) }
+    : loaded
   let gateway
   try {
     gateway = await startGateway({ config, createDemoUser: true })

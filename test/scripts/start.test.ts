@@ -1,0 +1,72 @@
+// `npm start` as a newcomer meets it: both services come up, a store without users gets a demo
+// user whose password is printed once, the walkthrough's first step works with it, and SIGTERM
+// stops everything cleanly.
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
+import { login } from '../helpers/stack.js'
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+
+interface Started { child: ChildProcessWithoutNullStreams; url: string; stderr: () => string }
+
+async function start (env: Record<string, string>): Promise<Started> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', PORT: '0', UPSTREAM_PORT: '0', ...env }
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString()
+      const match = /keygate listens on (http:\/\/[0-9.:]+)/.exec(stdout)
+      if (match !== null) resolve(match[1] as string)
+    })
+    child.on('exit', (code) => { reject(new Error(`npm start exited with ${code}: ${stderr}`)) })
+  })
+  return { child, url, stderr: () => stderr }
+}
+
+async function stop (child: ChildProcessWithoutNullStreams): Promise<number | null> {
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
+  child.kill('SIGTERM')
+  return await exited
+}
+
+t.test('npm start on the embedded store', async (t) => {
+  const { child, url, stderr } = await start({})
+  t.teardown(() => { child.kill('SIGKILL') })
+  const password = /password: (\S+)/.exec(stderr())?.[1]
+  t.ok(password !== undefined && password.length >= 16, 'a random demo password is printed')
+  t.type(await login(url, 'demo', password), 'string', 'and it logs in')
+  t.match(stderr(), /username: demo/)
+  t.equal(await stop(child), 0, 'SIGTERM stops both services with exit code 0')
+})
+
+t.test('the demo user is made only for a store without users, and shown once', async (t) => {
+  const redisUrl = await testRedisUrl()
+  const prefix = uniquePrefix('start')
+  t.teardown(async () => { await deletePrefix(redisUrl, prefix) })
+  const env = { REDIS_URL: redisUrl, KEYGATE_REDIS_PREFIX: prefix }
+  const first = await start(env)
+  const password = /password: (\S+)/.exec(first.stderr())?.[1]
+  t.ok(password)
+  t.equal(await stop(first.child), 0)
+
+  const second = await start(env)
+  t.teardown(() => { second.child.kill('SIGKILL') })
+  t.notMatch(second.stderr(), /password:/, 'the second start prints no password')
+  t.type(await login(second.url, 'demo', password), 'string', 'the first password still works')
+  t.equal(await stop(second.child), 0)
+
+  const otherPrefix = uniquePrefix('start')
+  t.teardown(async () => { await deletePrefix(redisUrl, otherPrefix) })
+  const withUsers = await start({ KEYGATE_BOOTSTRAP_USERS: 'ops:ops-password-1', KEYGATE_REDIS_PREFIX: otherPrefix, REDIS_URL: redisUrl })
+  t.teardown(() => { withUsers.child.kill('SIGKILL') })
+  t.notMatch(withUsers.stderr(), /password:/, 'bootstrapped users: no demo user')
+  t.type(await login(withUsers.url, 'ops', 'ops-password-1'), 'string')
+  t.equal(await stop(withUsers.child), 0)
+})
