@@ -1,7 +1,7 @@
 // Shared fixtures for the unit tests of the auth stages, the key helpers and the user service.
 // Not a test file: it only builds fake requests, key pairs, a token service over a key file that
 // the tests also hold (to sign hostile tokens), and a helper that captures a GatewayError.
-import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto'
+import { generateKeyPairSync, type KeyObject } from 'node:crypto'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -10,6 +10,7 @@ import { GatewayError } from '../../../gateway/src/errors.js'
 import type { Store } from '../../../gateway/src/store/index.js'
 import { createMemoryStore } from '../../../gateway/src/store/memory.js'
 import { createTokenService, type TokenService } from '../../../gateway/src/tokens/token-service.js'
+import { rsaKeyPair, signBase64, type TestKeyPair } from '../../helpers/keys.js'
 
 export interface FakeRequestInit {
   headers?: Record<string, string | string[] | undefined>
@@ -52,29 +53,18 @@ export function defined<T> (value: T | undefined | null, what: string): T {
   return value
 }
 
-export interface RsaPair {
-  privateKey: KeyObject
-  publicKey: KeyObject
+export type RsaPair = TestKeyPair & {
   /** SPKI ("-----BEGIN PUBLIC KEY-----") PEM */
   spkiPem: string
-  /** PKCS#1 ("-----BEGIN RSA PUBLIC KEY-----") PEM of the same key */
-  pkcs1Pem: string
 }
 
 export function rsaPair (modulusLength = 2048): RsaPair {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength })
-  return {
-    privateKey,
-    publicKey,
-    spkiPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
-    pkcs1Pem: publicKey.export({ type: 'pkcs1', format: 'pem' }).toString()
-  }
+  const pair = rsaKeyPair(modulusLength)
+  return { ...pair, spkiPem: pair.publicPem }
 }
 
 /** What a client does: RSASSA-PKCS1-v1_5 SHA-256 over the bytes, as single-line base64. */
-export function signBase64 (privateKey: KeyObject, data: string | Buffer): string {
-  return sign('sha256', typeof data === 'string' ? Buffer.from(data, 'utf8') : data, privateKey).toString('base64')
-}
+export { signBase64 }
 
 export const ISSUER = 'keygate-test-issuer'
 export const AUDIENCE = 'keygate-test-audience'
