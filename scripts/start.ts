@@ -1,7 +1,7 @@
 // `npm start`: the example clients service and keygate in front of it, in one process, so a
 // newcomer can follow the README walkthrough. Ctrl-C or SIGTERM stops both, gateway first.
 import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../gateway/src/config.js'
-import { closeOnSignals, exitWithStartupError, startGateway } from '../gateway/src/server.js'
+import { closeOnSignals, exitWithStartupError, reloadRoutesOnSighup, startGateway } from '../gateway/src/server.js'
 import { startUpstream } from '../upstream-stub/src/server.js'
 
 async function main (): Promise<void> {
@@ -10,7 +10,7 @@ async function main (): Promise<void> {
   const upstream = await startUpstream({ port: upstreamPort, host: '127.0.0.1', logger: { level: loaded.logLevel } })
   // Without UPSTREAM_URL the routes go to the stub just started (UPSTREAM_PORT=0 picks a free port).
   const config = process.env.UPSTREAM_URL === undefined
-    ? { ...loaded, routes: loaded.routes.map((route) => ({ ...route, upstream: upstream.url })) }
+    ? { ...loaded, routeDefaults: { ...loaded.routeDefaults, upstream: upstream.url }, routes: loaded.routes.map((route) => ({ ...route, upstream: upstream.url })) }
     : loaded
   let gateway
   try {
@@ -20,7 +20,9 @@ async function main (): Promise<void> {
     throw err
   }
   const { app } = gateway
-  app.log.info(`keygate listens on ${gateway.url} and forwards ${config.routes.map((r) => r.prefix).join(', ')} to ${config.routes[0]?.upstream ?? '(none)'}`)
+  reloadRoutesOnSighup(app)
+  const routes = app.keygate.routes.current.routes
+  app.log.info(`keygate listens on ${gateway.url} and forwards ${routes.map((r) => `${r.prefix} to ${r.upstream}`).join(', ')}`)
   closeOnSignals(async () => {
     await gateway.close()
     await upstream.close()

@@ -7,12 +7,14 @@ import { bearerTokenStage } from './auth/bearer.js'
 import { signedPipeline, type AuthStage } from './auth/pipeline.js'
 import { createKeyRegistry } from './keys/key-registry.js'
 import { accessLogPlugin } from './plugins/access-log.js'
-import { problemsPlugin } from './plugins/problems.js'
+import { clientErrorHandler, frameworkErrors, problemsPlugin } from './plugins/problems.js'
 import { requestTargetPlugin } from './plugins/request-target.js'
 import { apiKeyRoutes } from './routes/api-keys.js'
 import { healthRoutes } from './routes/health.js'
 import { jwksRoutes } from './routes/jwks.js'
-import { proxyRoute } from './routes/proxy.js'
+import { proxyRoutes } from './routes/proxy.js'
+import { createIdentityTokenIssuer } from './routing/identity-token.js'
+import { createRouteRegistry } from './routing/route-registry.js'
 import { tokenRoutes } from './routes/token.js'
 import { createStore, type Store } from './store/index.js'
 import { createTokenService } from './tokens/token-service.js'
@@ -52,6 +54,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     // slowloris: a request must arrive whole within this time
     requestTimeout: 30_000,
     return503OnClosing: true,
+    frameworkErrors,
+    clientErrorHandler,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
   }).withTypeProvider<TypeBoxTypeProvider>()
 
@@ -61,11 +65,14 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     app.log.warn('REDIS_URL is not set: users and keys live in this process only and are lost when it stops; set REDIS_URL for anything but a trial')
   }
 
+  const routes = await createRouteRegistry(config, app.log)
+  app.addHook('onClose', async () => { routes.close() })
   const services: KeygateServices = {
     store,
     tokens: await createTokenService(config.jwt, store),
     users: createUserService(store),
-    keys: createKeyRegistry(store, { cacheSize: config.keyCacheSize })
+    keys: createKeyRegistry(store, { cacheSize: config.keyCacheSize }),
+    routes
   }
   await services.users.bootstrap(config.bootstrapUsers)
   app.decorate('keygate', services)
@@ -85,8 +92,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     bearer: [bearerTokenStage(services.tokens)],
     public: []
   }
-  for (const route of config.routes) {
-    await app.register(proxyRoute, { route, stages: pipelines[route.auth] })
-  }
+  // Last: everything that is not one of keygate's own endpoints is business traffic.
+  await app.register(proxyRoutes, { routes, pipelines, identityTokens: createIdentityTokenIssuer(services.tokens) })
   return app
 }

@@ -23,7 +23,7 @@ export const EnvSchema = Type.Object({
   HOST: Type.Optional(Type.String({ minLength: 1 })),
   UPSTREAM_PORT: Type.Optional(Port),
   UPSTREAM_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
-  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^[Rr][Ee][Dd][Ii][Ss][Ss]?://' })),
   KEYGATE_REDIS_PREFIX: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
   KEYGATE_REDIS_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 10, maximum: 60_000 })),
   KEYGATE_BOOTSTRAP_USERS: Type.Optional(Type.String()),
@@ -34,21 +34,53 @@ export const EnvSchema = Type.Object({
   KEYGATE_BODY_LIMIT: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
   KEYGATE_KEY_CACHE_SIZE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   KEYGATE_UPSTREAM_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
+  KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_ROUTES_WATCH: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])),
   LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))))
 })
 export type Env = Static<typeof EnvSchema>
 export const ENV_VARIABLES = Object.keys(EnvSchema.properties) as Array<keyof Env>
 
 export type AuthTier = 'signed' | 'bearer' | 'public'
+export const AUTH_TIERS: readonly AuthTier[] = ['signed', 'bearer', 'public']
+export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const
 
-/** A business route: requests under `prefix` are authenticated per `auth` and forwarded. */
+/** The names of the identity headers sent upstream (CONTRACT.md's by default). */
+export interface IdentityHeaderNames {
+  user: string
+  key: string
+  keyName: string
+}
+export const DEFAULT_IDENTITY_HEADERS: IdentityHeaderNames = { user: 'x-gateway-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name' }
+
+export interface IdentityTokenConfig {
+  /** the header that carries the token upstream */
+  header: string
+  ttlSeconds: number
+  /** the token's `aud`: by default the upstream's origin */
+  audience: string
+}
+
+/** A business route: requests it matches are authenticated per `auth` and forwarded to `upstream`. */
 export interface RouteConfig {
+  /** how errors and logs name it: its `name`, or `routes[i]` */
+  name: string
+  /** a prefix ("/v1/clients/") or, when `exact`, one exact path */
   prefix: string
+  exact: boolean
   upstream: string
   auth: AuthTier
   methods: string[]
+  /** replaces the matched prefix (or the exact path) in the forwarded target */
+  rewrite: string | undefined
   bodyLimit: number
   timeoutMs: number
+  identityHeaders: IdentityHeaderNames
+  /** set on the forwarded request (after removals; the identity headers are written last) */
+  addHeaders: Record<string, string>
+  /** removed from the forwarded request (lower-case names) */
+  removeHeaders: string[]
+  identityToken: IdentityTokenConfig | undefined
 }
 
 export interface BootstrapUser {
@@ -68,7 +100,19 @@ export interface GatewayConfig {
   bodyLimit: number
   keyCacheSize: number
   logLevel: string
+  /** route defaults from the environment, for route files */
+  routeDefaults: RouteDefaults
+  /** KEYGATE_ROUTES: the route file; unset: `routes` are the built-in default */
+  routesFile: string | undefined
+  /** reload the route file when it changes (SIGHUP always reloads) */
+  watchRoutes: boolean
   routes: RouteConfig[]
+}
+
+export interface RouteDefaults {
+  upstream: string
+  bodyLimit: number
+  timeoutMs: number
 }
 
 export class ConfigError extends Error {
@@ -77,22 +121,28 @@ export class ConfigError extends Error {
 
 export const USERNAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/
 
-/** `name:password,name2:password2`; a password may hold `:` but not `,`. */
+/**
+ * `name:password,name2:password2`; a password may hold `:` but not `,`. Errors name an entry by
+ * its number only: a mistyped entry may well hold a password, which must not reach a log.
+ */
 export function parseBootstrapUsers (text: string | undefined): BootstrapUser[] {
   if (text === undefined || text.trim() === '') return []
   return text.split(',').map((entry, index) => {
     const colon = entry.indexOf(':')
-    const username = colon === -1 ? entry.trim() : entry.slice(0, colon).trim()
+    const username = colon === -1 ? '' : entry.slice(0, colon).trim()
     const password = colon === -1 ? '' : entry.slice(colon + 1)
-    if (!USERNAME_PATTERN.test(username)) {
-      throw new ConfigError(`KEYGATE_BOOTSTRAP_USERS: entry ${index + 1}: "${username}" is not a valid username (letters, digits, . _ @ -, at most 64, starting with a letter or digit)`)
+    if (colon === -1 || password.length === 0) {
+      throw new ConfigError(`KEYGATE_BOOTSTRAP_USERS: entry ${index + 1} is not name:password (a password may not contain ",")`)
     }
-    if (password.length === 0) {
-      throw new ConfigError(`KEYGATE_BOOTSTRAP_USERS: entry ${index + 1} (${username}): the password is empty; write name:password`)
+    if (!USERNAME_PATTERN.test(username)) {
+      throw new ConfigError(`KEYGATE_BOOTSTRAP_USERS: entry ${index + 1} has no valid username (letters, digits, . _ @ -, at most 64, starting with a letter or digit)`)
     }
     return { username, password }
   })
 }
+
+/** Values that may hold secrets are never quoted back in an error. */
+const SECRET_VARIABLES = new Set(['REDIS_URL', 'KEYGATE_BOOTSTRAP_USERS'])
 
 /** Reads and checks the environment; throws a ConfigError naming the variable and what is allowed. */
 export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig {
@@ -105,7 +155,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
   const first = Value.Errors(EnvSchema, converted).First()
   if (first !== undefined) {
     const name = first.path.replace(/^\//, '')
-    throw new ConfigError(`${name}: ${JSON.stringify(raw[name])} is not allowed: ${first.message}`)
+    const shown = SECRET_VARIABLES.has(name) ? 'the value given' : JSON.stringify(raw[name])
+    throw new ConfigError(`${name}: ${shown} is not allowed: ${first.message}`)
   }
   const e = converted as Env
   const upstreamPort = e.UPSTREAM_PORT ?? DEFAULT_UPSTREAM_PORT
@@ -128,13 +179,34 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     bodyLimit,
     keyCacheSize: e.KEYGATE_KEY_CACHE_SIZE ?? DEFAULT_KEY_CACHE_SIZE,
     logLevel: e.LOG_LEVEL ?? 'info',
+    routeDefaults: { upstream, bodyLimit, timeoutMs },
+    routesFile: e.KEYGATE_ROUTES,
+    watchRoutes: e.KEYGATE_ROUTES_WATCH === 'true',
     routes: defaultRoutes({ upstream, bodyLimit, timeoutMs })
   }
 }
 
-/** The business routes of SPEC.md, forwarded to the example clients service. */
-export function defaultRoutes (opts: { upstream: string; bodyLimit: number; timeoutMs: number }): RouteConfig[] {
+/** A route with every optional setting at its default. */
+export function route (fields: Pick<RouteConfig, 'prefix' | 'upstream' | 'auth'> & Partial<RouteConfig>, defaults: Omit<RouteDefaults, 'upstream'>): RouteConfig {
+  return {
+    name: fields.prefix,
+    exact: false,
+    methods: [...HTTP_METHODS],
+    rewrite: undefined,
+    bodyLimit: defaults.bodyLimit,
+    timeoutMs: defaults.timeoutMs,
+    identityHeaders: DEFAULT_IDENTITY_HEADERS,
+    addHeaders: {},
+    removeHeaders: [],
+    identityToken: undefined,
+    ...fields
+  }
+}
+
+/** Without a route file: the business routes of SPEC.md, signed, to the example service. */
+export function defaultRoutes (defaults: RouteDefaults): RouteConfig[] {
   return [
-    { prefix: '/v1/clients/', upstream: opts.upstream, auth: 'signed', methods: ['GET', 'POST'], bodyLimit: opts.bodyLimit, timeoutMs: opts.timeoutMs }
+    route({ prefix: '/v1/clients/', upstream: defaults.upstream, auth: 'signed', methods: ['GET', 'POST'] }, defaults),
+    route({ prefix: '/v1/transactions/', upstream: defaults.upstream, auth: 'signed', methods: ['GET', 'POST'] }, defaults)
   ]
 }

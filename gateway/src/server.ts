@@ -67,6 +67,17 @@ export function closeOnSignals (close: () => Promise<void>, log: (message: strin
   process.on('SIGTERM', shutdown)
 }
 
+/** SIGHUP re-reads the route file; a bad file is refused and the running routes stay. */
+export function reloadRoutesOnSighup (app: FastifyInstance): void {
+  process.on('SIGHUP', () => {
+    if (app.keygate.routes.file === undefined) {
+      app.log.info('SIGHUP: no KEYGATE_ROUTES file to reload')
+      return
+    }
+    void app.keygate.routes.reload()
+  })
+}
+
 export function isMainModule (metaUrl: string): boolean {
   const entry = process.argv[1]
   if (entry === undefined) return false
@@ -86,6 +97,7 @@ export function exitWithStartupError (err: unknown): never {
 
 async function main (): Promise<void> {
   const gateway = await startGateway({ config: loadConfig() })
+  reloadRoutesOnSighup(gateway.app)
   closeOnSignals(gateway.close, (message, err) => { gateway.app.log.info({ err }, message) })
 }
 

@@ -1,6 +1,7 @@
 // Fastify declaration merging: what keygate adds to the instance and to requests.
 import type { AuthState } from './auth/stage.js'
 import type { KeyRegistry } from './keys/key-registry.js'
+import type { RouteRegistry } from './routing/route-registry.js'
 import type { Store } from './store/index.js'
 import type { TokenService } from './tokens/token-service.js'
 import type { UserService } from './users/user-service.js'
@@ -10,6 +11,7 @@ export interface KeygateServices {
   tokens: TokenService
   users: UserService
   keys: KeyRegistry
+  routes: RouteRegistry
 }
 
 declare module 'fastify' {

@@ -84,7 +84,7 @@ t.test('forwarding to a recording upstream', async (t) => {
       ['bad signature', async () => await send(gw.url, '/v1/clients/', { headers: { ...signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/' }), 'x-api-signature': 'AAAA' } }), 401],
       ['body over the limit', async () => await sendSigned(gw.url, { keys, token, method: 'POST', target: '/v1/clients/', body: 'x'.repeat(1025) }), 413],
       ['a GET with a body', async () => await send(gw.url, '/v1/clients/', { headers: signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/', body: 'x' }), body: 'x' }), 400],
-      ['a method the route does not allow', async () => await sendSigned(gw.url, { keys, token, method: 'DELETE', target: '/v1/clients/' }), 404],
+      ['a method the route does not allow', async () => await sendSigned(gw.url, { keys, token, method: 'DELETE', target: '/v1/clients/' }), 405],
       ['a dot segment', async () => await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/../admin' }), 400],
       ['an encoded dot segment', async () => await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/%2e%2E/admin' }), 400]
     ]
@@ -94,6 +94,9 @@ t.test('forwarding to a recording upstream', async (t) => {
     t.equal(recorder.requests.length, before, 'none was forwarded')
     const tooLarge = await sendSigned(gw.url, { keys, token, method: 'POST', target: '/v1/clients/', body: 'x'.repeat(1025) })
     t.equal(tooLarge.json().code, 'PAYLOAD_TOO_LARGE')
+    const wrongMethod = await sendSigned(gw.url, { keys, token, method: 'DELETE', target: '/v1/clients/' })
+    t.equal(wrongMethod.json().code, 'METHOD_NOT_ALLOWED')
+    t.equal(wrongMethod.headers.allow, 'GET, POST')
   })
 
   t.test('request targets a URI may not carry are refused with 400 before any check', async (t) => {

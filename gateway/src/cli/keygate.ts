@@ -1,19 +1,24 @@
-// `npm run keygate -- <command>`: operator commands against the store a gateway uses (REDIS_URL).
-//   users add NAME    create NAME, or set its password; the password is read from stdin
+// `npm run keygate -- <command>`: operator commands.
+//   users add NAME     create NAME, or set its password (read from stdin), on the store REDIS_URL names
+//   routes check FILE  validate a route file and print the table of routes it makes
 import { createInterface } from 'node:readline'
 import { ConfigError, loadConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
 import { isMainModule } from '../server.js'
+import type { RouteConfig } from '../config.js'
+import { loadRouteFile } from '../routing/route-file.js'
 import { createStore } from '../store/index.js'
 import { redactUrl } from '../store/redis.js'
 import { createUserService } from '../users/user-service.js'
 
 const USAGE = `usage: npm run keygate -- users add NAME
+       npm run keygate -- routes check FILE
 
-  users add NAME   create user NAME, or change its password (read from stdin:
-                   typed at a prompt, or piped: printf %s "$PASSWORD" | npm run keygate -- users add NAME)
+  users add NAME     create user NAME, or change its password (read from stdin:
+                     typed at a prompt, or piped: printf %s "$PASSWORD" | npm run keygate -- users add NAME)
+  routes check FILE  validate a route file (YAML or JSON) and print the routes it makes
 
-The command works on the Redis named by REDIS_URL (and KEYGATE_REDIS_PREFIX), the store of the
+users add works on the Redis named by REDIS_URL (and KEYGATE_REDIS_PREFIX), the store of the
 running gateways. Without REDIS_URL there is nothing to change: the embedded store lives inside a
 gateway process; use KEYGATE_BOOTSTRAP_USERS there instead.`
 
@@ -36,8 +41,35 @@ async function readPassword (input: NodeJS.ReadStream, output: NodeJS.WriteStrea
   return line
 }
 
+/** The route table as a person reads it: one line per route, most specific first. */
+export function formatRouteTable (routes: readonly RouteConfig[]): string {
+  const rows = [['MATCH', 'METHODS', 'AUTH', 'UPSTREAM', 'FORWARDED AS', 'TIMEOUT', 'BODY LIMIT', 'NAME']]
+  const sorted = [...routes].sort((a, b) => Number(b.exact) - Number(a.exact) || b.prefix.length - a.prefix.length)
+  for (const r of sorted) {
+    rows.push([
+      r.exact ? r.prefix : `${r.prefix}*`,
+      r.methods.join(','),
+      r.auth + (r.identityToken ? '+identity-token' : ''),
+      r.upstream,
+      r.rewrite === undefined ? '(unchanged)' : (r.exact ? r.rewrite : `${r.rewrite}*`),
+      `${r.timeoutMs} ms`,
+      `${r.bodyLimit} B`,
+      r.name
+    ])
+  }
+  const widths = rows[0]!.map((_, col) => Math.max(...rows.map((row) => row[col]!.length)))
+  return rows.map((row) => row.map((cell, col) => cell.padEnd(widths[col]!)).join('  ').trimEnd()).join('\n') + '\n'
+}
+
+async function checkRoutes (file: string, io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
+  const routes = await loadRouteFile(file, loadConfig(io.env).routeDefaults)
+  io.stdout.write(formatRouteTable(routes))
+  io.stdout.write(`${file}: ${routes.length} route${routes.length === 1 ? '' : 's'}, valid\n`)
+}
+
 export async function runCli (argv: string[], io = { stdin: process.stdin, stdout: process.stdout, env: process.env }): Promise<void> {
   const [group, command, name, ...rest] = argv
+  if (group === 'routes' && command === 'check' && name !== undefined && rest.length === 0) return await checkRoutes(name, io)
   if (group !== 'users' || command !== 'add' || name === undefined || rest.length > 0) throw new UsageError(USAGE)
   const config = loadConfig(io.env)
   if (config.redisUrl === undefined) throw new UsageError(`REDIS_URL is not set.\n\n${USAGE}`)

@@ -1,48 +1,101 @@
-// A business route: the auth pipeline, then @fastify/http-proxy to the route's upstream.
-// The body is buffered (up to the route's limit) so the signature is checked over the exact bytes,
-// and those same bytes are forwarded. Client-sent identity headers never reach the upstream: the
-// gateway drops them and writes its own last.
+// Business traffic: every request that is not one of keygate's own endpoints lands here. It is
+// matched against the live route table, authenticated by its route's tier, and forwarded with
+// @fastify/http-proxy to the route's upstream. The body is buffered (up to the route's limit) so
+// the signature is checked over the exact bytes, and those same bytes are forwarded. Client-sent
+// identity headers never reach an upstream: the gateway drops them and writes its own last.
 import type { IncomingHttpHeaders } from 'node:http'
 import { Readable } from 'node:stream'
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyReplyFromHooks } from '@fastify/reply-from'
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { runStages, type AuthStage } from '../auth/pipeline.js'
-import type { RouteConfig } from '../config.js'
+import { HTTP_METHODS, type AuthTier, type RouteConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
+import type { IdentityTokenIssuer } from '../routing/identity-token.js'
+import type { RouteRegistry } from '../routing/route-registry.js'
 
-export interface ProxyRouteOptions {
-  route: RouteConfig
-  stages: readonly AuthStage[]
+export interface ProxyOptions {
+  routes: RouteRegistry
+  pipelines: Record<AuthTier, readonly AuthStage[]>
+  identityTokens: IdentityTokenIssuer
 }
 
-export const IDENTITY_HEADERS = { user: 'x-gateway-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name' } as const
+/** What the proxy knows about a request it forwards. */
+export interface ForwardState {
+  route: RouteConfig
+  /** the exact bytes received, once read */
+  body?: Buffer
+  identityToken?: string
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    forward: ForwardState | null
+  }
+}
+
 const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'TRACE'])
-/** upstream keep-alive connections per route */
+/** the largest body any route may allow (the route file's schema maximum) */
+const MAX_BODY_LIMIT = 1024 * 1024 * 1024
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'])
+/**
+ * Never forwarded from the client: keygate's own credentials, framing the gateway sets itself,
+ * hop-by-hop headers (undici refuses some, which would turn a good request into a 502), and the
+ * forwarding headers the gateway writes itself.
+ */
+const NEVER_FORWARDED = new Set(['authorization', 'x-api-signature', 'content-length', 'transfer-encoding', 'expect',
+  'keep-alive', 'upgrade', 'proxy-connection', 'http2-settings', 'te', 'trailer', 'forwarded', 'x-forwarded-for',
+  'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip'])
+/** upstream keep-alive connections per origin */
 const UPSTREAM_CONNECTIONS = 128
 
-// The exact bytes received, kept for the content-length we send once the body becomes a stream.
-const forwardedBodies = new WeakMap<object, Buffer>()
-
-/** Client headers minus anything that could pass for the gateway's word, plus the gateway's identity. */
-export const upstreamHeaders: NonNullable<FastifyReplyFromHooks['rewriteRequestHeaders']> = (request, headers) => {
-  const out: IncomingHttpHeaders = {}
-  for (const name of Object.keys(headers)) {
-    if (name.startsWith('x-gateway-') || name === 'authorization' || name === 'x-api-signature' ||
-      name === 'content-length' || name === 'transfer-encoding') continue
-    out[name] = (headers as IncomingHttpHeaders)[name]
-  }
-  if (!BODYLESS_METHODS.has(request.method)) out['content-length'] = String(forwardedBodies.get(request)?.length ?? 0)
-  const auth = (request as FastifyRequest).auth
-  if (auth?.user !== undefined) out[IDENTITY_HEADERS.user] = auth.user
-  if (auth?.key !== undefined) {
-    out[IDENTITY_HEADERS.key] = auth.key.apiKey
-    out[IDENTITY_HEADERS.keyName] = auth.key.name
-  }
-  return out
+const pathOf = (target: string): string => {
+  const query = target.indexOf('?')
+  return query === -1 ? target : target.slice(0, query)
 }
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'])
+function forwardState (request: FastifyRequest): ForwardState {
+  if (request.forward === null) throw new Error('the proxy hook did not run')
+  return request.forward
+}
+
+/** The path the upstream receives: the route's rewrite applied, under the upstream URL's own path. */
+export function forwardedPath (route: RouteConfig, path: string): string {
+  let rewritten = path
+  if (route.rewrite !== undefined) {
+    const rest = route.exact ? '' : path.slice(route.prefix.length)
+    rewritten = route.rewrite.endsWith('/') && rest.startsWith('/') ? route.rewrite + rest.slice(1) : route.rewrite + rest
+  }
+  const base = new URL(route.upstream).pathname.replace(/\/$/, '')
+  return base + rewritten
+}
+
+/** Client headers minus anything that could pass for the gateway's word, plus the gateway's own. */
+export const upstreamHeaders: NonNullable<FastifyReplyFromHooks['rewriteRequestHeaders']> = (request, headers) => {
+  const { route, body, identityToken } = forwardState(request as FastifyRequest)
+  const names = route.identityHeaders
+  const dropped = new Set([...NEVER_FORWARDED, names.user, names.key, names.keyName, ...route.removeHeaders,
+    ...(route.identityToken ? [route.identityToken.header] : [])])
+  const out: IncomingHttpHeaders = {}
+  for (const name of Object.keys(headers)) {
+    // CGI-style servers read "x_gateway_user" as "x-gateway-user": compare names as they would.
+    const normalised = name.replaceAll('_', '-')
+    if (normalised.startsWith('x-gateway-') || dropped.has(normalised)) continue
+    out[name] = (headers as IncomingHttpHeaders)[name]
+  }
+  Object.assign(out, route.addHeaders)
+  const client = (request as FastifyRequest).ip
+  if (client !== undefined) out['x-forwarded-for'] = client
+  if (!BODYLESS_METHODS.has(request.method)) out['content-length'] = String(body?.length ?? 0)
+  const auth = (request as FastifyRequest).auth
+  if (auth?.user !== undefined) out[names.user] = auth.user
+  if (auth?.key !== undefined) {
+    out[names.key] = auth.key.apiKey
+    out[names.keyName] = auth.key.name
+  }
+  if (identityToken !== undefined && route.identityToken !== undefined) out[route.identityToken.header] = identityToken
+  return out
+}
 
 /**
  * The upstream's answer minus its hop-by-hop headers (RFC 9110 §7.6.1): its `Connection:
@@ -67,57 +120,95 @@ const upstreamFailure: NonNullable<FastifyReplyFromHooks['onError']> = (reply, {
     : new GatewayError('UPSTREAM_UNAVAILABLE', 'The upstream service could not be reached', { headers: { 'retry-after': '1' } }))
 }
 
-export const proxyRoute: FastifyPluginAsync<ProxyRouteOptions> = async (app, { route, stages }) => {
-  const beforeBody = stages.filter((stage) => !stage.needsBody)
-  const afterBody = stages.filter((stage) => stage.needsBody)
+const tooLarge = (limit: number): GatewayError =>
+  new GatewayError('PAYLOAD_TOO_LARGE', `The request body is larger than this route accepts (${limit} bytes)`)
 
-  // Every content type arrives as raw bytes: nothing is parsed, re-encoded or normalised.
+export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { routes, pipelines, identityTokens }) => {
+  const phases = Object.fromEntries(Object.entries(pipelines).map(([tier, stages]) => [tier, {
+    beforeBody: stages.filter((stage) => !stage.needsBody),
+    afterBody: stages.filter((stage) => stage.needsBody)
+  }])) as Record<AuthTier, { beforeBody: AuthStage[]; afterBody: AuthStage[] }>
+
+  app.decorateRequest('forward', null)
+
+  // Every content type arrives as raw bytes, never parsed or re-encoded, up to the route's limit.
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: route.bodyLimit }, (_request, body, done) => { done(null, body) })
-
-  app.addHook('onRequest', async (request) => {
-    // GET carries no body (and Fastify would not read one): refuse rather than forward unread bytes.
-    if (BODYLESS_METHODS.has(request.method) &&
-      (request.headers['transfer-encoding'] !== undefined || (request.headers['content-length'] ?? '0') !== '0')) {
-      throw new GatewayError('VALIDATION_FAILED', `A ${request.method} request carries no body`)
+  app.addContentTypeParser('*', { bodyLimit: MAX_BODY_LIMIT }, (request, payload, done) => {
+    const limit = forwardState(request).route.bodyLimit
+    const chunks: Buffer[] = []
+    let size = 0
+    let finished = false
+    const finish = (err: Error | null, body?: Buffer): void => {
+      if (finished) return
+      finished = true
+      payload.removeAllListeners('data')
+      done(err, body)
     }
-    request.auth = {}
-    await runStages(beforeBody, request, request.auth)
+    payload.on('data', (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) finish(tooLarge(limit))
+      else chunks.push(chunk)
+    })
+    payload.on('end', () => { finish(null, Buffer.concat(chunks, size)) })
+    payload.on('error', (err) => { finish(err) })
   })
 
-  const prefix = route.prefix.endsWith('/') ? route.prefix.slice(0, -1) : route.prefix
+  app.addHook('onRequest', async (request) => {
+    const match = routes.current.match(pathOf(request.raw.url ?? '/'), request.method)
+    if (match.kind === 'not-found') throw new GatewayError('NOT_FOUND', `No route for ${request.method} ${pathOf(request.url)}`)
+    if (match.kind === 'method-not-allowed') {
+      throw new GatewayError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here; allowed: ${match.allow.join(', ')}`, { headers: { allow: match.allow.join(', ') } })
+    }
+    const { route } = match
+    request.forward = { route }
+    const declaredLength = request.headers['content-length']
+    // GET carries no body (and Fastify would not read one): refuse rather than forward unread bytes.
+    if (BODYLESS_METHODS.has(request.method) && (request.headers['transfer-encoding'] !== undefined || (declaredLength ?? '0') !== '0')) {
+      throw new GatewayError('VALIDATION_FAILED', `A ${request.method} request carries no body`)
+    }
+    // A declared length over the limit is refused before a byte of the body is read.
+    if (declaredLength !== undefined && Number(declaredLength) > route.bodyLimit) throw tooLarge(route.bodyLimit)
+    request.auth = {}
+    await runStages(phases[route.auth].beforeBody, request, request.auth)
+  })
+
   const proxyOptions: FastifyHttpProxyOptions = {
-    upstream: route.upstream,
-    prefix,
-    rewritePrefix: prefix,
-    httpMethods: route.methods,
+    // No fixed upstream: each request goes to its route's, through one pooled undici Agent.
+    upstream: '',
+    routes: ['/', '/*'],
+    httpMethods: [...HTTP_METHODS],
     proxyPayloads: false,
     preHandler: async (request) => {
-      await runStages(afterBody, request, request.auth ?? {})
+      const state = forwardState(request)
+      const auth = request.auth ?? {}
+      await runStages(phases[state.route.auth].afterBody, request, auth)
+      if (state.route.identityToken !== undefined && auth.user !== undefined) {
+        state.identityToken = await identityTokens.tokenFor(state.route.identityToken, auth.user, auth.key?.apiKey)
+      }
     },
-    undici: {
-      connections: UPSTREAM_CONNECTIONS,
-      pipelining: 1,
-      headersTimeout: route.timeoutMs,
-      bodyTimeout: route.timeoutMs
-    },
+    undici: { connections: UPSTREAM_CONNECTIONS, pipelining: 1 },
+    // the access log writes the one line per request
+    disableRequestLogging: true,
     replyOptions: {
+      getUpstream: (request) => new URL(forwardState(request as FastifyRequest).route.upstream).origin,
       rewriteRequestHeaders: upstreamHeaders,
       rewriteHeaders: clientResponseHeaders,
       onError: upstreamFailure,
       // A gateway that silently re-sends requests can double a side effect: never retry.
       retryDelay: () => null
     },
-    handler: (request, reply, dest, options) => {
+    handler: (request, reply, _dest, options) => {
+      const state = forwardState(request)
       const body = request.body
       if (Buffer.isBuffer(body) && body.length > 0) {
-        forwardedBodies.set(request, body)
+        state.body = body
         // reply-from would JSON-encode a Buffer body sent as application/json; a stream passes as is.
         request.body = Readable.from([body])
       } else {
         request.body = undefined
       }
-      return reply.from(dest, options)
+      // The query string is not part of the path: reply-from appends the raw one from the request.
+      return reply.from(forwardedPath(state.route, pathOf(request.raw.url ?? '/')), { ...options, timeout: state.route.timeoutMs })
     }
   }
   await app.register(httpProxy, proxyOptions)

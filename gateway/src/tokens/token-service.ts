@@ -25,8 +25,21 @@ export interface IssuedToken {
   expiresIn: number
 }
 
+export interface IdentityClaims {
+  subject: string
+  audience: string
+  apiKey: string | undefined
+  ttlSeconds: number
+}
+
+/** Explicit types (RFC 8725 §3.11): a bearer token and an upstream identity token never pass for each other. */
+export const BEARER_TOKEN_TYPE = 'JWT'
+export const IDENTITY_TOKEN_TYPE = 'keygate-identity+jwt'
+
 export interface TokenService {
   issue: (subject: string) => Promise<IssuedToken>
+  /** a token for an upstream, proving that keygate forwarded this user's request */
+  issueIdentity: (claims: IdentityClaims) => Promise<string>
   /** the token's subject; INVALID_TOKEN otherwise */
   verify: (token: string) => Promise<string>
   readonly jwks: { keys: JWK[] }
@@ -82,7 +95,7 @@ export async function createTokenService (settings: TokenSettings, store: Store)
     async issue (subject) {
       const now = Math.floor(Date.now() / 1000)
       const token = await new SignJWT({})
-        .setProtectedHeader({ alg: algorithm, kid, typ: 'JWT' })
+        .setProtectedHeader({ alg: algorithm, kid, typ: BEARER_TOKEN_TYPE })
         .setIssuer(settings.issuer)
         .setAudience(settings.audience)
         .setSubject(subject)
@@ -91,6 +104,17 @@ export async function createTokenService (settings: TokenSettings, store: Store)
         .setJti(randomUUID())
         .sign(privateKey)
       return { token, tokenType: 'Bearer', expiresIn: settings.ttlSeconds }
+    },
+    async issueIdentity ({ subject, audience, apiKey, ttlSeconds }) {
+      const now = Math.floor(Date.now() / 1000)
+      return await new SignJWT(apiKey === undefined ? {} : { api_key: apiKey })
+        .setProtectedHeader({ alg: algorithm, kid, typ: IDENTITY_TOKEN_TYPE })
+        .setIssuer(settings.issuer)
+        .setAudience(audience)
+        .setSubject(subject)
+        .setIssuedAt(now)
+        .setExpirationTime(now + ttlSeconds)
+        .sign(privateKey)
     },
     async verify (token) {
       const now = Date.now()
@@ -105,6 +129,7 @@ export async function createTokenService (settings: TokenSettings, store: Store)
           algorithms: [algorithm],
           issuer: settings.issuer,
           audience: settings.audience,
+          typ: BEARER_TOKEN_TYPE,
           requiredClaims: ['exp', 'iat', 'sub', 'jti']
         })
         if (protectedHeader.kid !== kid) throw invalid('The bearer token was signed with an unknown key')
