@@ -9,9 +9,9 @@ const EMPTY = Buffer.alloc(0)
  * The target is the request line's, undecoded, query included (CONTRACT.md); the app has already
  * refused targets with bytes outside URI characters, so latin1 is the identity on it.
  */
-export function signingString (timestamp: string, method: string, target: string, body: Buffer | undefined): Buffer {
+export function signingString (timestamp: string, method: string, target: string, body: Buffer | undefined): Buffer[] {
   const head = Buffer.from(timestamp + method + target, 'latin1')
-  return body === undefined || body.length === 0 ? head : Buffer.concat([head, body])
+  return body === undefined || body.length === 0 ? [head] : [head, body]
 }
 
 /** X-API-Signature: RSA-SHA256 over the signing string, with the registered key. */

@@ -2,7 +2,7 @@
 // the system of record; an in-process LRU holds parsed KeyObjects, so a request with a known key
 // parses no PEM and makes no store round trip. Keys are immutable once registered, so a cached
 // entry cannot go stale; revocation (a later issue) will invalidate entries over pub/sub.
-import type { KeyObject } from 'node:crypto'
+import { createPublicKey, type KeyObject } from 'node:crypto'
 import { GatewayError } from '../errors.js'
 import type { KeyRecord, Store } from '../store/index.js'
 import { LruCache } from './lru-cache.js'
@@ -35,7 +35,8 @@ export function createKeyRegistry (store: Store, options: { cacheSize: number })
       if (cached !== undefined) return cached
       const record = await store.getKey(apiKey)
       if (record === null) return null
-      const key = { apiKey, owner: record.owner, name: record.name, keyObject: parseRsaPublicKey(record.publicKey).keyObject }
+      // The stored PEM was checked at registration: parse it, nothing more.
+      const key = { apiKey, owner: record.owner, name: record.name, keyObject: createPublicKey(record.publicKey) }
       cache.set(apiKey, key)
       return key
     },

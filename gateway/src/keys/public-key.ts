@@ -1,6 +1,6 @@
 // Parsing and proving the RSA public keys clients register. The apiKey is the hex SHA-256 of the
 // key's DER SubjectPublicKeyInfo: one key gives one apiKey whatever its PEM form or wrapping.
-import { createHash, createPublicKey, verify, type KeyObject } from 'node:crypto'
+import { createHash, createPublicKey, createVerify, type KeyObject } from 'node:crypto'
 import { GatewayError } from '../errors.js'
 
 export const MIN_RSA_BITS = 2048
@@ -58,10 +58,15 @@ export function decodeBase64 (text: string): Buffer | undefined {
   return bytes.toString('base64') === text ? bytes : undefined
 }
 
-/** RSASSA-PKCS1-v1_5 with SHA-256 (what `openssl dgst -sha256 -sign` makes). */
-export function verifyRsaSha256 (keyObject: KeyObject, data: Buffer, signature: Buffer): boolean {
+/**
+ * RSASSA-PKCS1-v1_5 with SHA-256 (what `openssl dgst -sha256 -sign` makes) over the concatenation
+ * of `data` (several parts are hashed in turn: no copy of a large body).
+ */
+export function verifyRsaSha256 (keyObject: KeyObject, data: Buffer | readonly Buffer[], signature: Buffer): boolean {
   // A signature is exactly as long as the modulus; a shorter or longer one cannot verify.
   const bits = keyObject.asymmetricKeyDetails?.modulusLength ?? 0
   if (signature.length !== Math.ceil(bits / 8)) return false
-  return verify('sha256', data, keyObject, signature)
+  const verifier = createVerify('sha256')
+  for (const part of Buffer.isBuffer(data) ? [data] : data) verifier.update(part)
+  return verifier.verify(keyObject, signature)
 }

@@ -1,6 +1,8 @@
 // Every error leaves as RFC 9457 problem+json with a code from the catalog (errors.ts): ours,
 // Fastify's (body limits, bad JSON, schema failures) and anything unexpected (500, no details).
-import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import { STATUS_CODES } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { GatewayError, PROBLEM_CONTENT_TYPE, isGatewayError, type FieldError } from '../errors.js'
 
@@ -33,8 +35,6 @@ export function toGatewayError (err: unknown): GatewayError {
       return new GatewayError('PAYLOAD_TOO_LARGE', 'The request body is larger than this route accepts')
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new GatewayError('UNSUPPORTED_MEDIA_TYPE', 'Send the body as JSON with "Content-Type: application/json"')
-    case 'FST_ERR_BAD_URL':
-      return new GatewayError('INVALID_TARGET', 'The request target is not a valid URI path')
   }
   const status = error.statusCode ?? 500
   if (status >= 400 && status < 500) {
@@ -48,6 +48,29 @@ export function sendProblem (request: FastifyRequest, reply: FastifyReply, error
   request.denialReason = error.code
   if (error.headers !== undefined) reply.headers(error.headers)
   return reply.code(error.statusCode).type(PROBLEM_CONTENT_TYPE).send(error.toProblem())
+}
+
+/**
+ * Errors Node's HTTP parser meets before Fastify has a request (smuggling attempts, bare LF,
+ * oversized headers): answered as problem+json on the raw socket, and the connection closed.
+ */
+export function clientErrorHandler (err: Error & { code?: string }, socket: Duplex): void {
+  if (!socket.writable) return
+  const error = err.code === 'HPE_HEADER_OVERFLOW'
+    ? new GatewayError('HEADERS_TOO_LARGE', 'The request headers are larger than the gateway accepts')
+    : new GatewayError('MALFORMED_HTTP', 'The request is not well-formed HTTP/1.1 (framing, header syntax or line endings)')
+  const body = JSON.stringify(error.toProblem())
+  socket.end(`HTTP/1.1 ${error.statusCode} ${STATUS_CODES[error.statusCode] ?? ''}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+}
+
+/** Errors Fastify meets before routing (a path that does not decode): problem+json as well. */
+export const frameworkErrors: NonNullable<FastifyServerOptions['frameworkErrors']> = (err, request, reply) => {
+  const error = err.code === 'FST_ERR_BAD_URL'
+    ? new GatewayError('INVALID_TARGET', 'The request target is not a valid URI path')
+    : toGatewayError(err)
+  request.log.info({ reason: error.code }, 'refused before routing')
+  void (reply as FastifyReply).code(error.statusCode).type(PROBLEM_CONTENT_TYPE).send(error.toProblem())
 }
 
 const problems: FastifyPluginAsync = async (app) => {

@@ -10,7 +10,6 @@ import { GatewayError } from '../errors.js'
 // RFC 3986 pchar plus "/" and "?", and "%" checked below. Everything else is refused.
 const ORIGIN_FORM = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]*$/
 const BAD_PERCENT = /%(?![0-9A-Fa-f]{2})/
-const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i
 
 export function requestTargetProblem (target: string): string | undefined {
   if (!ORIGIN_FORM.test(target)) {
@@ -18,7 +17,16 @@ export function requestTargetProblem (target: string): string | undefined {
   }
   if (BAD_PERCENT.test(target)) return 'The request target has a "%" not followed by two hex digits'
   const path = target.split('?', 1)[0] ?? ''
-  if (DOT_SEGMENT.test(path)) return 'The request path has a "." or ".." segment; send the normalised path'
+  let decoded: string
+  try {
+    decoded = decodeURIComponent(path)
+  } catch {
+    return 'The request path percent-encodes bytes that are not UTF-8 (e.g. an overlong sequence)'
+  }
+  // After decoding, so that "%2e%2e%2f" and "..%5c" count too: an upstream that decodes would see them.
+  if (decoded.split(/[/\\]/).some((segment) => segment === '.' || segment === '..')) {
+    return 'The request path has a "." or ".." segment (plain or percent-encoded); send the normalised path'
+  }
   return undefined
 }
 
