@@ -3,13 +3,18 @@ import type { Test } from 'tap'
 import { buildUpstreamApp, type UpstreamAppOptions } from '../../upstream-stub/src/app.js'
 import type { ProblemBody } from '../../upstream-stub/src/problem.js'
 import type { Client } from '../../upstream-stub/src/store.js'
+import type { Transaction } from '../../upstream-stub/src/transaction-store.js'
 
 export const COLLECTION = '/v1/clients/'
+export const TRANSACTIONS = '/v1/transactions/'
 
-export interface ClientPage {
-  items: Client[]
+export interface ApiPage<T> {
+  items: T[]
   next_cursor: string | null
 }
+
+export type ClientPage = ApiPage<Client>
+export type TransactionPage = ApiPage<Transaction>
 
 /** A fresh app per test, closed when the test ends. */
 export async function build(t: Test, opts: UpstreamAppOptions = {}): Promise<FastifyInstance> {
@@ -50,6 +55,33 @@ export async function list(
   const res = await app.inject({ method: 'GET', url: COLLECTION, headers: as(user), query })
   t.equal(res.statusCode, 200, `list for ${user}`)
   return res.json<ClientPage>()
+}
+
+/** A valid transaction body for this client. */
+export function validTransaction(clientId: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return { client_id: clientId, amount: '10.50', currency: 'EUR', ...overrides }
+}
+
+export async function createTransaction(
+  t: Test,
+  app: FastifyInstance,
+  user: string,
+  body: Record<string, unknown>,
+): Promise<Transaction> {
+  const res = await app.inject({ method: 'POST', url: TRANSACTIONS, headers: as(user), payload: body })
+  t.equal(res.statusCode, 201, `create transaction for ${user}`)
+  return res.json<Transaction>()
+}
+
+export async function listTransactions(
+  t: Test,
+  app: FastifyInstance,
+  user: string,
+  query: Record<string, string> = {},
+): Promise<TransactionPage> {
+  const res = await app.inject({ method: 'GET', url: TRANSACTIONS, headers: as(user), query })
+  t.equal(res.statusCode, 200, `list transactions for ${user}`)
+  return res.json<TransactionPage>()
 }
 
 /** Asserts the response is problem+json with this status and code, and returns the body. */
