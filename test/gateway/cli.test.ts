@@ -22,6 +22,23 @@ async function keygate (args: string[], stdin: string, env: Record<string, strin
   return { code, stdout, stderr }
 }
 
+t.test('routes check', async (t) => {
+  const good = await keygate(['routes', 'check', 'gateway/examples/routes.yaml'], '', {})
+  t.equal(good.code, 0, good.stderr)
+  t.match(good.stdout, /^MATCH +METHODS +AUTH +UPSTREAM/)
+  t.match(good.stdout, /\/reports\/\* +GET +bearer\+identity-token +http:\/\/upstream:8081 +\/v1\/clients\/\*/)
+  t.match(good.stdout, /gateway\/examples\/routes\.yaml: 4 routes, valid\n$/)
+  const { mkdtempSync, writeFileSync } = await import('node:fs')
+  const { join } = await import('node:path')
+  const { tmpdir } = await import('node:os')
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-cli-'))
+  writeFileSync(join(dir, 'bad.yaml'), 'routes:\n  - prefix: /a/\n    upstream: http://x\n    auth: sigend\n')
+  const bad = await keygate(['routes', 'check', join(dir, 'bad.yaml')], '', {})
+  t.equal(bad.code, 1)
+  t.equal(bad.stderr, 'bad.yaml: routes[0].auth: "sigend" is not one of signed, bearer, public\n')
+  t.equal(bad.stdout, '')
+})
+
 t.test('users add', async (t) => {
   const redisUrl = await testRedisUrl()
   const prefix = uniquePrefix('cli')

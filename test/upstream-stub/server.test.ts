@@ -3,7 +3,7 @@ import { startUpstream } from '../../upstream-stub/src/server.js'
 import type { ProblemBody } from '../../upstream-stub/src/problem.js'
 import type { Client } from '../../upstream-stub/src/store.js'
 
-t.test('serves the clients API over a real socket', async (t) => {
+t.test('serves the clients and transactions API over a real socket', async (t) => {
   const upstream = await startUpstream({ port: 0, host: '127.0.0.1', logger: false })
   t.teardown(() => upstream.close())
   t.match(upstream.url, /^http:\/\/127\.0\.0\.1:\d+$/)
@@ -26,6 +26,14 @@ t.test('serves the clients API over a real socket', async (t) => {
   const listed = await fetch(collection, { headers: { 'x-gateway-user': 'alice' } })
   t.equal(listed.status, 200)
   t.same(await listed.json(), { items: [client], next_cursor: null })
+
+  const transaction = await fetch(`${upstream.url}/v1/transactions/`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-gateway-user': 'alice' },
+    body: JSON.stringify({ client_id: client.id, amount: '12.30', currency: 'EUR' }),
+  })
+  t.equal(transaction.status, 201)
+  t.match(await transaction.json(), { client_id: client.id, amount: '12.30', currency: 'EUR' })
 
   const unknown = await fetch(`${upstream.url}/nowhere`)
   t.equal(unknown.status, 404)

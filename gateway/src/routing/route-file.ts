@@ -109,23 +109,32 @@ function message (error: ValueError): string {
   }
 }
 
-function schemaProblems (document: unknown): string[] {
-  const problems: string[] = []
+interface Problem {
+  /** the route it is about; -1: the file as a whole */
+  route: number
+  text: string
+}
+
+const MAX_PROBLEMS = 20
+
+function schemaProblems (document: unknown): Problem[] {
+  const problems: Problem[] = []
   const seen = new Set<string>()
   for (const error of Value.Errors(RouteFileSchema, document)) {
     // One problem per field: a union or an additional property yields several errors for one path.
     if (seen.has(error.path)) continue
     seen.add(error.path)
-    problems.push(message(error))
-    if (problems.length >= 20) break
+    const route = /^\/routes\/(\d+)/.exec(error.path)?.[1]
+    problems.push({ route: route === undefined ? -1 : Number(route), text: message(error) })
+    if (problems.length >= MAX_PROBLEMS) break
   }
   return problems
 }
 
-function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, problems: string[]): RouteConfig | undefined {
+function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, problems: Problem[]): RouteConfig | undefined {
   const at = `routes[${index}]`
   if ((entry.prefix === undefined) === (entry.path === undefined)) {
-    problems.push(`${at}: give either prefix (a path and everything under it) or path (one exact path), not ${entry.prefix === undefined ? 'neither' : 'both'}`)
+    problems.push({ route: index, text: `${at}: give either prefix (a path and everything under it) or path (one exact path), not ${entry.prefix === undefined ? 'neither' : 'both'}` })
     return undefined
   }
   let upstream: URL | undefined
@@ -133,9 +142,9 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     upstream = new URL(entry.upstream)
   } catch {}
   if (upstream === undefined || (upstream.protocol !== 'http:' && upstream.protocol !== 'https:')) {
-    problems.push(`${at}.upstream: ${JSON.stringify(entry.upstream)} is not an http(s) URL`)
+    problems.push({ route: index, text: `${at}.upstream: ${JSON.stringify(entry.upstream)} is not an http(s) URL` })
   } else if (upstream.username !== '' || upstream.password !== '' || upstream.search !== '' || upstream.hash !== '') {
-    problems.push(`${at}.upstream: ${JSON.stringify(entry.upstream)} must be scheme://host[:port][/path] without credentials, query or fragment (send credentials with addHeaders)`)
+    problems.push({ route: index, text: `${at}.upstream: ${JSON.stringify(entry.upstream)} must be scheme://host[:port][/path] without credentials, query or fragment (send credentials with addHeaders)` })
   }
   const exact = entry.path !== undefined
   const prefix = (entry.path ?? entry.prefix) as string
@@ -167,14 +176,14 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
   }, defaults)
 }
 
-function ruleProblems (routes: Array<RouteConfig | undefined>): string[] {
-  const problems: string[] = []
+function ruleProblems (routes: Array<RouteConfig | undefined>): Problem[] {
+  const problems: Problem[] = []
   routes.forEach((r, i) => {
     if (r === undefined) return
     const field = r.exact ? 'path' : 'prefix'
     for (const reserved of RESERVED_PATHS) {
       if (matches(r.prefix, r.exact, reserved) && !(!r.exact && CATCH_ALL_PREFIXES.includes(r.prefix))) {
-        problems.push(`routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${reserved}; route a path outside it`)
+        problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${reserved}; route a path outside it` })
       }
     }
     for (let j = 0; j < i; j++) {
@@ -182,21 +191,31 @@ function ruleProblems (routes: Array<RouteConfig | undefined>): string[] {
       if (other === undefined || other.exact !== r.exact || other.prefix !== r.prefix) continue
       const shared = r.methods.filter((m) => other.methods.includes(m))
       if (shared.length > 0) {
-        problems.push(`routes[${i}]: ${field} ${JSON.stringify(r.prefix)} with ${shared.join(', ')} is already routed by routes[${j}]; give each method one route`)
+        problems.push({ route: i, text: `routes[${i}]: ${field} ${JSON.stringify(r.prefix)} with ${shared.join(', ')} is already routed by routes[${j}]; give each method one route` })
       }
     }
   })
   return problems
 }
 
-/** A parsed route file -> routes with every default filled in; RouteFileError with every problem. */
+/**
+ * A parsed route file -> routes with every default filled in; RouteFileError with every problem:
+ * the routes that pass the schema are also checked against the rules, so one run shows all.
+ */
 export function routesFromDocument (document: unknown, file: string, defaults: RouteDefaults): RouteConfig[] {
   const problems = schemaProblems(document)
-  if (problems.length > 0) throw new RouteFileError(file, problems)
-  const entries = (document as RouteFile).routes
-  const converted = entries.map((entry, i) => toRoute(entry, i, defaults, problems))
+  const entries = (document as Partial<RouteFile> | null)?.routes
+  if (problems.some((p) => p.route === -1) || !Array.isArray(entries)) {
+    throw new RouteFileError(file, problems.map((p) => p.text))
+  }
+  const broken = new Set(problems.map((p) => p.route))
+  const converted = entries.map((entry, i) => broken.has(i) ? undefined : toRoute(entry, i, defaults, problems))
   problems.push(...ruleProblems(converted))
-  if (problems.length > 0) throw new RouteFileError(file, problems)
+  if (problems.length > 0) {
+    // Stable order: by route, schema problems before rule problems within a route.
+    const ordered = problems.map((p, i) => ({ ...p, i })).sort((x, y) => x.route - y.route || x.i - y.i)
+    throw new RouteFileError(file, ordered.slice(0, MAX_PROBLEMS).map((p) => p.text))
+  }
   return converted as RouteConfig[]
 }
 

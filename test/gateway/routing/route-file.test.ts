@@ -103,7 +103,12 @@ t.test('bad files and the exact messages they get', async (t) => {
     ['shadowing by segment prefix', route('prefix: /v1/api-keys\nupstream: http://x\nauth: signed'),
       ["routes.yaml: routes[0].prefix: \"/v1/api-keys\" would shadow keygate's own /v1/api-keys; route a path outside it"]],
     ['YAML that does not parse', 'routes:\n  - prefix: [\n', ['routes.yaml: cannot be parsed: Flow sequence in block collection must be sufficiently indented and end with a ] at line 3, column 1']],
-    ['a duplicate key', route(`${ok}\nauth: public`), ['routes.yaml: cannot be parsed: Map keys must be unique at line 5, column 5']]
+    ['a duplicate key', route(`${ok}\nauth: public`), ['routes.yaml: cannot be parsed: Map keys must be unique at line 5, column 5']],
+    ['every mistake at once, schema and rules, in route order', `routes:\n  - prefix: /d/\n    upstream: ftp://files\n    auth: public\n  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n  - prefix: /v1/auth/\n    upstream: http://x\n    auth: public\n    colour: red\n`, [
+      'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
+      'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
+      'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, bodyLimit, identityHeaders, addHeaders, removeHeaders, identityToken)'
+    ]]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
 })
