@@ -59,6 +59,31 @@ function forwardState (request: FastifyRequest): ForwardState {
   return request.forward
 }
 
+/** What every request of a route needs and the route config does not spell out: computed once per route. */
+interface CompiledRoute {
+  origin: string
+  basePath: string
+  /** client headers never forwarded on this route */
+  dropped: Set<string>
+}
+const compiled = new WeakMap<RouteConfig, CompiledRoute>()
+
+function compile (route: RouteConfig): CompiledRoute {
+  let result = compiled.get(route)
+  if (result === undefined) {
+    const upstream = new URL(route.upstream)
+    const names = route.identityHeaders
+    result = {
+      origin: upstream.origin,
+      basePath: upstream.pathname.replace(/\/$/, ''),
+      dropped: new Set([...NEVER_FORWARDED, names.user, names.key, names.keyName, ...route.removeHeaders,
+        ...(route.identityToken ? [route.identityToken.header] : [])])
+    }
+    compiled.set(route, result)
+  }
+  return result
+}
+
 /** The path the upstream receives: the route's rewrite applied, under the upstream URL's own path. */
 export function forwardedPath (route: RouteConfig, path: string): string {
   let rewritten = path
@@ -66,16 +91,14 @@ export function forwardedPath (route: RouteConfig, path: string): string {
     const rest = route.exact ? '' : path.slice(route.prefix.length)
     rewritten = route.rewrite.endsWith('/') && rest.startsWith('/') ? route.rewrite + rest.slice(1) : route.rewrite + rest
   }
-  const base = new URL(route.upstream).pathname.replace(/\/$/, '')
-  return base + rewritten
+  return compile(route).basePath + rewritten
 }
 
 /** Client headers minus anything that could pass for the gateway's word, plus the gateway's own. */
 export const upstreamHeaders: NonNullable<FastifyReplyFromHooks['rewriteRequestHeaders']> = (request, headers) => {
   const { route, body, identityToken } = forwardState(request as FastifyRequest)
   const names = route.identityHeaders
-  const dropped = new Set([...NEVER_FORWARDED, names.user, names.key, names.keyName, ...route.removeHeaders,
-    ...(route.identityToken ? [route.identityToken.header] : [])])
+  const { dropped } = compile(route)
   const out: IncomingHttpHeaders = {}
   for (const name of Object.keys(headers)) {
     // CGI-style servers read "x_gateway_user" as "x-gateway-user": compare names as they would.
@@ -190,7 +213,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
     // the access log writes the one line per request
     disableRequestLogging: true,
     replyOptions: {
-      getUpstream: (request) => new URL(forwardState(request as FastifyRequest).route.upstream).origin,
+      getUpstream: (request) => compile(forwardState(request as FastifyRequest).route).origin,
       rewriteRequestHeaders: upstreamHeaders,
       rewriteHeaders: clientResponseHeaders,
       onError: upstreamFailure,
