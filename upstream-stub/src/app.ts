@@ -5,9 +5,11 @@ import Fastify, {
   type FastifyRequest,
   type FastifyServerOptions,
 } from 'fastify'
+import { createIdentityTokenVerifier, type IdentityTokenOptions } from './identity-token.js'
 import { notFound, ProblemError, sendProblem } from './problem.js'
-import { clientsRoutes } from './routes/clients.js'
+import { v1Routes } from './routes/v1.js'
 import { ClientStore } from './store.js'
+import { TransactionStore } from './transaction-store.js'
 import { toFieldErrors, typeBoxValidatorCompiler } from './validation.js'
 
 export interface UpstreamAppOptions {
@@ -15,6 +17,11 @@ export interface UpstreamAppOptions {
   logger?: FastifyServerOptions['logger']
   /** Clock for created_at; tests inject one to make timestamps collide. */
   now?: () => Date
+  /**
+   * Require the gateway's signed identity token on every /v1 request (see
+   * identity-token.ts). Unset: only x-gateway-user is checked.
+   */
+  identityToken?: IdentityTokenOptions | undefined
 }
 
 /** Bodies here are three short strings; anything near this size is abuse. */
@@ -50,20 +57,27 @@ function toProblem(error: FastifyError): ProblemError {
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
     return new ProblemError('BAD_REQUEST', error.message)
   }
-  return new ProblemError('INTERNAL_ERROR', 'An unexpected error occurred.')
+  return new ProblemError('INTERNAL_ERROR', 'An unexpected error occurred.', undefined, { cause: error })
 }
 
 function handleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const problem = toProblem(error)
+  // The cause (the original error, or e.g. why a token was refused) is for
+  // operators; the caller only ever sees the problem body.
+  const cause: unknown = problem.cause
   if (problem.status >= 500) {
-    request.log.error({ err: error }, 'request failed')
+    request.log.error({ err: cause ?? error, code: problem.code }, 'request failed')
   } else {
-    request.log.info({ code: problem.code }, problem.message)
+    const reason = cause instanceof Error ? cause.message : undefined
+    request.log.info({ code: problem.code, reason }, problem.message)
   }
   return sendProblem(reply, problem)
 }
 
 export async function buildUpstreamApp(opts: UpstreamAppOptions = {}): Promise<FastifyInstance> {
+  // First, so a bad setting fails the start (with nothing to clean up), not a request.
+  const identityToken = opts.identityToken === undefined ? undefined : createIdentityTokenVerifier(opts.identityToken)
+
   const app = Fastify({
     logger: opts.logger ?? false,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -81,6 +95,19 @@ export async function buildUpstreamApp(opts: UpstreamAppOptions = {}): Promise<F
   app.setErrorHandler(handleError)
   app.setNotFoundHandler(notFound)
 
-  await app.register(clientsRoutes, { prefix: '/v1/clients', store: new ClientStore(opts.now) })
+  if (identityToken !== undefined) {
+    const { jwksUrl, header, issuer, audience } = identityToken.settings
+    app.log.info(
+      { jwksUrl: jwksUrl.href, header, issuer, audience: audience ?? null },
+      'identity tokens are required on /v1',
+    )
+  }
+
+  await app.register(v1Routes, {
+    prefix: '/v1',
+    clients: new ClientStore(opts.now),
+    transactions: new TransactionStore(opts.now),
+    identityToken,
+  })
   return app
 }

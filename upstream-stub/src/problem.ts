@@ -9,11 +9,14 @@ export const PROBLEMS = {
   BAD_REQUEST: { status: 400, title: 'Bad request' },
   VALIDATION_FAILED: { status: 400, title: 'Request validation failed' },
   MISSING_IDENTITY: { status: 401, title: 'Missing user identity' },
+  MISSING_IDENTITY_TOKEN: { status: 401, title: 'Missing identity token' },
+  INVALID_IDENTITY_TOKEN: { status: 401, title: 'Invalid identity token' },
   NOT_FOUND: { status: 404, title: 'Resource not found' },
   CLIENT_EXISTS: { status: 409, title: 'Client already exists' },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type' },
   INTERNAL_ERROR: { status: 500, title: 'Internal server error' },
+  IDENTITY_KEYS_UNAVAILABLE: { status: 503, title: 'Identity keys unavailable' },
 } as const satisfies Record<string, { status: number; title: string }>
 
 export type ProblemCode = keyof typeof PROBLEMS
@@ -50,8 +53,12 @@ export class ProblemError extends Error {
   readonly status: number
   readonly errors: FieldError[] | undefined
 
-  constructor(code: ProblemCode, detail: string, errors?: FieldError[]) {
-    super(detail)
+  /**
+   * `options.cause` is for the log only (see the app's error handler): it never
+   * reaches the response body.
+   */
+  constructor(code: ProblemCode, detail: string, errors?: FieldError[], options?: ErrorOptions) {
+    super(detail, options)
     this.name = 'ProblemError'
     this.code = code
     this.status = PROBLEMS[code].status

@@ -2,12 +2,14 @@ import { realpathSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import { buildUpstreamApp, type UpstreamAppOptions } from './app.js'
+import { identityTokenFromEnv } from './identity-token.js'
 
 export interface StartUpstreamOptions {
   /** 0 picks a free port; read the real one from `url`. */
   port: number
   host: string
   logger?: UpstreamAppOptions['logger']
+  identityToken?: UpstreamAppOptions['identityToken']
 }
 
 export interface RunningUpstream {
@@ -21,8 +23,8 @@ export interface RunningUpstream {
  * Build and listen. Signal handling is left to the caller, so a launcher that
  * runs several services can shut them down in its own order.
  */
-export async function startUpstream({ port, host, logger }: StartUpstreamOptions): Promise<RunningUpstream> {
-  const app = await buildUpstreamApp({ logger })
+export async function startUpstream({ port, host, logger, identityToken }: StartUpstreamOptions): Promise<RunningUpstream> {
+  const app = await buildUpstreamApp({ logger, identityToken })
   // fastify logs "Server listening at ..." itself when the logger is on.
   const url = await app.listen({ port, host })
   return { app, url, close: () => app.close() }
@@ -42,6 +44,14 @@ async function main(): Promise<void> {
     port: parsePort(process.env['UPSTREAM_PORT'], 8081),
     host: process.env['HOST'] || '127.0.0.1',
     logger: true,
+    // Spelled out, not `process.env` passed whole: test/deploy checks that the
+    // compose file sets only variables named in this file.
+    identityToken: identityTokenFromEnv({
+      UPSTREAM_JWKS_URL: process.env['UPSTREAM_JWKS_URL'],
+      UPSTREAM_IDENTITY_HEADER: process.env['UPSTREAM_IDENTITY_HEADER'],
+      UPSTREAM_IDENTITY_ISSUER: process.env['UPSTREAM_IDENTITY_ISSUER'],
+      UPSTREAM_IDENTITY_AUDIENCE: process.env['UPSTREAM_IDENTITY_AUDIENCE'],
+    }),
   })
 
   let closing = false

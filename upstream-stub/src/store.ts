@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { SeqList, type Page, type PageRequest } from './seq-list.js'
 
 export interface Client {
   readonly id: string
@@ -18,32 +19,17 @@ export type CreateResult =
   | { ok: true; client: Client }
   | { ok: false; reason: 'tax_id_taken' }
 
-export interface Page {
-  items: Client[]
-  /** Pass back as `before` to get the next page; null when this was the last. */
-  next: number | null
-}
-
-/**
- * `seq` is a store-wide insertion counter. Ordering and paging use it rather
- * than created_at because several clients can share a millisecond.
- */
-interface Entry {
-  readonly seq: number
-  readonly client: Client
-}
-
 interface UserBucket {
-  /** Ascending by seq, because entries are only ever appended. */
-  readonly entries: Entry[]
-  readonly byId: Map<string, Entry>
-  readonly byTaxId: Map<string, Entry>
+  readonly list: SeqList<Client>
+  readonly byId: Map<string, Client>
+  readonly byTaxId: Map<string, Client>
 }
 
 /** In-memory, per-user client store. State lives as long as the process. */
 export class ClientStore {
   readonly #users = new Map<string, UserBucket>()
   readonly #now: () => Date
+  /** Store-wide insertion counter; see seq-list.ts for why paging uses it. */
   #seq = 0
 
   /** `now` is injectable so tests can force several clients into one millisecond. */
@@ -62,49 +48,28 @@ export class ClientStore {
       tax_id: input.tax_id,
       created_at: this.#now().toISOString(),
     })
-    const entry: Entry = { seq: ++this.#seq, client }
-    bucket.entries.push(entry)
-    bucket.byId.set(client.id, entry)
-    bucket.byTaxId.set(client.tax_id, entry)
+    bucket.list.append(++this.#seq, client)
+    bucket.byId.set(client.id, client)
+    bucket.byTaxId.set(client.tax_id, client)
     return { ok: true, client }
   }
 
+  /** Another user's client is undefined, exactly like a missing one. */
   get(userId: string, id: string): Client | undefined {
-    return this.#users.get(userId)?.byId.get(id)?.client
+    return this.#users.get(userId)?.byId.get(id)
   }
 
-  /** Newest first; `before` restricts to entries inserted before that seq. */
-  list(userId: string, { limit, before }: { limit: number; before?: number | undefined }): Page {
-    const entries = this.#users.get(userId)?.entries ?? []
-    const end = before === undefined ? entries.length : firstIndexAtOrAfter(entries, before)
-    const start = Math.max(0, end - limit)
-    const page = entries.slice(start, end).reverse()
-    const oldest = page.at(-1)
-    return {
-      items: page.map((entry) => entry.client),
-      next: start > 0 && oldest !== undefined ? oldest.seq : null,
-    }
+  /** Newest first. */
+  list(userId: string, request: PageRequest): Page<Client> {
+    return this.#users.get(userId)?.list.page(request) ?? { items: [], next: null }
   }
 
   #bucket(userId: string): UserBucket {
     let bucket = this.#users.get(userId)
     if (bucket === undefined) {
-      bucket = { entries: [], byId: new Map(), byTaxId: new Map() }
+      bucket = { list: new SeqList(), byId: new Map(), byTaxId: new Map() }
       this.#users.set(userId, bucket)
     }
     return bucket
   }
-}
-
-/** Binary search over the ascending seq list, so deep pages stay O(log n + limit). */
-function firstIndexAtOrAfter(entries: readonly Entry[], seq: number): number {
-  let lo = 0
-  let hi = entries.length
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1
-    const entry = entries[mid]
-    if (entry !== undefined && entry.seq < seq) lo = mid + 1
-    else hi = mid
-  }
-  return lo
 }

@@ -2,7 +2,7 @@ import type { FastifySchemaCompiler, FastifySchemaValidationError } from 'fastif
 import type { TSchema } from '@sinclair/typebox'
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors'
-import type { FieldError } from './problem.js'
+import { ProblemError, type FieldError } from './problem.js'
 
 /*
  * Why not fastify's default ajv: it is configured with `removeAdditional: true`
@@ -70,4 +70,15 @@ export function toFieldErrors(
     if (!byField.has(field)) byField.set(field, v.message ?? 'is invalid')
   }
   return [...byField].map(([field, message]) => ({ field, message }))
+}
+
+/**
+ * For checks a schema cannot express (a cursor we did not issue, a client_id
+ * that is not the caller's): handlers collect them next to any schema errors
+ * and fail once, so the caller still sees every failing field in one answer.
+ */
+export function throwIfFieldErrors(errors: readonly FieldError[], part: 'body' | 'query'): void {
+  if (errors.length > 0) {
+    throw new ProblemError('VALIDATION_FAILED', `The request ${part} is not valid.`, [...errors])
+  }
 }

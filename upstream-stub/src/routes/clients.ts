@@ -1,14 +1,10 @@
-import type { FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type, type Static } from '@sinclair/typebox'
-import { decodeCursor, encodeCursor } from '../cursor.js'
-import { notFound, ProblemError } from '../problem.js'
+import { userOf } from '../identity.js'
+import { pageQueryProperties, pageSchema, readPageQuery, toPageBody } from '../pagination.js'
+import { notFound, ProblemError, type FieldError } from '../problem.js'
 import type { ClientStore } from '../store.js'
-
-/** The only identity we trust; the gateway sets it after authenticating the caller. */
-export const IDENTITY_HEADER = 'x-gateway-user'
-
-const DEFAULT_LIMIT = 50
+import { throwIfFieldErrors } from '../validation.js'
 
 /*
  * Patterns are written to run in linear time: with allErrors-style reporting
@@ -18,8 +14,6 @@ const DEFAULT_LIMIT = 50
  */
 const EMAIL_PATTERN =
   "^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$"
-
-const CURSOR_MESSAGE = 'must be a next_cursor value returned by this endpoint'
 
 const CreateClientBody = Type.Object(
   {
@@ -41,14 +35,7 @@ const CreateClientBody = Type.Object(
 )
 export type CreateClientBody = Static<typeof CreateClientBody>
 
-const ListClientsQuery = Type.Object({
-  // Validated as the string it is on the wire (see validation.ts); the pattern
-  // is exactly the integers 1-100, without signs, spaces or leading zeros.
-  limit: Type.Optional(
-    Type.String({ pattern: '^(?:[1-9][0-9]?|100)$', errorMessage: 'must be an integer from 1 to 100' }),
-  ),
-  cursor: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$', errorMessage: CURSOR_MESSAGE })),
-})
+const ListClientsQuery = Type.Object(pageQueryProperties)
 export type ListClientsQuery = Static<typeof ListClientsQuery>
 
 const ClientParams = Type.Object({ id: Type.String() })
@@ -61,31 +48,19 @@ const ClientResource = Type.Object({
   created_at: Type.String(),
 })
 
-const ClientPage = Type.Object({
-  items: Type.Array(ClientResource),
-  next_cursor: Type.Union([Type.String(), Type.Null()]),
-})
-
-function userOf(request: FastifyRequest): string {
-  const value = request.headers[IDENTITY_HEADER]
-  if (typeof value !== 'string' || value.trim() === '') {
-    throw new ProblemError('MISSING_IDENTITY', `The ${IDENTITY_HEADER} header is required.`)
-  }
-  return value
-}
+const ClientPage = pageSchema(ClientResource)
 
 export interface ClientsRoutesOptions {
   store: ClientStore
 }
 
-/** Mount with `prefix: '/v1/clients'`; the collection itself is `/v1/clients/`. */
+/**
+ * Mount inside v1Routes, which checks the caller's identity, with prefix
+ * `/clients`; the collection itself is `/v1/clients/`.
+ */
 export const clientsRoutes: FastifyPluginAsyncTypebox<ClientsRoutesOptions> = async (app, { store }) => {
-  // onRequest runs before the body is parsed, so a caller without an identity
-  // gets 401 and learns nothing about validation rules.
-  app.addHook('onRequest', async (request) => {
-    userOf(request)
-  })
-  // Own 404 handler so unknown routes under the prefix pass through the hook above.
+  // Own 404 handler so unknown routes under the prefix pass through the
+  // identity hook too: nobody maps the API without an identity.
   app.setNotFoundHandler(notFound)
 
   app.post(
@@ -115,25 +90,10 @@ export const clientsRoutes: FastifyPluginAsyncTypebox<ClientsRoutesOptions> = as
       schema: { querystring: ListClientsQuery, response: { 200: ClientPage } },
     },
     async (request) => {
-      const { limit, cursor } = request.query
-      let before: number | undefined
-      if (cursor !== undefined) {
-        const seq = decodeCursor(cursor)
-        if (seq === null) {
-          throw new ProblemError('VALIDATION_FAILED', 'The cursor is not valid.', [
-            { field: 'cursor', message: CURSOR_MESSAGE },
-          ])
-        }
-        before = seq
-      }
-      const page = store.list(userOf(request), {
-        limit: limit === undefined ? DEFAULT_LIMIT : Number(limit),
-        before,
-      })
-      return {
-        items: page.items,
-        next_cursor: page.next === null ? null : encodeCursor(page.next),
-      }
+      const errors: FieldError[] = []
+      const page = readPageQuery(request.query, errors)
+      throwIfFieldErrors(errors, 'query')
+      return toPageBody(store.list(userOf(request), page))
     },
   )
 
