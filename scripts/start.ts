@@ -2,12 +2,18 @@
 // newcomer can follow the README walkthrough. Ctrl-C or SIGTERM stops both, gateway first.
 import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../gateway/src/config.js'
 import { closeOnSignals, exitWithStartupError, reloadRoutesOnSighup, startGateway } from '../gateway/src/server.js'
+import { identityTokenFromEnv } from '../upstream-stub/src/identity-token.js'
 import { startUpstream } from '../upstream-stub/src/server.js'
 
 async function main (): Promise<void> {
   const loaded = loadConfig()
   const upstreamPort = Number(process.env.UPSTREAM_PORT ?? DEFAULT_UPSTREAM_PORT)
-  const upstream = await startUpstream({ port: upstreamPort, host: '127.0.0.1', logger: { level: loaded.logLevel } })
+  const upstream = await startUpstream({
+    port: upstreamPort,
+    host: '127.0.0.1',
+    logger: { level: loaded.logLevel },
+    identityToken: identityTokenFromEnv(process.env)
+  })
   // Without UPSTREAM_URL the routes go to the stub just started (UPSTREAM_PORT=0 picks a free port).
   const config = process.env.UPSTREAM_URL === undefined
     ? { ...loaded, routeDefaults: { ...loaded.routeDefaults, upstream: upstream.url }, routes: loaded.routes.map((route) => ({ ...route, upstream: upstream.url })) }

@@ -243,3 +243,30 @@ t.test('.dockerignore keeps dependencies, history and keys out of the build cont
   const patterns = existsSync(file) ? readFileSync(file, 'utf8').split('\n').map((l) => l.trim()) : []
   for (const pattern of ['node_modules', '.git', '*.pem']) t.ok(patterns.includes(pattern), `.dockerignore lists ${pattern}`)
 })
+
+t.test('the gateway runs with a mounted route file that is valid, for the services compose runs', async (t) => {
+  const { loadRouteFile } = await import('../../gateway/src/routing/route-file.js')
+  const compose = parse(readFileSync(COMPOSE_FILE, 'utf8')) as {
+    services: Record<string, { environment?: Record<string, string>; volumes?: string[] }>
+  }
+  const gateway = compose.services.gateway
+  const routesPath = gateway?.environment?.KEYGATE_ROUTES
+  t.ok(routesPath, 'KEYGATE_ROUTES is set')
+  const mount = gateway?.volumes?.map((v) => v.split(':')).find(([, target]) => target === routesPath)
+  t.ok(mount, 'the route file is mounted where KEYGATE_ROUTES points')
+  const source = join(ROOT, mount?.[0] ?? 'missing')
+  t.ok(existsSync(source), `${mount?.[0]} exists`)
+  const routes = await loadRouteFile(source, { upstream: 'http://unused', bodyLimit: 1024, timeoutMs: 1000 })
+  const services = Object.keys(compose.services)
+  for (const route of routes) {
+    t.ok(services.includes(new URL(route.upstream).hostname), `${route.name} goes to a compose service`)
+  }
+  const upstreamEnv = compose.services.upstream?.environment ?? {}
+  t.equal(upstreamEnv.UPSTREAM_JWKS_URL, 'http://gateway:8080/.well-known/jwks.json', 'the example service checks tokens against the gateway')
+  const toUpstream = routes.filter((r) => new URL(r.upstream).hostname === 'upstream' && r.auth !== 'public')
+  t.ok(toUpstream.length > 0)
+  for (const route of toUpstream) {
+    t.ok(route.identityToken, `${route.name} sends the identity token the service requires`)
+    t.equal(route.identityToken?.audience, upstreamEnv.UPSTREAM_IDENTITY_AUDIENCE, `${route.name}: its audience is the one the service checks`)
+  }
+})

@@ -31,6 +31,8 @@ export interface StackOptions {
   config?: Partial<GatewayConfig>
   now?: () => number
   logger?: BuildAppOptions['logger']
+  /** listen here rather than on a free port (when another service must know the URL first) */
+  port?: number
 }
 
 export const PASSWORD = 'correct horse battery staple'
@@ -40,8 +42,8 @@ export function testConfig (overrides: Partial<GatewayConfig> = {}): GatewayConf
   return { ...loadConfig({}), port: 0, logLevel: 'silent', ...overrides }
 }
 
-export async function startUpstreamStub (t: Teardown): Promise<string> {
-  const upstream = await buildUpstreamApp({ logger: false })
+export async function startUpstreamStub (t: Teardown, options: Parameters<typeof buildUpstreamApp>[0] = {}): Promise<string> {
+  const upstream = await buildUpstreamApp({ logger: false, ...options })
   const url = await upstream.listen({ port: 0, host: '127.0.0.1' })
   t.teardown(async () => { await upstream.close() })
   return url
@@ -64,7 +66,7 @@ export async function startGateway (t: Teardown, options: StackOptions & { upstr
   const config = { ...base, routes }
   const store = await createStore(config)
   const app = await buildApp({ config, store, ...(options.now && { now: options.now }), ...(options.logger !== undefined && { logger: options.logger }) })
-  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const url = await app.listen({ port: options.port ?? 0, host: '127.0.0.1' })
   t.teardown(async () => {
     await app.close()
     await store.close()

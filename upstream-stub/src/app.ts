@@ -103,6 +103,9 @@ export async function buildUpstreamApp(opts: UpstreamAppOptions = {}): Promise<F
     )
   }
 
+  // Public: for container health checks and for a gateway's `public` route; says nothing about users.
+  app.get('/healthz', async () => ({ status: 'ok' }))
+
   await app.register(v1Routes, {
     prefix: '/v1',
     clients: new ClientStore(opts.now),
