@@ -34,6 +34,17 @@ t.test('every environment variable is in the README table, and only those', asyn
   t.same([...documented].sort(), [...ENV_VARIABLES].sort())
 })
 
+t.test('the route files in the README are valid, and the complete example is the shipped file', async (t) => {
+  const { routesFromDocument, parseRouteText } = await import('../../gateway/src/routing/route-file.js')
+  const blocks = [...section('Routes: keygate in front of your backend').matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1] as string)
+  t.equal(blocks.length, 2)
+  for (const block of blocks) {
+    const routes = routesFromDocument(parseRouteText(block, 'README'), 'README', { upstream: 'http://x', bodyLimit: 1, timeoutMs: 1 })
+    t.ok(routes.length >= 2)
+  }
+  t.equal(blocks[1], readFileSync(new URL('../../gateway/examples/routes.yaml', import.meta.url), 'utf8'))
+})
+
 t.test('the walkthrough works as written', async (t) => {
   const block = /<!-- walkthrough:start -->\n```sh\n([\s\S]*?)```\n<!-- walkthrough:end -->/.exec(readme)?.[1]
   if (block === undefined) throw new Error('README has no walkthrough block')
