@@ -123,3 +123,17 @@ t.test('SIGHUP reloads a running gateway; a bad file keeps the old routes', asyn
   child.kill('SIGTERM')
   t.equal(await exited, 0)
 })
+
+t.test('a gateway does not start on a bad route file, and says why', async (t) => {
+  const file = routeFile(t, INVALID)
+  const root = fileURLToPath(new URL('../../..', import.meta.url))
+  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/server.ts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', PORT: '0', KEYGATE_ROUTES: file.path }
+  })
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  const code = await new Promise((resolve) => child.on('exit', resolve))
+  t.equal(code, 1)
+  t.equal(stderr, 'configuration error: routes.yaml: routes[0].upstream: "ftp://nowhere" is not an http(s) URL\n')
+})
