@@ -52,3 +52,28 @@ for (const [kind, make] of Object.entries(factories)) {
     t.equal(await store.getOrCreateSigningKey('candidate-2'), 'candidate-1', 'the first stored signing key stays')
   })
 }
+
+for (const [kind, make] of Object.entries(factories)) {
+  t.test(`${kind} store: remember-once and hit counters`, async (t) => {
+    const store = await make(t)
+    t.equal(await store.rememberOnce('sig-1', 60_000), true)
+    t.equal(await store.rememberOnce('sig-1', 60_000), false, 'a second time within the ttl: false')
+    t.equal(await store.rememberOnce('sig-2', 60_000), true)
+    const racers = await Promise.all(Array.from({ length: 50 }, () => store.rememberOnce('sig-3', 60_000)))
+    t.equal(racers.filter(Boolean).length, 1, 'of 50 concurrent calls exactly one is first')
+    t.equal(await store.rememberOnce('short', 50), true)
+    await new Promise((resolve) => setTimeout(resolve, 120))
+    t.equal(await store.rememberOnce('short', 50), true, 'after the ttl it is new again')
+
+    const first = await store.hit('user:alice', 60_000)
+    t.equal(first.count, 1)
+    t.ok(first.resetMs > 59_000 && first.resetMs <= 60_000)
+    t.equal((await store.hit('user:alice', 60_000)).count, 2)
+    t.equal((await store.hit('user:bob', 60_000)).count, 1, 'counters are per key')
+    await store.resetHits('user:alice')
+    t.equal((await store.hit('user:alice', 60_000)).count, 1, 'a reset starts again')
+    await store.hit('window', 50)
+    await new Promise((resolve) => setTimeout(resolve, 120))
+    t.equal((await store.hit('window', 50)).count, 1, 'a new window after the old one ends')
+  })
+}

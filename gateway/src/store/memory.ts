@@ -1,7 +1,16 @@
 import type { KeyRecord, Store, UserRecord } from './types.js'
 
 /** The embedded store: one process's memory, lost at exit. Same contract as the Redis store. */
-export function createMemoryStore (): Store {
+export function createMemoryStore (now: () => number = Date.now): Store {
+  // Expiring entries are swept lazily on access and by a timer that never keeps the process alive.
+  const remembered = new Map<string, number>()
+  const counters = new Map<string, { count: number; expiresAt: number }>()
+  const sweep = setInterval(() => {
+    const t = now()
+    for (const [key, expiresAt] of remembered) if (expiresAt <= t) remembered.delete(key)
+    for (const [key, counter] of counters) if (counter.expiresAt <= t) counters.delete(key)
+  }, 10_000)
+  sweep.unref()
   const users = new Map<string, UserRecord>()
   const keys = new Map<string, KeyRecord>()
   let signingKey: string | undefined
@@ -34,7 +43,26 @@ export function createMemoryStore (): Store {
       signingKey ??= candidate
       return signingKey
     },
+    async rememberOnce (key, ttlMs) {
+      const expiresAt = remembered.get(key)
+      if (expiresAt !== undefined && expiresAt > now()) return false
+      remembered.set(key, now() + ttlMs)
+      return true
+    },
+    async hit (key, windowMs) {
+      const t = now()
+      let counter = counters.get(key)
+      if (counter === undefined || counter.expiresAt <= t) {
+        counter = { count: 0, expiresAt: t + windowMs }
+        counters.set(key, counter)
+      }
+      counter.count++
+      return { count: counter.count, resetMs: counter.expiresAt - t }
+    },
+    async resetHits (key) {
+      counters.delete(key)
+    },
     async ping () {},
-    async close () {}
+    async close () { clearInterval(sweep) }
   }
 }

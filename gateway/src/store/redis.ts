@@ -20,6 +20,14 @@ return 0`
 
 const RETRY_AFTER_SECONDS = '1'
 
+// INCR, and start the window's expiry with the first hit; returns [count, ms left].
+const HIT_SCRIPT = `
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
+return {count, ttl}`
+
 function unavailable (err: unknown): GatewayError {
   return new GatewayError('STORE_UNAVAILABLE', 'The key and user store did not answer; try again shortly', {
     headers: { 'retry-after': RETRY_AFTER_SECONDS },
@@ -101,6 +109,13 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       if (stored === null) throw new Error('the signing key vanished right after it was stored')
       return stored
     }),
+    rememberOnce: async (key, ttlMs) => await guarded(async () =>
+      await redis.set(`${prefix}once:${key}`, '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX') === 'OK'),
+    hit: async (key, windowMs) => await guarded(async () => {
+      const [count, ttl] = await redis.eval(HIT_SCRIPT, 1, `${prefix}hits:${key}`, Math.max(1, Math.ceil(windowMs))) as [number, number]
+      return { count, resetMs: ttl }
+    }),
+    resetHits: async (key) => { await guarded(async () => await redis.del(`${prefix}hits:${key}`)) },
     ping: async () => { await guarded(async () => await redis.ping()) },
     close: async () => {
       try {

@@ -34,6 +34,18 @@ export interface Store {
    * `candidate` when none was stored yet (set-if-absent, so concurrent starters agree).
    */
   getOrCreateSigningKey: (candidate: string) => Promise<string>
+  /**
+   * Set-if-absent with an expiry: true the first time `key` is remembered within `ttlMs`, false
+   * on every later call until it expires. Atomic across every gateway on the store (replay checks).
+   */
+  rememberOnce: (key: string, ttlMs: number) => Promise<boolean>
+  /**
+   * Counts a hit in a fixed window that starts with the first hit: returns the count so far and
+   * the ms until the window ends (rate limits).
+   */
+  hit: (key: string, windowMs: number) => Promise<{ count: number; resetMs: number }>
+  /** forgets a counter (a success resets the failures) */
+  resetHits: (key: string) => Promise<void>
   /** resolves when the store answers; throws STORE_UNAVAILABLE otherwise */
   ping: () => Promise<void>
   close: () => Promise<void>
