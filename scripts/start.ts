@@ -32,7 +32,7 @@ async function main (): Promise<void> {
   closeOnSignals(async () => {
     await gateway.close()
     await upstream.close()
-  }, (message, err) => { app.log.info({ err }, message) })
+  }, (message, err) => { app.log.info({ err }, message) }, config.server.shutdownGraceMs)
 }
 
 main().catch(exitWithStartupError)

@@ -2,13 +2,14 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
-import type { AuthTier, GatewayConfig } from './config.js'
+import { MAX_HEADER_BYTES, type AuthTier, type GatewayConfig } from './config.js'
 import { bearerTokenStage } from './auth/bearer.js'
 import { signedPipeline, type AuthStage } from './auth/pipeline.js'
 import { createKeyRegistry } from './keys/key-registry.js'
 import { accessLogPlugin } from './plugins/access-log.js'
 import { clientErrorHandler, frameworkErrors, problemsPlugin } from './plugins/problems.js'
 import { requestTargetPlugin } from './plugins/request-target.js'
+import { shutdownPlugin } from './plugins/shutdown.js'
 import { apiKeyRoutes } from './routes/api-keys.js'
 import { healthRoutes } from './routes/health.js'
 import { jwksRoutes } from './routes/jwks.js'
@@ -51,9 +52,13 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     genReqId: () => randomUUID(),
     // JSON endpoints (token, key registration) are small; business routes set their own limit.
     bodyLimit: 64 * 1024,
-    // slowloris: a request must arrive whole within this time
-    requestTimeout: 30_000,
-    return503OnClosing: true,
+    // slowloris: headers, then the whole request, must arrive within these times; idle
+    // keep-alive connections close after keepAliveTimeout
+    requestTimeout: config.server.requestTimeoutMs,
+    keepAliveTimeout: config.server.keepAliveTimeoutMs,
+    http: { headersTimeout: config.server.headersTimeoutMs, maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: 1000 },
+    // the shutdown plugin answers with problem+json instead
+    return503OnClosing: false,
     frameworkErrors,
     clientErrorHandler,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
@@ -80,6 +85,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   app.addHook('onSend', async (request, reply) => { reply.header('x-request-id', request.id) })
 
   await app.register(problemsPlugin)
+  await app.register(shutdownPlugin)
   await app.register(requestTargetPlugin)
   await app.register(accessLogPlugin)
 
@@ -88,7 +94,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(tokenRoutes)
   await app.register(apiKeyRoutes)
   const pipelines: Record<AuthTier, AuthStage[]> = {
-    signed: signedPipeline({ tokens: services.tokens, keys: services.keys, ...(options.now && { now: options.now }) }),
+    signed: signedPipeline({ tokens: services.tokens, keys: services.keys, store, ...(options.now && { now: options.now }) }),
     bearer: [bearerTokenStage(services.tokens)],
     public: []
   }

@@ -12,6 +12,16 @@ export const DEFAULT_REDIS_PREFIX = 'keygate:'
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500
 export const DEFAULT_KEY_CACHE_SIZE = 10_000
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 30_000
+/** a client must send its headers within this (slowloris) */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000
+/** and its whole request within this */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+/** an idle keep-alive connection is closed after this (longer than a load balancer's 60 s) */
+export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 72_000
+/** on SIGTERM, in-flight requests get this long to finish before the process exits anyway */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
+/** Node's own limit, stated here so the README and the 431 answer agree */
+export const MAX_HEADER_BYTES = 16 * 1024
 /** SPEC.md §8: the timestamp tolerance is fixed by the interface, not configurable. */
 export const MAX_TIMESTAMP_SKEW_MS = 15 * 60 * 1000
 
@@ -34,6 +44,10 @@ export const EnvSchema = Type.Object({
   KEYGATE_BODY_LIMIT: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
   KEYGATE_KEY_CACHE_SIZE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   KEYGATE_UPSTREAM_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
+  KEYGATE_HEADERS_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 600_000 })),
+  KEYGATE_REQUEST_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
+  KEYGATE_KEEP_ALIVE_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
+  KEYGATE_SHUTDOWN_GRACE_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ROUTES_WATCH: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])),
   LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))))
@@ -81,6 +95,8 @@ export interface RouteConfig {
   /** removed from the forwarded request (lower-case names) */
   removeHeaders: string[]
   identityToken: IdentityTokenConfig | undefined
+  /** signed routes: refuse (default) or allow a repeat of an accepted signed POST, PUT, PATCH, DELETE */
+  replay: 'reject' | 'allow'
 }
 
 export interface BootstrapUser {
@@ -100,6 +116,7 @@ export interface GatewayConfig {
   bodyLimit: number
   keyCacheSize: number
   logLevel: string
+  server: ServerLimits
   /** route defaults from the environment, for route files */
   routeDefaults: RouteDefaults
   /** KEYGATE_ROUTES: the route file; unset: `routes` are the built-in default */
@@ -107,6 +124,13 @@ export interface GatewayConfig {
   /** reload the route file when it changes (SIGHUP always reloads) */
   watchRoutes: boolean
   routes: RouteConfig[]
+}
+
+export interface ServerLimits {
+  headersTimeoutMs: number
+  requestTimeoutMs: number
+  keepAliveTimeoutMs: number
+  shutdownGraceMs: number
 }
 
 export interface RouteDefaults {
@@ -179,6 +203,12 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     bodyLimit,
     keyCacheSize: e.KEYGATE_KEY_CACHE_SIZE ?? DEFAULT_KEY_CACHE_SIZE,
     logLevel: e.LOG_LEVEL ?? 'info',
+    server: {
+      headersTimeoutMs: e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: Math.max(e.KEYGATE_REQUEST_TIMEOUT_MS ?? DEFAULT_REQUEST_TIMEOUT_MS, e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS),
+      keepAliveTimeoutMs: e.KEYGATE_KEEP_ALIVE_TIMEOUT_MS ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+      shutdownGraceMs: e.KEYGATE_SHUTDOWN_GRACE_MS ?? DEFAULT_SHUTDOWN_GRACE_MS
+    },
     routeDefaults: { upstream, bodyLimit, timeoutMs },
     routesFile: e.KEYGATE_ROUTES,
     watchRoutes: e.KEYGATE_ROUTES_WATCH === 'true',
@@ -199,6 +229,7 @@ export function route (fields: Pick<RouteConfig, 'prefix' | 'upstream' | 'auth'>
     addHeaders: {},
     removeHeaders: [],
     identityToken: undefined,
+    replay: 'reject',
     ...fields
   }
 }

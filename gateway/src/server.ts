@@ -4,7 +4,7 @@ import { realpathSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import { buildApp, type BuildAppOptions } from './app.js'
-import { ConfigError, loadConfig, type GatewayConfig } from './config.js'
+import { ConfigError, DEFAULT_SHUTDOWN_GRACE_MS, loadConfig, type GatewayConfig } from './config.js'
 
 export interface StartGatewayOptions {
   config: GatewayConfig
@@ -51,13 +51,20 @@ async function ensureDemoUser (app: FastifyInstance): Promise<void> {
   ].join('\n'))
 }
 
-/** Ctrl-C or SIGTERM: stop accepting, finish in-flight requests, exit. A second signal exits at once. */
-export function closeOnSignals (close: () => Promise<void>, log: (message: string, err?: unknown) => void): void {
+/**
+ * Ctrl-C or SIGTERM: stop accepting, let in-flight requests finish, exit 0. Past the grace
+ * period, or on a second signal, exit 1 at once.
+ */
+export function closeOnSignals (close: () => Promise<void>, log: (message: string, err?: unknown) => void, graceMs = DEFAULT_SHUTDOWN_GRACE_MS): void {
   let closing = false
   const shutdown = (signal: NodeJS.Signals): void => {
     if (closing) process.exit(1)
     closing = true
-    log(`${signal}: shutting down`)
+    log(`${signal}: shutting down; in-flight requests have ${graceMs} ms to finish`)
+    setTimeout(() => {
+      log(`requests still in flight after ${graceMs} ms; exiting anyway`)
+      process.exit(1)
+    }, graceMs).unref()
     close().then(() => process.exit(0), (err: unknown) => {
       log('shutdown failed', err)
       process.exit(1)
@@ -96,9 +103,10 @@ export function exitWithStartupError (err: unknown): never {
 }
 
 async function main (): Promise<void> {
-  const gateway = await startGateway({ config: loadConfig() })
+  const config = loadConfig()
+  const gateway = await startGateway({ config })
   reloadRoutesOnSighup(gateway.app)
-  closeOnSignals(gateway.close, (message, err) => { gateway.app.log.info({ err }, message) })
+  closeOnSignals(gateway.close, (message, err) => { gateway.app.log.info({ err }, message) }, config.server.shutdownGraceMs)
 }
 
 if (isMainModule(import.meta.url)) main().catch(exitWithStartupError)

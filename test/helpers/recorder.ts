@@ -16,7 +16,16 @@ export interface Recorder {
   requests: RecordedRequest[]
 }
 
-export async function startRecorder (t: { teardown: (fn: () => unknown) => void }, options: { hang?: boolean } = {}): Promise<Recorder> {
+export interface RecorderOptions {
+  /** never answer (timeouts) */
+  hang?: boolean
+  /** answer after this many ms (requests in flight) */
+  delayMs?: number
+  /** reset the connection instead of answering (upstream failures) */
+  reset?: boolean
+}
+
+export async function startRecorder (t: { teardown: (fn: () => unknown) => void }, options: RecorderOptions = {}): Promise<Recorder> {
   const requests: RecordedRequest[] = []
   const server = createServer((req, res) => {
     const chunks: Buffer[] = []
@@ -24,7 +33,10 @@ export async function startRecorder (t: { teardown: (fn: () => unknown) => void 
     req.on('end', () => {
       requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) })
       if (options.hang === true) return
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ recorded: requests.length }))
+      if (options.reset === true) { req.socket.destroy(); return }
+      const answer = (): void => { res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ recorded: requests.length })) }
+      if (options.delayMs === undefined) answer()
+      else setTimeout(answer, options.delayMs)
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

@@ -2,10 +2,12 @@
 // the store before the token and headers are sound, and the RSA verification runs last.
 import type { FastifyRequest } from 'fastify'
 import type { KeyRegistry } from '../keys/key-registry.js'
+import type { Store } from '../store/index.js'
 import type { TokenService } from '../tokens/token-service.js'
 import { apiKeyStage } from './api-key.js'
 import { bearerTokenStage } from './bearer.js'
 import { keyOwnerStage } from './key-owner.js'
+import { replayStage } from './replay.js'
 import { signatureHeadersStage } from './signature-headers.js'
 import { signatureStage } from './signature.js'
 import type { AuthStage, AuthState } from './stage.js'
@@ -16,18 +18,20 @@ export type { AuthStage, AuthState } from './stage.js'
 export interface PipelineDeps {
   tokens: TokenService
   keys: KeyRegistry
+  store: Store
   now?: () => number
 }
 
 /** `signed` routes: bearer token and API key signature. */
-export function signedPipeline ({ tokens, keys, now }: PipelineDeps): AuthStage[] {
+export function signedPipeline ({ tokens, keys, store, now }: PipelineDeps): AuthStage[] {
   return [
     bearerTokenStage(tokens),
     signatureHeadersStage(),
     timestampStage(now),
     apiKeyStage(keys),
     keyOwnerStage(),
-    signatureStage()
+    signatureStage(),
+    replayStage(store, now)
   ]
 }
 

@@ -11,7 +11,11 @@ export interface SignatureHeaders {
   signature: string
 }
 
+export type ReplayPolicy = 'reject' | 'allow'
+
 export interface AuthState {
+  /** what the route wants done with a repeated signed POST, PUT, PATCH or DELETE */
+  replay?: ReplayPolicy
   /** the bearer token's subject */
   user?: string
   signatureHeaders?: SignatureHeaders

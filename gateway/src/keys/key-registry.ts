@@ -23,6 +23,11 @@ export interface KeyRegistry {
 }
 
 const API_KEY_PATTERN = /^[0-9a-f]{64}$/
+/**
+ * A name that could begin a signing string (a timestamp's digits, a method, a path) is refused:
+ * the registration signature over it would otherwise also sign that business request.
+ */
+const SIGNING_STRING_PREFIX = /^[0-9]{9,}[A-Za-z]+\//
 
 export function createKeyRegistry (store: Store, options: { cacheSize: number }): KeyRegistry {
   const cache = new LruCache<string, RegisteredKey>(options.cacheSize)
@@ -42,6 +47,11 @@ export function createKeyRegistry (store: Store, options: { cacheSize: number })
     },
 
     async register ({ owner, name, publicKey, signature }) {
+      if (SIGNING_STRING_PREFIX.test(name)) {
+        throw new GatewayError('VALIDATION_FAILED', 'name must not look like the start of a signing string (digits, a method, a path)', {
+          extra: { errors: [{ field: 'name', message: 'must not start with digits followed by a method and "/"' }] }
+        })
+      }
       const parsed = parseRsaPublicKey(publicKey)
       const signatureBytes = decodeBase64(signature)
       if (signatureBytes === undefined || !verifyRsaSha256(parsed.keyObject, Buffer.from(name, 'utf8'), signatureBytes)) {

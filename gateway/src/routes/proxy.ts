@@ -191,7 +191,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
     }
     // A declared length over the limit is refused before a byte of the body is read.
     if (declaredLength !== undefined && Number(declaredLength) > route.bodyLimit) throw tooLarge(route.bodyLimit)
-    request.auth = {}
+    request.auth = { replay: route.replay }
     await runStages(phases[route.auth].beforeBody, request, request.auth)
   })
 

@@ -35,6 +35,7 @@ export const RouteEntrySchema = Type.Object({
   }, { additionalProperties: false })),
   addHeaders: Type.Optional(Type.Record(Type.String({ pattern: HEADER_NAME }), HeaderValue)),
   removeHeaders: Type.Optional(Type.Array(HeaderName)),
+  replay: Type.Optional(Type.Union([Type.Literal('reject'), Type.Literal('allow')])),
   identityToken: Type.Optional(Type.Object({
     header: Type.Optional(HeaderName),
     ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 3600 })),
@@ -166,6 +167,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     },
     addHeaders: Object.fromEntries(Object.entries(entry.addHeaders ?? {}).map(([name, value]) => [name.toLowerCase(), value])),
     removeHeaders: (entry.removeHeaders ?? []).map((name) => name.toLowerCase()),
+    ...(entry.replay !== undefined && { replay: entry.replay }),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {

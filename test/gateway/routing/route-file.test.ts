@@ -71,7 +71,7 @@ t.test('bad files and the exact messages they get', async (t) => {
     ['no upstream', route('prefix: /a/\nauth: signed'), ['routes.yaml: routes[0].upstream: is required']],
     ['no auth', route('prefix: /a/\nupstream: http://x'), ['routes.yaml: routes[0].auth: is required']],
     ['an unknown field', route(`${ok}\ncolour: red`),
-      ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, bodyLimit, identityHeaders, addHeaders, removeHeaders, identityToken)']],
+      ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)']],
     ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
       ['routes.yaml: routes[0].methods[1]: "FETCH" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']],
     ['a method twice', route(`${ok}\nmethods: [GET, GET]`), ['routes.yaml: routes[0].methods: lists an item twice']],
@@ -107,7 +107,7 @@ t.test('bad files and the exact messages they get', async (t) => {
     ['every mistake at once, schema and rules, in route order', `routes:\n  - prefix: /d/\n    upstream: ftp://files\n    auth: public\n  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n  - prefix: /v1/auth/\n    upstream: http://x\n    auth: public\n    colour: red\n`, [
       'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
       'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
-      'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, bodyLimit, identityHeaders, addHeaders, removeHeaders, identityToken)'
+      'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)'
     ]]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
