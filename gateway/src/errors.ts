@@ -19,6 +19,7 @@ export const ERRORS = {
   KEY_OWNER_MISMATCH: { status: 403, title: 'The API key belongs to another user' },
   NOT_FOUND: { status: 404, title: 'No such route' },
   METHOD_NOT_ALLOWED: { status: 405, title: 'The route does not take this method' },
+  REQUEST_TIMEOUT: { status: 408, title: 'The request did not arrive in time' },
   DUPLICATE_KEY: { status: 409, title: 'This public key is already registered' },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'The request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'The content type is not accepted here' },

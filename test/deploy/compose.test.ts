@@ -270,3 +270,10 @@ t.test('the gateway runs with a mounted route file that is valid, for the servic
     t.equal(route.identityToken?.audience, upstreamEnv.UPSTREAM_IDENTITY_AUDIENCE, `${route.name}: its audience is the one the service checks`)
   }
 })
+
+t.test('Redis fsyncs every write, so a 201 survives a crash', async (t) => {
+  const compose = parse(readFileSync(COMPOSE_FILE, 'utf8')) as { services: Record<string, { command?: string[] }> }
+  const command = compose.services.redis?.command ?? []
+  t.equal(command[command.indexOf('--appendfsync') + 1], 'always')
+  t.equal(command[command.indexOf('--appendonly') + 1], 'yes')
+})

@@ -58,7 +58,9 @@ export function clientErrorHandler (err: Error & { code?: string }, socket: Dupl
   if (!socket.writable) return
   const error = err.code === 'HPE_HEADER_OVERFLOW'
     ? new GatewayError('HEADERS_TOO_LARGE', 'The request headers are larger than the gateway accepts')
-    : new GatewayError('MALFORMED_HTTP', 'The request is not well-formed HTTP/1.1 (framing, header syntax or line endings)')
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new GatewayError('REQUEST_TIMEOUT', 'The request headers or body did not arrive in time')
+      : new GatewayError('MALFORMED_HTTP', 'The request is not well-formed HTTP/1.1 (framing, header syntax or line endings)')
   const body = JSON.stringify(error.toProblem())
   socket.end(`HTTP/1.1 ${error.statusCode} ${STATUS_CODES[error.statusCode] ?? ''}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)

@@ -8,6 +8,11 @@ import { GatewayError } from '../errors.js'
 const shutdown: FastifyPluginAsync = async (app) => {
   let closing = false
   app.addHook('preClose', async () => { closing = true })
+  // A kept-alive connection would keep the process alive after its last answer: close each one
+  // as its in-flight request completes.
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close')
+  })
   app.addHook('onRequest', async () => {
     if (closing) {
       throw new GatewayError('SHUTTING_DOWN', 'The gateway is shutting down; retry on another instance or shortly', {
