@@ -1,31 +1,12 @@
 // The store cannot be reached: 503 STORE_UNAVAILABLE with Retry-After, fast, and nothing
 // unverified forwarded. Redis sits behind a TCP relay the test can cut.
-import { createServer, connect, type Socket } from 'node:net'
 import t from 'tap'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
+import { startRelay } from '../helpers/relay.js'
 import { addUser, login, registerKey, startGateway } from '../helpers/stack.js'
-
-async function startRelay (t: { teardown: (fn: () => unknown) => void }, target: URL) {
-  const sockets = new Set<Socket>()
-  const server = createServer((client) => {
-    const upstream = connect(Number(target.port), target.hostname)
-    sockets.add(client).add(upstream)
-    client.pipe(upstream).pipe(client)
-    const drop = (): void => { client.destroy(); upstream.destroy() }
-    client.on('error', drop).on('close', drop)
-    upstream.on('error', drop).on('close', drop)
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const port = (server.address() as { port: number }).port
-  const cut = async (): Promise<void> => {
-    await new Promise((resolve) => { server.close(resolve); for (const s of sockets) s.destroy() })
-  }
-  t.teardown(cut)
-  return { url: `redis://127.0.0.1:${port}`, cut }
-}
 
 t.test('Redis goes away', async (t) => {
   const redisUrl = await testRedisUrl()
