@@ -7,7 +7,7 @@ import { bearerTokenStage } from './auth/bearer.js'
 import { signedPipeline, type AuthStage } from './auth/pipeline.js'
 import { createKeyRegistry } from './keys/key-registry.js'
 import { accessLogPlugin } from './plugins/access-log.js'
-import { clientErrorHandler, frameworkErrors, problemsPlugin } from './plugins/problems.js'
+import { clientErrorHandler, frameworkErrors, problemsPlugin, refuseConnect } from './plugins/problems.js'
 import { requestTargetPlugin } from './plugins/request-target.js'
 import { shutdownPlugin } from './plugins/shutdown.js'
 import { apiKeyRoutes } from './routes/api-keys.js'
@@ -85,6 +85,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   app.addHook('onSend', async (request, reply) => { reply.header('x-request-id', request.id) })
 
   await app.register(problemsPlugin)
+  // CONNECT never reaches Fastify: Node hands it to 'connect' listeners, or drops the connection.
+  app.server.on('connect', refuseConnect)
   await app.register(shutdownPlugin)
   await app.register(requestTargetPlugin)
   await app.register(accessLogPlugin)

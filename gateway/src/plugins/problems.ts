@@ -61,9 +61,20 @@ export function clientErrorHandler (err: Error & { code?: string }, socket: Dupl
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? new GatewayError('REQUEST_TIMEOUT', 'The request headers or body did not arrive in time')
       : new GatewayError('MALFORMED_HTTP', 'The request is not well-formed HTTP/1.1 (framing, header syntax or line endings)')
+  writeProblem(socket, error)
+}
+
+/** A whole problem+json answer written to a raw socket, which is then closed. */
+function writeProblem (socket: Duplex, error: GatewayError): void {
   const body = JSON.stringify(error.toProblem())
+  const extra = Object.entries(error.headers ?? {}).map(([name, value]) => `${name}: ${value}\r\n`).join('')
   socket.end(`HTTP/1.1 ${error.statusCode} ${STATUS_CODES[error.statusCode] ?? ''}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+    `Content-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`)
+}
+
+/** CONNECT (a proxy tunnel request): keygate is no forward proxy. */
+export function refuseConnect (_request: unknown, socket: Duplex): void {
+  writeProblem(socket, new GatewayError('METHOD_NOT_ALLOWED', 'keygate is not a forward proxy; CONNECT is not accepted', { headers: { allow: 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS' } }))
 }
 
 /** Errors Fastify meets before routing (a path that does not decode): problem+json as well. */

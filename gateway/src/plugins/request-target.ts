@@ -23,9 +23,12 @@ export function requestTargetProblem (target: string): string | undefined {
   } catch {
     return 'The request path percent-encodes bytes that are not UTF-8 (e.g. an overlong sequence)'
   }
-  // After decoding, so that "%2e%2e%2f" and "..%5c" count too: an upstream that decodes would see them.
-  if (decoded.split(/[/\\]/).some((segment) => segment === '.' || segment === '..')) {
-    return 'The request path has a "." or ".." segment (plain or percent-encoded); send the normalised path'
+  // After decoding, so that "%2e%2e%2f" and "..%5c" count too: an upstream that decodes would see
+  // them. ".." touching a slash is refused even inside a segment ("/a/..b"): the proxy library
+  // refuses those too, and the refusal must come before authentication, not after it.
+  const slashed = decoded.replaceAll('\\', '/')
+  if (slashed.split('/').some((segment) => segment === '.') || slashed.includes('/..') || slashed.includes('../')) {
+    return 'The request path has a "." or ".." segment, or ".." next to a "/" (plain or percent-encoded); send the normalised path'
   }
   return undefined
 }

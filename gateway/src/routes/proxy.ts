@@ -89,7 +89,11 @@ export function forwardedPath (route: RouteConfig, path: string): string {
   let rewritten = path
   if (route.rewrite !== undefined) {
     const rest = route.exact ? '' : path.slice(route.prefix.length)
-    rewritten = route.rewrite.endsWith('/') && rest.startsWith('/') ? route.rewrite + rest.slice(1) : route.rewrite + rest
+    // Only the prefix is replaced. When the prefix has no trailing slash ("/status"), the rest
+    // starts at a segment boundary ("/x"), whose slash a rewrite ending in "/" already holds;
+    // any further slash is the client's and is kept ("/c//x" stays "/internal//x").
+    const boundary = !route.prefix.endsWith('/') && route.rewrite.endsWith('/') && rest.startsWith('/')
+    rewritten = route.rewrite + (boundary ? rest.slice(1) : rest)
   }
   return compile(route).basePath + rewritten
 }
@@ -173,7 +177,10 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
       else chunks.push(chunk)
     })
     payload.on('end', () => { finish(null, Buffer.concat(chunks, size)) })
-    payload.on('error', (err) => { finish(err) })
+    // A client that goes away mid-body is the client's doing, not an internal error.
+    payload.on('error', (err) => {
+      finish(new GatewayError('MALFORMED_HTTP', 'The request body ended before its declared length', { cause: err }))
+    })
   })
 
   app.addHook('onRequest', async (request) => {
