@@ -93,7 +93,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
 
   await app.register(healthRoutes)
   await app.register(jwksRoutes)
-  await app.register(tokenRoutes)
+  await app.register(tokenRoutes, { login: config.login })
   await app.register(apiKeyRoutes)
   const pipelines: Record<AuthTier, AuthStage[]> = {
     signed: signedPipeline({ tokens: services.tokens, keys: services.keys, store, ...(options.now && { now: options.now }) }),

@@ -48,6 +48,11 @@ export const EnvSchema = Type.Object({
   KEYGATE_REQUEST_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
   KEYGATE_KEEP_ALIVE_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
   KEYGATE_SHUTDOWN_GRACE_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
+  KEYGATE_LOGIN_MAX_FAILURES_PER_USER: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+  KEYGATE_LOGIN_MAX_FAILURES_PER_ADDRESS: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+  KEYGATE_LOGIN_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+  KEYGATE_LOGIN_CONCURRENCY: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+  KEYGATE_LOGIN_QUEUE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ROUTES_WATCH: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])),
   LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))))
@@ -117,6 +122,14 @@ export interface GatewayConfig {
   keyCacheSize: number
   logLevel: string
   server: ServerLimits
+  /** login brute-force limits and concurrency; unset fields take users/login-guard.ts's defaults */
+  login: {
+    maxFailuresPerUser?: number
+    maxFailuresPerAddress?: number
+    windowSeconds?: number
+    concurrency?: number
+    queue?: number
+  }
   /** route defaults from the environment, for route files */
   routeDefaults: RouteDefaults
   /** KEYGATE_ROUTES: the route file; unset: `routes` are the built-in default */
@@ -203,6 +216,13 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     bodyLimit,
     keyCacheSize: e.KEYGATE_KEY_CACHE_SIZE ?? DEFAULT_KEY_CACHE_SIZE,
     logLevel: e.LOG_LEVEL ?? 'info',
+    login: {
+      ...(e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER !== undefined && { maxFailuresPerUser: e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER }),
+      ...(e.KEYGATE_LOGIN_MAX_FAILURES_PER_ADDRESS !== undefined && { maxFailuresPerAddress: e.KEYGATE_LOGIN_MAX_FAILURES_PER_ADDRESS }),
+      ...(e.KEYGATE_LOGIN_WINDOW_SECONDS !== undefined && { windowSeconds: e.KEYGATE_LOGIN_WINDOW_SECONDS }),
+      ...(e.KEYGATE_LOGIN_CONCURRENCY !== undefined && { concurrency: e.KEYGATE_LOGIN_CONCURRENCY }),
+      ...(e.KEYGATE_LOGIN_QUEUE !== undefined && { queue: e.KEYGATE_LOGIN_QUEUE })
+    },
     server: {
       headersTimeoutMs: e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS,
       requestTimeoutMs: Math.max(e.KEYGATE_REQUEST_TIMEOUT_MS ?? DEFAULT_REQUEST_TIMEOUT_MS, e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS),
