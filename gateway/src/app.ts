@@ -79,6 +79,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     keys: createKeyRegistry(store, { cacheSize: config.keyCacheSize }),
     routes
   }
+  app.addHook('onClose', async () => { services.tokens.close() })
   await services.users.bootstrap(config.bootstrapUsers)
   app.decorate('keygate', services)
   app.decorateRequest('auth', null)

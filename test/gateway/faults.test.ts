@@ -99,7 +99,8 @@ t.test('Redis down and back, under load', async (t) => {
   const posts = down('POST').filter((o) => o.status !== 200)
   t.ok(posts.length > 0 && posts.every((o) => o.status === 503 && o.code === 'STORE_UNAVAILABLE'), `${posts.length} POSTs that need the store: 503 STORE_UNAVAILABLE`)
   t.ok(Math.max(...down('POST').map((o) => o.ms)) < 1500, 'none waited on the dead store much beyond the 500 ms command timeout')
-  t.equal(forwardedWhileDown, down('POST').filter((o) => o.status === 200).length, 'no POST was forwarded unless it was accepted')
+  // (POSTs accepted just before the cut may be forwarded before it, or just after.)
+  t.ok(forwardedWhileDown <= down('POST').filter((o) => o.status === 200).length, `no POST was forwarded unless it was accepted (${forwardedWhileDown} forwarded)`)
   t.ok(recoveredMs < 3000, `recovered within 3 s (${recoveredMs.toFixed(0)} ms)`)
   const after = [...(phase.outcomes.get('after GET') ?? []), ...(phase.outcomes.get('after POST') ?? [])]
   t.ok(after.length > 0 && after.every((o) => o.status === 200), `after recovery all ${after.length} requests succeed`)

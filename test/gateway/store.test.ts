@@ -50,6 +50,32 @@ for (const [kind, make] of Object.entries(factories)) {
     const first = await store.getOrCreateSigningKey('candidate-1')
     t.equal(first, 'candidate-1')
     t.equal(await store.getOrCreateSigningKey('candidate-2'), 'candidate-1', 'the first stored signing key stays')
+    t.same(await store.getSigningKeyRing(), { current: 'candidate-1', previous: [] }, 'a ring of one key')
+
+    // Rotation: the replaced key stays as a previous key until it retires.
+    const before = Date.now()
+    const rotated = await store.rotateSigningKey('key-2', 60_000)
+    t.equal(rotated.current, 'key-2')
+    t.equal(rotated.replaced?.pem, 'candidate-1', 'the rotation names the key it replaced')
+    const retiresAt = rotated.replaced?.retiresAt ?? 0
+    t.ok(retiresAt >= before + 60_000 && retiresAt <= Date.now() + 60_000, 'which retires after the time given')
+    t.same(rotated.previous, [{ pem: 'candidate-1', retiresAt }])
+    t.same(await store.getSigningKeyRing(), { current: 'key-2', previous: [{ pem: 'candidate-1', retiresAt }] })
+    t.equal(await store.getOrCreateSigningKey('candidate-3'), 'key-2', 'get-or-create answers the current key after a rotation')
+
+    // A short-lived previous key leaves the ring once retired; the others stay.
+    await store.rotateSigningKey('key-3', 100)
+    t.same((await store.getSigningKeyRing())?.previous.map((p) => p.pem).sort(), ['candidate-1', 'key-2'])
+    await new Promise((resolve) => setTimeout(resolve, 150))
+    t.same(await store.getSigningKeyRing(), { current: 'key-3', previous: [{ pem: 'candidate-1', retiresAt }] }, 'a retired key leaves the ring')
+
+    // Concurrent rotations: each demotes the key it replaced; one is current, none is lost.
+    const rotations = await Promise.all(['r1', 'r2', 'r3', 'r4'].map(async (pem) => await store.rotateSigningKey(pem, 60_000)))
+    const ring = await store.getSigningKeyRing()
+    const all = [ring?.current, ...(ring?.previous.map((p) => p.pem) ?? [])].sort()
+    t.same(all, ['candidate-1', 'key-3', 'r1', 'r2', 'r3', 'r4'], 'every key is in the ring once')
+    t.same(rotations.map((r) => r.replaced?.pem).sort(), ['key-3', ...['r1', 'r2', 'r3', 'r4'].filter((pem) => pem !== ring?.current)].sort(),
+      'each rotation replaced a different key')
   })
 }
 

@@ -1,6 +1,7 @@
 // `npm run keygate -- <command>`: operator commands.
 //   users add NAME     create NAME, or set its password (read from stdin), on the store REDIS_URL names
 //   routes check FILE  validate a route file and print the table of routes it makes
+//   tokens rotate      make a new token-signing key current for every gateway on REDIS_URL
 import { createInterface } from 'node:readline'
 import { ConfigError, loadConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
@@ -9,18 +10,25 @@ import type { RouteConfig } from '../config.js'
 import { loadRouteFile } from '../routing/route-file.js'
 import { createStore } from '../store/index.js'
 import { redactUrl } from '../store/redis.js'
+import { DEFAULT_RETIRE_MARGIN_MS, retireAfterMs, rotateStoredSigningKey } from '../tokens/signing-key-ring.js'
 import { createUserService } from '../users/user-service.js'
 
 const USAGE = `usage: npm run keygate -- users add NAME
        npm run keygate -- routes check FILE
+       npm run keygate -- tokens rotate
 
   users add NAME     create user NAME, or change its password (read from stdin:
                      typed at a prompt, or piped: printf %s "$PASSWORD" | npm run keygate -- users add NAME)
   routes check FILE  validate a route file (YAML or JSON) and print the routes it makes
+  tokens rotate      generate a new token-signing key and make it current; the replaced key keeps
+                     verifying until every token it signed has expired (the longest token lifetime
+                     of KEYGATE_TOKEN_TTL_SECONDS and the identity tokens of KEYGATE_ROUTES, plus
+                     a margin), then retires. Running gateways pick it up without a restart.
 
-users add works on the Redis named by REDIS_URL (and KEYGATE_REDIS_PREFIX), the store of the
-running gateways. Without REDIS_URL there is nothing to change: the embedded store lives inside a
-gateway process; use KEYGATE_BOOTSTRAP_USERS there instead.`
+users add and tokens rotate work on the Redis named by REDIS_URL (and KEYGATE_REDIS_PREFIX), the
+store of the running gateways: run them with the gateways' environment. Without REDIS_URL there is
+nothing to change: the embedded store lives inside a gateway process; use KEYGATE_BOOTSTRAP_USERS
+there instead, and restart to get a new signing key.`
 
 export class UsageError extends Error {}
 
@@ -67,9 +75,35 @@ async function checkRoutes (file: string, io: { stdout: NodeJS.WritableStream, e
   io.stdout.write(`${file}: ${routes.length} route${routes.length === 1 ? '' : 's'}, valid\n`)
 }
 
+/** Rotates the signing key on the gateways' Redis; prints the new kid and when the old key retires. */
+async function rotateTokenKey (io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
+  const config = loadConfig(io.env)
+  if (config.redisUrl === undefined) throw new UsageError(`REDIS_URL is not set.\n\n${USAGE}`)
+  if (config.jwt.keyFile !== undefined) {
+    throw new Error('KEYGATE_JWT_KEY_FILE is set: the gateways sign with that file\'s key, not with the key ring on Redis; rotate it by restarting them with a new key file')
+  }
+  // The replaced key must outlive every token it signed: bearer tokens and identity tokens alike.
+  const routes = config.routesFile === undefined ? config.routes : await loadRouteFile(config.routesFile, config.routeDefaults)
+  const longestTtlSeconds = Math.max(config.jwt.ttlSeconds, ...routes.map((r) => r.identityToken?.ttlSeconds ?? 0))
+  const store = await createStore(config)
+  try {
+    const { kid, replaced } = await rotateStoredSigningKey(store, retireAfterMs(longestTtlSeconds, DEFAULT_RETIRE_MARGIN_MS))
+    io.stdout.write(`token signing key rotated in ${redactUrl(config.redisUrl)} (prefix ${config.redisPrefix}): new kid ${kid}\n`)
+    if (replaced === undefined) {
+      io.stdout.write('there was no signing key before: gateways starting on this store will use this one\n')
+    } else {
+      const seconds = Math.round((replaced.retiresAt - Date.now()) / 1000)
+      io.stdout.write(`previous kid ${replaced.kid} verifies until ${new Date(replaced.retiresAt).toISOString()} (in ${seconds} s), then retires\n`)
+    }
+  } finally {
+    await store.close()
+  }
+}
+
 export async function runCli (argv: string[], io = { stdin: process.stdin, stdout: process.stdout, env: process.env }): Promise<void> {
   const [group, command, name, ...rest] = argv
   if (group === 'routes' && command === 'check' && name !== undefined && rest.length === 0) return await checkRoutes(name, io)
+  if (group === 'tokens' && command === 'rotate' && name === undefined) return await rotateTokenKey(io)
   if (group !== 'users' || command !== 'add' || name === undefined || rest.length > 0) throw new UsageError(USAGE)
   const config = loadConfig(io.env)
   if (config.redisUrl === undefined) throw new UsageError(`REDIS_URL is not set.\n\n${USAGE}`)

@@ -1,4 +1,4 @@
-import type { KeyRecord, Store, UserRecord } from './types.js'
+import type { KeyRecord, SigningKeyRing, Store, UserRecord } from './types.js'
 
 /** The embedded store: one process's memory, lost at exit. Same contract as the Redis store. */
 export function createMemoryStore (now: () => number = Date.now): Store {
@@ -14,6 +14,15 @@ export function createMemoryStore (now: () => number = Date.now): Store {
   const users = new Map<string, UserRecord>()
   const keys = new Map<string, KeyRecord>()
   let signingKey: string | undefined
+  /** previous signing keys (PEM) and the ms at which each retires */
+  const previousSigningKeys = new Map<string, number>()
+  const signingKeyRing = (): SigningKeyRing | null => {
+    if (signingKey === undefined) return null
+    const t = now()
+    for (const [pem, retiresAt] of previousSigningKeys) if (retiresAt <= t) previousSigningKeys.delete(pem)
+    const previous = [...previousSigningKeys].map(([pem, retiresAt]) => ({ pem, retiresAt })).sort((a, b) => a.retiresAt - b.retiresAt)
+    return { current: signingKey, previous }
+  }
 
   return {
     kind: 'memory',
@@ -42,6 +51,17 @@ export function createMemoryStore (now: () => number = Date.now): Store {
     async getOrCreateSigningKey (candidate) {
       signingKey ??= candidate
       return signingKey
+    },
+    async getSigningKeyRing () {
+      return signingKeyRing()
+    },
+    async rotateSigningKey (candidate, retireAfterMs) {
+      const retiresAt = now() + retireAfterMs
+      const replaced = signingKey !== undefined && signingKey !== candidate ? { pem: signingKey, retiresAt } : null
+      if (replaced !== null) previousSigningKeys.set(replaced.pem, retiresAt)
+      previousSigningKeys.delete(candidate)
+      signingKey = candidate
+      return { ...signingKeyRing() as SigningKeyRing, replaced }
     },
     async rememberOnce (key, ttlMs) {
       const expiresAt = remembered.get(key)

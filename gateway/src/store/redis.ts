@@ -1,6 +1,6 @@
 import { Redis, type RedisOptions } from 'ioredis'
 import { GatewayError } from '../errors.js'
-import type { KeyRecord, Store, UserRecord } from './types.js'
+import type { KeyRecord, SigningKeyRing, SigningKeyRotation, Store, UserRecord } from './types.js'
 
 export interface RedisStoreOptions {
   url: string
@@ -27,6 +27,28 @@ if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {count, ttl}`
+
+// The signing-key ring: KEYS[1] the current key (the string getOrCreateSigningKey sets), KEYS[2] a
+// sorted set of previous keys scored by the ms at which they retire. One step, so that concurrent
+// rotations each demote the key they replace and no key is lost or left current twice.
+// ARGV: candidate PEM, now (ms), retire after (ms).
+const ROTATE_SIGNING_KEY_SCRIPT = `
+local now = tonumber(ARGV[2])
+local retiresAt = now + tonumber(ARGV[3])
+local replaced = redis.call('GET', KEYS[1])
+if replaced == ARGV[1] then replaced = false end
+if replaced then redis.call('ZADD', KEYS[2], retiresAt, replaced) end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+return {ARGV[1], redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES'), replaced or '', tostring(retiresAt)}`
+
+/** [pem, score, pem, score, ...] as ZRANGE WITHSCORES answers */
+function previousKeys (flat: unknown[]): SigningKeyRing['previous'] {
+  const previous: SigningKeyRing['previous'] = []
+  for (let i = 0; i + 1 < flat.length; i += 2) previous.push({ pem: String(flat[i]), retiresAt: Number(flat[i + 1]) })
+  return previous
+}
 
 function unavailable (err: unknown): GatewayError {
   return new GatewayError('STORE_UNAVAILABLE', 'The key and user store did not answer; try again shortly', {
@@ -73,6 +95,7 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
   const keyKey = (apiKey: string): string => `${prefix}key:${apiKey}`
   const ownerKeys = (owner: string): string => `${prefix}user-keys:${owner}`
   const signingKeyKey = `${prefix}jwt:signing-key`
+  const previousSigningKeysKey = `${prefix}jwt:previous-signing-keys`
 
   return {
     kind: 'redis',
@@ -108,6 +131,26 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       const stored = await redis.get(signingKeyKey)
       if (stored === null) throw new Error('the signing key vanished right after it was stored')
       return stored
+    }),
+    getSigningKeyRing: async () => await guarded(async () => {
+      const result = await redis.multi()
+        .get(signingKeyKey)
+        .zrangebyscore(previousSigningKeysKey, `(${Date.now()}`, '+inf', 'WITHSCORES')
+        .exec()
+      const failed = result?.find(([err]) => err !== null)
+      if (result === null || failed !== undefined) throw unavailable(failed?.[0])
+      const current = result[0]?.[1]
+      if (typeof current !== 'string') return null
+      return { current, previous: previousKeys(result[1]?.[1] as unknown[]) }
+    }),
+    rotateSigningKey: async (candidate, retireAfterMs) => await guarded(async () => {
+      const [current, previous, replaced, retiresAt] = await redis.eval(ROTATE_SIGNING_KEY_SCRIPT, 2, signingKeyKey, previousSigningKeysKey,
+        candidate, Date.now(), Math.max(0, Math.ceil(retireAfterMs))) as [string, unknown[], string, string]
+      return {
+        current,
+        previous: previousKeys(previous),
+        replaced: replaced === '' ? null : { pem: replaced, retiresAt: Number(retiresAt) }
+      } satisfies SigningKeyRotation
     }),
     rememberOnce: async (key, ttlMs) => await guarded(async () =>
       await redis.set(`${prefix}once:${key}`, '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX') === 'OK'),

@@ -20,6 +20,22 @@ export interface KeyRecord {
   createdAt: string
 }
 
+/**
+ * The token-signing keys shared by every gateway on a store: the one new tokens are signed with,
+ * and earlier ones that still verify the tokens they signed until `retiresAt`.
+ */
+export interface SigningKeyRing {
+  /** PKCS#8 PEM of the current signing key */
+  current: string
+  /** earlier keys, not yet retired, oldest retirement first */
+  previous: Array<{ pem: string; /** ms since the epoch; from then on the key verifies nothing */ retiresAt: number }>
+}
+
+/** The ring after a rotation, and the key the rotation replaced (null when there was none). */
+export interface SigningKeyRotation extends SigningKeyRing {
+  replaced: { pem: string; retiresAt: number } | null
+}
+
 export interface Store {
   readonly kind: 'redis' | 'memory'
   getUser: (username: string) => Promise<UserRecord | null>
@@ -34,6 +50,14 @@ export interface Store {
    * `candidate` when none was stored yet (set-if-absent, so concurrent starters agree).
    */
   getOrCreateSigningKey: (candidate: string) => Promise<string>
+  /** The shared signing-key ring without its retired keys; null while no key was ever stored. */
+  getSigningKeyRing: () => Promise<SigningKeyRing | null>
+  /**
+   * Atomically makes `candidate` the current signing key; the key it replaces stays in the ring
+   * as a previous key until `retireAfterMs` from now, and keys already retired leave the ring.
+   * Returns the ring after the rotation and the key it replaced.
+   */
+  rotateSigningKey: (candidate: string, retireAfterMs: number) => Promise<SigningKeyRotation>
   /**
    * Set-if-absent with an expiry: true the first time `key` is remembered within `ttlMs`, false
    * on every later call until it expires. Atomic across every gateway on the store (replay checks).

@@ -1,23 +1,54 @@
-// Bearer tokens: EdDSA (or ES256 from a key file) JWTs whose public half is published at
+// Bearer tokens: EdDSA (or ES256 from a key file) JWTs whose public halves are published at
 // /.well-known/jwks.json. The verifier pins algorithm, issuer and audience and requires exp.
 // Verified tokens are cached until they expire: a token cannot be revoked, so a cached
 // verification stays true, and the hot path skips one signature check per request.
-import { randomUUID, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto'
+//
+// Signing keys form a ring (see signing-key-ring.ts): one current key signs, earlier keys keep
+// verifying until every token they signed has expired, and every gateway on one store shares the
+// ring. A rotation made at one gateway (or by `keygate tokens rotate`) reaches the others without
+// a restart: a token with a kid they do not know makes them re-read the ring (at most once a
+// second), and they re-read it every 30 s anyway, so they also start signing with the new key.
+import { createPrivateKey, randomUUID } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
-import { SignJWT, calculateJwkThumbprint, exportJWK, jwtVerify, errors as joseErrors, type JWK } from 'jose'
+import { SignJWT, jwtVerify, errors as joseErrors, type JWK, type JWTHeaderParameters } from 'jose'
 import { GatewayError } from '../errors.js'
 import { LruCache } from '../keys/lru-cache.js'
-import type { Store } from '../store/index.js'
+import type { Store } from '../store/types.js'
+import {
+  DEFAULT_RETIRE_MARGIN_MS, REFRESH_INTERVAL_MS, UNKNOWN_KID_REFRESH_MS, generateSigningKeyPem, parseSigningKey,
+  retireAfterMs, rotateStoredSigningKey, type RingKey, type RotationResult, type TokenAlgorithm
+} from './signing-key-ring.js'
 
-export type TokenAlgorithm = 'EdDSA' | 'ES256'
+export type { TokenAlgorithm } from './signing-key-ring.js'
 
 export interface TokenSettings {
   issuer: string
   audience: string
   ttlSeconds: number
-  /** PEM private key (Ed25519 or P-256); unset: the key shared through the store */
+  /** PEM private key (Ed25519 or P-256); unset: the key ring shared through the store */
   keyFile: string | undefined
 }
+
+export interface TokenServiceOptions {
+  /** how often the ring is re-read from the store (default 30 s) */
+  refreshIntervalMs?: number
+  /** the least time between two re-reads caused by tokens with an unknown kid (default 1 s) */
+  unknownKidRefreshMs?: number
+  now?: () => number
+}
+
+export interface RotateOptions {
+  /**
+   * How long the replaced key keeps verifying. Default: the longest token lifetime this service
+   * has signed (bearer TTL, or a longer identity-token TTL) plus `marginMs`.
+   */
+  retireAfterMs?: number
+  /** added to the longest token lifetime when `retireAfterMs` is not given; default 2 min */
+  marginMs?: number
+}
+
+/** the kid new tokens are signed with from now on, and the key it replaced with its retirement time */
+export type Rotation = Pick<RotationResult, 'kid' | 'replaced'>
 
 export interface IssuedToken {
   token: string
@@ -42,106 +73,249 @@ export interface TokenService {
   issueIdentity: (claims: IdentityClaims) => Promise<string>
   /** the token's subject; INVALID_TOKEN otherwise */
   verify: (token: string) => Promise<string>
+  /** every key of the ring that still verifies (the current one first) */
   readonly jwks: { keys: JWK[] }
+  /** the algorithm of the current signing key */
   readonly algorithm: TokenAlgorithm
+  /** the kid new tokens are signed with */
+  readonly currentKid: string
+  /**
+   * Makes a new current signing key on the store, for every gateway on it; returns its kid.
+   * Throws with a key file (rotate that by restarting with the new file).
+   */
+  rotate: (options?: RotateOptions) => Promise<Rotation>
+  /** re-reads the ring from the store now (no-op with a key file) */
+  refresh: () => Promise<void>
+  /** stops the periodic re-read; safe to call more than once, and the timer never holds the process */
+  close: () => void
 }
 
-interface SigningKey {
-  privateKey: KeyObject
-  publicKey: KeyObject
-  algorithm: TokenAlgorithm
+interface Ring {
+  current: RingKey
+  /** every key that verifies, current included */
+  byKid: Map<string, RingKey>
 }
 
 const MAX_TOKEN_LENGTH = 4096
 const VERIFIED_CACHE_SIZE = 10_000
 
-function algorithmOf (key: KeyObject): TokenAlgorithm {
-  if (key.asymmetricKeyType === 'ed25519') return 'EdDSA'
-  if (key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1') return 'ES256'
-  throw new Error(`the token signing key is ${key.asymmetricKeyType ?? 'unknown'}; use an Ed25519 or P-256 (prime256v1) private key`)
-}
-
-async function loadSigningKey (settings: TokenSettings, store: Store): Promise<SigningKey> {
-  if (settings.keyFile !== undefined) {
-    let privateKey: KeyObject
-    try {
-      privateKey = createPrivateKey(await readFile(settings.keyFile))
-    } catch (err) {
-      throw new Error(`KEYGATE_JWT_KEY_FILE: cannot read a PEM private key from ${settings.keyFile}: ${(err as Error).message}`, { cause: err })
-    }
-    return { privateKey, publicKey: createPublicKey(privateKey), algorithm: algorithmOf(privateKey) }
+async function readKeyFile (keyFile: string): Promise<RingKey> {
+  let pem: string
+  try {
+    pem = await readFile(keyFile, 'utf8')
+    createPrivateKey(pem)
+  } catch (err) {
+    throw new Error(`KEYGATE_JWT_KEY_FILE: cannot read a PEM private key from ${keyFile}: ${(err as Error).message}`, { cause: err })
   }
-  // No key file: the first gateway on this store generates one and every other gateway adopts it.
-  const candidate = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
-  const privateKey = createPrivateKey(await store.getOrCreateSigningKey(candidate))
-  return { privateKey, publicKey: createPublicKey(privateKey), algorithm: algorithmOf(privateKey) }
+  return await parseSigningKey(pem, undefined)
 }
 
-export async function createTokenService (settings: TokenSettings, store: Store): Promise<TokenService> {
-  const { privateKey, publicKey, algorithm } = await loadSigningKey(settings, store)
-  const publicJwk = await exportJWK(publicKey)
-  const kid = await calculateJwkThumbprint(publicJwk)
-  const jwks = { keys: [{ ...publicJwk, kid, alg: algorithm, use: 'sig' }] }
-  const verified = new LruCache<string, { subject: string; expiresAt: number }>(VERIFIED_CACHE_SIZE)
+export async function createTokenService (settings: TokenSettings, store: Store, options: TokenServiceOptions = {}): Promise<TokenService> {
+  const now = options.now ?? Date.now
+  const refreshIntervalMs = options.refreshIntervalMs ?? REFRESH_INTERVAL_MS
+  const unknownKidRefreshMs = options.unknownKidRefreshMs ?? UNKNOWN_KID_REFRESH_MS
+  const verified = new LruCache<string, { subject: string; expiresAt: number; kid: string }>(VERIFIED_CACHE_SIZE)
+  /** the longest lifetime of a token this service signed: a replaced key verifies at least this long */
+  let longestTtlSeconds = settings.ttlSeconds
+  /** parsed keys by PEM, so a re-read of an unchanged ring parses nothing */
+  const parsed = new Map<string, RingKey>()
+
+  const keyOf = async (pem: string, retiresAt: number | undefined): Promise<RingKey> => {
+    const known = parsed.get(pem) ?? await parseSigningKey(pem, undefined)
+    parsed.set(pem, known)
+    return { ...known, retiresAt }
+  }
+
+  const ringFrom = async (stored: { current: string; previous: Array<{ pem: string; retiresAt: number }> }): Promise<Ring> => {
+    const current = await keyOf(stored.current, undefined)
+    const byKid = new Map([[current.kid, current]])
+    for (const { pem, retiresAt } of stored.previous) {
+      const key = await keyOf(pem, retiresAt)
+      if (!byKid.has(key.kid)) byKid.set(key.kid, key)
+    }
+    for (const pem of parsed.keys()) if (pem !== stored.current && !stored.previous.some((p) => p.pem === pem)) parsed.delete(pem)
+    return { current, byKid }
+  }
+
+  // With KEYGATE_JWT_KEY_FILE the ring is that one key, and nothing is shared through the store.
+  // Rotating a file key is a restart with the new file (out of scope here: tokens signed with
+  // the old file's key stop verifying at that restart).
+  let ring: Ring
+  if (settings.keyFile !== undefined) {
+    const key = await readKeyFile(settings.keyFile)
+    ring = { current: key, byKid: new Map([[key.kid, key]]) }
+  } else {
+    // The first gateway on this store generates the key and every other one adopts it.
+    const current = await store.getOrCreateSigningKey(generateSigningKeyPem())
+    ring = await ringFrom(await store.getSigningKeyRing() ?? { current, previous: [] })
+  }
+  const shared = settings.keyFile === undefined
+
+  // Re-reading the ring: one read at a time, and reads caused by unknown kids at most once per
+  // `unknownKidRefreshMs`. A token whose kid is unknown waits for a read that started after it
+  // arrived (so a rotation made just before is seen), rather than being refused while one that
+  // started earlier is still running or the rate limit holds. Reads are numbered in order.
+  let running: { read: number; done: Promise<void> } | undefined
+  let readsStarted = 0
+  let readsCompleted = 0
+  let lastStartedAt = Number.NEGATIVE_INFINITY
+  let scheduled: Promise<void> | undefined
+  let closed = false
+  /** bumped by rotate(): a read that started before a rotation must not undo it */
+  let generation = 0
+
+  const startRefresh = (): Promise<void> => {
+    if (running !== undefined) return running.done
+    const read = ++readsStarted
+    const startedGeneration = generation
+    lastStartedAt = now()
+    const done = (async () => {
+      await null // `running` is set before anything below can clear it
+      try {
+        const stored = await store.getSigningKeyRing()
+        const next = stored === null ? undefined : await ringFrom(stored)
+        if (next !== undefined && generation === startedGeneration) ring = next
+      } catch {
+        // The store is away: keep the ring we have and try again at the next occasion.
+      } finally {
+        readsCompleted = read
+        running = undefined
+      }
+    })()
+    running = { read, done }
+    return done
+  }
+
+  /** Resolves once a read that started after the first `seen` reads has completed. */
+  const refreshAfter = async (seen: number): Promise<void> => {
+    if (readsCompleted > seen) return
+    if (running !== undefined && running.read > seen) return await running.done
+    scheduled ??= (async () => {
+      // First yield, so that `scheduled` is set before this body can clear it. Then loop until
+      // no read runs and the rate limit allows one, and start it in that same tick, so that it
+      // starts after every waiter arrived.
+      await null
+      for (;;) {
+        if (running !== undefined) {
+          await running.done
+          continue
+        }
+        const wait = lastStartedAt + unknownKidRefreshMs - now()
+        if (wait <= 0) break
+        await new Promise((resolve) => setTimeout(resolve, wait).unref())
+      }
+      scheduled = undefined
+      await startRefresh()
+    })()
+    await scheduled
+  }
+
+  const timer = shared ? setInterval(() => { if (!closed) void startRefresh() }, refreshIntervalMs) : undefined
+  timer?.unref()
 
   const invalid = (detail: string, cause?: unknown): GatewayError => new GatewayError('INVALID_TOKEN', detail, {
     headers: { 'www-authenticate': 'Bearer realm="keygate", error="invalid_token"' },
     cause
   })
 
+  const live = (key: RingKey | undefined, at: number): key is RingKey => key !== undefined && (key.retiresAt === undefined || key.retiresAt > at)
+
+  /** The key a token names by kid: re-reads the ring once when the kid is unknown. */
+  const verificationKey = async (header: JWTHeaderParameters, readsSeen: number): Promise<RingKey> => {
+    const kid = header.kid
+    if (typeof kid !== 'string' || kid === '') throw invalid('The bearer token names no signing key')
+    let key = ring.byKid.get(kid)
+    if (key === undefined && shared && !closed) {
+      await refreshAfter(readsSeen)
+      key = ring.byKid.get(kid)
+    }
+    if (!live(key, now())) throw invalid('The bearer token was signed with an unknown key')
+    if (header.alg !== key.algorithm) throw invalid('The bearer token is not signed with the algorithm of its key')
+    return key
+  }
+
   return {
-    algorithm,
-    jwks,
+    get algorithm () { return ring.current.algorithm },
+    get currentKid () { return ring.current.kid },
+    get jwks () {
+      const at = now()
+      const keys = [ring.current, ...[...ring.byKid.values()].filter((k) => k !== ring.current && live(k, at))]
+      return { keys: keys.map((k) => k.jwk) }
+    },
     async issue (subject) {
-      const now = Math.floor(Date.now() / 1000)
+      const key = ring.current
+      const issuedAt = Math.floor(now() / 1000)
       const token = await new SignJWT({})
-        .setProtectedHeader({ alg: algorithm, kid, typ: BEARER_TOKEN_TYPE })
+        .setProtectedHeader({ alg: key.algorithm, kid: key.kid, typ: BEARER_TOKEN_TYPE })
         .setIssuer(settings.issuer)
         .setAudience(settings.audience)
         .setSubject(subject)
-        .setIssuedAt(now)
-        .setExpirationTime(now + settings.ttlSeconds)
+        .setIssuedAt(issuedAt)
+        .setExpirationTime(issuedAt + settings.ttlSeconds)
         .setJti(randomUUID())
-        .sign(privateKey)
+        .sign(key.privateKey)
       return { token, tokenType: 'Bearer', expiresIn: settings.ttlSeconds }
     },
     async issueIdentity ({ subject, audience, apiKey, ttlSeconds }) {
-      const now = Math.floor(Date.now() / 1000)
+      const key = ring.current
+      if (ttlSeconds > longestTtlSeconds) longestTtlSeconds = ttlSeconds
+      const issuedAt = Math.floor(now() / 1000)
       return await new SignJWT(apiKey === undefined ? {} : { api_key: apiKey })
-        .setProtectedHeader({ alg: algorithm, kid, typ: IDENTITY_TOKEN_TYPE })
+        .setProtectedHeader({ alg: key.algorithm, kid: key.kid, typ: IDENTITY_TOKEN_TYPE })
         .setIssuer(settings.issuer)
         .setAudience(audience)
         .setSubject(subject)
-        .setIssuedAt(now)
-        .setExpirationTime(now + ttlSeconds)
-        .sign(privateKey)
+        .setIssuedAt(issuedAt)
+        .setExpirationTime(issuedAt + ttlSeconds)
+        .sign(key.privateKey)
     },
     async verify (token) {
-      const now = Date.now()
+      const arrivedAt = now()
+      const readsSeen = readsStarted
       const hit = verified.get(token)
       if (hit !== undefined) {
-        if (hit.expiresAt > now) return hit.subject
+        // a cached token is only as good as its key: a retired key verifies nothing
+        if (hit.expiresAt > arrivedAt && live(ring.byKid.get(hit.kid), arrivedAt)) return hit.subject
         verified.delete(token)
       }
       if (token.length > MAX_TOKEN_LENGTH) throw invalid('The bearer token is too long')
+      let kid = ''
       try {
-        const { payload, protectedHeader } = await jwtVerify(token, publicKey, {
-          algorithms: [algorithm],
+        const { payload } = await jwtVerify(token, async (header) => {
+          const key = await verificationKey(header, readsSeen)
+          kid = key.kid
+          return key.publicKey
+        }, {
+          algorithms: ['EdDSA', 'ES256'],
           issuer: settings.issuer,
           audience: settings.audience,
           typ: BEARER_TOKEN_TYPE,
           requiredClaims: ['exp', 'iat', 'sub', 'jti']
         })
-        if (protectedHeader.kid !== kid) throw invalid('The bearer token was signed with an unknown key')
         const subject = payload.sub
         if (typeof subject !== 'string' || subject === '' || typeof payload.exp !== 'number') throw invalid('The bearer token has no subject')
-        verified.set(token, { subject, expiresAt: payload.exp * 1000 })
+        verified.set(token, { subject, expiresAt: payload.exp * 1000, kid })
         return subject
       } catch (err) {
         if (err instanceof GatewayError) throw err
         const expired = err instanceof joseErrors.JWTExpired
         throw invalid(expired ? 'The bearer token has expired; get a new one from POST /v1/auth/token' : 'The bearer token is not valid', err)
       }
+    },
+    async rotate (rotateOptions = {}) {
+      if (!shared) throw new Error('the signing key comes from KEYGATE_JWT_KEY_FILE: rotate it by restarting the gateways with a new key file')
+      const after = rotateOptions.retireAfterMs ?? retireAfterMs(longestTtlSeconds, rotateOptions.marginMs ?? DEFAULT_RETIRE_MARGIN_MS)
+      const { kid, replaced, rotation } = await rotateStoredSigningKey(store, after)
+      generation++
+      ring = await ringFrom(rotation)
+      return { kid, replaced }
+    },
+    async refresh () {
+      if (shared) await refreshAfter(readsStarted)
+    },
+    close () {
+      closed = true
+      if (timer !== undefined) clearInterval(timer)
     }
   }
 }
