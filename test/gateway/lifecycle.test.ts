@@ -86,3 +86,21 @@ t.test('SIGTERM with 500 requests in flight: all 500 complete, new requests are 
   t.equal(code, 0, 'exit code 0')
   t.ok(ms < 8000, `exited ${ms.toFixed(0)} ms after SIGTERM, within the 8 s grace period`)
 })
+
+t.test('an idle keep-alive connection is closed after the keep-alive timeout', async (t) => {
+  const config = testConfig({ server: { ...testConfig().server, keepAliveTimeoutMs: 300 } })
+  const gw = await startGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config })
+  const { port } = new URL(gw.url)
+  const socket = connect(Number(port), '127.0.0.1')
+  let answered = 0
+  let answeredAt = 0
+  socket.on('data', () => { answered++; answeredAt = performance.now() })
+  socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+  await new Promise<void>((resolve) => {
+    socket.on('close', () => { resolve() })
+    setTimeout(() => { socket.destroy() }, 5000).unref()
+  })
+  const idleMs = performance.now() - answeredAt
+  t.ok(answered > 0, 'the request was answered on the kept-alive connection')
+  t.ok(idleMs >= 250 && idleMs < 3000, `then the idle connection was closed after ${idleMs.toFixed(0)} ms (timeout 300 ms)`)
+})
