@@ -1,4 +1,5 @@
-// An unknown user costs what a wrong password costs (both run one scrypt), so timing tells an
+// A quick check in every test run (the 200-of-each figure is test/chaos/login-enumeration.chaos.ts):
+// an unknown user costs what a wrong password costs (both run one scrypt), so timing tells an
 // attacker nothing about which usernames exist. Time is the behaviour here: compared as a ratio
 // of medians within one run, interleaved, with a wide margin for a noisy machine.
 import { performance } from 'node:perf_hooks'
@@ -11,9 +12,7 @@ const median = (values: number[]): number => {
   return sorted[Math.floor(sorted.length / 2)] as number
 }
 
-const RUNS = 200
-
-t.test(`unknown user and wrong password take the same time (${RUNS} of each)`, async (t) => {
+t.test('unknown user and wrong password take the same time', async (t) => {
   const users = createUserService(createMemoryStore())
   await users.upsert('alice', 'the right password')
   const timeOf = async (username: string): Promise<number> => {
@@ -24,13 +23,11 @@ t.test(`unknown user and wrong password take the same time (${RUNS} of each)`, a
   await timeOf('nobody') // the dummy hash is made on first use
   const wrong: number[] = []
   const unknown: number[] = []
-  // Two pairs at a time (two cores), each pair one of each kind, so both kinds see the same load.
-  for (let i = 0; i < RUNS / 2; i++) {
-    const [w1, u1, w2, u2] = await Promise.all([timeOf('alice'), timeOf(`nobody-${i}`), timeOf('alice'), timeOf(`nobody-${i}-b`)])
-    wrong.push(w1, w2)
-    unknown.push(u1, u2)
+  for (let i = 0; i < 7; i++) {
+    wrong.push(await timeOf('alice'))
+    unknown.push(await timeOf(`nobody-${i}`))
   }
   const ratio = median(unknown) / median(wrong)
-  t.comment(`${RUNS} of each: median wrong password ${median(wrong).toFixed(1)} ms, unknown user ${median(unknown).toFixed(1)} ms, ratio ${ratio.toFixed(3)}`)
-  t.ok(ratio > 0.9 && ratio < 1.1, `${RUNS} wrong passwords and ${RUNS} unknown users: medians within 10% (ratio ${ratio.toFixed(3)})`)
+  t.comment(`median wrong password ${median(wrong).toFixed(1)} ms, unknown user ${median(unknown).toFixed(1)} ms, ratio ${ratio.toFixed(2)}`)
+  t.ok(ratio > 0.67 && ratio < 1.5, `ratio ${ratio.toFixed(2)} is within 0.67-1.5`)
 })
