@@ -1,0 +1,149 @@
+// The command line of `npm run bench`.
+import { parseArgs } from 'node:util'
+
+export const SCENARIOS = ['get', 'post', 'token', 'mix', 'reject'] as const
+export type Scenario = typeof SCENARIOS[number]
+export const CONFIG_IDS = ['a', 'b', 'c', 'd'] as const
+export type ConfigId = typeof CONFIG_IDS[number]
+
+export interface BenchOptions {
+  duration: number
+  warmup: number
+  connections: number
+  rounds: number
+  scenario: Scenario
+  /** reject: the share of requests that are refused (bad signature, stale timestamp, unknown key) */
+  rejectShare: number
+  only: ConfigId[]
+  json: boolean
+  /** where the JSON and HTML reports go */
+  out: string
+  /** LOG_LEVEL of the keygate processes (their log lines go to /dev/null) */
+  logLevel: string
+  target: { url: string; user: string; password: string } | undefined
+}
+
+export const USAGE = `Usage: npm run bench -- [options]
+
+Load-tests keygate's signed API and, with no --url, compares in one run, alternating rounds:
+  a  the example service (upstream-stub) alone
+  b  a bare fastify 5 + @fastify/http-proxy in front of it, no auth
+  c  keygate in front of it, Redis store (REDIS_URL or redis://127.0.0.1:6379, own key prefix)
+  d  keygate in front of it, embedded store
+each in its own process on a free loopback port. Prints medians over the rounds: requests/s,
+the ratio to (b), latency p50/p90/p99/max, responses by status, and the CPU time per request of
+the process the load goes to (the proxy; for (a) the service itself) and of the upstream.
+
+Options:
+  --duration S         measured seconds per round and configuration      (default 5)
+  --warmup S           unmeasured seconds before each measurement        (default 1)
+  --connections N      concurrent keep-alive connections                 (default 32)
+  --rounds N           alternating rounds; the report shows medians      (default 3)
+  --scenario NAME      get     signed GET /v1/clients/                   (default)
+                       post    signed POST /v1/clients/, each request signed once
+                       token   POST /v1/auth/token (keygate only: c, d or --url; the
+                               gateways started here lift the per-user login limit, which
+                               one user logging in on every connection would trip)
+                       mix     4 signed GETs to 1 signed POST
+                       reject  signed GETs, --reject-share of them refused: bad signature,
+                               stale timestamp, unknown key (in turn)
+  --reject-share F     the refused share for --scenario reject, 0 to 1   (default 0.5)
+  --only a,b,c,d       run only these configurations                     (default all)
+  --url URL            load an existing keygate instead (registers a fresh key for --user)
+  --user U             with --url: the user to log in as
+  --password P         with --url: that user's password
+  --out DIR            where the JSON and HTML reports go       (default <tmpdir>/keygate-bench)
+  --log-level LEVEL    LOG_LEVEL of the keygate processes; their log lines go to /dev/null
+                                                                         (default warn)
+  --json               print the results as JSON instead of the table
+  --help               this text
+`
+
+export class UsageError extends Error {
+  override name = 'UsageError'
+}
+
+function number (name: string, raw: string | undefined, fallback: number, { min, integer }: { min: number; integer: boolean }): number {
+  if (raw === undefined) return fallback
+  const value = Number(raw)
+  if (raw.trim() === '' || !Number.isFinite(value) || value < min || (integer && !Number.isInteger(value))) {
+    throw new UsageError(`--${name}: "${raw}" is not ${integer ? 'an integer' : 'a number'} >= ${min}`)
+  }
+  return value
+}
+
+/** null: --help was asked for. */
+export function parseBenchArgs (argv: string[], defaultOut: string): BenchOptions | null {
+  let values
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        duration: { type: 'string' },
+        warmup: { type: 'string' },
+        connections: { type: 'string' },
+        rounds: { type: 'string' },
+        scenario: { type: 'string' },
+        'reject-share': { type: 'string' },
+        only: { type: 'string' },
+        json: { type: 'boolean' },
+        url: { type: 'string' },
+        user: { type: 'string' },
+        password: { type: 'string' },
+        out: { type: 'string' },
+        'log-level': { type: 'string' },
+        help: { type: 'boolean', short: 'h' }
+      }
+    }))
+  } catch (err) {
+    throw new UsageError((err as Error).message)
+  }
+  if (values.help === true) return null
+
+  const scenario = values.scenario ?? 'get'
+  if (!(SCENARIOS as readonly string[]).includes(scenario)) throw new UsageError(`--scenario: "${scenario}" is not one of ${SCENARIOS.join(', ')}`)
+  const rejectShare = number('reject-share', values['reject-share'], 0.5, { min: 0, integer: false })
+  if (rejectShare > 1) throw new UsageError('--reject-share: must be from 0 to 1')
+
+  const onlyGiven = values.only !== undefined
+  const only = (values.only ?? CONFIG_IDS.join(',')).split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
+  for (const id of only) if (!(CONFIG_IDS as readonly string[]).includes(id)) throw new UsageError(`--only: "${id}" is not one of ${CONFIG_IDS.join(', ')}`)
+  if (only.length === 0) throw new UsageError('--only: name at least one of a, b, c, d')
+  let configs = CONFIG_IDS.filter((id) => only.includes(id))
+  if (scenario === 'token') {
+    // token issuance is keygate's own endpoint: neither the service nor the bare proxy has one
+    if (onlyGiven && configs.some((id) => id === 'a' || id === 'b')) throw new UsageError('--scenario token: only keygate answers it; use --only c,d')
+    configs = configs.filter((id) => id === 'c' || id === 'd')
+  }
+
+  let target: BenchOptions['target']
+  if (values.url !== undefined) {
+    if (onlyGiven) throw new UsageError('--url runs only that target; --only does not apply')
+    if (values.user === undefined || values.password === undefined) throw new UsageError('--url needs --user and --password')
+    let url: URL
+    try { url = new URL(values.url) } catch { throw new UsageError(`--url: "${values.url}" is not a URL`) }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--url: must be http:// or https://')
+    target = { url: url.origin, user: values.user, password: values.password }
+  } else if (values.user !== undefined || values.password !== undefined) {
+    throw new UsageError('--user and --password go with --url')
+  }
+
+  const logLevel = values['log-level'] ?? 'warn'
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new UsageError(`--log-level: "${logLevel}" is not a log level`)
+
+  return {
+    duration: number('duration', values.duration, 5, { min: 1, integer: true }),
+    warmup: number('warmup', values.warmup, 1, { min: 0, integer: true }),
+    connections: number('connections', values.connections, 32, { min: 1, integer: true }),
+    rounds: number('rounds', values.rounds, 3, { min: 1, integer: true }),
+    scenario: scenario as Scenario,
+    rejectShare,
+    only: configs,
+    json: values.json === true,
+    out: values.out ?? defaultOut,
+    logLevel,
+    target
+  }
+}

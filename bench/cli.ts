@@ -1,0 +1,392 @@
+// `npm run bench`: keygate's load tool for signed APIs. With no --url it starts, each in its own
+// process on a free loopback port, the example service (a), a bare fastify + @fastify/http-proxy
+// in front of it (b), and keygate in front of it on Redis (c) and on the embedded store (d); logs
+// in, registers a fresh RSA key, signs requests ahead, and measures the configurations in
+// alternating rounds under the same load. Everything it starts, and every Redis key it writes, is
+// removed when it ends, also on Ctrl-C. `npm run bench -- --help` lists the options.
+import { randomBytes, randomUUID } from 'node:crypto'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { availableParallelism, cpus, tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { ENV_VARIABLES } from '../gateway/src/config.js'
+import { parseBenchArgs, USAGE, UsageError, type BenchOptions, type ConfigId } from './args.js'
+import { killAllServicesNow, startService, stopAllServices, type Service } from './children.js'
+import { measure, type MeasureOptions } from './measure.js'
+import { deletePrefix, pingRedis, redisClient, redisCpuMicros } from './redis.js'
+import { medianOf, renderHtml, renderTable, TABLE_COLUMNS, tableRows, type BenchReport, type ConfigResult } from './report.js'
+import { buildRequests, createSignedMaterial, ensurePosts, postShare, refreshGets, type Destination, type SignedMaterial } from './scenarios.js'
+import { generateBenchKey, signOne, SigningPool, type BenchKey } from './signing.js'
+
+const DEFAULT_OUT = join(tmpdir(), 'keygate-bench')
+/** log in again before a measurement once the token is this old (tokens last 15 minutes by default) */
+const TOKEN_REFRESH_MS = 5 * 60 * 1000
+/**
+ * First guess of a configuration's rate, to size the pool of signed POSTs before its first round
+ * (later rounds use the rate measured): at most this, and at most this per connection. A guess
+ * too low only means POSTs signed during the measurement, which the report warns about.
+ */
+const FIRST_RATE_GUESS = 3000
+const FIRST_RATE_GUESS_PER_CONNECTION = 250
+
+interface BenchConfig {
+  id: ConfigId | 't'
+  label: string
+  url: string
+  /** which process "CPU per request" is measured on */
+  cpuOf: string | null
+  destination: Destination
+  cpu: MeasureOptions['cpu']
+  /** keygate: log in again (a fresh token) */
+  login?: () => Promise<void>
+  tokenAt: number
+  lastRps: number | undefined
+}
+
+const LABELS: Record<ConfigId, string> = {
+  a: 'example service direct',
+  b: 'fastify + http-proxy, no auth',
+  c: 'keygate, Redis store',
+  d: 'keygate, embedded store'
+}
+
+// ---- cleanup: children, Redis keys, signing threads; on every way out ----
+
+const cleanups: Array<() => Promise<void>> = []
+let cleaning: Promise<void> | undefined
+async function cleanup (): Promise<void> {
+  cleaning ??= (async () => {
+    for (const step of cleanups.reverse()) {
+      try { await step() } catch (err) { process.stderr.write(`cleanup: ${(err as Error).message}\n`) }
+    }
+  })()
+  await cleaning
+}
+let interrupted = false
+function onSignal (signal: NodeJS.Signals): void {
+  if (interrupted) { killAllServicesNow(); process.exit(1) }
+  interrupted = true
+  process.stderr.write(`\n${signal}: stopping and cleaning up (again to quit at once)\n`)
+  cleanup().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143))
+}
+process.on('SIGINT', onSignal)
+process.on('SIGTERM', onSignal)
+process.on('exit', killAllServicesNow)
+
+// ---- keygate's API, for setting up a target ----
+
+async function postJson (url: string, body: unknown, token?: string): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token !== undefined && { authorization: `Bearer ${token}` }) },
+    body: JSON.stringify(body)
+  })
+  const text = await res.text()
+  let json: Record<string, unknown> = {}
+  try { json = JSON.parse(text) as Record<string, unknown> } catch { json = { text } }
+  return { status: res.status, json }
+}
+
+async function login (url: string, username: string, password: string): Promise<string> {
+  const { status, json } = await postJson(`${url}/v1/auth/token`, { username, password })
+  if (status !== 200 || typeof json.token !== 'string') throw new Error(`login as ${username} at ${url} failed: ${status} ${JSON.stringify(json)}`)
+  return json.token
+}
+
+async function registerKey (url: string, token: string, key: BenchKey, name: string): Promise<void> {
+  const { status, json } = await postJson(`${url}/v1/api-keys`, { name, publicKey: key.publicPem, signature: signOne(key, name) }, token)
+  if (status !== 201) throw new Error(`registering the bench key at ${url} failed: ${status} ${JSON.stringify(json)}`)
+}
+
+async function keygateConfig (id: BenchConfig['id'], label: string, url: string, username: string, password: string, key: BenchKey, cpu: MeasureOptions['cpu'], cpuOf: string | null): Promise<BenchConfig> {
+  const config: BenchConfig = {
+    id,
+    label,
+    url,
+    cpuOf,
+    cpu,
+    destination: { kind: 'keygate', token: await login(url, username, password), identityUser: undefined, credentials: { username, password }, postCursor: 0 },
+    tokenAt: Date.now(),
+    lastRps: undefined
+  }
+  config.login = async () => {
+    config.destination.token = await login(url, username, password)
+    config.tokenAt = Date.now()
+  }
+  await registerKey(url, config.destination.token, key, `bench-${randomBytes(6).toString('hex')}`)
+  return config
+}
+
+// ---- Redis ----
+
+async function checkRedis (url: string): Promise<void> {
+  try {
+    await pingRedis(url)
+  } catch (err) {
+    throw new Error(`configuration c needs Redis and ${url} does not answer (${(err as Error).message}): start one, set REDIS_URL, or leave c out with --only a,b,d`)
+  }
+}
+
+// ---- setting up the configurations ----
+
+/** The environment of a keygate child: the parent's, minus any keygate setting, plus these. */
+function gatewayEnv (settings: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env }
+  for (const name of ENV_VARIABLES) delete env[name]
+  return { ...env, ...settings }
+}
+
+interface OwnSetup {
+  configs: BenchConfig[]
+  /** every process started, for the report (and a test that checks they are gone) */
+  services: Array<{ name: string; pid: number; url: string }>
+  redisPrefix: string | undefined
+}
+
+async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKey>, log: (line: string) => void): Promise<OwnSetup> {
+  const want = new Set(options.only)
+  const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+  if (want.has('c')) await checkRedis(redisUrl)
+  cleanups.push(stopAllServices)
+
+  log('starting the example service, the bare proxy and keygate ...')
+  const upstream = await startService('example service', 'upstream', { ...process.env })
+  const password = randomBytes(18).toString('base64url')
+  const gateway = async (id: 'c' | 'd', username: string, extra: Record<string, string>): Promise<Service> =>
+    await startService(`keygate (${id})`, 'keygate', gatewayEnv({
+      PORT: '0',
+      HOST: '127.0.0.1',
+      UPSTREAM_URL: upstream.url,
+      KEYGATE_BOOTSTRAP_USERS: `${username}:${password}`,
+      LOG_LEVEL: options.logLevel,
+      // token: one user logs in on every connection at once, and every attempt counts against
+      // the per-user limit until its password is checked; the limit is not what is measured
+      ...(options.scenario === 'token' && { KEYGATE_LOGIN_MAX_FAILURES_PER_USER: '1000000' }),
+      ...extra
+    }))
+  let prefix: string | undefined
+  if (want.has('c')) {
+    const p = prefix = `keygate-bench:${randomUUID()}:`
+    cleanups.push(async () => {
+      // once no gateway can write under it any more
+      await stopAllServices()
+      await deletePrefix(redisUrl, p)
+    })
+  }
+  const [bare, redisGateway, memoryGateway] = await Promise.all([
+    want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }) : undefined,
+    // BENCH_OWNS_PREFIX: should this process die, the gateway deletes the prefix itself
+    want.has('c') ? gateway('c', 'bench-redis', { REDIS_URL: redisUrl, KEYGATE_REDIS_PREFIX: prefix as string, BENCH_OWNS_PREFIX: '1' }) : undefined,
+    want.has('d') ? gateway('d', 'bench-memory', {}) : undefined
+  ])
+
+  const key = await keyReady
+  const configs: BenchConfig[] = []
+  const upstreamCpu = upstream.cpuMicros
+  const direct = (id: 'a' | 'b', url: string, identityUser: string, cpu: MeasureOptions['cpu'], cpuOf: string): BenchConfig => ({
+    id, label: LABELS[id], url, cpuOf, cpu, tokenAt: Date.now(), lastRps: undefined,
+    destination: { kind: id === 'a' ? 'direct' : 'bare', token: '', identityUser, credentials: undefined, postCursor: 0 }
+  })
+  if (want.has('a')) configs.push(direct('a', upstream.url, 'bench-direct', { proxy: upstreamCpu }, 'example service'))
+  if (bare !== undefined) configs.push(direct('b', bare.url, 'bench-bare', { proxy: bare.cpuMicros, upstream: upstreamCpu }, 'bare proxy'))
+  const redisCpu = async (): Promise<() => Promise<number>> => {
+    const redis = redisClient(redisUrl)
+    cleanups.push(async () => { redis.disconnect() })
+    await redis.connect()
+    return async () => await redisCpuMicros(redis)
+  }
+  // logging in costs a password check each (scrypt): both at once
+  const gateways = await Promise.all([
+    redisGateway === undefined
+      ? undefined
+      : keygateConfig('c', LABELS.c, redisGateway.url, 'bench-redis', password, key, { proxy: redisGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() }, 'keygate'),
+    memoryGateway === undefined
+      ? undefined
+      : keygateConfig('d', LABELS.d, memoryGateway.url, 'bench-memory', password, key, { proxy: memoryGateway.cpuMicros, upstream: upstreamCpu }, 'keygate')
+  ])
+  for (const config of gateways) if (config !== undefined) configs.push(config)
+  // (a) and (b) send a token of the real size: the service ignores it
+  const token = configs.find((c) => c.destination.kind === 'keygate')?.destination.token ?? 'x'.repeat(300)
+  for (const c of configs) if (c.destination.kind !== 'keygate') c.destination.token = token
+  const services = [upstream, bare, redisGateway, memoryGateway].filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
+  return { configs, services, redisPrefix: prefix }
+}
+
+// ---- the run ----
+
+function progress (options: BenchOptions): { line: (text: string) => void; done: (text: string) => void; log: (text: string) => void } {
+  const tty = process.stderr.isTTY
+  return {
+    line: (text) => { if (tty) process.stderr.write(`\r\x1b[K${text}`) },
+    done: (text) => { process.stderr.write(tty ? `\r\x1b[K${text}\n` : `${text}\n`) },
+    log: (text) => { if (!options.json || tty) process.stderr.write(`${text}\n`) }
+  }
+}
+
+function describe (options: BenchOptions): string {
+  const cpu = cpus()[0]?.model.trim() ?? 'unknown CPU'
+  return `scenario ${options.scenario}${options.scenario === 'reject' ? ` (${Math.round(options.rejectShare * 100)}% refused)` : ''}, ` +
+    `${options.connections} connections, ${options.duration} s measured after ${options.warmup} s warm-up, ` +
+    `${options.rounds} alternating round${options.rounds === 1 ? '' : 's'} (medians); ${availableParallelism()} cores (${cpu}), Node ${process.version}`
+}
+
+async function run (options: BenchOptions): Promise<void> {
+  const started = new Date()
+  const say = progress(options)
+  say.log(`keygate bench: ${describe(options)}`)
+  const keyReady = generateBenchKey()
+  keyReady.catch(() => {})
+  const setup: OwnSetup = options.target === undefined
+    ? await startOwnConfigs(options, keyReady, say.log)
+    : { configs: [await keygateConfig('t', `keygate at ${options.target.url}`, options.target.url, options.target.user, options.target.password, await keyReady, {}, null)], services: [], redisPrefix: undefined }
+  const { configs } = setup
+  const key = await keyReady
+  const signer = new SigningPool(key)
+  cleanups.push(async () => { await signer.close() })
+  if (configs.length === 0) throw new UsageError('nothing to run')
+
+  say.log('signing requests ...')
+  const material: SignedMaterial = await createSignedMaterial(key, signer)
+  const results = new Map<string, ConfigResult['rounds']>(configs.map((c) => [c.id, []]))
+  const share = postShare(options.scenario)
+
+  for (let round = 1; round <= options.rounds; round++) {
+    // a different configuration goes first each round, so none always follows the same one
+    const order = configs.map((_, i) => configs[(i + round - 1) % configs.length] as BenchConfig)
+    for (const [position, config] of order.entries()) {
+      if (config.login !== undefined && Date.now() - config.tokenAt > TOKEN_REFRESH_MS) await config.login()
+      await refreshGets(material, signer)
+      if (share > 0 && config.destination.kind === 'keygate') {
+        const rate = (config.lastRps ?? Math.min(FIRST_RATE_GUESS, FIRST_RATE_GUESS_PER_CONNECTION * options.connections)) * share
+        const needed = Math.ceil(rate * (options.warmup + options.duration) * 1.3) + 2 * options.connections
+        say.line(`round ${round}/${options.rounds}  ${config.id} ${config.label}: signing ${needed} POSTs ...`)
+        await ensurePosts(material, signer, config.destination, needed)
+      }
+      const inlineBefore = material.inlineSigned
+      const title = `round ${round}/${options.rounds}  ${config.id} ${config.label}`
+      say.line(`${title}: warming up`)
+      const m = await measure({
+        url: config.url,
+        connections: options.connections,
+        duration: options.duration,
+        warmup: options.warmup,
+        requests: () => buildRequests(options.scenario, config.destination, material, options.rejectShare),
+        cpu: config.cpu,
+        onSecond: (second, count) => { say.line(`${title}: ${second + 1}/${options.duration} s  ${count.toLocaleString('en-US')} req/s`) }
+      })
+      config.lastRps = m.rps
+      results.get(config.id)?.push({ ...m, round, position, inlineSignedPosts: material.inlineSigned - inlineBefore })
+      say.done(`${title}: ${Math.round(m.rps).toLocaleString('en-US')} req/s, p99 ${m.latency.p99} ms` +
+        `${m.cpuPerRequestUs === null ? '' : `, ${m.cpuPerRequestUs} us CPU/req`}`)
+    }
+  }
+
+  const bare = configs.find((c) => c.id === 'b')
+  const bareRps = bare === undefined ? undefined : medianOf(results.get('b') ?? []).rps
+  const configResults: ConfigResult[] = configs.map((c) => {
+    const rounds = results.get(c.id) ?? []
+    const m = medianOf(rounds)
+    return {
+      id: c.id,
+      label: c.label,
+      url: c.url,
+      cpuOf: c.cpuOf,
+      rounds,
+      median: { ...m, ratioToBare: bareRps === undefined || bareRps === 0 ? null : Math.round((m.rps / bareRps) * 100) / 100 }
+    }
+  })
+
+  const warnings: string[] = []
+  const accepted = options.scenario !== 'reject'
+  for (const c of configResults) {
+    const name = `${c.id} (${c.label})`
+    if (c.rounds.some((r) => r.requests === 0)) warnings.push(`${name}: no response completed within a measurement; use a longer --duration`)
+    const errors = c.rounds.reduce((sum, r) => sum + r.socketErrors + r.timeouts, 0)
+    if (errors > 0) warnings.push(`${name}: ${errors} connection errors or timeouts`)
+    if (options.scenario === 'token' && (c.median.statuses['429'] ?? 0) > 0) {
+      warnings.push(`${name}: 429 RATE_LIMITED: more logins at once than the gateway lets wait (KEYGATE_LOGIN_CONCURRENCY + KEYGATE_LOGIN_QUEUE), or, with --url, than its per-user limit (KEYGATE_LOGIN_MAX_FAILURES_PER_USER); try fewer --connections`)
+    }
+    if (accepted && c.median.non2xx > 0) warnings.push(`${name}: ${c.median.non2xx} non-2xx responses (median per round) where all should succeed: ${JSON.stringify(c.median.statuses)}`)
+    const inline = c.rounds.reduce((sum, r) => sum + r.inlineSignedPosts, 0)
+    if (inline > 0) warnings.push(`${name}: the pool of signed POSTs ran out; ${inline} were signed during the measurement, which slows the load generator`)
+    // (with --url the target's own CPU is in "other")
+    if (c.cpuOf !== null && c.median.otherCpuPercent !== null && c.median.otherCpuPercent > 20) warnings.push(`${name}: other work used ${c.median.otherCpuPercent}% of a core during the measurements: the figures are noisy`)
+    if (c.median.generatorCpuPercent > 90) warnings.push(`${name}: the load generator used ${c.median.generatorCpuPercent}% of a core: it may be what limits the rate`)
+  }
+
+  mkdirSync(options.out, { recursive: true })
+  const stamp = started.toISOString().replace(/[:.]/g, '-')
+  const files = { json: resolve(options.out, `${stamp}.json`), html: resolve(options.out, `${stamp}.html`) }
+  const finished = new Date()
+  const report: BenchReport = {
+    tool: 'keygate-bench',
+    version: 1,
+    startedAt: started.toISOString(),
+    finishedAt: finished.toISOString(),
+    wallSeconds: Math.round((finished.getTime() - started.getTime()) / 100) / 10,
+    machine: { cpus: availableParallelism(), cpuModel: cpus()[0]?.model.trim() ?? '', node: process.version, platform: `${process.platform}-${process.arch}` },
+    options: {
+      scenario: options.scenario,
+      duration: options.duration,
+      warmup: options.warmup,
+      connections: options.connections,
+      rounds: options.rounds,
+      rejectShare: options.scenario === 'reject' ? options.rejectShare : undefined,
+      configs: configs.map((c) => c.id),
+      target: options.target?.url,
+      gatewayLogLevel: options.target === undefined ? options.logLevel : undefined,
+      redisPrefix: setup.redisPrefix
+    },
+    services: setup.services,
+    configs: configResults,
+    warnings,
+    files
+  }
+  writeFileSync(files.json, `${JSON.stringify(report, null, 2)}\n`)
+  writeFileSync(files.html, renderHtml(report, `keygate bench: ${describe(options)}`))
+
+  if (options.json) {
+    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
+  } else {
+    process.stdout.write([
+      '',
+      `keygate bench: ${describe(options)}`,
+      '',
+      renderTable(TABLE_COLUMNS, tableRows(configResults)),
+      '',
+      'CPU us/req: CPU time (user + system) of the process the load goes to (the proxy; for a, the service itself) per request;',
+      'upstream us/req: the example service\'s; Redis us/req: the Redis server\'s (INFO cpu). x (b): req/s over the bare proxy\'s.',
+      'loadgen CPU: this process, % of one core. other CPU: the rest of the machine meanwhile, % of one core: when high, the figures are noisy.',
+      ...warnings.map((w) => `warning: ${w}`),
+      '',
+      `JSON: ${files.json}`,
+      `HTML: ${files.html}`,
+      `took ${report.wallSeconds} s`,
+      ''
+    ].join('\n'))
+  }
+}
+
+async function main (): Promise<void> {
+  let options: BenchOptions | null
+  try {
+    options = parseBenchArgs(process.argv.slice(2), DEFAULT_OUT)
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err
+    process.stderr.write(`${err.message}\n\n${USAGE}`)
+    process.exit(2)
+  }
+  if (options === null) {
+    process.stdout.write(USAGE)
+    return
+  }
+  try {
+    await run(options)
+  } finally {
+    await cleanup()
+  }
+}
+
+main().then(() => { if (!interrupted) process.exit(0) }, (err: unknown) => {
+  process.stderr.write(`bench: ${err instanceof Error ? err.message : String(err)}\n`)
+  process.exit(1)
+})

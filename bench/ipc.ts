@@ -1,0 +1,8 @@
+// The messages between the bench and the services it starts (bench/child.ts).
+export type ParentMessage =
+  | { type: 'cpu'; id: number }
+  | { type: 'stop' }
+
+export type ChildMessage =
+  | { type: 'ready'; url: string; pid: number }
+  | { type: 'cpu'; id: number; user: number; system: number }

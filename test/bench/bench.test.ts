@@ -1,0 +1,120 @@
+// `npm run bench` end to end with tiny settings: it starts the four configurations, loads each,
+// prints the comparison table, writes JSON and HTML reports, and leaves no process or Redis key.
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Redis } from 'ioredis'
+import t from 'tap'
+import type { BenchReport } from '../../bench/report.js'
+import { testRedisUrl } from '../helpers/redis.js'
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const TINY = ['--duration', '1', '--warmup', '0', '--rounds', '1', '--connections', '4']
+
+interface Run { code: number | null; stdout: string; stderr: string }
+
+async function bench (args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
+  return await new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/cli.ts', ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+    const timer = setTimeout(() => { child.kill('SIGINT') }, 50_000)
+    child.on('error', reject)
+    child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }) })
+  })
+}
+
+function alive (pid: number): boolean {
+  try { process.kill(pid, 0); return true } catch { return false }
+}
+
+async function keysUnder (url: string, prefix: string): Promise<string[]> {
+  const client = new Redis(url, { maxRetriesPerRequest: 1 })
+  try { return await client.keys(`${prefix}*`) } finally { client.disconnect() }
+}
+
+function outDir (t: { teardown: (fn: () => unknown) => void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-test-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  return dir
+}
+
+t.test('with no target: the four configurations, a table, JSON and HTML, nothing left behind', async (t) => {
+  const redisUrl = await testRedisUrl()
+  const out = outDir(t)
+  const run = await bench([...TINY, '--out', out], { REDIS_URL: redisUrl })
+  t.equal(run.code, 0, `exit 0\n${run.stderr}`)
+
+  // the table: a header, then one row per configuration with its req/s and non-2xx
+  const lines = run.stdout.split('\n')
+  const header = lines.findIndex((line) => line.startsWith('config'))
+  t.ok(header >= 0, 'a table header')
+  const columns = (lines[header] ?? '').split(/\s{2,}/)
+  t.same(columns.slice(0, 2), ['config', 'req/s'])
+  const nonOk = columns.indexOf('non-2xx')
+  for (const [id, label] of [['a', 'example service direct'], ['b', 'fastify + http-proxy, no auth'], ['c', 'keygate, Redis store'], ['d', 'keygate, embedded store']] as const) {
+    const row = lines.find((line) => line.startsWith(`${id}  ${label}`))
+    t.ok(row, `a row for ${id}`)
+    const cells = (row ?? '').slice(`${id}  ${label}`.length).trim().split(/\s{2,}/)
+    t.ok(Number((cells[0] ?? '').replace(/,/g, '')) > 0, `${id}: non-zero req/s (${cells[0]})`)
+    t.equal(cells[nonOk - 1], '0', `${id}: no non-2xx response`)
+  }
+
+  // the JSON report
+  const jsonPath = /^JSON: (.+)$/m.exec(run.stdout)?.[1]
+  t.ok(jsonPath, 'the JSON path is printed')
+  const report = JSON.parse(readFileSync(jsonPath as string, 'utf8')) as BenchReport
+  t.equal(report.tool, 'keygate-bench')
+  t.match(report.options, { scenario: 'get', duration: 1, warmup: 0, rounds: 1, connections: 4 })
+  t.same(report.configs.map((c) => c.id), ['a', 'b', 'c', 'd'])
+  for (const c of report.configs) {
+    t.equal(c.rounds.length, 1, `${c.id}: one round`)
+    t.ok(c.median.rps > 0, `${c.id}: req/s`)
+    t.equal(c.median.non2xx, 0, `${c.id}: no non-2xx`)
+    t.ok((c.median.statuses['200'] ?? 0) > 0, `${c.id}: 200s`)
+    t.ok(c.median.latency.p50 !== undefined && c.median.latency.p99 !== undefined && c.median.latency.p100 !== undefined, `${c.id}: latency percentiles`)
+    t.ok((c.median.cpuPerRequestUs ?? 0) > 0, `${c.id}: CPU per request`)
+    t.ok(c.rounds[0]?.perSecond.length === 1, `${c.id}: requests per second over time`)
+    if (c.id !== 'a') t.ok((c.median.upstreamCpuPerRequestUs ?? 0) > 0, `${c.id}: upstream CPU per request`)
+  }
+  t.equal(report.configs.find((c) => c.id === 'b')?.median.ratioToBare, 1)
+  t.ok((report.configs.find((c) => c.id === 'c')?.median.ratioToBare ?? 0) > 0, 'c: a ratio to b')
+
+  // the HTML report, with its charts inline
+  const html = readFileSync(report.files.html, 'utf8')
+  t.equal((html.match(/<svg /g) ?? []).length, 2, 'two inline SVG charts')
+
+  // nothing left behind
+  t.equal(report.services.length, 4, 'four processes were started')
+  for (const service of report.services) t.notOk(alive(service.pid), `${service.name} (pid ${service.pid}) is gone`)
+  const prefix = report.options.redisPrefix
+  t.type(prefix, 'string')
+  t.same(await keysUnder(redisUrl, prefix as string), [], 'no Redis key left under the run\'s prefix')
+})
+
+t.test('signed POSTs: each signed once per store, none refused as a replay, on both stores', async (t) => {
+  const redisUrl = await testRedisUrl()
+  const run = await bench([...TINY, '--scenario', 'post', '--only', 'c,d', '--json', '--out', outDir(t)], { REDIS_URL: redisUrl })
+  t.equal(run.code, 0, `exit 0\n${run.stderr}`)
+  const report = JSON.parse(run.stdout) as BenchReport
+  t.same(report.configs.map((c) => c.id), ['c', 'd'])
+  for (const c of report.configs) {
+    t.ok((c.median.statuses['201'] ?? 0) > 0, `${c.id}: clients created`)
+    t.equal(c.median.non2xx, 0, `${c.id}: no replay refusals or conflicts: ${JSON.stringify(c.median.statuses)}`)
+    t.equal(c.median.ratioToBare, null, `${c.id}: no ratio without b`)
+  }
+})
+
+t.test('--help prints the usage; a bad flag is a usage error', async (t) => {
+  const help = await bench(['--help'])
+  t.equal(help.code, 0)
+  t.match(help.stdout, /^Usage: npm run bench/)
+  t.match(help.stdout, /--scenario NAME/)
+  const bad = await bench(['--scenario', 'nope'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--scenario: "nope" is not one of get, post, token, mix, reject/)
+})
