@@ -1,26 +1,12 @@
 // `npm run keygate -- users add NAME` as an operator runs it: a child process, the password on
 // stdin, the running gateways' Redis; then the user logs in at a gateway on that Redis.
-import { spawn } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
+import { keygateCli } from '../helpers/cli.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { login, startStack } from '../helpers/stack.js'
 
-const root = fileURLToPath(new URL('../..', import.meta.url))
 
-async function keygate (args: string[], stdin: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/cli/keygate.ts', ...args], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', ...env }
-  })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-  child.stdin.end(stdin)
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
-  return { code, stdout, stderr }
-}
+const keygate = keygateCli
 
 t.test('routes check', async (t) => {
   const good = await keygate(['routes', 'check', 'gateway/examples/routes.yaml'], '', {})

@@ -1,29 +1,15 @@
 // `npm run keygate -- tokens rotate` as an operator runs it: a child process on the running
 // gateways' Redis. The running gateway picks the new key up without a restart.
-import { spawn } from 'node:child_process'
 import { generateKeyPairSync } from 'node:crypto'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
+import { keygateCli } from '../../helpers/cli.js'
 import { send } from '../../helpers/http.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../../helpers/redis.js'
 import { routeFile } from '../../helpers/routes.js'
 import { startStack } from '../../helpers/stack.js'
 
-const root = fileURLToPath(new URL('../../..', import.meta.url))
 
-async function keygate (args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/cli/keygate.ts', ...args], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', ...env }
-  })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-  child.stdin.end()
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
-  return { code, stdout, stderr }
-}
+const keygate = async (args: string[], env: Record<string, string>) => await keygateCli(args, '', env)
 
 const ROTATED = /^token signing key rotated in redis:\/\/\S+ \(prefix (\S+)\): new kid ([\w-]{43})\n/
 

@@ -1,0 +1,22 @@
+// `npm run keygate -- ...` as an operator runs it: a child process with only the given
+// environment (and PATH), `stdin` written and closed.
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+
+export interface CliResult { code: number | null; stdout: string; stderr: string }
+
+export async function keygateCli (args: string[], stdin: string, env: Record<string, string>): Promise<CliResult> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/cli/keygate.ts', ...args], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', ...env }
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  child.stdin.end(stdin)
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+  return { code, stdout, stderr }
+}
