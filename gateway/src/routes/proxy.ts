@@ -1,18 +1,16 @@
 // Business traffic: every request that is not one of keygate's own endpoints lands here. It is
-// matched against the live route table, authenticated by its route's tier, and forwarded with
-// @fastify/http-proxy to the route's upstream. The body is buffered (up to the route's limit) so
-// the signature is checked over the exact bytes, and those same bytes are forwarded. Client-sent
-// identity headers never reach an upstream: the gateway drops them and writes its own last.
+// matched against the live route table, authenticated by its route's tier, and forwarded to the
+// route's upstream (forwarder.ts). The body is buffered (up to the route's limit) so the signature
+// is checked over the exact bytes, and those same bytes are forwarded. Client-sent identity
+// headers never reach an upstream: the gateway drops them and writes its own last.
 import type { IncomingHttpHeaders } from 'node:http'
-import { Readable } from 'node:stream'
-import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
-import type { FastifyReplyFromHooks } from '@fastify/reply-from'
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { runStages, type AuthStage } from '../auth/pipeline.js'
 import { HTTP_METHODS, type AuthTier, type RouteConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
 import type { IdentityTokenIssuer } from '../routing/identity-token.js'
 import type { RouteRegistry } from '../routing/route-registry.js'
+import { Forwarder } from './forwarder.js'
 
 export interface ProxyOptions {
   routes: RouteRegistry
@@ -37,7 +35,6 @@ declare module 'fastify' {
 const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'TRACE'])
 /** the largest body any route may allow (the route file's schema maximum) */
 const MAX_BODY_LIMIT = 1024 * 1024 * 1024
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'])
 /**
  * Never forwarded from the client: keygate's own credentials, framing the gateway sets itself,
  * hop-by-hop headers (undici refuses some, which would turn a good request into a 502), and the
@@ -45,7 +42,7 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'tra
  */
 const NEVER_FORWARDED = new Set(['authorization', 'x-api-signature', 'content-length', 'transfer-encoding', 'expect',
   'keep-alive', 'upgrade', 'proxy-connection', 'http2-settings', 'te', 'trailer', 'forwarded', 'x-forwarded-for',
-  'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip'])
+  'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'host', 'connection'])
 /** upstream keep-alive connections per origin */
 const UPSTREAM_CONNECTIONS = 128
 
@@ -62,6 +59,8 @@ function forwardState (request: FastifyRequest): ForwardState {
 /** What every request of a route needs and the route config does not spell out: computed once per route. */
 interface CompiledRoute {
   origin: string
+  /** the Host header the upstream receives */
+  host: string
   basePath: string
   /** client headers never forwarded on this route */
   dropped: Set<string>
@@ -75,6 +74,7 @@ function compile (route: RouteConfig): CompiledRoute {
     const names = route.identityHeaders
     result = {
       origin: upstream.origin,
+      host: upstream.host,
       basePath: upstream.pathname.replace(/\/$/, ''),
       dropped: new Set([...NEVER_FORWARDED, names.user, names.key, names.keyName, ...route.removeHeaders,
         ...(route.identityToken ? [route.identityToken.header] : [])])
@@ -99,22 +99,24 @@ export function forwardedPath (route: RouteConfig, path: string): string {
 }
 
 /** Client headers minus anything that could pass for the gateway's word, plus the gateway's own. */
-export const upstreamHeaders: NonNullable<FastifyReplyFromHooks['rewriteRequestHeaders']> = (request, headers) => {
-  const { route, body, identityToken } = forwardState(request as FastifyRequest)
+export function upstreamHeaders (request: FastifyRequest, state: ForwardState): IncomingHttpHeaders {
+  const { route, body, identityToken } = state
   const names = route.identityHeaders
-  const { dropped } = compile(route)
-  const out: IncomingHttpHeaders = {}
-  for (const name of Object.keys(headers)) {
+  const { dropped, host } = compile(route)
+  const headers = request.headers
+  // Headers the client's Connection header names are hop-by-hop: its own, not the upstream's.
+  const listed = headers.connection === undefined ? undefined : headers.connection.toLowerCase().split(',').map((name) => name.trim())
+  const out: IncomingHttpHeaders = { host }
+  for (const name in headers) {
     // CGI-style servers read "x_gateway_user" as "x-gateway-user": compare names as they would.
-    const normalised = name.replaceAll('_', '-')
-    if (normalised.startsWith('x-gateway-') || dropped.has(normalised)) continue
-    out[name] = (headers as IncomingHttpHeaders)[name]
+    const normalised = name.includes('_') ? name.replaceAll('_', '-') : name
+    if (normalised.startsWith('x-gateway-') || dropped.has(normalised) || listed?.includes(name) === true) continue
+    out[name] = headers[name]
   }
   Object.assign(out, route.addHeaders)
-  const client = (request as FastifyRequest).ip
-  if (client !== undefined) out['x-forwarded-for'] = client
+  out['x-forwarded-for'] = request.ip
   if (!BODYLESS_METHODS.has(request.method)) out['content-length'] = String(body?.length ?? 0)
-  const auth = (request as FastifyRequest).auth
+  const auth = request.auth
   if (auth?.user !== undefined) out[names.user] = auth.user
   if (auth?.key !== undefined) {
     out[names.key] = auth.key.apiKey
@@ -122,29 +124,6 @@ export const upstreamHeaders: NonNullable<FastifyReplyFromHooks['rewriteRequestH
   }
   if (identityToken !== undefined && route.identityToken !== undefined) out[route.identityToken.header] = identityToken
   return out
-}
-
-/**
- * The upstream's answer minus its hop-by-hop headers (RFC 9110 §7.6.1): its `Connection:
- * keep-alive` describes the gateway's pooled connection, not the client's, and must not override
- * the client's own `Connection: close`.
- */
-export const clientResponseHeaders: NonNullable<FastifyReplyFromHooks['rewriteHeaders']> = (headers) => {
-  const listed = String(headers.connection ?? '').toLowerCase().split(',').map((name) => name.trim())
-  const out: IncomingHttpHeaders = {}
-  for (const [name, value] of Object.entries(headers)) {
-    if (HOP_BY_HOP.has(name) || listed.includes(name)) continue
-    out[name] = value as string | string[]
-  }
-  return out
-}
-
-const upstreamFailure: NonNullable<FastifyReplyFromHooks['onError']> = (reply, { error }) => {
-  const timedOut = (error as Error & { statusCode?: number }).statusCode === 504
-  reply.request.log.warn({ err: error.cause ?? error }, 'upstream request failed')
-  reply.send(timedOut
-    ? new GatewayError('UPSTREAM_TIMEOUT', 'The upstream service did not answer in time')
-    : new GatewayError('UPSTREAM_UNAVAILABLE', 'The upstream service could not be reached', { headers: { 'retry-after': '1' } }))
 }
 
 const tooLarge = (limit: number): GatewayError =>
@@ -202,44 +181,32 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
     await runStages(phases[route.auth].beforeBody, request, request.auth)
   })
 
-  const proxyOptions: FastifyHttpProxyOptions = {
-    // No fixed upstream: each request goes to its route's, through one pooled undici Agent.
-    upstream: '',
-    routes: ['/', '/*'],
-    httpMethods: [...HTTP_METHODS],
-    proxyPayloads: false,
-    preHandler: async (request) => {
-      const state = forwardState(request)
-      const auth = request.auth ?? {}
-      await runStages(phases[state.route.auth].afterBody, request, auth)
-      if (state.route.identityToken !== undefined && auth.user !== undefined) {
-        state.identityToken = await identityTokens.tokenFor(state.route.identityToken, auth.user, auth.key?.apiKey)
-      }
-    },
-    undici: { connections: UPSTREAM_CONNECTIONS, pipelining: 1 },
-    // the access log writes the one line per request
-    disableRequestLogging: true,
-    replyOptions: {
-      getUpstream: (request) => compile(forwardState(request as FastifyRequest).route).origin,
-      rewriteRequestHeaders: upstreamHeaders,
-      rewriteHeaders: clientResponseHeaders,
-      onError: upstreamFailure,
-      // A gateway that silently re-sends requests can double a side effect: never retry.
-      retryDelay: () => null
-    },
-    handler: (request, reply, _dest, options) => {
-      const state = forwardState(request)
-      const body = request.body
-      if (Buffer.isBuffer(body) && body.length > 0) {
-        state.body = body
-        // reply-from would JSON-encode a Buffer body sent as application/json; a stream passes as is.
-        request.body = Readable.from([body])
-      } else {
-        request.body = undefined
-      }
-      // The query string is not part of the path: reply-from appends the raw one from the request.
-      return reply.from(forwardedPath(state.route, pathOf(request.raw.url ?? '/')), { ...options, timeout: state.route.timeoutMs })
+  const forwarder = new Forwarder({ connections: UPSTREAM_CONNECTIONS })
+  app.addHook('onClose', async () => { await forwarder.close() })
+
+  const preHandler = async (request: FastifyRequest): Promise<void> => {
+    const state = forwardState(request)
+    const auth = request.auth ?? {}
+    await runStages(phases[state.route.auth].afterBody, request, auth)
+    if (state.route.identityToken !== undefined && auth.user !== undefined) {
+      state.identityToken = await identityTokens.tokenFor(state.route.identityToken, auth.user, auth.key?.apiKey)
     }
   }
-  await app.register(httpProxy, proxyOptions)
+  const handler = (request: FastifyRequest, reply: FastifyReply): void => {
+    const state = forwardState(request)
+    const body = request.body
+    if (Buffer.isBuffer(body) && body.length > 0) state.body = body
+    const target = request.raw.url ?? '/'
+    const query = target.indexOf('?')
+    forwarder.forward({
+      origin: compile(state.route).origin,
+      method: request.method,
+      // the route's rewrite applies to the path; the query goes on as the client sent it
+      path: forwardedPath(state.route, query === -1 ? target : target.slice(0, query)) + (query === -1 ? '' : target.slice(query)),
+      headers: upstreamHeaders(request, state),
+      body: state.body,
+      timeoutMs: state.route.timeoutMs
+    }, reply)
+  }
+  for (const url of ['/', '/*']) app.route({ method: [...HTTP_METHODS], url, preHandler, handler })
 }
