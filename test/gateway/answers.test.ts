@@ -23,7 +23,7 @@ interface Upstream {
   finishStream: () => void
 }
 
-async function startUpstream (t: Tap.Test): Promise<Upstream> {
+async function startUpstream (t: { teardown: (fn: () => unknown) => void }): Promise<Upstream> {
   const abandoned: string[] = []
   let finishStream = (): void => {}
   const answers: Record<string, (req: IncomingMessage, res: ServerResponse) => void> = {
