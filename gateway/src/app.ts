@@ -83,7 +83,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await services.users.bootstrap(config.bootstrapUsers)
   app.decorate('keygate', services)
   app.decorateRequest('auth', null)
-  app.addHook('onSend', async (request, reply) => { reply.header('x-request-id', request.id) })
+  app.addHook('onSend', (request, reply, payload, done) => { reply.header('x-request-id', request.id); done(null, payload) })
 
   await app.register(problemsPlugin)
   // CONNECT never reaches Fastify: Node hands it to 'connect' listeners, or drops the connection.

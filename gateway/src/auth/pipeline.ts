@@ -35,7 +35,13 @@ export function signedPipeline ({ tokens, keys, store, now }: PipelineDeps): Aut
   ]
 }
 
-/** Runs, in order, the stages of one phase (before or after the body is read). */
-export async function runStages (stages: readonly AuthStage[], request: FastifyRequest, state: AuthState): Promise<void> {
-  for (const stage of stages) await stage.run(request, state)
+/**
+ * Runs, in order, the stages of one phase (before or after the body is read). Synchronously as
+ * long as the stages are: a promise only once a stage returns one.
+ */
+export function runStages (stages: readonly AuthStage[], request: FastifyRequest, state: AuthState, from = 0): void | Promise<void> {
+  for (let i = from; i < stages.length; i++) {
+    const pending = (stages[i] as AuthStage).run(request, state)
+    if (pending !== undefined) return pending.then(() => runStages(stages, request, state, i + 1))
+  }
 }

@@ -19,15 +19,18 @@ export function replayStage (store: Store, now: () => number = Date.now): AuthSt
   return {
     name: 'replay',
     needsBody: true,
-    async run (request, state) {
+    run (request, state) {
+      // not async: a request with nothing to remember costs no promise
       if (state.replay === 'allow' || SAFE_METHODS.has(request.method)) return
       const { apiKey, signature } = required(state.signatureHeaders, 'the signature headers', 'replay')
       const timestampMs = required(state.timestampMs, 'the timestamp', 'replay')
       const ttlMs = timestampMs + MAX_TIMESTAMP_SKEW_MS + CLOCK_MARGIN_MS - now()
       const id = createHash('sha256').update(apiKey).update('\n').update(signature).digest('hex')
-      if (!await store.rememberOnce(`replay:${id}`, Math.max(ttlMs, 1))) {
-        throw new GatewayError('REPLAYED_REQUEST', 'This signed request was already accepted; sign each POST, PUT, PATCH or DELETE anew (a new X-API-Timestamp gives a new signature)')
-      }
+      return store.rememberOnce(`replay:${id}`, Math.max(ttlMs, 1)).then((first) => {
+        if (!first) {
+          throw new GatewayError('REPLAYED_REQUEST', 'This signed request was already accepted; sign each POST, PUT, PATCH or DELETE anew (a new X-API-Timestamp gives a new signature)')
+        }
+      })
     }
   }
 }

@@ -10,15 +10,16 @@ const shutdown: FastifyPluginAsync = async (app) => {
   app.addHook('preClose', async () => { closing = true })
   // A kept-alive connection would keep the process alive after its last answer: close each one
   // as its in-flight request completes.
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (closing) reply.header('connection', 'close')
+    done(null, payload)
   })
-  app.addHook('onRequest', async () => {
-    if (closing) {
-      throw new GatewayError('SHUTTING_DOWN', 'The gateway is shutting down; retry on another instance or shortly', {
+  app.addHook('onRequest', (_request, _reply, done) => {
+    done(closing
+      ? new GatewayError('SHUTTING_DOWN', 'The gateway is shutting down; retry on another instance or shortly', {
         headers: { 'retry-after': '1', connection: 'close' }
       })
-    }
+      : undefined)
   })
 }
 

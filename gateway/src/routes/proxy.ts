@@ -5,7 +5,7 @@
 // headers never reach an upstream: the gateway drops them and writes its own last.
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import { runStages, type AuthStage } from '../auth/pipeline.js'
+import { runStages, type AuthStage, type AuthState } from '../auth/pipeline.js'
 import { HTTP_METHODS, type AuthTier, type RouteConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
 import type { IdentityTokenIssuer } from '../routing/identity-token.js'
@@ -162,7 +162,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
     })
   })
 
-  app.addHook('onRequest', async (request) => {
+  const beginForward = (request: FastifyRequest): void | Promise<void> => {
     const match = routes.current.match(pathOf(request.raw.url ?? '/'), request.method)
     if (match.kind === 'not-found') throw new GatewayError('NOT_FOUND', `No route for ${request.method} ${pathOf(request.url)}`)
     if (match.kind === 'method-not-allowed') {
@@ -178,19 +178,43 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
     // A declared length over the limit is refused before a byte of the body is read.
     if (declaredLength !== undefined && Number(declaredLength) > route.bodyLimit) throw tooLarge(route.bodyLimit)
     request.auth = { replay: route.replay }
-    await runStages(phases[route.auth].beforeBody, request, request.auth)
+    return runStages(phases[route.auth].beforeBody, request, request.auth)
+  }
+  app.addHook('onRequest', (request, _reply, done) => {
+    let pending: void | Promise<void>
+    try {
+      pending = beginForward(request)
+    } catch (err) {
+      done(err as Error)
+      return
+    }
+    if (pending === undefined) done()
+    else pending.then(() => { done() }, done)
   })
 
   const forwarder = new Forwarder({ connections: UPSTREAM_CONNECTIONS })
   app.addHook('onClose', async () => { await forwarder.close() })
 
-  const preHandler = async (request: FastifyRequest): Promise<void> => {
-    const state = forwardState(request)
-    const auth = request.auth ?? {}
-    await runStages(phases[state.route.auth].afterBody, request, auth)
+  const identityToken = async (state: ForwardState, auth: AuthState): Promise<void> => {
     if (state.route.identityToken !== undefined && auth.user !== undefined) {
       state.identityToken = await identityTokens.tokenFor(state.route.identityToken, auth.user, auth.key?.apiKey)
     }
+  }
+  const preHandler = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
+    const state = forwardState(request)
+    const auth = request.auth ?? {}
+    let pending: void | Promise<void>
+    try {
+      pending = runStages(phases[state.route.auth].afterBody, request, auth)
+    } catch (err) {
+      done(err as Error)
+      return
+    }
+    if (pending === undefined && state.route.identityToken === undefined) {
+      done()
+      return
+    }
+    Promise.resolve(pending).then(async () => { await identityToken(state, auth) }).then(() => { done() }, done)
   }
   const handler = (request: FastifyRequest, reply: FastifyReply): void => {
     const state = forwardState(request)
