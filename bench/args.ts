@@ -10,6 +10,11 @@ export interface BenchOptions {
   duration: number
   warmup: number
   connections: number
+  /**
+   * a fixed overall rate (requests/s over all connections) instead of as fast as possible; 'half':
+   * half of the bare proxy's (b) peak, measured first in the same run (the latency target's load)
+   */
+  rate: number | 'half' | undefined
   rounds: number
   scenario: Scenario
   /** reject: the share of requests that are refused (bad signature, stale timestamp, unknown key) */
@@ -39,6 +44,9 @@ Options:
   --warmup S           unmeasured seconds before each measurement        (default 1)
   --connections N      concurrent keep-alive connections                 (default 32)
   --rounds N           alternating rounds; the report shows medians      (default 3)
+  --rate R             a fixed total rate, requests/s, instead of as fast as the
+                       connections go; "half": half of (b)'s peak, measured first
+                       (compare latency at the same load: p99 at half load)
   --scenario NAME      get     signed GET /v1/clients/                   (default)
                        post    signed POST /v1/clients/, each request signed once
                        token   POST /v1/auth/token (keygate only: c, d or --url; the
@@ -85,6 +93,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
         warmup: { type: 'string' },
         connections: { type: 'string' },
         rounds: { type: 'string' },
+        rate: { type: 'string' },
         scenario: { type: 'string' },
         'reject-share': { type: 'string' },
         only: { type: 'string' },
@@ -130,6 +139,14 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     throw new UsageError('--user and --password go with --url')
   }
 
+  let rate: BenchOptions['rate']
+  if (values.rate === 'half') {
+    if (target !== undefined || !configs.includes('b')) throw new UsageError('--rate half: needs configuration b, whose peak it halves (not with --url, and keep b in --only)')
+    rate = 'half'
+  } else if (values.rate !== undefined) {
+    rate = number('rate', values.rate, 0, { min: 1, integer: true })
+  }
+
   const logLevel = values['log-level'] ?? 'warn'
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new UsageError(`--log-level: "${logLevel}" is not a log level`)
 
@@ -137,6 +154,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     duration: number('duration', values.duration, 5, { min: 1, integer: true }),
     warmup: number('warmup', values.warmup, 1, { min: 0, integer: true }),
     connections: number('connections', values.connections, 32, { min: 1, integer: true }),
+    rate,
     rounds: number('rounds', values.rounds, 3, { min: 1, integer: true }),
     scenario: scenario as Scenario,
     rejectShare,

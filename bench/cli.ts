@@ -222,10 +222,13 @@ function progress (options: BenchOptions): { line: (text: string) => void; done:
   }
 }
 
-function describe (options: BenchOptions): string {
+function describe (options: BenchOptions, rate: number | undefined = typeof options.rate === 'number' ? options.rate : undefined): string {
   const cpu = cpus()[0]?.model.trim() ?? 'unknown CPU'
+  const load = rate !== undefined
+    ? `${rate.toLocaleString('en-US')} req/s fixed${options.rate === 'half' ? ' (half of b\'s peak)' : ''} on ${options.connections} connections`
+    : options.rate === 'half' ? `half of b's peak on ${options.connections} connections` : `${options.connections} connections`
   return `scenario ${options.scenario}${options.scenario === 'reject' ? ` (${Math.round(options.rejectShare * 100)}% refused)` : ''}, ` +
-    `${options.connections} connections, ${options.duration} s measured after ${options.warmup} s warm-up, ` +
+    `${load}, ${options.duration} s measured after ${options.warmup} s warm-up, ` +
     `${options.rounds} alternating round${options.rounds === 1 ? '' : 's'} (medians); ${availableParallelism()} cores (${cpu}), Node ${process.version}`
 }
 
@@ -249,6 +252,26 @@ async function run (options: BenchOptions): Promise<void> {
   const results = new Map<string, ConfigResult['rounds']>(configs.map((c) => [c.id, []]))
   const share = postShare(options.scenario)
 
+  // --rate half: (b) as fast as it goes first, then everyone at half of that
+  let rate = options.rate === 'half' ? undefined : options.rate
+  let barePeakRps: number | undefined
+  if (options.rate === 'half') {
+    const bare = configs.find((c) => c.id === 'b') as BenchConfig
+    say.line(`b ${bare.label}: measuring its peak for --rate half`)
+    await refreshGets(material, signer)
+    const peak = await measure({
+      url: bare.url,
+      connections: options.connections,
+      duration: options.duration,
+      warmup: options.warmup,
+      requests: () => buildRequests(options.scenario, bare.destination, material, options.rejectShare),
+      cpu: {}
+    })
+    barePeakRps = peak.rps
+    rate = Math.max(1, Math.round(peak.rps / 2))
+    say.done(`b ${bare.label}: peak ${Math.round(peak.rps).toLocaleString('en-US')} req/s; every configuration now runs at ${rate.toLocaleString('en-US')} req/s`)
+  }
+
   for (let round = 1; round <= options.rounds; round++) {
     // a different configuration goes first each round, so none always follows the same one
     const order = configs.map((_, i) => configs[(i + round - 1) % configs.length] as BenchConfig)
@@ -256,8 +279,8 @@ async function run (options: BenchOptions): Promise<void> {
       if (config.login !== undefined && Date.now() - config.tokenAt > TOKEN_REFRESH_MS) await config.login()
       await refreshGets(material, signer)
       if (share > 0 && config.destination.kind === 'keygate') {
-        const rate = (config.lastRps ?? Math.min(FIRST_RATE_GUESS, FIRST_RATE_GUESS_PER_CONNECTION * options.connections)) * share
-        const needed = Math.ceil(rate * (options.warmup + options.duration) * 1.3) + 2 * options.connections
+        const expected = (rate ?? config.lastRps ?? Math.min(FIRST_RATE_GUESS, FIRST_RATE_GUESS_PER_CONNECTION * options.connections)) * share
+        const needed = Math.ceil(expected * (options.warmup + options.duration) * 1.3) + 2 * options.connections
         say.line(`round ${round}/${options.rounds}  ${config.id} ${config.label}: signing ${needed} POSTs ...`)
         await ensurePosts(material, signer, config.destination, needed)
       }
@@ -267,6 +290,7 @@ async function run (options: BenchOptions): Promise<void> {
       const m = await measure({
         url: config.url,
         connections: options.connections,
+        rate,
         duration: options.duration,
         warmup: options.warmup,
         requests: () => buildRequests(options.scenario, config.destination, material, options.rejectShare),
@@ -329,6 +353,8 @@ async function run (options: BenchOptions): Promise<void> {
       duration: options.duration,
       warmup: options.warmup,
       connections: options.connections,
+      rate,
+      barePeakRps,
       rounds: options.rounds,
       rejectShare: options.scenario === 'reject' ? options.rejectShare : undefined,
       configs: configs.map((c) => c.id),
@@ -342,17 +368,18 @@ async function run (options: BenchOptions): Promise<void> {
     files
   }
   writeFileSync(files.json, `${JSON.stringify(report, null, 2)}\n`)
-  writeFileSync(files.html, renderHtml(report, `keygate bench: ${describe(options)}`))
+  writeFileSync(files.html, renderHtml(report, `keygate bench: ${describe(options, rate)}`))
 
   if (options.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
   } else {
     process.stdout.write([
       '',
-      `keygate bench: ${describe(options)}`,
+      `keygate bench: ${describe(options, rate)}`,
       '',
       renderTable(TABLE_COLUMNS, tableRows(configResults)),
       '',
+      ...latencyAgainstBare(configResults, rate),
       'CPU us/req: CPU time (user + system) of the process the load goes to (the proxy; for a, the service itself) per request;',
       'upstream us/req: the example service\'s; Redis us/req: the Redis server\'s (INFO cpu). x (b): req/s over the bare proxy\'s.',
       'loadgen CPU: this process, % of one core. other CPU: the rest of the machine meanwhile, % of one core: when high, the figures are noisy.',
@@ -364,6 +391,20 @@ async function run (options: BenchOptions): Promise<void> {
       ''
     ].join('\n'))
   }
+}
+
+/** At a fixed rate every configuration serves the same load: what matters is how much later each answers than (b). */
+function latencyAgainstBare (results: ConfigResult[], rate: number | undefined): string[] {
+  const bare = results.find((c) => c.id === 'b')
+  if (rate === undefined || bare === undefined) return []
+  const others = results.filter((c) => c.id !== 'b')
+  if (others.length === 0) return []
+  const diff = (ms: number): string => `${ms >= 0 ? '+' : ''}${ms.toFixed(2)} ms`
+  return [
+    `at ${rate.toLocaleString('en-US')} req/s, latency over (b): ` +
+      others.map((c) => `${c.id} p50 ${diff((c.median.latency.p50 ?? 0) - (bare.median.latency.p50 ?? 0))}, p99 ${diff((c.median.latency.p99 ?? 0) - (bare.median.latency.p99 ?? 0))}`).join('; '),
+    ''
+  ]
 }
 
 async function main (): Promise<void> {

@@ -40,6 +40,8 @@ export interface Measurement {
 export interface MeasureOptions {
   url: string
   connections: number
+  /** a fixed total rate, requests/s; undefined: as fast as the connections go */
+  rate?: number | undefined
   duration: number
   warmup: number
   /** the request list (autocannon keeps state on the objects: build a fresh one for each call) */
@@ -65,7 +67,7 @@ interface RunOutput {
  * generator building its clients and every connection being accepted, into the measured latency.)
  * `onMeasuring` is called when the warm-up ends, to sample CPU times.
  */
-async function drive (url: string, connections: number, warmup: number, duration: number, requests: autocannon.Request[],
+async function drive (url: string, connections: number, rate: number | undefined, warmup: number, duration: number, requests: autocannon.Request[],
   onMeasuring: () => void, onSecond?: (second: number, count: number) => void): Promise<RunOutput> {
   let latencies = new Float64Array(1 << 16)
   let count = 0
@@ -88,7 +90,7 @@ async function drive (url: string, connections: number, warmup: number, duration
   }
   if (warmup === 0) begin()
   await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon({ url, connections, duration: warmup + duration, requests, timeout: 30 }, (err, res) => {
+    const instance = autocannon({ url, connections, duration: warmup + duration, requests, timeout: 30, ...(rate !== undefined && { overallRate: rate }) }, (err, res) => {
       clearTimeout(boundary)
       clearInterval(ticker)
       if (err !== null && err !== undefined) reject(err as Error)
@@ -150,7 +152,7 @@ export async function measure (options: MeasureOptions): Promise<Measurement> {
   let before: Promise<Array<number | undefined>> = Promise.resolve([])
   let generatorBefore = process.cpuUsage()
   let machineBefore: number | undefined
-  const run = await drive(options.url, options.connections, options.warmup, options.duration, options.requests(), () => {
+  const run = await drive(options.url, options.connections, options.rate, options.warmup, options.duration, options.requests(), () => {
     before = sample()
     generatorBefore = process.cpuUsage()
     machineBefore = machineBusyMicros()

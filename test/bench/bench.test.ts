@@ -118,3 +118,21 @@ t.test('--help prints the usage; a bad flag is a usage error', async (t) => {
   t.equal(bad.code, 2)
   t.match(bad.stderr, /--scenario: "nope" is not one of get, post, token, mix, reject/)
 })
+
+t.test('--rate half: (b) runs flat out first, then every configuration at half its peak', async (t) => {
+  const run = await bench([...TINY, '--duration', '2', '--rate', 'half', '--only', 'b,d', '--json', '--out', outDir(t)])
+  t.equal(run.code, 0, `exit 0\n${run.stderr}`)
+  const report = JSON.parse(run.stdout) as BenchReport
+  const peak = report.options.barePeakRps as number
+  const rate = report.options.rate as number
+  t.ok(peak > 0, 'the peak of b is in the report')
+  t.equal(rate, Math.round(peak / 2), 'the fixed rate is half of it')
+  for (const c of report.configs) {
+    // a fixed rate is a ceiling: no configuration is driven faster than it (1 s of slack for the ticks)
+    t.ok(c.median.rps <= rate * 1.1, `${c.id}: ${c.median.rps} req/s is held at about ${rate}`)
+    t.equal(c.median.non2xx, 0, `${c.id}: every request answered 2xx`)
+  }
+  const bad = await bench(['--rate', 'half', '--only', 'c,d'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--rate half: needs configuration b/)
+})
