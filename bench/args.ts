@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util'
 
 export const SCENARIOS = ['get', 'post', 'token', 'mix', 'reject'] as const
 export type Scenario = typeof SCENARIOS[number]
-export const CONFIG_IDS = ['a', 'b', 'c', 'd'] as const
+export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e'] as const
 export type ConfigId = typeof CONFIG_IDS[number]
 
 export interface BenchOptions {
@@ -35,6 +35,8 @@ Load-tests keygate's signed API and, with no --url, compares in one run, alterna
   b  a bare fastify 5 + @fastify/http-proxy in front of it, no auth
   c  keygate in front of it, Redis store (REDIS_URL or redis://127.0.0.1:6379, own key prefix)
   d  keygate in front of it, embedded store
+  e  keygate in front of it, a public route (no auth): its proxy hop alone; c - e is
+     what the auth layer costs
 each in its own process on a free loopback port. Prints medians over the rounds: requests/s,
 the ratio to (b), latency p50/p90/p99/max, responses by status, and the CPU time per request of
 the process the load goes to (the proxy; for (a) the service itself) and of the upstream.
@@ -56,7 +58,7 @@ Options:
                        reject  signed GETs, --reject-share of them refused: bad signature,
                                stale timestamp, unknown key (in turn)
   --reject-share F     the refused share for --scenario reject, 0 to 1   (default 0.5)
-  --only a,b,c,d       run only these configurations                     (default all)
+  --only a,b,c,d,e     run only these configurations                     (default all)
   --url URL            load an existing keygate instead (registers a fresh key for --user)
   --user U             with --url: the user to log in as
   --password P         with --url: that user's password
@@ -119,11 +121,11 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   const onlyGiven = values.only !== undefined
   const only = (values.only ?? CONFIG_IDS.join(',')).split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
   for (const id of only) if (!(CONFIG_IDS as readonly string[]).includes(id)) throw new UsageError(`--only: "${id}" is not one of ${CONFIG_IDS.join(', ')}`)
-  if (only.length === 0) throw new UsageError('--only: name at least one of a, b, c, d')
+  if (only.length === 0) throw new UsageError('--only: name at least one of a, b, c, d, e')
   let configs = CONFIG_IDS.filter((id) => only.includes(id))
   if (scenario === 'token') {
     // token issuance is keygate's own endpoint: neither the service nor the bare proxy has one
-    if (onlyGiven && configs.some((id) => id === 'a' || id === 'b')) throw new UsageError('--scenario token: only keygate answers it; use --only c,d')
+    if (onlyGiven && configs.some((id) => id === 'a' || id === 'b' || id === 'e')) throw new UsageError('--scenario token: only keygate answers it; use --only c,d')
     configs = configs.filter((id) => id === 'c' || id === 'd')
   }
 

@@ -5,7 +5,7 @@
 // alternating rounds under the same load. Everything it starts, and every Redis key it writes, is
 // removed when it ends, also on Ctrl-C. `npm run bench -- --help` lists the options.
 import { randomBytes, randomUUID } from 'node:crypto'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, cpus, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { ENV_VARIABLES } from '../gateway/src/config.js'
@@ -46,7 +46,8 @@ const LABELS: Record<ConfigId, string> = {
   a: 'example service direct',
   b: 'fastify + http-proxy, no auth',
   c: 'keygate, Redis store',
-  d: 'keygate, embedded store'
+  d: 'keygate, embedded store',
+  e: 'keygate, public route (no auth)'
 }
 
 // ---- cleanup: children, Redis keys, signing threads; on every way out ----
@@ -128,6 +129,20 @@ async function checkRedis (url: string): Promise<void> {
 
 // ---- setting up the configurations ----
 
+/**
+ * (e): the business paths as a public route. The service still wants to know who calls: the
+ * route adds the identity header the signed routes would (keygate drops any a client sends).
+ */
+function publicRouteFile (upstream: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-routes-'))
+  cleanups.push(async () => { rmSync(dir, { recursive: true, force: true }) })
+  const file = join(dir, 'routes.json')
+  writeFileSync(file, JSON.stringify({
+    routes: ['/v1/clients/', '/v1/transactions/'].map((prefix) => ({ prefix, upstream, auth: 'public', methods: ['GET', 'POST'], addHeaders: { 'x-gateway-user': 'bench-public' } }))
+  }))
+  return file
+}
+
 /** The environment of a keygate child: the parent's, minus any keygate setting, plus these. */
 function gatewayEnv (settings: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env }
@@ -151,7 +166,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   log('starting the example service, the bare proxy and keygate ...')
   const upstream = await startService('example service', 'upstream', { ...process.env })
   const password = randomBytes(18).toString('base64url')
-  const gateway = async (id: 'c' | 'd', username: string, extra: Record<string, string>): Promise<Service> =>
+  const gateway = async (id: 'c' | 'd' | 'e', username: string, extra: Record<string, string>): Promise<Service> =>
     await startService(`keygate (${id})`, 'keygate', gatewayEnv({
       PORT: '0',
       HOST: '127.0.0.1',
@@ -172,22 +187,24 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
       await deletePrefix(redisUrl, p)
     })
   }
-  const [bare, redisGateway, memoryGateway] = await Promise.all([
+  const [bare, redisGateway, memoryGateway, publicGateway] = await Promise.all([
     want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }) : undefined,
     // BENCH_OWNS_PREFIX: should this process die, the gateway deletes the prefix itself
     want.has('c') ? gateway('c', 'bench-redis', { REDIS_URL: redisUrl, KEYGATE_REDIS_PREFIX: prefix as string, BENCH_OWNS_PREFIX: '1' }) : undefined,
-    want.has('d') ? gateway('d', 'bench-memory', {}) : undefined
+    want.has('d') ? gateway('d', 'bench-memory', {}) : undefined,
+    want.has('e') ? gateway('e', 'bench-public', { KEYGATE_ROUTES: publicRouteFile(upstream.url) }) : undefined
   ])
 
   const key = await keyReady
   const configs: BenchConfig[] = []
   const upstreamCpu = upstream.cpuMicros
-  const direct = (id: 'a' | 'b', url: string, identityUser: string, cpu: MeasureOptions['cpu'], cpuOf: string): BenchConfig => ({
+  const direct = (id: 'a' | 'b' | 'e', url: string, identityUser: string, cpu: MeasureOptions['cpu'], cpuOf: string): BenchConfig => ({
     id, label: LABELS[id], url, cpuOf, cpu, tokenAt: Date.now(), lastRps: undefined,
     destination: { kind: id === 'a' ? 'direct' : 'bare', token: '', identityUser, credentials: undefined, postCursor: 0 }
   })
   if (want.has('a')) configs.push(direct('a', upstream.url, 'bench-direct', { proxy: upstreamCpu }, 'example service'))
   if (bare !== undefined) configs.push(direct('b', bare.url, 'bench-bare', { proxy: bare.cpuMicros, upstream: upstreamCpu }, 'bare proxy'))
+  if (publicGateway !== undefined) configs.push(direct('e', publicGateway.url, 'bench-public', { proxy: publicGateway.cpuMicros, upstream: upstreamCpu }, 'keygate'))
   const redisCpu = async (): Promise<() => Promise<number>> => {
     const redis = redisClient(redisUrl)
     cleanups.push(async () => { redis.disconnect() })
@@ -207,7 +224,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   // (a) and (b) send a token of the real size: the service ignores it
   const token = configs.find((c) => c.destination.kind === 'keygate')?.destination.token ?? 'x'.repeat(300)
   for (const c of configs) if (c.destination.kind !== 'keygate') c.destination.token = token
-  const services = [upstream, bare, redisGateway, memoryGateway].filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
+  const services = [upstream, bare, redisGateway, memoryGateway, publicGateway].filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
   return { configs, services, redisPrefix: prefix }
 }
 

@@ -43,7 +43,7 @@ function outDir (t: { teardown: (fn: () => unknown) => void }): string {
   return dir
 }
 
-t.test('with no target: the four configurations, a table, JSON and HTML, nothing left behind', async (t) => {
+t.test('with no target: the five configurations, a table, JSON and HTML, nothing left behind', async (t) => {
   const redisUrl = await testRedisUrl()
   const out = outDir(t)
   const run = await bench([...TINY, '--out', out], { REDIS_URL: redisUrl })
@@ -56,7 +56,7 @@ t.test('with no target: the four configurations, a table, JSON and HTML, nothing
   const columns = (lines[header] ?? '').split(/\s{2,}/)
   t.same(columns.slice(0, 2), ['config', 'req/s'])
   const nonOk = columns.indexOf('non-2xx')
-  for (const [id, label] of [['a', 'example service direct'], ['b', 'fastify + http-proxy, no auth'], ['c', 'keygate, Redis store'], ['d', 'keygate, embedded store']] as const) {
+  for (const [id, label] of [['a', 'example service direct'], ['b', 'fastify + http-proxy, no auth'], ['c', 'keygate, Redis store'], ['d', 'keygate, embedded store'], ['e', 'keygate, public route (no auth)']] as const) {
     const row = lines.find((line) => line.startsWith(`${id}  ${label}`))
     t.ok(row, `a row for ${id}`)
     const cells = (row ?? '').slice(`${id}  ${label}`.length).trim().split(/\s{2,}/)
@@ -70,7 +70,7 @@ t.test('with no target: the four configurations, a table, JSON and HTML, nothing
   const report = JSON.parse(readFileSync(jsonPath as string, 'utf8')) as BenchReport
   t.equal(report.tool, 'keygate-bench')
   t.match(report.options, { scenario: 'get', duration: 1, warmup: 0, rounds: 1, connections: 4 })
-  t.same(report.configs.map((c) => c.id), ['a', 'b', 'c', 'd'])
+  t.same(report.configs.map((c) => c.id), ['a', 'b', 'c', 'd', 'e'])
   for (const c of report.configs) {
     t.equal(c.rounds.length, 1, `${c.id}: one round`)
     t.ok(c.median.rps > 0, `${c.id}: req/s`)
@@ -89,7 +89,7 @@ t.test('with no target: the four configurations, a table, JSON and HTML, nothing
   t.equal((html.match(/<svg /g) ?? []).length, 2, 'two inline SVG charts')
 
   // nothing left behind
-  t.equal(report.services.length, 4, 'four processes were started')
+  t.equal(report.services.length, 5, 'five processes were started')
   for (const service of report.services) t.notOk(alive(service.pid), `${service.name} (pid ${service.pid}) is gone`)
   const prefix = report.options.redisPrefix
   t.type(prefix, 'string')
