@@ -221,6 +221,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
       : keygateConfig('d', LABELS.d, memoryGateway.url, 'bench-memory', password, key, { proxy: memoryGateway.cpuMicros, upstream: upstreamCpu }, 'keygate')
   ])
   for (const config of gateways) if (config !== undefined) configs.push(config)
+  configs.sort((x, y) => x.id.localeCompare(y.id))
   // (a) and (b) send a token of the real size: the service ignores it
   const token = configs.find((c) => c.destination.kind === 'keygate')?.destination.token ?? 'x'.repeat(300)
   for (const c of configs) if (c.destination.kind !== 'keygate') c.destination.token = token
