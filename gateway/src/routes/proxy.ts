@@ -11,6 +11,7 @@ import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { runStages, type AuthStage } from '../auth/pipeline.js'
 import { HTTP_METHODS, type AuthTier, type RouteConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
+import type { GatewayMetrics } from '../metrics/metrics.js'
 import type { IdentityTokenIssuer } from '../routing/identity-token.js'
 import type { RouteRegistry } from '../routing/route-registry.js'
 
@@ -18,6 +19,7 @@ export interface ProxyOptions {
   routes: RouteRegistry
   pipelines: Record<AuthTier, readonly AuthStage[]>
   identityTokens: IdentityTokenIssuer
+  metrics: GatewayMetrics
 }
 
 /** What the proxy knows about a request it forwards. */
@@ -26,6 +28,8 @@ export interface ForwardState {
   /** the exact bytes received, once read */
   body?: Buffer
   identityToken?: string
+  /** performance.now() when the request left for the upstream (the upstream latency metric) */
+  sentAt?: number
 }
 
 declare module 'fastify' {
@@ -150,7 +154,7 @@ const upstreamFailure: NonNullable<FastifyReplyFromHooks['onError']> = (reply, {
 const tooLarge = (limit: number): GatewayError =>
   new GatewayError('PAYLOAD_TOO_LARGE', `The request body is larger than this route accepts (${limit} bytes)`)
 
-export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { routes, pipelines, identityTokens }) => {
+export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { routes, pipelines, identityTokens, metrics }) => {
   const phases = Object.fromEntries(Object.entries(pipelines).map(([tier, stages]) => [tier, {
     beforeBody: stages.filter((stage) => !stage.needsBody),
     afterBody: stages.filter((stage) => stage.needsBody)
@@ -212,6 +216,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
       const state = forwardState(request)
       const auth = request.auth ?? {}
       await runStages(phases[state.route.auth].afterBody, request, auth)
+      request.authenticated = true
       if (state.route.identityToken !== undefined && auth.user !== undefined) {
         state.identityToken = await identityTokens.tokenFor(state.route.identityToken, auth.user, auth.key?.apiKey)
       }
@@ -221,8 +226,16 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
     disableRequestLogging: true,
     replyOptions: {
       getUpstream: (request) => compile(forwardState(request as FastifyRequest).route).origin,
-      rewriteRequestHeaders: upstreamHeaders,
-      rewriteHeaders: clientResponseHeaders,
+      rewriteRequestHeaders: (request, headers) => {
+        forwardState(request as FastifyRequest).sentAt = performance.now()
+        return upstreamHeaders(request, headers)
+      },
+      // called when the upstream's response headers arrive
+      rewriteHeaders: (headers, request) => {
+        const state = forwardState(request as FastifyRequest)
+        if (state.sentAt !== undefined) metrics.observeUpstreamLatency(state.route, (performance.now() - state.sentAt) / 1000)
+        return clientResponseHeaders(headers, request)
+      },
       onError: upstreamFailure,
       // A gateway that silently re-sends requests can double a side effect: never retry.
       retryDelay: () => null
