@@ -3,14 +3,14 @@
 // signature and upstream latency histograms, cache hits and misses, store errors. Real sockets,
 // a real Redis under a prefix of its own, and a Redis relay to cut for the store errors.
 import t from 'tap'
-import { loadConfig, route } from '../../gateway/src/config.js'
-import { startGateway as startProcessGateway, type RunningGateway } from '../../gateway/src/server.js'
-import { send } from '../helpers/http.js'
-import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
-import { startRecorder } from '../helpers/recorder.js'
-import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
-import { startRelay } from '../helpers/relay.js'
-import { PASSWORD, login, registerKey, sendSigned, startUpstreamStub, testConfig } from '../helpers/stack.js'
+import { loadConfig, route } from '../../../gateway/src/config.js'
+import { startGateway as startProcessGateway, type RunningGateway } from '../../../gateway/src/server.js'
+import { send } from '../../helpers/http.js'
+import { rsaKeyPair, signedHeaders } from '../../helpers/keys.js'
+import { startRecorder } from '../../helpers/recorder.js'
+import { deletePrefix, testRedisUrl, uniquePrefix } from '../../helpers/redis.js'
+import { startRelay } from '../../helpers/relay.js'
+import { PASSWORD, login, registerKey, sendSigned, startUpstreamStub, testConfig } from '../../helpers/stack.js'
 
 interface Sample {
   name: string
