@@ -2,13 +2,14 @@
 // KEYGATE_METRICS_PORT is set): requests by route and status, auth outcomes by reason code, the
 // signature and upstream latency histograms, cache hits and misses, store errors. Real sockets,
 // a real Redis under a prefix of its own, and a Redis relay to cut for the store errors.
+import { createServer, type AddressInfo } from 'node:net'
 import t from 'tap'
 import { loadConfig, route } from '../../../gateway/src/config.js'
 import { startGateway as startProcessGateway, type RunningGateway } from '../../../gateway/src/server.js'
 import { send } from '../../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../../helpers/keys.js'
 import { startRecorder } from '../../helpers/recorder.js'
-import { deletePrefix, testRedisUrl, uniquePrefix } from '../../helpers/redis.js'
+import { deletePrefix, freePort, testRedisUrl, uniquePrefix } from '../../helpers/redis.js'
 import { startRelay } from '../../helpers/relay.js'
 import { PASSWORD, login, registerKey, sendSigned, startUpstreamStub, testConfig } from '../../helpers/stack.js'
 
@@ -85,6 +86,19 @@ t.test('the listener: its own port on 127.0.0.1, none by default, never on the p
   const plain = await startProcessGateway({ config: testConfig(), logger: false })
   t.teardown(plain.close)
   t.equal(plain.metricsUrl, undefined, 'no KEYGATE_METRICS_PORT: no listener')
+})
+
+t.test('a metrics port that cannot be had stops the start, and the main port is closed again', async (t) => {
+  const blocker = createServer()
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { blocker.close() })
+  const taken = (blocker.address() as AddressInfo).port
+  const config = testConfig({ metrics: { port: taken, host: '127.0.0.1' }, port: await freePort() })
+  await t.rejects(startProcessGateway({ config, logger: false }), { code: 'EADDRINUSE' })
+  const probe = createServer()
+  await new Promise<void>((resolve, reject) => { probe.once('error', reject).listen(config.port, '127.0.0.1', resolve) })
+  probe.close()
+  t.pass('the gateway port was released')
 })
 
 t.test('requests by route and status; auth outcomes by reason; latency histograms; cache hits', async (t) => {
