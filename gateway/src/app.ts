@@ -6,7 +6,10 @@ import { MAX_HEADER_BYTES, type AuthTier, type GatewayConfig } from './config.js
 import { bearerTokenStage } from './auth/bearer.js'
 import { signedPipeline, type AuthStage } from './auth/pipeline.js'
 import { createKeyRegistry } from './keys/key-registry.js'
+import { createGatewayMetrics } from './metrics/metrics.js'
 import { accessLogPlugin } from './plugins/access-log.js'
+import { docsPlugin } from './plugins/docs.js'
+import { metricsPlugin } from './plugins/metrics.js'
 import { clientErrorHandler, frameworkErrors, problemsPlugin, refuseConnect } from './plugins/problems.js'
 import { requestTargetPlugin } from './plugins/request-target.js'
 import { shutdownPlugin } from './plugins/shutdown.js'
@@ -72,17 +75,21 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
 
   const routes = await createRouteRegistry(config, app.log)
   app.addHook('onClose', async () => { routes.close() })
+  const tokens = await createTokenService(config.jwt, store)
+  const keys = createKeyRegistry(store, { cacheSize: config.keyCacheSize })
   const services: KeygateServices = {
     store,
-    tokens: await createTokenService(config.jwt, store),
+    tokens,
     users: createUserService(store),
-    keys: createKeyRegistry(store, { cacheSize: config.keyCacheSize }),
-    routes
+    keys,
+    routes,
+    metrics: createGatewayMetrics({ keys, tokens, store })
   }
   app.addHook('onClose', async () => { services.tokens.close() })
   await services.users.bootstrap(config.bootstrapUsers)
   app.decorate('keygate', services)
   app.decorateRequest('auth', null)
+  app.decorateRequest('authenticated', false)
   app.addHook('onSend', (request, reply, payload, done) => { reply.header('x-request-id', request.id); done(null, payload) })
 
   await app.register(problemsPlugin)
@@ -91,17 +98,26 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(shutdownPlugin)
   await app.register(requestTargetPlugin)
   await app.register(accessLogPlugin)
+  await app.register(metricsPlugin, { metrics: services.metrics })
+  // Before the routes, which it documents as they are added. Its /docs paths are keygate's own.
+  if (config.docs) await app.register(docsPlugin, { routes })
 
   await app.register(healthRoutes)
   await app.register(jwksRoutes)
   await app.register(tokenRoutes, { login: config.login })
   await app.register(apiKeyRoutes)
   const pipelines: Record<AuthTier, AuthStage[]> = {
-    signed: signedPipeline({ tokens: services.tokens, keys: services.keys, store, ...(options.now && { now: options.now }) }),
+    signed: signedPipeline({
+      tokens: services.tokens,
+      keys: services.keys,
+      store,
+      observeVerification: services.metrics.observeSignatureVerification,
+      ...(options.now && { now: options.now })
+    }),
     bearer: [bearerTokenStage(services.tokens)],
     public: []
   }
   // Last: everything that is not one of keygate's own endpoints is business traffic.
-  await app.register(proxyRoutes, { routes, pipelines, identityTokens: createIdentityTokenIssuer(services.tokens) })
+  await app.register(proxyRoutes, { routes, pipelines, identityTokens: createIdentityTokenIssuer(services.tokens), metrics: services.metrics })
   return app
 }

@@ -55,6 +55,9 @@ export const EnvSchema = Type.Object({
   KEYGATE_LOGIN_QUEUE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ROUTES_WATCH: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])),
+  KEYGATE_DOCS: Type.Optional(Type.Union([Type.Literal('on'), Type.Literal('off')])),
+  KEYGATE_METRICS_PORT: Type.Optional(Port),
+  KEYGATE_METRICS_HOST: Type.Optional(Type.String({ minLength: 1 })),
   LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))))
 })
 export type Env = Static<typeof EnvSchema>
@@ -137,6 +140,10 @@ export interface GatewayConfig {
   /** reload the route file when it changes (SIGHUP always reloads) */
   watchRoutes: boolean
   routes: RouteConfig[]
+  /** KEYGATE_DOCS: serve the OpenAPI document at /docs/json and its page at /docs */
+  docs: boolean
+  /** the Prometheus listener: none unless KEYGATE_METRICS_PORT is set; on 127.0.0.1 by default */
+  metrics: { port: number | undefined; host: string }
 }
 
 export interface ServerLimits {
@@ -232,7 +239,9 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     routeDefaults: { upstream, bodyLimit, timeoutMs },
     routesFile: e.KEYGATE_ROUTES,
     watchRoutes: e.KEYGATE_ROUTES_WATCH === 'true',
-    routes: defaultRoutes({ upstream, bodyLimit, timeoutMs })
+    routes: defaultRoutes({ upstream, bodyLimit, timeoutMs }),
+    docs: e.KEYGATE_DOCS !== 'off',
+    metrics: { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST }
   }
 }
 

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import { buildApp, type BuildAppOptions } from './app.js'
 import { ConfigError, DEFAULT_SHUTDOWN_GRACE_MS, loadConfig, type GatewayConfig } from './config.js'
+import { startMetricsServer, type MetricsServer } from './metrics/server.js'
 
 export interface StartGatewayOptions {
   config: GatewayConfig
@@ -16,17 +17,29 @@ export interface StartGatewayOptions {
 export interface RunningGateway {
   app: FastifyInstance
   url: string
+  /** the Prometheus listener's address, when KEYGATE_METRICS_PORT is set */
+  metricsUrl: string | undefined
   close: () => Promise<void>
 }
 
 export async function startGateway ({ config, logger, createDemoUser = false }: StartGatewayOptions): Promise<RunningGateway> {
   const app = await buildApp({ config, ...(logger !== undefined && { logger }) })
+  let metrics: MetricsServer | undefined
   try {
     if (createDemoUser) await ensureDemoUser(app)
     const url = await app.listen({ port: config.port, host: config.host })
-    return { app, url, close: async () => { await app.close() } }
+    if (config.metrics.port !== undefined) {
+      metrics = await startMetricsServer(app.keygate.metrics, { port: config.metrics.port, host: config.metrics.host, log: app.log })
+      app.log.info(`metrics for Prometheus at ${metrics.url}/metrics`)
+    }
+    const close = async (): Promise<void> => {
+      await app.close()
+      await metrics?.close()
+    }
+    return { app, url, metricsUrl: metrics?.url, close }
   } catch (err) {
     await app.close()
+    await metrics?.close()
     throw err
   }
 }

@@ -17,7 +17,8 @@ t.test('access log', async (t) => {
   const ok = await sendSigned(gw.url, { keys, token, method: 'POST', target: '/v1/clients/', body: JSON.stringify({ name: 'A', email: 'a@example.com', tax_id: '12345' }) })
   t.equal(ok.status, 201)
   const badSignature = { ...signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/' }), 'x-api-signature': 'QUJD' }
-  t.equal((await send(gw.url, '/v1/clients/', { headers: badSignature })).status, 401)
+  const deniedResponse = await send(gw.url, '/v1/clients/', { headers: badSignature })
+  t.equal(deniedResponse.status, 401)
   await send(gw.url, '/v1/auth/token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'alice', password: 'a wrong password' }) })
   await send(gw.url, '/v1/auth/token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"username":"alice","password":"broken json' })
 
@@ -30,7 +31,11 @@ t.test('access log', async (t) => {
     ['POST', '/v1/auth/token', 401, 'INVALID_CREDENTIALS'],
     ['POST', '/v1/auth/token', 400, 'VALIDATION_FAILED']
   ], 'one line per request, with the denial reason code')
-  t.match(requestLines[2], { user: 'alice', apiKey: keys.apiKey, reqId: String })
+  t.match(requestLines[2], { user: 'alice', apiKey: keys.apiKey, reqId: String, route: '/v1/clients/' })
+  // A signed request refused at the last stage: the line names the request, who, which key and why.
+  const denied = requestLines[3] ?? {}
+  t.match(denied, { reqId: String, user: 'alice', apiKey: keys.apiKey, reason: 'INVALID_SIGNATURE', route: '/v1/clients/', status: 401 })
+  t.equal(deniedResponse.headers['x-request-id'], denied.reqId, 'reqId is the x-request-id the client got')
   t.equal(new Set(requestLines.map((l) => l.reqId)).size, requestLines.length, 'each request has its own id')
 
   const everything = lines.join('\n')

@@ -20,17 +20,19 @@ export interface PipelineDeps {
   keys: KeyRegistry
   store: Store
   now?: () => number
+  /** the seconds each RSA signature verification took (the metrics) */
+  observeVerification?: (seconds: number) => void
 }
 
 /** `signed` routes: bearer token and API key signature. */
-export function signedPipeline ({ tokens, keys, store, now }: PipelineDeps): AuthStage[] {
+export function signedPipeline ({ tokens, keys, store, now, observeVerification }: PipelineDeps): AuthStage[] {
   return [
     bearerTokenStage(tokens),
     signatureHeadersStage(),
     timestampStage(now),
     apiKeyStage(keys),
     keyOwnerStage(),
-    signatureStage(),
+    signatureStage(observeVerification),
     replayStage(store, now)
   ]
 }

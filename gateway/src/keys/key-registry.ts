@@ -5,7 +5,7 @@
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import { GatewayError } from '../errors.js'
 import type { KeyRecord, Store } from '../store/index.js'
-import { LruCache } from './lru-cache.js'
+import { LruCache, type CacheStats } from './lru-cache.js'
 import { decodeBase64, parseRsaPublicKey, verifyRsaSha256 } from './public-key.js'
 
 export interface RegisteredKey {
@@ -20,6 +20,8 @@ export interface KeyRegistry {
   lookup: (apiKey: string) => Promise<RegisteredKey | null>
   register: (input: { owner: string; name: string; publicKey: string; signature: string }) => Promise<KeyRecord>
   readonly cacheSize: number
+  /** lookups of well-formed apiKeys answered by the in-process cache (hits) or the store (misses) */
+  readonly stats: Readonly<CacheStats>
 }
 
 const API_KEY_PATTERN = /^[0-9a-f]{64}$/
@@ -31,13 +33,18 @@ const SIGNING_STRING_PREFIX = /^[0-9]{9,}[A-Za-z]+\//
 
 export function createKeyRegistry (store: Store, options: { cacheSize: number }): KeyRegistry {
   const cache = new LruCache<string, RegisteredKey>(options.cacheSize)
+  const stats: CacheStats = { hits: 0, misses: 0 }
 
   return {
     async lookup (apiKey) {
       // Not the shape of an apiKey: no store round trip for junk.
       if (!API_KEY_PATTERN.test(apiKey)) return null
       const cached = cache.get(apiKey)
-      if (cached !== undefined) return cached
+      if (cached !== undefined) {
+        stats.hits++
+        return cached
+      }
+      stats.misses++
       const record = await store.getKey(apiKey)
       if (record === null) return null
       // The stored PEM was checked at registration: parse it, nothing more.
@@ -67,6 +74,8 @@ export function createKeyRegistry (store: Store, options: { cacheSize: number })
 
     get cacheSize () {
       return cache.size
-    }
+    },
+
+    stats
   }
 }

@@ -1,3 +1,9 @@
+/** Hits and misses of an in-process cache, counted by its owner (plain numbers: free on the hot path). */
+export interface CacheStats {
+  hits: number
+  misses: number
+}
+
 /**
  * A bounded map that forgets the least recently used entry first. A Map keeps insertion order,
  * so re-inserting on a hit moves an entry to the young end and the oldest is the first key.

@@ -1,5 +1,6 @@
-// One log line per request, written when the response is done: who (user, key), what, the
-// outcome and, for a denial, the reason code. Never a header value, token, signature or body.
+// One log line per request, written when the response is done: who (user, key), what (and the
+// business route that took it), the outcome and, for a denial, the reason code. Never a header
+// value, token, signature or body. reqId, on every line, is the x-request-id of the answer.
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 
@@ -9,6 +10,7 @@ const accessLog: FastifyPluginAsync = async (app) => {
     request.log.info({
       method: request.method,
       url: request.url,
+      route: request.forward?.route.name,
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 100) / 100,
       user: auth?.user,

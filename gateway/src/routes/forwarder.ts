@@ -30,6 +30,8 @@ export interface ForwardRequest {
   body: Buffer | undefined
   /** for the answer's headers, and then for each gap between its body chunks */
   timeoutMs: number
+  /** called when the upstream's final answer begins (its status and headers are in) */
+  onResponseHeaders?: () => void
 }
 
 export interface ForwarderOptions {
@@ -71,7 +73,7 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
   #stream: Readable | undefined
   #done = false
 
-  constructor (private readonly reply: FastifyReply, private readonly method: string) {}
+  constructor (private readonly reply: FastifyReply, private readonly method: string, private readonly answerBegins: (() => void) | undefined) {}
 
   /** The client went away: nothing to answer, free the upstream connection. */
   readonly clientGone = (): void => {
@@ -84,6 +86,7 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
 
   onResponseStart (controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (statusCode < 200) return // 1xx: informational, the final answer follows
+    this.answerBegins?.()
     this.#status = statusCode
     this.#headers = clientResponseHeaders(headers)
     const declared = headers['content-length']
@@ -148,7 +151,7 @@ export class Forwarder {
 
   /** Sends the request on and answers `reply` with the upstream's answer, or with a problem. */
   forward (request: ForwardRequest, reply: FastifyReply): void {
-    const handler = new ForwardHandler(reply, request.method)
+    const handler = new ForwardHandler(reply, request.method, request.onResponseHeaders)
     reply.raw.once('close', handler.clientGone)
     this.#pool(request.origin).dispatch({
       method: request.method as Dispatcher.HttpMethod,

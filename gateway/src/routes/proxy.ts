@@ -8,6 +8,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { runStages, type AuthStage, type AuthState } from '../auth/pipeline.js'
 import { HTTP_METHODS, type AuthTier, type RouteConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
+import type { GatewayMetrics } from '../metrics/metrics.js'
 import type { IdentityTokenIssuer } from '../routing/identity-token.js'
 import type { RouteRegistry } from '../routing/route-registry.js'
 import { Forwarder } from './forwarder.js'
@@ -16,6 +17,7 @@ export interface ProxyOptions {
   routes: RouteRegistry
   pipelines: Record<AuthTier, readonly AuthStage[]>
   identityTokens: IdentityTokenIssuer
+  metrics: GatewayMetrics
 }
 
 /** What the proxy knows about a request it forwards. */
@@ -129,7 +131,7 @@ export function upstreamHeaders (request: FastifyRequest, state: ForwardState): 
 const tooLarge = (limit: number): GatewayError =>
   new GatewayError('PAYLOAD_TOO_LARGE', `The request body is larger than this route accepts (${limit} bytes)`)
 
-export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { routes, pipelines, identityTokens }) => {
+export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { routes, pipelines, identityTokens, metrics }) => {
   const phases = Object.fromEntries(Object.entries(pipelines).map(([tier, stages]) => [tier, {
     beforeBody: stages.filter((stage) => !stage.needsBody),
     afterBody: stages.filter((stage) => stage.needsBody)
@@ -211,10 +213,14 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
       return
     }
     if (pending === undefined && state.route.identityToken === undefined) {
+      request.authenticated = true
       done()
       return
     }
-    Promise.resolve(pending).then(async () => { await identityToken(state, auth) }).then(() => { done() }, done)
+    Promise.resolve(pending).then(async () => {
+      request.authenticated = true
+      await identityToken(state, auth)
+    }).then(() => { done() }, done)
   }
   const handler = (request: FastifyRequest, reply: FastifyReply): void => {
     const state = forwardState(request)
@@ -222,6 +228,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
     if (Buffer.isBuffer(body) && body.length > 0) state.body = body
     const target = request.raw.url ?? '/'
     const query = target.indexOf('?')
+    const sentAt = performance.now()
     forwarder.forward({
       origin: compile(state.route).origin,
       method: request.method,
@@ -229,7 +236,8 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
       path: forwardedPath(state.route, query === -1 ? target : target.slice(0, query)) + (query === -1 ? '' : target.slice(query)),
       headers: upstreamHeaders(request, state),
       body: state.body,
-      timeoutMs: state.route.timeoutMs
+      timeoutMs: state.route.timeoutMs,
+      onResponseHeaders: () => { metrics.observeUpstreamLatency(state.route, (performance.now() - sentAt) / 1000) }
     }, reply)
   }
   for (const url of ['/', '/*']) app.route({ method: [...HTTP_METHODS], url, preHandler, handler })

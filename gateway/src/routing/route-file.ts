@@ -54,6 +54,11 @@ export type RouteFile = Static<typeof RouteFileSchema>
  * under which keygate's endpoints still answer first.
  */
 export const RESERVED_PATHS = ['/v1/auth/token', '/v1/api-keys', '/.well-known/jwks.json', '/healthz', '/readyz']
+/**
+ * keygate's own subtrees: /docs and everything under it (the docs page and its assets). A route
+ * may neither cover one nor lie inside it; the catch-alls excepted, as above.
+ */
+export const RESERVED_PREFIXES = ['/docs']
 const CATCH_ALL_PREFIXES = ['/', '/v1/']
 export const DEFAULT_IDENTITY_TOKEN_HEADER = 'x-keygate-identity'
 export const DEFAULT_IDENTITY_TOKEN_TTL_SECONDS = 300
@@ -183,9 +188,15 @@ function ruleProblems (routes: Array<RouteConfig | undefined>): Problem[] {
   routes.forEach((r, i) => {
     if (r === undefined) return
     const field = r.exact ? 'path' : 'prefix'
+    const catchAll = !r.exact && CATCH_ALL_PREFIXES.includes(r.prefix)
     for (const reserved of RESERVED_PATHS) {
-      if (matches(r.prefix, r.exact, reserved) && !(!r.exact && CATCH_ALL_PREFIXES.includes(r.prefix))) {
+      if (matches(r.prefix, r.exact, reserved) && !catchAll) {
         problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${reserved}; route a path outside it` })
+      }
+    }
+    for (const reserved of RESERVED_PREFIXES) {
+      if ((matches(r.prefix, r.exact, reserved) || matches(reserved, false, r.prefix)) && !catchAll) {
+        problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${reserved} (and every path under it); route a path outside it` })
       }
     }
     for (let j = 0; j < i; j++) {

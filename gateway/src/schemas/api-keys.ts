@@ -13,6 +13,6 @@ export type ApiKeyRequest = Static<typeof ApiKeyRequest>
 
 export const ApiKeyResponse = Type.Object({
   message: Type.String(),
-  apiKey: Type.String(),
+  apiKey: Type.String({ description: 'send it in X-API-Key' }),
   name: Type.String()
-})
+}, { description: 'The key is registered' })

@@ -11,4 +11,4 @@ export const TokenResponse = Type.Object({
   token: Type.String(),
   tokenType: Type.Literal('Bearer'),
   expiresIn: Type.Integer({ description: 'seconds until the token expires' })
-})
+}, { description: 'A bearer token, for `Authorization: Bearer <token>`' })

@@ -26,6 +26,8 @@ export function createMemoryStore (now: () => number = Date.now): Store {
 
   return {
     kind: 'memory',
+    // nothing here can fail to answer
+    errors: 0,
     async getUser (username) {
       const user = users.get(username)
       return user === undefined ? null : { ...user }

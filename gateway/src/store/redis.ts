@@ -57,14 +57,6 @@ function unavailable (err: unknown): GatewayError {
   })
 }
 
-/** Runs one store operation, turning any Redis failure into STORE_UNAVAILABLE. */
-async function guarded<T> (operation: () => Promise<T>): Promise<T> {
-  try {
-    return await operation()
-  } catch (err) {
-    throw err instanceof GatewayError ? err : unavailable(err)
-  }
-}
 
 /**
  * Connects and returns the Redis store. Commands fail fast while Redis is away (no offline
@@ -90,6 +82,18 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
     throw new Error(`cannot reach Redis at ${redactUrl(options.url)}: ${(err as Error).message}`, { cause: err })
   }
 
+  /** failed operations, for the metrics (keygate_store_errors_total) */
+  let errors = 0
+  /** Runs one store operation, turning any Redis failure into STORE_UNAVAILABLE (and counting it). */
+  const guarded = async <T>(operation: () => Promise<T>): Promise<T> => {
+    try {
+      return await operation()
+    } catch (err) {
+      errors++
+      throw err instanceof GatewayError ? err : unavailable(err)
+    }
+  }
+
   const userKey = (username: string): string => `${prefix}user:${username}`
   const usersSet = `${prefix}users`
   const keyKey = (apiKey: string): string => `${prefix}key:${apiKey}`
@@ -99,6 +103,7 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
 
   return {
     kind: 'redis',
+    get errors () { return errors },
     getUser: async (username) => await guarded(async () => {
       const fields = await redis.hgetall(userKey(username))
       if (fields.passwordHash === undefined) return null

@@ -38,6 +38,8 @@ export interface SigningKeyRotation extends SigningKeyRing {
 
 export interface Store {
   readonly kind: 'redis' | 'memory'
+  /** store operations that failed for want of an answer (Redis down, slow, reset), since start */
+  readonly errors: number
   getUser: (username: string) => Promise<UserRecord | null>
   /** creates the user, or replaces its password hash keeping its creation time */
   putUser: (username: string, passwordHash: string) => Promise<UserRecord>

@@ -12,7 +12,7 @@ import { createPrivateKey, randomUUID } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { SignJWT, jwtVerify, errors as joseErrors, type JWK, type JWTHeaderParameters } from 'jose'
 import { GatewayError } from '../errors.js'
-import { LruCache } from '../keys/lru-cache.js'
+import { LruCache, type CacheStats } from '../keys/lru-cache.js'
 import type { Store } from '../store/types.js'
 import {
   DEFAULT_RETIRE_MARGIN_MS, REFRESH_INTERVAL_MS, UNKNOWN_KID_REFRESH_MS, generateSigningKeyPem, parseSigningKey,
@@ -88,6 +88,8 @@ export interface TokenService {
   refresh: () => Promise<void>
   /** stops the periodic re-read; safe to call more than once, and the timer never holds the process */
   close: () => void
+  /** verify() calls answered by the verified-token cache (hits) or by a signature check (misses) */
+  readonly stats: Readonly<CacheStats>
 }
 
 interface Ring {
@@ -115,6 +117,7 @@ export async function createTokenService (settings: TokenSettings, store: Store,
   const refreshIntervalMs = options.refreshIntervalMs ?? REFRESH_INTERVAL_MS
   const unknownKidRefreshMs = options.unknownKidRefreshMs ?? UNKNOWN_KID_REFRESH_MS
   const verified = new LruCache<string, { subject: string; expiresAt: number; kid: string }>(VERIFIED_CACHE_SIZE)
+  const stats: CacheStats = { hits: 0, misses: 0 }
   /** the longest lifetime of a token this service signed: a replaced key verifies at least this long */
   let longestTtlSeconds = settings.ttlSeconds
   /** parsed keys by PEM, so a re-read of an unchanged ring parses nothing */
@@ -275,9 +278,13 @@ export async function createTokenService (settings: TokenSettings, store: Store,
       const hit = verified.get(token)
       if (hit !== undefined) {
         // a cached token is only as good as its key: a retired key verifies nothing
-        if (hit.expiresAt > arrivedAt && live(ring.byKid.get(hit.kid), arrivedAt)) return hit.subject
+        if (hit.expiresAt > arrivedAt && live(ring.byKid.get(hit.kid), arrivedAt)) {
+          stats.hits++
+          return hit.subject
+        }
         verified.delete(token)
       }
+      stats.misses++
       if (token.length > MAX_TOKEN_LENGTH) throw invalid('The bearer token is too long')
       let kid = ''
       try {
@@ -316,6 +323,7 @@ export async function createTokenService (settings: TokenSettings, store: Store,
     close () {
       closed = true
       if (timer !== undefined) clearInterval(timer)
-    }
+    },
+    stats
   }
 }
