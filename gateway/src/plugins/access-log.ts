@@ -5,7 +5,7 @@ import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 
 const accessLog: FastifyPluginAsync = async (app) => {
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const auth = request.auth
     request.log.info({
       method: request.method,
@@ -17,6 +17,7 @@ const accessLog: FastifyPluginAsync = async (app) => {
       apiKey: auth?.key?.apiKey,
       reason: request.denialReason ?? undefined
     }, 'request')
+    done()
   })
 }
 

@@ -19,7 +19,8 @@ export function routeLabel (request: FastifyRequest): string {
 }
 
 const metricsHooks: FastifyPluginAsync<{ metrics: GatewayMetrics }> = async (app, { metrics }) => {
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
+    done()
     const route = routeLabel(request)
     metrics.countRequest(route, request.method, reply.statusCode)
     const authenticates = request.forward?.route !== undefined
