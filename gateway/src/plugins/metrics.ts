@@ -20,16 +20,15 @@ export function routeLabel (request: FastifyRequest): string {
 
 const metricsHooks: FastifyPluginAsync<{ metrics: GatewayMetrics }> = async (app, { metrics }) => {
   app.addHook('onResponse', (request, reply, done) => {
-    done()
     const route = routeLabel(request)
     metrics.countRequest(route, request.method, reply.statusCode)
     const authenticates = request.forward?.route !== undefined
       ? request.forward.route.auth !== 'public'
       : request.routeOptions.config.authenticates === true
-    if (!authenticates) return
     // A request that ended before authentication finished without a denial (the client went away) counts nowhere.
     const reason = request.authenticated ? 'ok' : request.denialReason
-    if (reason !== null) metrics.countAuthOutcome(route, reason)
+    if (authenticates && reason !== null) metrics.countAuthOutcome(route, reason)
+    done()
   })
 }
 
