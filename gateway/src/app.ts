@@ -76,10 +76,16 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     store,
     tokens: await createTokenService(config.jwt, store),
     users: createUserService(store),
-    keys: createKeyRegistry(store, { cacheSize: config.keyCacheSize }),
+    keys: createKeyRegistry(store, {
+      cacheSize: config.keyCacheSize,
+      onRecordUseError: (err, apiKey) => { app.log.debug({ err, apiKey }, 'recording a key\'s last use failed') }
+    }),
     routes
   }
-  app.addHook('onClose', async () => { services.tokens.close() })
+  app.addHook('onClose', async () => {
+    services.tokens.close()
+    await services.keys.close()
+  })
   await services.users.bootstrap(config.bootstrapUsers)
   app.decorate('keygate', services)
   app.decorateRequest('auth', null)
