@@ -76,7 +76,10 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const routes = await createRouteRegistry(config, app.log)
   app.addHook('onClose', async () => { routes.close() })
   const tokens = await createTokenService(config.jwt, store)
-  const keys = createKeyRegistry(store, { cacheSize: config.keyCacheSize })
+  const keys = createKeyRegistry(store, {
+    cacheSize: config.keyCacheSize,
+    onRecordUseError: (err, apiKey) => { app.log.debug({ err, apiKey }, 'recording a key\'s last use failed') }
+  })
   const services: KeygateServices = {
     store,
     tokens,
@@ -85,7 +88,10 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     routes,
     metrics: createGatewayMetrics({ keys, tokens, store })
   }
-  app.addHook('onClose', async () => { services.tokens.close() })
+  app.addHook('onClose', async () => {
+    services.tokens.close()
+    await services.keys.close()
+  })
   await services.users.bootstrap(config.bootstrapUsers)
   app.decorate('keygate', services)
   app.decorateRequest('auth', null)

@@ -18,6 +18,7 @@ export const ERRORS = {
   REPLAYED_REQUEST: { status: 401, title: 'This signed request was already accepted' },
   KEY_OWNER_MISMATCH: { status: 403, title: 'The API key belongs to another user' },
   NOT_FOUND: { status: 404, title: 'No such route' },
+  API_KEY_NOT_FOUND: { status: 404, title: 'No such API key' },
   METHOD_NOT_ALLOWED: { status: 405, title: 'The route does not take this method' },
   REQUEST_TIMEOUT: { status: 408, title: 'The request did not arrive in time' },
   DUPLICATE_KEY: { status: 409, title: 'This public key is already registered' },

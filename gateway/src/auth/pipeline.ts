@@ -7,6 +7,7 @@ import type { TokenService } from '../tokens/token-service.js'
 import { apiKeyStage } from './api-key.js'
 import { bearerTokenStage } from './bearer.js'
 import { keyOwnerStage } from './key-owner.js'
+import { keyUsageStage } from './key-usage.js'
 import { replayStage } from './replay.js'
 import { signatureHeadersStage } from './signature-headers.js'
 import { signatureStage } from './signature.js'
@@ -30,10 +31,11 @@ export function signedPipeline ({ tokens, keys, store, now, observeVerification 
     bearerTokenStage(tokens),
     signatureHeadersStage(),
     timestampStage(now),
-    apiKeyStage(keys),
+    apiKeyStage(keys, now),
     keyOwnerStage(),
     signatureStage(observeVerification),
-    replayStage(store, now)
+    replayStage(store, now),
+    keyUsageStage(keys)
   ]
 }
 

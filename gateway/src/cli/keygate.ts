@@ -1,5 +1,6 @@
 // `npm run keygate -- <command>`: operator commands.
 //   users add NAME     create NAME, or set its password (read from stdin), on the store REDIS_URL names
+//   users passwd|remove NAME, users list, keys list|show|revoke: see cli/operator.ts
 //   routes check FILE  validate a route file and print the table of routes it makes
 //   tokens rotate      make a new token-signing key current for every gateway on REDIS_URL
 import { createInterface } from 'node:readline'
@@ -8,24 +9,36 @@ import { GatewayError } from '../errors.js'
 import { isMainModule } from '../server.js'
 import type { RouteConfig } from '../config.js'
 import { loadRouteFile } from '../routing/route-file.js'
+import { OperatorUsageError, checkOperatorArgs, runOperatorCommand } from './operator.js'
 import { createStore } from '../store/index.js'
 import { redactUrl } from '../store/redis.js'
 import { DEFAULT_RETIRE_MARGIN_MS, retireAfterMs, rotateStoredSigningKey } from '../tokens/signing-key-ring.js'
 import { createUserService } from '../users/user-service.js'
 
-const USAGE = `usage: npm run keygate -- users add NAME
+const USAGE = `usage: npm run keygate -- users add|passwd|remove NAME
+       npm run keygate -- users list [--json]
+       npm run keygate -- keys list [--user NAME] [--json]
+       npm run keygate -- keys show|revoke APIKEY
        npm run keygate -- routes check FILE
        npm run keygate -- tokens rotate
 
   users add NAME     create user NAME, or change its password (read from stdin:
                      typed at a prompt, or piped: printf %s "$PASSWORD" | npm run keygate -- users add NAME)
+  users passwd NAME  change the password of the existing user NAME (read as for users add)
+  users remove NAME  remove user NAME and revoke every key of theirs (every gateway refuses them
+                     within a second); tokens already issued pass bearer-only routes until they expire
+  users list         every user, with their number of keys
+  keys list          every key (--user NAME: that user's), newest first: owner, name, status
+                     (active, revoked, expired), created, last used (to the minute), expiry
+  keys show APIKEY   one key, with its public key (--json for scripts, as for the lists)
+  keys revoke APIKEY revoke the key: every gateway refuses it within a second; it stays revoked
   routes check FILE  validate a route file (YAML or JSON) and print the routes it makes
   tokens rotate      generate a new token-signing key and make it current; the replaced key keeps
                      verifying until every token it signed has expired (the longest token lifetime
                      of KEYGATE_TOKEN_TTL_SECONDS and the identity tokens of KEYGATE_ROUTES, plus
                      a margin), then retires. Running gateways pick it up without a restart.
 
-users add and tokens rotate work on the Redis named by REDIS_URL (and KEYGATE_REDIS_PREFIX), the
+users, keys and tokens rotate work on the Redis named by REDIS_URL (and KEYGATE_REDIS_PREFIX), the
 store of the running gateways: run them with the gateways' environment. Without REDIS_URL there is
 nothing to change: the embedded store lives inside a gateway process; use KEYGATE_BOOTSTRAP_USERS
 there instead, and restart to get a new signing key.`
@@ -104,6 +117,21 @@ export async function runCli (argv: string[], io = { stdin: process.stdin, stdou
   const [group, command, name, ...rest] = argv
   if (group === 'routes' && command === 'check' && name !== undefined && rest.length === 0) return await checkRoutes(name, io)
   if (group === 'tokens' && command === 'rotate' && name === undefined) return await rotateTokenKey(io)
+  if (group === 'keys' || (group === 'users' && command !== 'add')) {
+    const args = argv.slice(2)
+    try {
+      checkOperatorArgs(group, command, args)
+      const config = loadConfig(io.env)
+      if (config.redisUrl === undefined) throw new UsageError(`REDIS_URL is not set.\n\n${USAGE}`)
+      return await runOperatorCommand(group, command, args, {
+        stdout: io.stdout,
+        config: { ...config, redisUrl: config.redisUrl },
+        readPassword: async () => await readPassword(io.stdin, io.stdout)
+      })
+    } catch (err) {
+      throw err instanceof OperatorUsageError ? new UsageError(`${err.message}\n\n${USAGE}`) : err
+    }
+  }
   if (group !== 'users' || command !== 'add' || name === undefined || rest.length > 0) throw new UsageError(USAGE)
   const config = loadConfig(io.env)
   if (config.redisUrl === undefined) throw new UsageError(`REDIS_URL is not set.\n\n${USAGE}`)

@@ -1,10 +1,13 @@
-// Registered keys: registration (prove, then store atomically) and the hot-path lookup. Redis is
-// the system of record; an in-process LRU holds parsed KeyObjects, so a request with a known key
-// parses no PEM and makes no store round trip. Keys are immutable once registered, so a cached
-// entry cannot go stale; revocation (a later issue) will invalidate entries over pub/sub.
+// Registered keys: registration (prove, then store atomically), the hot-path lookup, and the key
+// lifecycle (list, revoke, expiry, last use). Redis is the system of record; an in-process LRU
+// holds parsed KeyObjects, so a request with a known key parses no PEM and makes no store round
+// trip. A cached entry can go stale only by revocation: every revocation is announced by the store
+// (Redis pub/sub: to every gateway) and drops the entry; when announcements may have been missed
+// (the subscription was re-established) the whole cache goes. Expiry needs no announcement: the
+// cached entry holds the expiry time and the check compares a number.
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import { GatewayError } from '../errors.js'
-import type { KeyRecord, Store } from '../store/index.js'
+import type { KeyEvent, KeyRecord, RevokeResult, Store } from '../store/index.js'
 import { LruCache, type CacheStats } from './lru-cache.js'
 import { decodeBase64, parseRsaPublicKey, verifyRsaSha256 } from './public-key.js'
 
@@ -15,67 +18,207 @@ export interface RegisteredKey {
   keyObject: KeyObject
 }
 
+export type KeyStatus = 'active' | 'revoked' | 'expired'
+
+/** What a lookup finds: a usable key, or a key that exists but may no longer sign. */
+export type KeyCheck =
+  | { status: 'active'; key: RegisteredKey }
+  | { status: 'revoked' | 'expired'; owner: string; /** ISO 8601: when it was revoked, or expired */ at: string }
+
+export interface RegistrationInput {
+  owner: string
+  name: string
+  publicKey: string
+  signature: string
+  /** ISO 8601 with a time zone; unset: the key does not expire */
+  expiresAt?: string
+}
+
 export interface KeyRegistry {
-  /** the key, from the cache or the store; null when not registered */
+  /** the usable key, from the cache or the store; null when unknown, revoked or expired */
   lookup: (apiKey: string) => Promise<RegisteredKey | null>
-  register: (input: { owner: string; name: string; publicKey: string; signature: string }) => Promise<KeyRecord>
+  /** the key and whether it may sign at `nowMs`; null when never registered */
+  check: (apiKey: string, nowMs?: number) => Promise<KeyCheck | null>
+  register: (input: RegistrationInput) => Promise<KeyRecord>
+  /** the owner's keys (every key when undefined), newest first, with their status at `nowMs` */
+  list: (owner?: string, nowMs?: number) => Promise<Array<KeyRecord & { status: KeyStatus }>>
+  /** revokes the key for every gateway on the store; with `owner`, another owner's key is not-found */
+  revoke: (apiKey: string, owner?: string) => Promise<RevokeResult>
+  /**
+   * Notes a successful use of the key. At most one store write per key per `lastUsedIntervalMs`
+   * in this process, never awaited: a failure is logged at debug and forgotten.
+   */
+  recordUse: (key: RegisteredKey, nowMs?: number) => void
   readonly cacheSize: number
   /** lookups of well-formed apiKeys answered by the in-process cache (hits) or the store (misses) */
   readonly stats: Readonly<CacheStats>
+  /** stops listening to the store's key events */
+  close: () => Promise<void>
 }
 
-const API_KEY_PATTERN = /^[0-9a-f]{64}$/
+export interface KeyRegistryOptions {
+  cacheSize: number
+  /** how often (per key, per process) a use is written to the store; default 60 s */
+  lastUsedIntervalMs?: number
+  /** told when recording a use failed (the request it came from has long been answered) */
+  onRecordUseError?: (err: unknown, apiKey: string) => void
+}
+
+export const DEFAULT_LAST_USED_INTERVAL_MS = 60_000
+/** the furthest ahead `expiresAt` may be: keys are meant to be rotated */
+export const MAX_KEY_LIFETIME_MS = 5 * 366 * 24 * 3600 * 1000
+export const API_KEY_PATTERN = /^[0-9a-f]{64}$/
+/** ISO 8601 date and time with seconds optional, fraction optional and a mandatory zone */
+const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/
+
+/** ms since the epoch, or NaN unless every field is in range (Date.parse rolls 02-31 into March) */
+function parseIsoDateTime (value: string): number {
+  const m = ISO_DATE_TIME.exec(value)
+  if (m === null) return Number.NaN
+  const [year, month, day, hour, minute, second, offsetHours, offsetMinutes] = m.slice(1).map((f) => Number(f ?? 0)) as number[]
+  const daysInMonth = new Date(Date.UTC(year ?? 0, month ?? 0, 0)).getUTCDate()
+  const inRange = (month ?? 0) >= 1 && (month ?? 0) <= 12 && (day ?? 0) >= 1 && (day ?? 0) <= daysInMonth &&
+    (hour ?? 0) <= 23 && (minute ?? 0) <= 59 && (second ?? 0) <= 59 && (offsetHours ?? 0) <= 23 && (offsetMinutes ?? 0) <= 59
+  return inRange ? Date.parse(value) : Number.NaN
+}
 /**
  * A name that could begin a signing string (a timestamp's digits, a method, a path) is refused:
  * the registration signature over it would otherwise also sign that business request.
  */
 const SIGNING_STRING_PREFIX = /^[0-9]{9,}[A-Za-z]+\//
 
-export function createKeyRegistry (store: Store, options: { cacheSize: number }): KeyRegistry {
-  const cache = new LruCache<string, RegisteredKey>(options.cacheSize)
-  const stats: CacheStats = { hits: 0, misses: 0 }
+/** Cached per apiKey: a usable key, or the fact that it is revoked (which is forever). */
+type CacheEntry =
+  | { status: 'active'; key: RegisteredKey; /** ms; Infinity when the key does not expire */ expiresAtMs: number }
+  | { status: 'revoked'; owner: string; at: string }
 
-  return {
-    async lookup (apiKey) {
-      // Not the shape of an apiKey: no store round trip for junk.
-      if (!API_KEY_PATTERN.test(apiKey)) return null
-      const cached = cache.get(apiKey)
-      if (cached !== undefined) {
-        stats.hits++
-        return cached
-      }
+function expiryMs (expiresAt: string | undefined): number {
+  return expiresAt === undefined ? Number.POSITIVE_INFINITY : Date.parse(expiresAt)
+}
+
+export function keyStatus (record: Pick<KeyRecord, 'revokedAt' | 'expiresAt'>, nowMs: number): KeyStatus {
+  if (record.revokedAt !== undefined) return 'revoked'
+  if (record.expiresAt !== undefined && Date.parse(record.expiresAt) <= nowMs) return 'expired'
+  return 'active'
+}
+
+/** The `expiresAt` of a registration as stored (ISO 8601 UTC), or a VALIDATION_FAILED. */
+export function parseExpiresAt (value: string, nowMs: number): string {
+  const ms = parseIsoDateTime(value)
+  const invalid = (message: string): GatewayError => new GatewayError('VALIDATION_FAILED', `expiresAt ${message}`, {
+    extra: { errors: [{ field: 'expiresAt', message }] }
+  })
+  if (!Number.isFinite(ms)) throw invalid('must be an ISO 8601 date and time with a time zone, e.g. 2030-01-31T12:00:00Z')
+  if (ms <= nowMs) throw invalid('must be in the future')
+  if (ms > nowMs + MAX_KEY_LIFETIME_MS) throw invalid('must be at most 5 years ahead')
+  return new Date(ms).toISOString()
+}
+
+export function createKeyRegistry (store: Store, options: KeyRegistryOptions): KeyRegistry {
+  const cache = new LruCache<string, CacheEntry>(options.cacheSize)
+  const lastUsedIntervalMs = options.lastUsedIntervalMs ?? DEFAULT_LAST_USED_INTERVAL_MS
+  /** apiKey -> when this process last wrote a use; kept apart from the cache so a resync keeps it */
+  const usesRecorded = new LruCache<string, number>(Math.max(options.cacheSize, 1024))
+  // Bumped by every key event: a store read that started before an event may hold what the event
+  // changed, so its result is returned but not cached.
+  let epoch = 0
+  const stats: CacheStats = { hits: 0, misses: 0 }
+  const onEvent = (event: KeyEvent): void => {
+    epoch++
+    if (event.type === 'revoked') cache.delete(event.apiKey)
+    else cache.clear()
+  }
+  const watching = store.watchKeys(onEvent).catch(() => undefined)
+
+  const entryFrom = (record: KeyRecord): CacheEntry => {
+    if (record.revokedAt !== undefined) return { status: 'revoked', owner: record.owner, at: record.revokedAt }
+    // The stored PEM was checked at registration: parse it, nothing more.
+    const key = { apiKey: record.apiKey, owner: record.owner, name: record.name, keyObject: createPublicKey(record.publicKey) }
+    return { status: 'active', key, expiresAtMs: expiryMs(record.expiresAt) }
+  }
+
+  const check = async (apiKey: string, nowMs = Date.now()): Promise<KeyCheck | null> => {
+    // Not the shape of an apiKey: no store round trip for junk.
+    if (!API_KEY_PATTERN.test(apiKey)) return null
+    let entry = cache.get(apiKey)
+    if (entry !== undefined) stats.hits++
+    else {
       stats.misses++
+      const startedAt = epoch
       const record = await store.getKey(apiKey)
       if (record === null) return null
-      // The stored PEM was checked at registration: parse it, nothing more.
-      const key = { apiKey, owner: record.owner, name: record.name, keyObject: createPublicKey(record.publicKey) }
-      cache.set(apiKey, key)
-      return key
+      entry = entryFrom(record)
+      if (epoch === startedAt) cache.set(apiKey, entry)
+    }
+    if (entry.status === 'revoked') return entry
+    if (entry.expiresAtMs <= nowMs) return { status: 'expired', owner: entry.key.owner, at: new Date(entry.expiresAtMs).toISOString() }
+    return { status: 'active', key: entry.key }
+  }
+
+  return {
+    check,
+
+    async lookup (apiKey) {
+      const found = await check(apiKey)
+      return found?.status === 'active' ? found.key : null
     },
 
-    async register ({ owner, name, publicKey, signature }) {
+    async register ({ owner, name, publicKey, signature, expiresAt }) {
       if (SIGNING_STRING_PREFIX.test(name)) {
         throw new GatewayError('VALIDATION_FAILED', 'name must not look like the start of a signing string (digits, a method, a path)', {
           extra: { errors: [{ field: 'name', message: 'must not start with digits followed by a method and "/"' }] }
         })
       }
+      const expires = expiresAt === undefined ? undefined : parseExpiresAt(expiresAt, Date.now())
       const parsed = parseRsaPublicKey(publicKey)
       const signatureBytes = decodeBase64(signature)
       if (signatureBytes === undefined || !verifyRsaSha256(parsed.keyObject, Buffer.from(name, 'utf8'), signatureBytes)) {
         throw new GatewayError('INVALID_SIGNATURE', 'signature is not a base64 RSA-SHA256 signature of the exact bytes of name made with the private half of publicKey', { status: 400 })
       }
-      const record: KeyRecord = { apiKey: parsed.apiKey, owner, name, publicKey: parsed.pem, createdAt: new Date().toISOString() }
-      if (!await store.createKey(record)) {
-        throw new GatewayError('DUPLICATE_KEY', 'This public key is already registered; generate a new key pair', { extra: { apiKey: parsed.apiKey } })
+      const record: KeyRecord = {
+        apiKey: parsed.apiKey,
+        owner,
+        name,
+        publicKey: parsed.pem,
+        createdAt: new Date().toISOString(),
+        ...(expires !== undefined && { expiresAt: expires })
       }
-      cache.set(parsed.apiKey, { apiKey: parsed.apiKey, owner, name, keyObject: parsed.keyObject })
+      if (!await store.createKey(record)) {
+        // Revoked and expired keys stay registered: the same words for all, whoever asks.
+        throw new GatewayError('DUPLICATE_KEY', 'This public key is already registered (a revoked or expired key stays so); generate a new key pair', { extra: { apiKey: parsed.apiKey } })
+      }
+      cache.set(parsed.apiKey, { status: 'active', key: { apiKey: parsed.apiKey, owner, name, keyObject: parsed.keyObject }, expiresAtMs: expiryMs(expires) })
       return record
+    },
+
+    async list (owner, nowMs = Date.now()) {
+      return (await store.listKeys(owner)).map((record) => ({ ...record, status: keyStatus(record, nowMs) }))
+    },
+
+    async revoke (apiKey, owner) {
+      if (!API_KEY_PATTERN.test(apiKey)) return { outcome: 'not-found', record: null }
+      const result = await store.revokeKey(apiKey, new Date().toISOString(), owner)
+      // This process at once, whatever the announcement's way back.
+      if (result.outcome !== 'not-found') onEvent({ type: 'revoked', apiKey })
+      return result
+    },
+
+    recordUse (key, nowMs = Date.now()) {
+      const last = usesRecorded.get(key.apiKey)
+      if (last !== undefined && nowMs - last < lastUsedIntervalMs) return
+      usesRecorded.set(key.apiKey, nowMs)
+      store.touchKey(key.apiKey, nowMs).catch((err: unknown) => { options.onRecordUseError?.(err, key.apiKey) })
     },
 
     get cacheSize () {
       return cache.size
     },
 
-    stats
+    stats,
+
+    async close () {
+      const unwatch = await watching
+      await unwatch?.()
+    }
   }
 }

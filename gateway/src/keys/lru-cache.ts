@@ -36,6 +36,10 @@ export class LruCache<K, V> {
     this.#entries.delete(key)
   }
 
+  clear (): void {
+    this.#entries.clear()
+  }
+
   get size (): number {
     return this.#entries.size
   }

@@ -59,6 +59,8 @@ export const RESERVED_PATHS = ['/v1/auth/token', '/v1/api-keys', '/.well-known/j
  * may neither cover one nor lie inside it; the catch-alls excepted, as above.
  */
 export const RESERVED_PREFIXES = ['/docs']
+/** keygate's own endpoints under these (DELETE /v1/api-keys/:apiKey): no route may take a path in them */
+export const RESERVED_SUBTREES = ['/v1/api-keys/']
 const CATCH_ALL_PREFIXES = ['/', '/v1/']
 export const DEFAULT_IDENTITY_TOKEN_HEADER = 'x-keygate-identity'
 export const DEFAULT_IDENTITY_TOKEN_TTL_SECONDS = 300
@@ -197,6 +199,12 @@ function ruleProblems (routes: Array<RouteConfig | undefined>): Problem[] {
     for (const reserved of RESERVED_PREFIXES) {
       if ((matches(r.prefix, r.exact, reserved) || matches(reserved, false, r.prefix)) && !catchAll) {
         problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${reserved} (and every path under it); route a path outside it` })
+      }
+    }
+    for (const subtree of RESERVED_SUBTREES) {
+      if (!(!r.exact && CATCH_ALL_PREFIXES.includes(r.prefix)) && !RESERVED_PATHS.some((p) => matches(r.prefix, r.exact, p)) &&
+        (r.prefix.startsWith(subtree) || matches(r.prefix, r.exact, subtree))) {
+        problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${subtree}...; route a path outside it` })
       }
     }
     for (let j = 0; j < i; j++) {

@@ -7,12 +7,35 @@ export const KEY_NAME_PATTERN = '^[\\x20-\\x7E]{1,100}$'
 export const ApiKeyRequest = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 100, pattern: KEY_NAME_PATTERN }),
   publicKey: Type.String({ minLength: 1, maxLength: 16_384 }),
-  signature: Type.String({ minLength: 1, maxLength: 4096 })
+  signature: Type.String({ minLength: 1, maxLength: 4096 }),
+  // ISO 8601 with a time zone, in the future, at most 5 years ahead (checked by the registry)
+  expiresAt: Type.Optional(Type.String({ minLength: 1, maxLength: 64 }))
 }, { additionalProperties: false })
 export type ApiKeyRequest = Static<typeof ApiKeyRequest>
 
 export const ApiKeyResponse = Type.Object({
   message: Type.String(),
   apiKey: Type.String({ description: 'send it in X-API-Key' }),
-  name: Type.String()
+  name: Type.String(),
+  expiresAt: Type.Optional(Type.String({ description: 'ISO 8601 (UTC); absent: the key does not expire' }))
 }, { description: 'The key is registered' })
+
+/** One of the caller's keys, as GET /v1/api-keys lists it. */
+export const ApiKeyView = Type.Object({
+  apiKey: Type.String(),
+  name: Type.String(),
+  createdAt: Type.String({ description: 'ISO 8601' }),
+  lastUsedAt: Type.Union([Type.String(), Type.Null()], { description: 'ISO 8601, to the minute; null: never used' }),
+  status: Type.Union([Type.Literal('active'), Type.Literal('revoked'), Type.Literal('expired')]),
+  expiresAt: Type.Optional(Type.String({ description: 'ISO 8601; absent: the key does not expire' })),
+  revokedAt: Type.Optional(Type.String({ description: 'ISO 8601; present once revoked' }))
+})
+export type ApiKeyView = Static<typeof ApiKeyView>
+
+export const ApiKeyList = Type.Object({
+  items: Type.Array(ApiKeyView, { description: 'newest first' })
+})
+
+export const ApiKeyParams = Type.Object({
+  apiKey: Type.String()
+})

@@ -1,4 +1,5 @@
-import type { KeyRecord, SigningKeyRing, Store, UserRecord } from './types.js'
+import type { KeyEventListener, KeyRecord, SigningKeyRing, Store, UserRecord } from './types.js'
+import { newestFirst } from './types.js'
 
 /** The embedded store: one process's memory, lost at exit. Same contract as the Redis store. */
 export function createMemoryStore (now: () => number = Date.now): Store {
@@ -13,6 +14,18 @@ export function createMemoryStore (now: () => number = Date.now): Store {
   sweep.unref()
   const users = new Map<string, UserRecord>()
   const keys = new Map<string, KeyRecord>()
+  /** owner -> apiKeys: what the Redis store's per-owner index holds */
+  const ownerKeys = new Map<string, Set<string>>()
+  /** apiKey -> ms of the last recorded use */
+  const lastUsed = new Map<string, number>()
+  const listeners = new Set<KeyEventListener>()
+  const withLastUse = (record: KeyRecord): KeyRecord => {
+    const used = lastUsed.get(record.apiKey)
+    return used === undefined ? { ...record } : { ...record, lastUsedAt: new Date(used).toISOString() }
+  }
+  const announceRevoked = (apiKey: string): void => {
+    for (const listener of listeners) listener({ type: 'revoked', apiKey })
+  }
   let signingKey: string | undefined
   /** previous signing keys (PEM) and the ms at which each retires */
   const previousSigningKeys = new Map<string, number>()
@@ -41,14 +54,61 @@ export function createMemoryStore (now: () => number = Date.now): Store {
     async countUsers () {
       return users.size
     },
+    async listUsers () {
+      return [...users.values()].map((user) => ({ ...user })).sort((a, b) => a.username < b.username ? -1 : 1)
+    },
+    async removeUser (username) {
+      const revokedKeys: string[] = []
+      const at = new Date().toISOString()
+      for (const apiKey of ownerKeys.get(username) ?? []) {
+        const record = keys.get(apiKey)
+        if (record === undefined || record.revokedAt !== undefined) continue
+        keys.set(apiKey, { ...record, revokedAt: at })
+        revokedKeys.push(apiKey)
+      }
+      ownerKeys.delete(username)
+      const removed = users.delete(username)
+      for (const apiKey of revokedKeys) announceRevoked(apiKey)
+      return { removed, revokedKeys }
+    },
     async getKey (apiKey) {
       const key = keys.get(apiKey)
-      return key === undefined ? null : { ...key }
+      return key === undefined ? null : withLastUse(key)
     },
     async createKey (record) {
       if (keys.has(record.apiKey)) return false
-      keys.set(record.apiKey, { ...record })
+      const { lastUsedAt: _, ...stored } = record
+      keys.set(record.apiKey, stored)
+      let owned = ownerKeys.get(record.owner)
+      if (owned === undefined) ownerKeys.set(record.owner, owned = new Set())
+      owned.add(record.apiKey)
       return true
+    },
+    async listKeys (owner) {
+      const apiKeys = owner === undefined ? [...keys.keys()] : [...ownerKeys.get(owner) ?? []]
+      return apiKeys.flatMap((apiKey) => {
+        const record = keys.get(apiKey)
+        return record === undefined ? [] : [withLastUse(record)]
+      }).sort(newestFirst)
+    },
+    async revokeKey (apiKey, at, owner) {
+      const record = keys.get(apiKey)
+      if (record === undefined || (owner !== undefined && record.owner !== owner)) return { outcome: 'not-found', record: null }
+      if (record.revokedAt !== undefined) return { outcome: 'already-revoked', record: withLastUse(record) }
+      const revoked = { ...record, revokedAt: at }
+      keys.set(apiKey, revoked)
+      announceRevoked(apiKey)
+      return { outcome: 'revoked', record: withLastUse(revoked) }
+    },
+    async touchKey (apiKey, atMs) {
+      if (!keys.has(apiKey)) return
+      if ((lastUsed.get(apiKey) ?? 0) < atMs) lastUsed.set(apiKey, atMs)
+    },
+    async watchKeys (listener) {
+      // One process: nothing can be missed, but a listener starts from a clean slate as on Redis.
+      listeners.add(listener)
+      listener({ type: 'resync' })
+      return async () => { listeners.delete(listener) }
     },
     async getOrCreateSigningKey (candidate) {
       signingKey ??= candidate

@@ -1,6 +1,6 @@
 import { Redis, type RedisOptions } from 'ioredis'
 import { GatewayError } from '../errors.js'
-import type { KeyRecord, SigningKeyRing, SigningKeyRotation, Store, UserRecord } from './types.js'
+import { newestFirst, type KeyEvent, type KeyEventListener, type KeyRecord, type RevokeResult, type SigningKeyRing, type SigningKeyRotation, type Store, type UserRecord } from './types.js'
 
 export interface RedisStoreOptions {
   url: string
@@ -19,6 +19,68 @@ end
 return 0`
 
 const RETRY_AFTER_SECONDS = '1'
+
+// Key records are JSON strings (read on a cache miss in one GET). Revocation rewrites the record
+// and announces it on the key-events channel in the same step, so a revocation that is stored is
+// always announced, and one that is announced is always stored (every gateway then drops its
+// cached copy). ARGV: revokedAt, owner ('' = any), channel, apiKey.
+const REVOKE_KEY_SCRIPT = `
+local text = redis.call('GET', KEYS[1])
+if not text then return {'not-found', ''} end
+local record = cjson.decode(text)
+if ARGV[2] ~= '' and record.owner ~= ARGV[2] then return {'not-found', ''} end
+if record.revokedAt then return {'already-revoked', text} end
+record.revokedAt = ARGV[1]
+local updated = cjson.encode(record)
+redis.call('SET', KEYS[1], updated)
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return {'revoked', updated}`
+
+// Removing a user: revoke (and announce) every key in its index, drop the index, the user and its
+// name in the users set, in one step; a registration can never slip between. The key records are
+// named from the index (KEY_PREFIX .. apiKey), which a single Redis allows.
+// KEYS: user hash, users set, owner index. ARGV: revokedAt, key-record prefix, channel, username.
+const REMOVE_USER_SCRIPT = `
+local revoked = {}
+for _, apiKey in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+  local name = ARGV[2] .. apiKey
+  local text = redis.call('GET', name)
+  if text then
+    local record = cjson.decode(text)
+    if not record.revokedAt then
+      record.revokedAt = ARGV[1]
+      redis.call('SET', name, cjson.encode(record))
+      redis.call('PUBLISH', ARGV[3], apiKey)
+      table.insert(revoked, apiKey)
+    end
+  end
+end
+redis.call('DEL', KEYS[3])
+local removed = redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[4])
+return {removed, revoked}`
+
+// A later use wins; a use of a key that is not registered is not recorded.
+// KEYS: last-used hash, key record. ARGV: apiKey, ms.
+const TOUCH_KEY_SCRIPT = `
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if current < tonumber(ARGV[2]) then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 1`
+
+const API_KEY_PATTERN = /^[0-9a-f]{64}$/
+
+/** SCAN MATCH treats these as a pattern; a prefix is matched literally. */
+function globEscape (text: string): string {
+  return text.replace(/[*?[\\\]]/g, (c) => `\\${c}`)
+}
+
+function parseKeyRecord (text: string, lastUsedMs: string | null | undefined): KeyRecord {
+  const record = JSON.parse(text) as KeyRecord
+  delete record.lastUsedAt
+  const used = Number(lastUsedMs)
+  return lastUsedMs === null || lastUsedMs === undefined || !Number.isFinite(used) ? record : { ...record, lastUsedAt: new Date(used).toISOString() }
+}
 
 // INCR, and start the window's expiry with the first hit; returns [count, ms left].
 const HIT_SCRIPT = `
@@ -98,7 +160,65 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
   const usersSet = `${prefix}users`
   const keyKey = (apiKey: string): string => `${prefix}key:${apiKey}`
   const ownerKeys = (owner: string): string => `${prefix}user-keys:${owner}`
+  const lastUsedKey = `${prefix}keys-last-used`
+  const keyEventsChannel = `${prefix}key-events`
   const signingKeyKey = `${prefix}jwt:signing-key`
+
+  /** MULTI results, or STORE_UNAVAILABLE when any command failed */
+  const results = (result: Array<[Error | null, unknown]> | null): unknown[] => {
+    const failed = result?.find(([err]) => err !== null)
+    if (result === null || failed !== undefined) throw unavailable(failed?.[0])
+    return result.map(([, value]) => value)
+  }
+
+  /** The records of these apiKeys with their last use, in one round trip; unknown ones left out. */
+  const readKeys = async (apiKeys: string[]): Promise<KeyRecord[]> => {
+    if (apiKeys.length === 0) return []
+    const values = results(await redis.multi()
+      .mget(...apiKeys.map(keyKey))
+      .hmget(lastUsedKey, ...apiKeys)
+      .exec())
+    const texts = values[0] as Array<string | null>
+    const used = values[1] as Array<string | null>
+    return texts.flatMap((text, i) => text === null ? [] : [parseKeyRecord(text, used[i])])
+  }
+
+  // Key events: one subscriber connection (a subscribed connection can run nothing else), made
+  // when the first listener arrives. Every time its subscription is (re)established, listeners
+  // hear `resync`: revocations announced while it was away are lost, so cached keys must go.
+  const listeners = new Set<KeyEventListener>()
+  let subscriber: Redis | undefined
+  const emit = (event: KeyEvent): void => { for (const listener of listeners) listener(event) }
+  const startSubscriber = (): Redis => {
+    const sub = new Redis(options.url, {
+      ...redisOptions,
+      lazyConnect: false,
+      autoResubscribe: false,
+      // visible in CLIENT LIST: which gateway prefix this subscription serves
+      connectionName: `keygate-sub:${prefix}`.replace(/[^\w:.@-]/g, '_').slice(0, 200)
+    })
+    sub.on('error', () => {})
+    sub.on('ready', () => {
+      sub.subscribe(keyEventsChannel).then(() => { emit({ type: 'resync' }) }, () => {
+        // Not subscribed on a live connection: drop it, and the next 'ready' tries again.
+        sub.disconnect(true)
+      })
+    })
+    sub.on('message', (channel: string, message: string) => {
+      if (channel === keyEventsChannel && API_KEY_PATTERN.test(message)) emit({ type: 'revoked', apiKey: message })
+    })
+    return sub
+  }
+  const stopSubscriber = async (): Promise<void> => {
+    const sub = subscriber
+    subscriber = undefined
+    if (sub === undefined) return
+    try {
+      await sub.quit()
+    } catch {
+      sub.disconnect()
+    }
+  }
   const previousSigningKeysKey = `${prefix}jwt:previous-signing-keys`
 
   return {
@@ -123,14 +243,69 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       return { username, passwordHash, createdAt, updatedAt: now } satisfies UserRecord
     }),
     countUsers: async () => await guarded(async () => await redis.scard(usersSet)),
+    listUsers: async () => await guarded(async () => {
+      const names = (await redis.smembers(usersSet)).sort()
+      if (names.length === 0) return []
+      const multi = redis.multi()
+      for (const name of names) multi.hgetall(userKey(name))
+      const values = results(await multi.exec()) as Array<Record<string, string>>
+      return names.flatMap((username, i) => {
+        const fields = values[i]
+        if (fields?.passwordHash === undefined) return []
+        return [{ username, passwordHash: fields.passwordHash, createdAt: fields.createdAt ?? '', updatedAt: fields.updatedAt ?? '' }]
+      })
+    }),
+    removeUser: async (username) => await guarded(async () => {
+      const [removed, revokedKeys] = await redis.eval(REMOVE_USER_SCRIPT, 3, userKey(username), usersSet, ownerKeys(username),
+        new Date().toISOString(), keyKey(''), keyEventsChannel, username) as [number, string[]]
+      return { removed: removed === 1, revokedKeys }
+    }),
     getKey: async (apiKey) => await guarded(async () => {
-      const text = await redis.get(keyKey(apiKey))
-      return text === null ? null : JSON.parse(text) as KeyRecord
+      const [text, used] = results(await redis.multi().get(keyKey(apiKey)).hget(lastUsedKey, apiKey).exec()) as [string | null, string | null]
+      return text === null ? null : parseKeyRecord(text, used)
     }),
     createKey: async (record) => await guarded(async () => {
-      const created = await redis.eval(CREATE_KEY_SCRIPT, 2, keyKey(record.apiKey), ownerKeys(record.owner), JSON.stringify(record), record.apiKey)
+      const { lastUsedAt: _, ...stored } = record
+      const created = await redis.eval(CREATE_KEY_SCRIPT, 2, keyKey(record.apiKey), ownerKeys(record.owner), JSON.stringify(stored), record.apiKey)
       return created === 1
     }),
+    listKeys: async (owner) => await guarded(async () => {
+      let apiKeys: string[]
+      if (owner !== undefined) {
+        apiKeys = await redis.smembers(ownerKeys(owner))
+      } else {
+        const found = new Set<string>()
+        const start = keyKey('').length
+        let cursor = '0'
+        do {
+          const [next, names] = await redis.scan(cursor, 'MATCH', `${globEscape(keyKey(''))}*`, 'COUNT', 1000)
+          for (const name of names) found.add(name.slice(start))
+          cursor = next
+        } while (cursor !== '0')
+        apiKeys = [...found]
+      }
+      const records: KeyRecord[] = []
+      // MGET in slices: a few thousand keys per round trip
+      for (let i = 0; i < apiKeys.length; i += 1000) records.push(...await readKeys(apiKeys.slice(i, i + 1000)))
+      return records.sort(newestFirst)
+    }),
+    revokeKey: async (apiKey, at, owner) => await guarded(async () => {
+      const [outcome, text] = await redis.eval(REVOKE_KEY_SCRIPT, 1, keyKey(apiKey), at, owner ?? '', keyEventsChannel, apiKey) as [RevokeResult['outcome'], string]
+      if (outcome === 'not-found') return { outcome, record: null }
+      const used = await redis.hget(lastUsedKey, apiKey)
+      return { outcome, record: parseKeyRecord(text, used) }
+    }),
+    touchKey: async (apiKey, atMs) => {
+      await guarded(async () => await redis.eval(TOUCH_KEY_SCRIPT, 2, lastUsedKey, keyKey(apiKey), apiKey, Math.floor(atMs)))
+    },
+    watchKeys: async (listener) => {
+      listeners.add(listener)
+      subscriber ??= startSubscriber()
+      return async () => {
+        listeners.delete(listener)
+        if (listeners.size === 0) await stopSubscriber()
+      }
+    },
     getOrCreateSigningKey: async (candidate) => await guarded(async () => {
       await redis.set(signingKeyKey, candidate, 'NX')
       const stored = await redis.get(signingKeyKey)
@@ -166,6 +341,8 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
     resetHits: async (key) => { await guarded(async () => await redis.del(`${prefix}hits:${key}`)) },
     ping: async () => { await guarded(async () => await redis.ping()) },
     close: async () => {
+      listeners.clear()
+      await stopSubscriber()
       try {
         await redis.quit()
       } catch {

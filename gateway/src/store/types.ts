@@ -18,6 +18,33 @@ export interface KeyRecord {
   /** SPKI PEM, as normalised at registration */
   publicKey: string
   createdAt: string
+  /** ISO 8601; from then on the key signs nothing. Absent: the key does not expire */
+  expiresAt?: string
+  /** ISO 8601; set once, never cleared: a revoked public key stays revoked */
+  revokedAt?: string
+  /**
+   * ISO 8601, coarse: the last successful use some gateway recorded (each records a key's use at
+   * most once a minute). Absent: never used. Kept beside the record, not in it.
+   */
+  lastUsedAt?: string
+}
+
+/** What `watchKeys` listeners hear: a key changed, or anything may have (resync: drop every cached key). */
+export type KeyEvent = { type: 'revoked'; apiKey: string } | { type: 'resync' }
+
+export type KeyEventListener = (event: KeyEvent) => void
+
+export interface RevokeResult {
+  /** not-found: no such key, or (with `owner`) not that owner's key */
+  outcome: 'revoked' | 'already-revoked' | 'not-found'
+  /** the record after the call (null when not found) */
+  record: KeyRecord | null
+}
+
+export interface RemoveUserResult {
+  removed: boolean
+  /** the keys this removal revoked (those already revoked are not listed) */
+  revokedKeys: string[]
 }
 
 /**
@@ -44,9 +71,32 @@ export interface Store {
   /** creates the user, or replaces its password hash keeping its creation time */
   putUser: (username: string, passwordHash: string) => Promise<UserRecord>
   countUsers: () => Promise<number>
+  /** every user, by name */
+  listUsers: () => Promise<UserRecord[]>
+  /**
+   * Atomically: revokes every key of the user (announcing each to `watchKeys` listeners, on every
+   * gateway), forgets the user's key index, and removes the user. The revoked records stay.
+   */
+  removeUser: (username: string) => Promise<RemoveUserResult>
+  /** the record, revoked or expired ones included (the caller judges); null when never registered */
   getKey: (apiKey: string) => Promise<KeyRecord | null>
-  /** atomic: false when a key with this apiKey exists already (by anyone) */
+  /** atomic: false when a key with this apiKey exists already (by anyone, revoked ones included) */
   createKey: (record: KeyRecord) => Promise<boolean>
+  /** the owner's keys (every key when `owner` is undefined), newest first, revoked ones included */
+  listKeys: (owner?: string) => Promise<KeyRecord[]>
+  /**
+   * Atomically marks the key revoked at `at` (ISO 8601) and announces it to every `watchKeys`
+   * listener (on Redis: every gateway). With `owner`, another owner's key is `not-found`.
+   */
+  revokeKey: (apiKey: string, at: string, owner?: string) => Promise<RevokeResult>
+  /** records a use of the key at `atMs` (a later use wins; an earlier one changes nothing) */
+  touchKey: (apiKey: string, atMs: number) => Promise<void>
+  /**
+   * Calls `listener` for every key revocation made through any store on the same backing store,
+   * and with `resync` whenever events may have been missed (on Redis: each time the subscription
+   * is (re)established, the first time included). Resolves to a function that stops listening.
+   */
+  watchKeys: (listener: KeyEventListener) => Promise<() => Promise<void>>
   /**
    * Returns the token-signing key shared by every gateway on this store: the one stored, or
    * `candidate` when none was stored yet (set-if-absent, so concurrent starters agree).
@@ -75,4 +125,10 @@ export interface Store {
   /** resolves when the store answers; throws STORE_UNAVAILABLE otherwise */
   ping: () => Promise<void>
   close: () => Promise<void>
+}
+
+/** The order every key listing uses: newest first (by createdAt), ties by apiKey. */
+export function newestFirst (a: KeyRecord, b: KeyRecord): number {
+  if (a.createdAt !== b.createdAt) return a.createdAt < b.createdAt ? 1 : -1
+  return a.apiKey < b.apiKey ? -1 : a.apiKey > b.apiKey ? 1 : 0
 }

@@ -102,6 +102,10 @@ t.test('bad files and the exact messages they get', async (t) => {
       ["routes.yaml: routes[0].path: \"/v1/api-keys\" would shadow keygate's own /v1/api-keys; route a path outside it"]],
     ['shadowing by segment prefix', route('prefix: /v1/api-keys\nupstream: http://x\nauth: signed'),
       ["routes.yaml: routes[0].prefix: \"/v1/api-keys\" would shadow keygate's own /v1/api-keys; route a path outside it"]],
+    ['shadowing key revocation', route('prefix: /v1/api-keys/\nupstream: http://x\nauth: signed'),
+      ["routes.yaml: routes[0].prefix: \"/v1/api-keys/\" would shadow keygate's own /v1/api-keys/...; route a path outside it"]],
+    ['a path under key revocation', route('path: /v1/api-keys/abc\nupstream: http://x\nauth: public'),
+      ["routes.yaml: routes[0].path: \"/v1/api-keys/abc\" would shadow keygate's own /v1/api-keys/...; route a path outside it"]],
     ['YAML that does not parse', 'routes:\n  - prefix: [\n', ['routes.yaml: cannot be parsed: Flow sequence in block collection must be sufficiently indented and end with a ] at line 3, column 1']],
     ['a duplicate key', route(`${ok}\nauth: public`), ['routes.yaml: cannot be parsed: Map keys must be unique at line 5, column 5']],
     ['every mistake at once, schema and rules, in route order', `routes:\n  - prefix: /d/\n    upstream: ftp://files\n    auth: public\n  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n  - prefix: /v1/auth/\n    upstream: http://x\n    auth: public\n    colour: red\n`, [

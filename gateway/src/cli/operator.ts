@@ -1,0 +1,155 @@
+// The operator's `keys` and `users` commands (see keygate.ts for the usage text): they work on the
+// Redis of the running gateways, and what they change reaches every gateway without a restart
+// (revocations are announced over Redis pub/sub, as when a user revokes over HTTP).
+import type { GatewayConfig } from '../config.js'
+import { keyStatus, type KeyStatus } from '../keys/key-registry.js'
+import { keyView } from '../routes/api-keys.js'
+import { createStore, type KeyRecord, type Store } from '../store/index.js'
+import { redactUrl } from '../store/redis.js'
+import { createUserService } from '../users/user-service.js'
+
+export class OperatorUsageError extends Error {}
+
+export interface OperatorIo {
+  stdout: NodeJS.WritableStream
+  config: GatewayConfig & { redisUrl: string }
+  /** the new password, from a prompt without echo or from stdin */
+  readPassword: () => Promise<string>
+}
+
+interface Flags { json: boolean; user: string | undefined; positional: string[] }
+
+function parseFlags (args: string[], allowed: { user?: boolean }): Flags {
+  const flags: Flags = { json: false, user: undefined, positional: [] }
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string
+    if (arg === '--json') flags.json = true
+    else if (allowed.user === true && arg === '--user' && args[i + 1] !== undefined) flags.user = args[++i]
+    else if (allowed.user === true && arg.startsWith('--user=')) flags.user = arg.slice('--user='.length)
+    else if (arg.startsWith('-')) throw new OperatorUsageError(`unknown option ${arg}`)
+    else flags.positional.push(arg)
+  }
+  return flags
+}
+
+/** Columns padded to their widest cell, the header first; no trailing spaces. */
+export function formatTable (rows: string[][]): string {
+  const widths = (rows[0] ?? []).map((_, col) => Math.max(...rows.map((row) => (row[col] ?? '').length)))
+  return rows.map((row) => row.map((cell, col) => cell.padEnd(widths[col] ?? 0)).join('  ').trimEnd()).join('\n') + '\n'
+}
+
+/** "2026-05-01T10:20:30.123Z" -> "2026-05-01 10:20:30Z"; "-" for none */
+const when = (iso: string | null | undefined): string => iso === null || iso === undefined ? '-' : iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z')
+
+function keyRow (record: KeyRecord & { status: KeyStatus }): string[] {
+  return [record.apiKey, record.owner, record.name, record.status, when(record.createdAt), when(record.lastUsedAt), when(record.expiresAt)]
+}
+
+const KEY_HEADER = ['APIKEY', 'OWNER', 'NAME', 'STATUS', 'CREATED', 'LAST USED', 'EXPIRES']
+const withStatus = (record: KeyRecord): KeyRecord & { status: KeyStatus } => ({ ...record, status: keyStatus(record, Date.now()) })
+const where = (config: OperatorIo['config']): string => `${redactUrl(config.redisUrl)} (prefix ${config.redisPrefix})`
+
+async function keysCommand (store: Store, command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
+  if (command === 'list') {
+    const { json, user, positional } = parseFlags(args, { user: true })
+    if (positional.length > 0) throw new OperatorUsageError('keys list takes no argument but --user NAME and --json')
+    const records = (await store.listKeys(user)).map(withStatus)
+    if (json) {
+      io.stdout.write(JSON.stringify(records.map((r) => ({ owner: r.owner, ...keyView(r) })), null, 2) + '\n')
+      return
+    }
+    io.stdout.write(formatTable([KEY_HEADER, ...records.map(keyRow)]))
+    io.stdout.write(`${records.length} key${records.length === 1 ? '' : 's'}${user === undefined ? '' : ` of ${user}`}\n`)
+    return
+  }
+  const { json, positional } = parseFlags(args, {})
+  const apiKey = positional[0]
+  if (apiKey === undefined || positional.length > 1) throw new OperatorUsageError(`keys ${command ?? ''} needs one APIKEY`)
+  if (command === 'show') {
+    const record = await store.getKey(apiKey)
+    if (record === null) throw new Error(`no key ${apiKey} in ${where(io.config)}`)
+    const view = { owner: record.owner, ...keyView(withStatus(record)), publicKey: record.publicKey }
+    if (json) {
+      io.stdout.write(JSON.stringify(view, null, 2) + '\n')
+      return
+    }
+    const { publicKey, ...fields } = view
+    const lines = Object.entries(fields).map(([field, value]) => [`${field}:`, String(value ?? '-')])
+    io.stdout.write(formatTable(lines) + publicKey + (publicKey.endsWith('\n') ? '' : '\n'))
+    return
+  }
+  if (command === 'revoke') {
+    const { outcome, record } = await store.revokeKey(apiKey, new Date().toISOString())
+    if (outcome === 'not-found' || record === null) throw new Error(`no key ${apiKey} in ${where(io.config)}`)
+    const what = `key ${apiKey} (${record.owner}, ${JSON.stringify(record.name)})`
+    io.stdout.write(outcome === 'revoked'
+      ? `${what} revoked; every gateway on ${where(io.config)} refuses it within a second\n`
+      : `${what} was already revoked at ${record.revokedAt ?? '?'}\n`)
+    return
+  }
+  throw new OperatorUsageError(`unknown command: keys ${command ?? ''}`)
+}
+
+async function usersCommand (store: Store, command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
+  const { json, positional } = parseFlags(args, {})
+  if (command === 'list') {
+    if (positional.length > 0) throw new OperatorUsageError('users list takes no argument but --json')
+    const users = await store.listUsers()
+    const rows = await Promise.all(users.map(async (user) => {
+      const keys = (await store.listKeys(user.username)).map(withStatus)
+      return { username: user.username, createdAt: user.createdAt, updatedAt: user.updatedAt, activeKeys: keys.filter((k) => k.status === 'active').length, keys: keys.length }
+    }))
+    if (json) {
+      io.stdout.write(JSON.stringify(rows, null, 2) + '\n')
+      return
+    }
+    io.stdout.write(formatTable([['USERNAME', 'CREATED', 'PASSWORD CHANGED', 'ACTIVE KEYS', 'KEYS'],
+      ...rows.map((r) => [r.username, when(r.createdAt), when(r.updatedAt), String(r.activeKeys), String(r.keys)])]))
+    io.stdout.write(`${rows.length} user${rows.length === 1 ? '' : 's'}\n`)
+    return
+  }
+  const name = positional[0]
+  if (name === undefined || positional.length > 1 || json) throw new OperatorUsageError(`users ${command ?? ''} needs one NAME`)
+  if (command === 'passwd') {
+    if (await store.getUser(name) === null) throw new Error(`no user ${name} in ${where(io.config)}; create it with: users add ${name}`)
+    const password = await io.readPassword()
+    await createUserService(store).upsert(name, password)
+    io.stdout.write(`password of ${name} changed in ${where(io.config)}; tokens already issued stay valid until they expire\n`)
+    return
+  }
+  if (command === 'remove') {
+    const { removed, revokedKeys } = await store.removeUser(name)
+    if (!removed) throw new Error(`no user ${name} in ${where(io.config)}`)
+    io.stdout.write(`user ${name} removed from ${where(io.config)}; ${revokedKeys.length} key${revokedKeys.length === 1 ? '' : 's'} revoked ` +
+      `(every gateway refuses ${revokedKeys.length === 1 ? 'it' : 'them'} within a second)\n`)
+    io.stdout.write(`bearer tokens already issued to ${name} sign nothing and register nothing, but pass bearer-only routes until they expire (KEYGATE_TOKEN_TTL_SECONDS)\n`)
+    return
+  }
+  throw new OperatorUsageError(`unknown command: users ${command ?? ''}`)
+}
+
+/** each command: its positional arguments, and whether it takes --user */
+const COMMANDS: Record<'keys' | 'users', Record<string, { args: number; user?: boolean }>> = {
+  keys: { list: { args: 0, user: true }, show: { args: 1 }, revoke: { args: 1 } },
+  users: { list: { args: 0 }, passwd: { args: 1 }, remove: { args: 1 } }
+}
+
+/** Throws OperatorUsageError for a command or arguments that are not one of COMMANDS. */
+export function checkOperatorArgs (group: 'keys' | 'users', command: string | undefined, args: string[]): void {
+  const shape = command === undefined ? undefined : COMMANDS[group][command]
+  if (shape === undefined) throw new OperatorUsageError(`unknown command: ${group} ${command ?? ''}`.trimEnd())
+  const { positional } = parseFlags(args, shape)
+  if (positional.length !== shape.args) throw new OperatorUsageError(`${group} ${command ?? ''} takes ${shape.args === 0 ? 'no argument' : 'one argument'}`)
+}
+
+/** `keys list|show|revoke ...` and `users list|passwd|remove ...` on the store of `io.config`. */
+export async function runOperatorCommand (group: 'keys' | 'users', command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
+  checkOperatorArgs(group, command, args)
+  const store = await createStore(io.config)
+  try {
+    if (group === 'keys') await keysCommand(store, command, args, io)
+    else await usersCommand(store, command, args, io)
+  } finally {
+    await store.close()
+  }
+}
