@@ -266,8 +266,10 @@ export async function runClientCommand (command: ClientCommand, args: string[], 
       io.stderr.write(`${err.message}\n`)
       throw new RequestFailed()
     }
-    if (err instanceof TypeError && (err as Error & { cause?: { code?: string } }).cause?.code === 'ECONNREFUSED') {
-      throw new Error(`nothing answers at ${baseUrl(flags, io.env)}: is keygate running (npm start)? Set --url or KEYGATE_URL`)
+    // fetch's network failures are all "fetch failed"; the cause says which.
+    if (err instanceof TypeError && err.message === 'fetch failed') {
+      const cause = (err as Error & { cause?: { message?: string; code?: string } }).cause
+      throw new Error(`cannot reach ${baseUrl(flags, io.env)} (${cause?.code ?? cause?.message ?? 'network error'}): is keygate running (npm start)? Set --url or KEYGATE_URL`)
     }
     throw err
   }
