@@ -84,3 +84,15 @@ t.test('on INVALID_SIGNATURE, call names what differs from what it signed (a pro
   t.match(JSON.parse(res.stdout), { code: 'INVALID_SIGNATURE', target: '/v1/clients/' })
   t.match(res.stderr, /^401 Unauthorized\nkeygate verified another signing string than this CLI signed; differing: bodyLength, bodySha256, signingStringLength, signingStringSha256\n$/)
 })
+
+t.test('-v escapes the signing string so that every byte is visible', async (t) => {
+  const { escapeBytes } = await import('../../gateway/src/cli/client-commands.js')
+  const cases: Array<[string, Buffer, string]> = [
+    ['a trailing newline', Buffer.from('1790000000000GET/v1/clients/\n'), '"1790000000000GET/v1/clients/\\n"'],
+    ['CR, tab and quotes', Buffer.from('a\r\tb"c\\'), '"a\\r\\tb\\"c\\\\"'],
+    ['UTF-8 shown as text', Buffer.from('{"name":"Zoë"}'), '"{\\"name\\":\\"Zoë\\"}"'],
+    ['a BOM, a no-break space and a NUL', Buffer.from('\uFEFF{"a":"\u00a0"}\u0000'), '"\\ufeff{\\"a\\":\\"\\u00a0\\"}\\u0000"'],
+    ['bytes that are not UTF-8, one escape each', Buffer.from([0x41, 0xff, 0x0a, 0xc3, 0x28, 0x22]), '"A\\xff\\x0a\\xc3(\\""']
+  ]
+  for (const [label, bytes, shown] of cases) t.equal(escapeBytes(bytes), shown, label)
+})

@@ -169,7 +169,8 @@ async function register (flags: Flags, io: ClientIo): Promise<void> {
 export function escapeBytes (bytes: Buffer): string {
   let text: string
   try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes)
+    // ignoreBOM: keep a byte order mark (a classic invisible difference) rather than drop it
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes)
   } catch {
     // Not UTF-8: latin1 keeps one character per byte, and every non-ASCII one shows as \xNN.
     text = bytes.toString('latin1')
@@ -178,7 +179,8 @@ export function escapeBytes (bytes: Buffer): string {
       return code >= 0x20 && code < 0x7f ? (c === '"' || c === '\\' ? `\\${c}` : c) : `\\x${code.toString(16).padStart(2, '0')}`
     }).join('') + '"'
   }
-  return JSON.stringify(text)
+  // JSON.stringify escapes control characters; invisible ones (BOM, no-break and zero-width spaces) too.
+  return JSON.stringify(text).replace(/[\u00a0\u200b-\u200f\u2028\u2029\ufeff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
 
 async function readBody (arg: string | undefined, io: ClientIo): Promise<Buffer | undefined> {
