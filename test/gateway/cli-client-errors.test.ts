@@ -12,6 +12,10 @@ import { freePort } from '../helpers/redis.js'
 import { addUser, login, PASSWORD, startStack } from '../helpers/stack.js'
 import { registerKey } from '../../gateway/src/client/index.js'
 
+// Each CLI run is a Node.js process (about 1 s alone, several on a loaded 2-core machine): this
+// file may take longer than the suite's default per-file timeout.
+t.setTimeout(300_000)
+
 t.test('mistakes are named, with what to do', async (t) => {
   const gw = await startStack(t, { store: 'memory' })
   await addUser(gw, 'demo')

@@ -12,6 +12,10 @@ import { keygateCli } from '../helpers/cli.js'
 import { send } from '../helpers/http.js'
 import { freePort } from '../helpers/redis.js'
 
+// Each CLI run is a Node.js process (about 1 s alone, several on a loaded 2-core machine): this
+// file may take longer than the suite's default per-file timeout.
+t.setTimeout(300_000)
+
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const openssl = (args: string[], input?: string | Buffer): Buffer => execFileSync('openssl', args, { input, stdio: ['pipe', 'pipe', 'pipe'] })
 
