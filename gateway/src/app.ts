@@ -17,6 +17,7 @@ import { apiKeyRoutes } from './routes/api-keys.js'
 import { healthRoutes } from './routes/health.js'
 import { jwksRoutes } from './routes/jwks.js'
 import { proxyRoutes } from './routes/proxy.js'
+import { timeRoutes } from './routes/time.js'
 import { createIdentityTokenIssuer } from './routing/identity-token.js'
 import { createRouteRegistry } from './routing/route-registry.js'
 import { tokenRoutes } from './routes/token.js'
@@ -110,6 +111,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
 
   await app.register(healthRoutes)
   await app.register(jwksRoutes)
+  await app.register(timeRoutes, { ...(options.now && { now: options.now }) })
   await app.register(tokenRoutes, { login: config.login })
   await app.register(apiKeyRoutes)
   const pipelines: Record<AuthTier, AuthStage[]> = {

@@ -1,10 +1,7 @@
 import { MAX_TIMESTAMP_SKEW_MS } from '../config.js'
 import { GatewayError } from '../errors.js'
+import { MILLISECONDS_TIMESTAMP as MILLIS } from './signing-string.js'
 import { required, type AuthStage } from './stage.js'
-
-// 13 to 15 digits: milliseconds since the epoch from 2001-09-09 to year 33658. Fewer digits are
-// almost always seconds (10 digits), the classic client mistake, and get their own answer.
-const MILLIS = /^[1-9][0-9]{12,14}$/
 
 /** X-API-Timestamp: decimal milliseconds, no more than 15 minutes from the server's clock. */
 export function timestampStage (now: () => number = Date.now): AuthStage {
@@ -23,7 +20,7 @@ export function timestampStage (now: () => number = Date.now): AuthStage {
       }
       const timestampMs = Number(timestamp)
       if (Math.abs(serverTime - timestampMs) > MAX_TIMESTAMP_SKEW_MS) {
-        throw new GatewayError('TIMESTAMP_OUT_OF_RANGE', `X-API-Timestamp is ${Math.round((timestampMs - serverTime) / 1000)} s from server time; at most ${MAX_TIMESTAMP_SKEW_MS / 60000} minutes either way is accepted`, { extra })
+        throw new GatewayError('TIMESTAMP_OUT_OF_RANGE', `X-API-Timestamp is ${Math.round((timestampMs - serverTime) / 1000)} s from server time; at most ${MAX_TIMESTAMP_SKEW_MS / 60000} minutes either way is accepted (GET /v1/time gives the server's time)`, { extra })
       }
       state.timestampMs = timestampMs
     }

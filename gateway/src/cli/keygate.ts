@@ -1,9 +1,11 @@
-// `npm run keygate -- <command>`: operator commands.
+// `npm run keygate -- <command>`: client developers' and operators' commands.
+//   keygen | login | register | call   sign and send as a client (client-commands.ts)
 //   users add NAME     create NAME, or set its password (read from stdin), on the store REDIS_URL names
 //   users passwd|remove NAME, users list, keys list|show|revoke: see cli/operator.ts
 //   routes check FILE  validate a route file and print the table of routes it makes
 //   tokens rotate      make a new token-signing key current for every gateway on REDIS_URL
 import { createInterface } from 'node:readline'
+import { CLIENT_COMMANDS, ClientUsageError, RequestFailed, runClientCommand, type ClientCommand } from './client-commands.js'
 import { ConfigError, loadConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
 import { isMainModule } from '../server.js'
@@ -15,13 +17,34 @@ import { redactUrl } from '../store/redis.js'
 import { DEFAULT_RETIRE_MARGIN_MS, retireAfterMs, rotateStoredSigningKey } from '../tokens/signing-key-ring.js'
 import { createUserService } from '../users/user-service.js'
 
-const USAGE = `usage: npm run keygate -- users add|passwd|remove NAME
+const USAGE = `usage: npm run keygate -- keygen [--out DIR] [--name NAME]
+       npm run keygate -- login [--url URL] [--user USER] [--password PASSWORD]
+       npm run keygate -- register [--name NAME] [--key FILE] [--url URL] [--user USER --password PASSWORD | --token TOKEN]
+       npm run keygate -- call METHOD TARGET [BODY | @FILE | @-] [-v] [-H 'Name: value']... [--key FILE] [--url ...]
+       npm run keygate -- users add|passwd|remove NAME
        npm run keygate -- users list [--json]
        npm run keygate -- keys list [--user NAME] [--json]
        npm run keygate -- keys show|revoke APIKEY
        npm run keygate -- routes check FILE
        npm run keygate -- tokens rotate
 
+For client developers:
+  keygen             make an RSA-2048 key pair: DIR/NAME.pem (private, mode 0600) and DIR/NAME.pub.pem;
+                     DIR is ~/.keygate, NAME is "default" unless given; never overwrites a file
+  login              log in and print the bearer token (for KEYGATE_TOKEN)
+  register           log in (or use the token) and register the public half of the key (--key FILE,
+                     else ~/.keygate/NAME.pem) under NAME (default: the file's name); prints the
+                     apiKey and saves it beside the key (NAME.apikey)
+  call               sign METHOD TARGET BODY with the key and send it with the token, like curl:
+                     the status on stderr, the answer's body on stdout; exit 1 on 4xx/5xx.
+                     TARGET is the path and query as signed (/v1/clients/?limit=10); BODY is sent
+                     byte for byte (@FILE: a file's bytes, @-: stdin). -v shows the signing string,
+                     escaped, and the headers sent (the token shortened)
+  Flags, else environment: --url KEYGATE_URL (default http://127.0.0.1:8080), --user KEYGATE_USER,
+  --password KEYGATE_PASSWORD (else asked, or read from piped stdin), --token KEYGATE_TOKEN (else
+  register and call log in with the user and password), --key KEYGATE_KEY.
+
+For operators:
   users add NAME     create user NAME, or change its password (read from stdin:
                      typed at a prompt, or piped: printf %s "$PASSWORD" | npm run keygate -- users add NAME)
   users passwd NAME  change the password of the existing user NAME (read as for users add)
@@ -113,8 +136,23 @@ async function rotateTokenKey (io: { stdout: NodeJS.WritableStream, env: NodeJS.
   }
 }
 
-export async function runCli (argv: string[], io = { stdin: process.stdin, stdout: process.stdout, env: process.env }): Promise<void> {
+export interface CliIo {
+  stdin: NodeJS.ReadStream
+  stdout: NodeJS.WriteStream
+  stderr?: NodeJS.WritableStream
+  env: NodeJS.ProcessEnv
+}
+
+export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin, stdout: process.stdout, env: process.env }): Promise<void> {
   const [group, command, name, ...rest] = argv
+  if ((CLIENT_COMMANDS as readonly string[]).includes(group ?? '')) {
+    return await runClientCommand(group as ClientCommand, argv.slice(1), {
+      ...io,
+      stderr: io.stderr ?? process.stderr,
+      // the prompt goes to stderr: stdout carries the token or the answer
+      readPassword: async () => await readPassword(io.stdin, process.stderr)
+    }, USAGE)
+  }
   if (group === 'routes' && command === 'check' && name !== undefined && rest.length === 0) return await checkRoutes(name, io)
   if (group === 'tokens' && command === 'rotate' && name === undefined) return await rotateTokenKey(io)
   if (group === 'keys' || (group === 'users' && command !== 'add')) {
@@ -148,9 +186,11 @@ export async function runCli (argv: string[], io = { stdin: process.stdin, stdou
 
 if (isMainModule(import.meta.url)) {
   runCli(process.argv.slice(2)).catch((err: unknown) => {
-    const message = err instanceof UsageError || err instanceof ConfigError ? err.message
+    // The request's answer is already printed; nothing to add.
+    if (err instanceof RequestFailed) process.exit(1)
+    const message = err instanceof UsageError || err instanceof ClientUsageError || err instanceof ConfigError ? err.message
       : err instanceof GatewayError ? `${err.code}: ${err.message}` : `keygate: ${(err as Error).message}`
     process.stderr.write(`${message}\n`)
-    process.exit(err instanceof UsageError ? 2 : 1)
+    process.exit(err instanceof UsageError || err instanceof ClientUsageError ? 2 : 1)
   })
 }

@@ -38,12 +38,20 @@ export function parseRsaPublicKey (text: string): ParsedPublicKey {
   if (publicExponent < 3n || publicExponent > MAX_PUBLIC_EXPONENT || publicExponent % 2n === 0n) {
     throw new GatewayError('INVALID_PUBLIC_KEY', 'publicKey has an unusual public exponent; use 65537')
   }
-  const der = keyObject.export({ type: 'spki', format: 'der' })
   return {
     keyObject,
-    apiKey: createHash('sha256').update(der).digest('hex'),
+    apiKey: apiKeyOf(keyObject),
     pem: keyObject.export({ type: 'spki', format: 'pem' }).toString()
   }
+}
+
+/**
+ * The apiKey of a key: lowercase hex SHA-256 of its DER SubjectPublicKeyInfo. Given a private key,
+ * that of its public half (what a client computes to check which key it holds).
+ */
+export function apiKeyOf (key: KeyObject): string {
+  const publicKey = key.type === 'private' ? createPublicKey(key) : key
+  return createHash('sha256').update(publicKey.export({ type: 'spki', format: 'der' })).digest('hex')
 }
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/

@@ -1,0 +1,278 @@
+// `npm run keygate -- keygen | login | register | call`: the client developer's commands, built on
+// the client module (keygate/client), so the CLI signs exactly as a program using it would.
+//
+// Configuration: a flag, else an environment variable, else the default.
+//   --url URL        KEYGATE_URL       keygate's origin (http://127.0.0.1:8080)
+//   --user NAME      KEYGATE_USER      to log in (register, call: when there is no token)
+//   --password P     KEYGATE_PASSWORD  else asked at the terminal (or read from piped stdin)
+//   --token T        KEYGATE_TOKEN     a bearer token from `login`, instead of logging in each time
+//   --key FILE       KEYGATE_KEY       the private key (~/.keygate/NAME.pem)
+//   --name NAME                       the key's name: its files and its registered name (default)
+import { generateKeyPair, type KeyObject } from 'node:crypto'
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
+import { homedir } from 'node:os'
+import { basename, join, resolve } from 'node:path'
+import { parseArgs, promisify } from 'node:util'
+import {
+  apiKeyOf, createClient, describeSigningString, KeygateResponseError, loadPrivateKey, login, registerKey,
+  signatureMismatches, SigningInputError
+} from '../client/index.js'
+
+export const CLIENT_COMMANDS = ['keygen', 'login', 'register', 'call'] as const
+export type ClientCommand = (typeof CLIENT_COMMANDS)[number]
+
+export const DEFAULT_URL = 'http://127.0.0.1:8080'
+const DEFAULT_KEY_NAME = 'default'
+/** the largest signing string -v prints in full */
+const VERBOSE_SIGNING_STRING_BYTES = 4096
+
+export interface ClientIo {
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean }
+  stdout: NodeJS.WritableStream
+  stderr: NodeJS.WritableStream
+  env: NodeJS.ProcessEnv
+  readPassword: () => Promise<string>
+}
+
+/** A mistake in the command line: the message says what to do; exit status 2. */
+export class ClientUsageError extends Error {}
+
+/** The request was sent and keygate (or the upstream) said no: exit status 1, nothing more to print. */
+export class RequestFailed extends Error {}
+
+const OPTIONS = {
+  url: { type: 'string' },
+  user: { type: 'string' },
+  password: { type: 'string' },
+  token: { type: 'string' },
+  key: { type: 'string' },
+  name: { type: 'string' },
+  out: { type: 'string' },
+  header: { type: 'string', short: 'H', multiple: true },
+  verbose: { type: 'boolean', short: 'v' }
+} as const
+
+const ALLOWED: Record<ClientCommand, ReadonlyArray<keyof typeof OPTIONS>> = {
+  keygen: ['out', 'name'],
+  login: ['url', 'user', 'password'],
+  register: ['url', 'user', 'password', 'token', 'key', 'name'],
+  call: ['url', 'user', 'password', 'token', 'key', 'name', 'header', 'verbose']
+}
+const POSITIONALS: Record<ClientCommand, [min: number, max: number]> = { keygen: [0, 0], login: [0, 0], register: [0, 0], call: [2, 3] }
+
+type Flags = { [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K] extends { multiple: true } ? string[] : (typeof OPTIONS)[K]['type'] extends 'boolean' ? boolean : string }
+
+function parse (command: ClientCommand, args: string[], usage: string): { flags: Flags; positionals: string[] } {
+  let parsed
+  try {
+    parsed = parseArgs({ args, options: OPTIONS, allowPositionals: true, strict: true })
+  } catch (err) {
+    throw new ClientUsageError(`${(err as Error).message}\n\n${usage}`)
+  }
+  const flags = parsed.values as Flags
+  const unexpected = Object.keys(flags).filter((flag) => !ALLOWED[command].includes(flag as keyof typeof OPTIONS))
+  if (unexpected.length > 0) throw new ClientUsageError(`${command} takes no --${unexpected.join(', --')}\n\n${usage}`)
+  const [min, max] = POSITIONALS[command]
+  if (parsed.positionals.length < min || parsed.positionals.length > max) throw new ClientUsageError(usage)
+  return { flags, positionals: parsed.positionals }
+}
+
+const keyDir = (): string => join(homedir(), '.keygate')
+const keyName = (flags: Flags): string => flags.name ?? DEFAULT_KEY_NAME
+
+function keyFile (flags: Flags, env: NodeJS.ProcessEnv): string {
+  return resolve(flags.key ?? env.KEYGATE_KEY ?? join(keyDir(), `${keyName(flags)}.pem`))
+}
+
+/** key.pem -> key.apikey, beside it */
+const apiKeyFile = (privateKeyFile: string): string => privateKeyFile.replace(/(\.pem)?$/, '.apikey')
+
+const baseUrl = (flags: Flags, env: NodeJS.ProcessEnv): string => flags.url ?? env.KEYGATE_URL ?? DEFAULT_URL
+
+async function exists (path: string): Promise<boolean> {
+  return await stat(path).then(() => true, () => false)
+}
+
+async function readPrivateKey (file: string): Promise<KeyObject> {
+  let pem: Buffer
+  try {
+    pem = await readFile(file)
+  } catch {
+    throw new ClientUsageError(`no private key at ${file}: make one with \`npm run keygate -- keygen\`, or name yours with --key FILE (or KEYGATE_KEY)`)
+  }
+  return loadPrivateKey(pem)
+}
+
+async function password (flags: Flags, io: ClientIo): Promise<string> {
+  return flags.password ?? io.env.KEYGATE_PASSWORD ?? await io.readPassword()
+}
+
+function user (flags: Flags, io: ClientIo): string {
+  const name = flags.user ?? io.env.KEYGATE_USER
+  if (name === undefined || name === '') {
+    throw new ClientUsageError('no user to log in as: give --user NAME (or KEYGATE_USER), or a token with --token (or KEYGATE_TOKEN)')
+  }
+  return name
+}
+
+/** The bearer token: given, or fresh from a login. */
+async function bearerToken (flags: Flags, io: ClientIo): Promise<string> {
+  const given = flags.token ?? io.env.KEYGATE_TOKEN
+  if (given !== undefined && given !== '') return given
+  const username = user(flags, io)
+  return (await login({ baseUrl: baseUrl(flags, io.env), username, password: await password(flags, io) })).token
+}
+
+async function keygen (flags: Flags, io: ClientIo): Promise<void> {
+  const dir = resolve(flags.out ?? keyDir())
+  const name = keyName(flags)
+  if (!/^[A-Za-z0-9._-]+$/.test(name)) throw new ClientUsageError(`--name ${JSON.stringify(name)}: use letters, digits, ".", "_" and "-" (it names files)`)
+  const privateFile = join(dir, `${name}.pem`)
+  const publicFile = join(dir, `${name}.pub.pem`)
+  for (const file of [privateFile, publicFile]) {
+    if (await exists(file)) throw new ClientUsageError(`${file} exists; keygen never overwrites a key: choose another --name or --out`)
+  }
+  const { privateKey, publicKey } = await promisify(generateKeyPair)('rsa', { modulusLength: 2048 })
+  await mkdir(dir, { recursive: true, mode: 0o700 })
+  // 'wx': fails rather than replaces, should a file have appeared since the check.
+  await writeFile(privateFile, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600, flag: 'wx' })
+  await writeFile(publicFile, publicKey.export({ type: 'spki', format: 'pem' }), { mode: 0o644, flag: 'wx' })
+  io.stdout.write([
+    `private key: ${privateFile} (mode 0600; never share it)`,
+    `public key:  ${publicFile}`,
+    `apiKey:      ${apiKeyOf(publicKey)} (once registered)`,
+    `next:        npm run keygate -- register${flags.name === undefined ? '' : ` --name ${name}`}${flags.out === undefined ? '' : ` --key ${privateFile}`}`,
+    ''
+  ].join('\n'))
+}
+
+async function loginCommand (flags: Flags, io: ClientIo): Promise<void> {
+  const username = user(flags, io)
+  const { token, expiresIn } = await login({ baseUrl: baseUrl(flags, io.env), username, password: await password(flags, io) })
+  io.stdout.write(`${token}\n`)
+  io.stderr.write(`token for ${username}, valid ${expiresIn} s; use it with: export KEYGATE_TOKEN=<the token>\n`)
+}
+
+async function register (flags: Flags, io: ClientIo): Promise<void> {
+  const file = keyFile(flags, io.env)
+  const privateKey = await readPrivateKey(file)
+  const name = flags.name ?? basename(file).replace(/\.pem$/, '')
+  const token = await bearerToken(flags, io)
+  const registered = await registerKey({ baseUrl: baseUrl(flags, io.env), token, name, privateKey })
+  const saved = apiKeyFile(file)
+  await writeFile(saved, `${registered.apiKey}\n`, { mode: 0o600 })
+  io.stdout.write(`${registered.apiKey}\n`)
+  io.stderr.write(`key ${JSON.stringify(registered.name)} registered; apiKey saved to ${saved}\n`)
+}
+
+/** Bytes as a person can read them: JSON-style escapes, so a newline shows as \n. */
+export function escapeBytes (bytes: Buffer): string {
+  let text: string
+  try {
+    // ignoreBOM: keep a byte order mark (a classic invisible difference) rather than drop it
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes)
+  } catch {
+    // Not UTF-8: latin1 keeps one character per byte, and every non-ASCII one shows as \xNN.
+    text = bytes.toString('latin1')
+    return '"' + [...text].map((c) => {
+      const code = c.charCodeAt(0)
+      return code >= 0x20 && code < 0x7f ? (c === '"' || c === '\\' ? `\\${c}` : c) : `\\x${code.toString(16).padStart(2, '0')}`
+    }).join('') + '"'
+  }
+  // JSON.stringify escapes control characters; invisible ones (BOM, no-break and zero-width spaces) too.
+  return JSON.stringify(text).replace(/[\u00a0\u200b-\u200f\u2028\u2029\ufeff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+}
+
+async function readBody (arg: string | undefined, io: ClientIo): Promise<Buffer | undefined> {
+  if (arg === undefined) return undefined
+  if (arg === '@-') {
+    const chunks: Buffer[] = []
+    for await (const chunk of io.stdin) chunks.push(Buffer.from(chunk as Buffer))
+    return Buffer.concat(chunks)
+  }
+  if (arg.startsWith('@')) {
+    try {
+      return await readFile(arg.slice(1))
+    } catch {
+      throw new ClientUsageError(`cannot read the body file ${arg.slice(1)}`)
+    }
+  }
+  return Buffer.from(arg, 'utf8')
+}
+
+function headerPairs (raw: string[] | undefined): Array<[string, string]> {
+  return (raw ?? []).map((line) => {
+    const colon = line.indexOf(':')
+    if (colon <= 0) throw new ClientUsageError(`-H ${JSON.stringify(line)}: write headers as "Name: value"`)
+    return [line.slice(0, colon).trim(), line.slice(colon + 1).trim()]
+  })
+}
+
+async function call (flags: Flags, positionals: string[], io: ClientIo): Promise<void> {
+  const [method = '', target = '', bodyArg] = positionals
+  const privateKey = await readPrivateKey(keyFile(flags, io.env))
+  const body = await readBody(bodyArg, io)
+  const token = await bearerToken(flags, io)
+  const client = createClient({ baseUrl: baseUrl(flags, io.env), token, privateKey })
+  const { response, signingString, headers } = await client.send(method, target, body, { headers: headerPairs(flags.header) })
+  if (flags.verbose === true) {
+    const shown = signingString.length > VERBOSE_SIGNING_STRING_BYTES
+      ? `${escapeBytes(signingString.subarray(0, VERBOSE_SIGNING_STRING_BYTES))}... (${signingString.length - VERBOSE_SIGNING_STRING_BYTES} more bytes)`
+      : escapeBytes(signingString)
+    io.stderr.write(`* signing string (${signingString.length} bytes): ${shown}\n`)
+    io.stderr.write(`> ${method.toUpperCase()} ${target}\n`)
+    for (const [name, value] of Object.entries(headers)) {
+      // The token is a credential: enough of it to tell tokens apart, not enough to use it.
+      const shownValue = name === 'authorization' ? `${value.slice(0, 'Bearer '.length + 10)}...(redacted)` : value
+      io.stderr.write(`> ${name}: ${shownValue}\n`)
+    }
+  }
+  const answer = Buffer.from(await response.arrayBuffer())
+  io.stderr.write(`${flags.verbose === true ? '< ' : ''}${response.status} ${response.statusText}\n`)
+  io.stdout.write(answer)
+  if (answer.length > 0 && answer[answer.length - 1] !== 0x0a) io.stdout.write('\n')
+  if (response.status >= 400) {
+    explainInvalidSignature(answer, headers, body, method, target, io)
+    throw new RequestFailed()
+  }
+}
+
+/** On INVALID_SIGNATURE, which members of keygate's answer differ from what this CLI signed. */
+function explainInvalidSignature (answer: Buffer, headers: Record<string, string>, body: Buffer | undefined, method: string, target: string, io: ClientIo): void {
+  let problem: Record<string, unknown>
+  try {
+    problem = JSON.parse(answer.toString('utf8')) as Record<string, unknown>
+  } catch {
+    return
+  }
+  if (problem.code !== 'INVALID_SIGNATURE') return
+  const mine = describeSigningString(headers['x-api-timestamp'] ?? '', method.toUpperCase(), target, body)
+  const differ = signatureMismatches(mine, problem)
+  io.stderr.write(differ.length === 0
+    ? `keygate verified the very signing string this CLI signed: the key registered as ${headers['x-api-key'] ?? ''} is not the one that signed\n`
+    : `keygate verified another signing string than this CLI signed; differing: ${differ.join(', ')}\n`)
+}
+
+export async function runClientCommand (command: ClientCommand, args: string[], io: ClientIo, usage: string): Promise<void> {
+  const { flags, positionals } = parse(command, args, usage)
+  try {
+    switch (command) {
+      case 'keygen': return await keygen(flags, io)
+      case 'login': return await loginCommand(flags, io)
+      case 'register': return await register(flags, io)
+      case 'call': return await call(flags, positionals, io)
+    }
+  } catch (err) {
+    if (err instanceof SigningInputError) throw new ClientUsageError(err.message)
+    if (err instanceof KeygateResponseError) {
+      io.stderr.write(`${err.message}\n`)
+      throw new RequestFailed()
+    }
+    // fetch's network failures are all "fetch failed"; the cause says which.
+    if (err instanceof TypeError && err.message === 'fetch failed') {
+      const cause = (err as Error & { cause?: { message?: string; code?: string } }).cause
+      throw new Error(`cannot reach ${baseUrl(flags, io.env)} (${cause?.code ?? cause?.message ?? 'network error'}): is keygate running (npm start)? Set --url or KEYGATE_URL`)
+    }
+    throw err
+  }
+}
