@@ -20,6 +20,8 @@ export interface BenchOptions {
   out: string
   /** LOG_LEVEL of the keygate processes (their log lines go to /dev/null) */
   logLevel: string
+  /** KEYGATE_WORKERS of keygate on Redis (c); the embedded store (d) is always one process */
+  workers: number
   target: { url: string; user: string; password: string } | undefined
 }
 
@@ -55,6 +57,10 @@ Options:
   --out DIR            where the JSON and HTML reports go       (default <tmpdir>/keygate-bench)
   --log-level LEVEL    LOG_LEVEL of the keygate processes; their log lines go to /dev/null
                                                                          (default warn)
+  --workers N          KEYGATE_WORKERS of keygate on Redis (c): N worker processes on one
+                       port; its CPU per request then counts them all. (d) stays one process
+                       (the embedded store cannot be shared), and so do (a) and (b), so the
+                       default keeps the comparison like for like                (default 1)
   --json               print the results as JSON instead of the table
   --help               this text
 `
@@ -94,6 +100,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
         password: { type: 'string' },
         out: { type: 'string' },
         'log-level': { type: 'string' },
+        workers: { type: 'string' },
         help: { type: 'boolean', short: 'h' }
       }
     }))
@@ -130,6 +137,9 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     throw new UsageError('--user and --password go with --url')
   }
 
+  const workers = number('workers', values.workers, 1, { min: 1, integer: true })
+  if (target !== undefined && values.workers !== undefined) throw new UsageError('--workers sets the keygate started here; with --url, set KEYGATE_WORKERS on that keygate')
+
   const logLevel = values['log-level'] ?? 'warn'
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new UsageError(`--log-level: "${logLevel}" is not a log level`)
 
@@ -144,6 +154,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     json: values.json === true,
     out: values.out ?? defaultOut,
     logLevel,
+    workers,
     target
   }
 }
