@@ -60,7 +60,8 @@ Options:
   --workers N          KEYGATE_WORKERS of keygate on Redis (c): N worker processes on one
                        port; its CPU per request then counts them all. (d) stays one process
                        (the embedded store cannot be shared), and so do (a) and (b), so the
-                       default keeps the comparison like for like                (default 1)
+                       default keeps the comparison like for like. Each worker warms up on
+                       its share of the load: give it a longer --warmup (5)      (default 1)
   --json               print the results as JSON instead of the table
   --help               this text
 `
