@@ -83,7 +83,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
 
   const slots = new Map<Worker, Slot>()
   const timers = new Set<NodeJS.Timeout>()
-  let state: 'starting' | 'running' | 'closing' = 'starting'
+  let state: 'starting' | 'running' | 'closing' | 'failed' = 'starting'
   let clean = true
   let onAllExited: (() => void) | undefined
   let startup!: { resolve: (url: string) => void; reject: (err: Error) => void }
@@ -103,7 +103,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
     worker.on('listening', (address) => {
       if (slot.listening) return
       slot.listening = true
-      if (state === 'closing') {
+      if (state === 'closing' || state === 'failed') {
         worker.process.kill('SIGTERM')
         return
       }
@@ -125,6 +125,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
   const onExit = (worker: Worker, slot: Slot, code: number | null, signal: string | null): void => {
     slots.delete(worker)
     const pid = worker.process.pid
+    if (state === 'failed') return
     if (state === 'closing') {
       // SIGTERM is what close() sent a worker still starting, before it had a handler for it
       if (code !== 0 && signal !== 'SIGTERM') {
@@ -136,7 +137,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
     }
     if (state === 'starting') {
       // as a single gateway does, give up at start: the worker printed why on stderr
-      state = 'closing'
+      state = 'failed'
       kill()
       startup.reject(new Error(`worker ${pid ?? '?'} exited before it listened (${signal ?? `code ${code}`}); its error is above`))
       return
