@@ -25,6 +25,8 @@ export interface BenchOptions {
   out: string
   /** LOG_LEVEL of the keygate processes (their log lines go to /dev/null) */
   logLevel: string
+  /** KEYGATE_WORKERS of keygate on Redis (c); the embedded store (d) is always one process */
+  workers: number
   target: { url: string; user: string; password: string } | undefined
 }
 
@@ -65,6 +67,11 @@ Options:
   --out DIR            where the JSON and HTML reports go       (default <tmpdir>/keygate-bench)
   --log-level LEVEL    LOG_LEVEL of the keygate processes; their log lines go to /dev/null
                                                                          (default warn)
+  --workers N          KEYGATE_WORKERS of keygate on Redis (c): N worker processes on one
+                       port; its CPU per request then counts them all. (d) stays one process
+                       (the embedded store cannot be shared), and so do (a) and (b), so the
+                       default keeps the comparison like for like. Each worker warms up on
+                       its share of the load: give it a longer --warmup (5)      (default 1)
   --json               print the results as JSON instead of the table
   --help               this text
 `
@@ -105,6 +112,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
         password: { type: 'string' },
         out: { type: 'string' },
         'log-level': { type: 'string' },
+        workers: { type: 'string' },
         help: { type: 'boolean', short: 'h' }
       }
     }))
@@ -148,6 +156,8 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   } else if (values.rate !== undefined) {
     rate = number('rate', values.rate, 0, { min: 1, integer: true })
   }
+  const workers = number('workers', values.workers, 1, { min: 1, integer: true })
+  if (target !== undefined && values.workers !== undefined) throw new UsageError('--workers sets the keygate started here; with --url, set KEYGATE_WORKERS on that keygate')
 
   const logLevel = values['log-level'] ?? 'warn'
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new UsageError(`--log-level: "${logLevel}" is not a log level`)
@@ -164,6 +174,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     json: values.json === true,
     out: values.out ?? defaultOut,
     logLevel,
+    workers,
     target
   }
 }

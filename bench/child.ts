@@ -1,12 +1,19 @@
 // One measured service in a process of its own, so its CPU time is its own: `node --import tsx
 // bench/child.ts upstream|bare|keygate`. It reports its URL over IPC once it listens, answers CPU
-// samples (process.cpuUsage: every thread of the process, in microseconds), and exits when told
+// samples (process.cpuUsage: every thread of the process, in microseconds; for keygate with
+// KEYGATE_WORKERS > 1, which makes this process the cluster's primary, plus the CPU time of every
+// process below it, the workers, read from /proc), and exits when told
 // to, on SIGINT/SIGTERM, or when the parent goes away (the IPC channel closes), so a killed bench
 // run leaves no process behind; a gateway given BENCH_OWNS_PREFIX=1 then also deletes its Redis
 // prefix, so it leaves no key either.
 //   upstream: the example clients service (upstream-stub) on a free port
 //   bare:     buildBareProxy(BENCH_UPSTREAM_URL)
-//   keygate:  the gateway as server.ts starts it, configured by its environment (PORT=0, ...)
+//   keygate:  the gateway as server.ts starts it, configured by its environment (PORT=0, ...),
+//             with KEYGATE_WORKERS > 1 as server.ts's primary does (cluster.ts)
+import { execFileSync } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
+import { pino } from 'pino'
+import { startCluster } from '../gateway/src/cluster.js'
 import { loadConfig } from '../gateway/src/config.js'
 import { startGateway } from '../gateway/src/server.js'
 import { startUpstream } from '../upstream-stub/src/server.js'
@@ -17,7 +24,78 @@ import { deletePrefix } from './redis.js'
 /** a stop gets this long (a start still under way included) before the process exits anyway */
 const STOP_TIMEOUT_MS = 10_000
 
-interface Running { url: string; close: () => Promise<void> }
+interface Running {
+  url: string
+  close: () => Promise<void>
+  /** CPU time so far, microseconds: this process's, and its workers' when it has any */
+  cpuUsage: () => NodeJS.CpuUsage
+}
+
+const ownCpuUsage = (): NodeJS.CpuUsage => process.cpuUsage()
+
+/** clock ticks per second, the unit of /proc/<pid>/stat's CPU times */
+let clockTicks: number | undefined
+function ticksPerSecond (): number {
+  if (clockTicks === undefined) {
+    try {
+      clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim())
+    } catch {
+      clockTicks = 100
+    }
+    if (!Number.isInteger(clockTicks) || clockTicks <= 0) clockTicks = 100
+  }
+  return clockTicks
+}
+
+/**
+ * CPU time (user + system) of every process below this one, microseconds, from Linux's /proc
+ * (to the clock tick: 10 ms, against seconds per measurement). A process that has exited no
+ * longer counts: the workers run for the whole bench.
+ */
+function descendantsCpuUsage (): NodeJS.CpuUsage {
+  const stats = new Map<number, { ppid: number; user: number; system: number }>()
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    let text: string
+    try { text = readFileSync(`/proc/${entry}/stat`, 'utf8') } catch { continue }
+    // pid (comm) state ppid ... utime stime: comm may hold spaces and parentheses
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
+    stats.set(Number(entry), { ppid: Number(fields[1]), user: Number(fields[11]), system: Number(fields[12]) })
+  }
+  const ticks = { user: 0, system: 0 }
+  const below = [process.pid]
+  for (let parent = below.pop(); parent !== undefined; parent = below.pop()) {
+    for (const [pid, stat] of stats) {
+      if (stat.ppid !== parent) continue
+      ticks.user += stat.user
+      ticks.system += stat.system
+      below.push(pid)
+    }
+  }
+  const micros = 1e6 / ticksPerSecond()
+  return { user: ticks.user * micros, system: ticks.system * micros }
+}
+
+async function startKeygate (): Promise<Running> {
+  const config = loadConfig(process.env)
+  if (config.workers.count === 1) {
+    const gateway = await startGateway({ config })
+    return { ...gateway, cpuUsage: ownCpuUsage }
+  }
+  // The load goes to the workers: CPU per request must count them, or it would be the primary's
+  // few microseconds. This reads /proc, so it needs Linux.
+  descendantsCpuUsage()
+  const workers = await startCluster({ workers: config.workers.count, log: pino({ level: config.logLevel, name: 'keygate-primary' }) })
+  return {
+    url: workers.url,
+    close: async () => { if (!await workers.close()) throw new Error('a worker did not shut down cleanly') },
+    cpuUsage: () => {
+      const own = process.cpuUsage()
+      const workers = descendantsCpuUsage()
+      return { user: own.user + workers.user, system: own.system + workers.system }
+    }
+  }
+}
 
 function send (message: ChildMessage): void {
   if (process.send !== undefined && process.connected) process.send(message)
@@ -26,16 +104,16 @@ function send (message: ChildMessage): void {
 async function start (role: string): Promise<Running> {
   switch (role) {
     case 'upstream':
-      return await startUpstream({ port: 0, host: '127.0.0.1', logger: false })
+      return { ...await startUpstream({ port: 0, host: '127.0.0.1', logger: false }), cpuUsage: ownCpuUsage }
     case 'bare': {
       const upstream = process.env.BENCH_UPSTREAM_URL
       if (upstream === undefined) throw new Error('BENCH_UPSTREAM_URL is not set')
       const app = await buildBareProxy(upstream)
       const url = await app.listen({ port: 0, host: '127.0.0.1' })
-      return { url, close: async () => { await app.close() } }
+      return { url, close: async () => { await app.close() }, cpuUsage: ownCpuUsage }
     }
     case 'keygate':
-      return await startGateway({ config: loadConfig(process.env) })
+      return await startKeygate()
     default:
       throw new Error(`unknown role "${role}" (upstream, bare, keygate)`)
   }
@@ -67,8 +145,10 @@ process.on('disconnect', stop)
 if (!process.connected) stop()
 process.on('message', (message: ParentMessage) => {
   if (message.type === 'cpu') {
-    const { user, system } = process.cpuUsage()
-    send({ type: 'cpu', id: message.id, user, system })
+    // a sample is only asked for once the service listens
+    started.then((service) => {
+      send({ type: 'cpu', id: message.id, ...service.cpuUsage() })
+    }, () => {})
   } else if (message.type === 'stop') {
     stop()
   }

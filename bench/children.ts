@@ -16,7 +16,7 @@ export interface Service {
   name: string
   url: string
   pid: number
-  /** CPU time of the whole process so far, microseconds (user + system) */
+  /** CPU time so far, microseconds (user + system): the whole process, and its cluster workers if it has any */
   cpuMicros: () => Promise<number>
   stop: () => Promise<void>
 }

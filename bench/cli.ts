@@ -190,9 +190,10 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   const [bare, redisGateway, memoryGateway, publicGateway] = await Promise.all([
     want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }) : undefined,
     // BENCH_OWNS_PREFIX: should this process die, the gateway deletes the prefix itself
-    want.has('c') ? gateway('c', 'bench-redis', { REDIS_URL: redisUrl, KEYGATE_REDIS_PREFIX: prefix as string, BENCH_OWNS_PREFIX: '1' }) : undefined,
-    want.has('d') ? gateway('d', 'bench-memory', {}) : undefined,
-    want.has('e') ? gateway('e', 'bench-public', { KEYGATE_ROUTES: publicRouteFile(upstream.url) }) : undefined
+    want.has('c') ? gateway('c', 'bench-redis', { REDIS_URL: redisUrl, KEYGATE_REDIS_PREFIX: prefix as string, BENCH_OWNS_PREFIX: '1', KEYGATE_WORKERS: String(options.workers) }) : undefined,
+    // the embedded store lives in one process: always one
+    want.has('d') ? gateway('d', 'bench-memory', { KEYGATE_WORKERS: '1' }) : undefined,
+    want.has('e') ? gateway('e', 'bench-public', { KEYGATE_ROUTES: publicRouteFile(upstream.url), KEYGATE_WORKERS: '1' }) : undefined
   ])
 
   const key = await keyReady
@@ -215,7 +216,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   const gateways = await Promise.all([
     redisGateway === undefined
       ? undefined
-      : keygateConfig('c', LABELS.c, redisGateway.url, 'bench-redis', password, key, { proxy: redisGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() }, 'keygate'),
+      : keygateConfig('c', options.workers > 1 ? `${LABELS.c}, ${options.workers} workers` : LABELS.c, redisGateway.url, 'bench-redis', password, key, { proxy: redisGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() }, options.workers > 1 ? `keygate (primary and ${options.workers} workers)` : 'keygate'),
     memoryGateway === undefined
       ? undefined
       : keygateConfig('d', LABELS.d, memoryGateway.url, 'bench-memory', password, key, { proxy: memoryGateway.cpuMicros, upstream: upstreamCpu }, 'keygate')
@@ -247,7 +248,9 @@ function describe (options: BenchOptions, rate: number | undefined = typeof opti
     : options.rate === 'half' ? `half of b's peak on ${options.connections} connections` : `${options.connections} connections`
   return `scenario ${options.scenario}${options.scenario === 'reject' ? ` (${Math.round(options.rejectShare * 100)}% refused)` : ''}, ` +
     `${load}, ${options.duration} s measured after ${options.warmup} s warm-up, ` +
-    `${options.rounds} alternating round${options.rounds === 1 ? '' : 's'} (medians); ${availableParallelism()} cores (${cpu}), Node ${process.version}`
+    `${options.rounds} alternating round${options.rounds === 1 ? '' : 's'} (medians); ` +
+    `${options.workers > 1 && options.target === undefined ? `keygate on Redis with ${options.workers} worker processes; ` : ''}` +
+    `${availableParallelism()} cores (${cpu}), Node ${process.version}`
 }
 
 async function run (options: BenchOptions): Promise<void> {

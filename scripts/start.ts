@@ -1,5 +1,7 @@
 // `npm start`: the example clients service and keygate in front of it, in one process, so a
 // newcomer can follow the README walkthrough. Ctrl-C or SIGTERM stops both, gateway first.
+// Always one gateway process (KEYGATE_WORKERS is for server.ts): the demo user is made when the
+// store has no user, which one process can decide alone.
 import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../gateway/src/config.js'
 import { closeOnSignals, exitWithStartupError, reloadRoutesOnSighup, startGateway } from '../gateway/src/server.js'
 import { identityTokenFromEnv } from '../upstream-stub/src/identity-token.js'
@@ -26,6 +28,9 @@ async function main (): Promise<void> {
     throw err
   }
   const { app } = gateway
+  if (config.workers.count > 1) {
+    app.log.warn(`npm start runs one gateway process, beside the example service; KEYGATE_WORKERS=${config.workers.requested} applies to npm run start:gateway`)
+  }
   reloadRoutesOnSighup(app)
   const routes = app.keygate.routes.current.routes
   app.log.info(`keygate listens on ${gateway.url} and forwards ${routes.map((r) => `${r.prefix} to ${r.upstream}`).join(', ')}`)

@@ -2,6 +2,7 @@
 // documented in the README (a test checks that the README and docker-compose name the same ones).
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { availableParallelism } from 'node:os'
 
 export const DEFAULT_PORT = 8080
 export const DEFAULT_UPSTREAM_PORT = 8081
@@ -20,6 +21,8 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 72_000
 /** on SIGTERM, in-flight requests get this long to finish before the process exits anyway */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
+/** KEYGATE_WORKERS: more than this is a typo, not a machine */
+export const MAX_WORKERS = 256
 /** Node's own limit, stated here so the README and the 431 answer agree */
 export const MAX_HEADER_BYTES = 16 * 1024
 /** SPEC.md §8: the timestamp tolerance is fixed by the interface, not configurable. */
@@ -58,6 +61,8 @@ export const EnvSchema = Type.Object({
   KEYGATE_DOCS: Type.Optional(Type.Union([Type.Literal('on'), Type.Literal('off')])),
   KEYGATE_METRICS_PORT: Type.Optional(Port),
   KEYGATE_METRICS_HOST: Type.Optional(Type.String({ minLength: 1 })),
+  // a string, checked here and in resolveWorkers: a number schema would turn "1.5" into 1
+  KEYGATE_WORKERS: Type.Optional(Type.String({ pattern: '^(auto|[1-9][0-9]*)$' })),
   LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))))
 })
 export type Env = Static<typeof EnvSchema>
@@ -144,6 +149,15 @@ export interface GatewayConfig {
   docs: boolean
   /** the Prometheus listener: none unless KEYGATE_METRICS_PORT is set; on 127.0.0.1 by default */
   metrics: { port: number | undefined; host: string }
+  /** KEYGATE_WORKERS: how many gateway processes serve the port (1: this process alone) */
+  workers: WorkerCount
+}
+
+export interface WorkerCount {
+  /** gateway processes to run; 1 means no cluster at all */
+  count: number
+  /** what was asked for: a number, or `auto` (given, or the NODE_ENV=production default) */
+  requested: number | 'auto'
 }
 
 export interface ServerLimits {
@@ -241,8 +255,26 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     watchRoutes: e.KEYGATE_ROUTES_WATCH === 'true',
     routes: defaultRoutes({ upstream, bodyLimit, timeoutMs }),
     docs: e.KEYGATE_DOCS !== 'off',
-    metrics: { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST }
+    metrics: { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST },
+    workers: resolveWorkers(e.KEYGATE_WORKERS, env.NODE_ENV, e.REDIS_URL)
   }
+}
+
+/**
+ * KEYGATE_WORKERS: a number of processes, or `auto`, one per core (os.availableParallelism()).
+ * Unset: `auto` when NODE_ENV=production (the Docker image sets it), else 1, so `npm start`, the
+ * tests and a gateway started by hand stay one process. The embedded store lives inside one
+ * process and cannot be shared: with it, `auto` means 1 (server.ts says so in a warning) and an
+ * explicit number above 1 is refused, since the workers would each hold different users and keys.
+ */
+export function resolveWorkers (value: string | undefined, nodeEnv: string | undefined, redisUrl: string | undefined, cores = availableParallelism()): WorkerCount {
+  const requested = value === undefined ? (nodeEnv === 'production' ? 'auto' : 1) : value === 'auto' ? 'auto' : Number(value)
+  if (requested === 'auto') return { count: redisUrl === undefined ? 1 : Math.min(cores, MAX_WORKERS), requested }
+  if (requested > MAX_WORKERS) throw new ConfigError(`KEYGATE_WORKERS: "${requested}" is not allowed: at most ${MAX_WORKERS}`)
+  if (requested > 1 && redisUrl === undefined) {
+    throw new ConfigError(`KEYGATE_WORKERS: ${requested} workers need REDIS_URL: the embedded in-memory store lives inside one process and cannot be shared between workers; set REDIS_URL, or KEYGATE_WORKERS=1`)
+  }
+  return { count: requested, requested }
 }
 
 /** A route with every optional setting at its default. */
