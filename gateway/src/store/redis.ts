@@ -1,13 +1,43 @@
-import { Redis, type RedisOptions } from 'ioredis'
+import { Cluster } from 'ioredis'
 import { GatewayError } from '../errors.js'
+import { connectRedis, type RedisConnection } from './redis-connection.js'
 import type { KeyRecord, SigningKeyRing, SigningKeyRotation, Store, UserRecord } from './types.js'
 
-export interface RedisStoreOptions {
-  url: string
+export type RedisStoreOptions = ({ url: string } | { connection: RedisConnection }) & {
   /** every key this store touches starts with it, so several deployments (or tests) can share a Redis */
   prefix: string
   /** no command waits longer than this on a slow or dead Redis */
   commandTimeoutMs: number
+}
+
+/**
+ * The name of every key the store writes. On one node (or Sentinel's one master) they are the
+ * prefix and a name, as they always were.
+ *
+ * In Redis Cluster a script or MULTI may only touch keys of one hash slot, so the keys are in two
+ * groups. The registry (users and the set of them, API keys and each owner's index of them, the
+ * signing-key ring) carries one hash tag, the prefix: `keygate:{keygate}user:alice`. Its scripts
+ * stay atomic: registering a key is SET NX of the key plus SADD to its owner's index in one step.
+ * Per-user tags cannot keep that: the key record must be found by its apiKey alone (a request
+ * names no owner until the key is read) and be unique across owners, so it lives in the apiKey's
+ * slot while the owner's index would live in the owner's; no script spans two slots. The
+ * registry's one slot is one shard, but its load follows logins, registrations and key-cache
+ * misses, not requests: a gateway keeps parsed keys and verified tokens in memory.
+ * Per-request state (replay marks of signed writes, login counters) is one key per operation and
+ * carries no tag, so it spreads over every shard: that is the load that grows with traffic.
+ */
+export function redisKeyNames (prefix: string, cluster: boolean) {
+  const registry = cluster ? `${prefix}{${prefix.replace(/:$/, '')}}` : prefix
+  return {
+    user: (username: string): string => `${registry}user:${username}`,
+    users: `${registry}users`,
+    key: (apiKey: string): string => `${registry}key:${apiKey}`,
+    ownerKeys: (owner: string): string => `${registry}user-keys:${owner}`,
+    signingKey: `${registry}jwt:signing-key`,
+    previousSigningKeys: `${registry}jwt:previous-signing-keys`,
+    once: (key: string): string => `${prefix}once:${key}`,
+    hits: (key: string): string => `${prefix}hits:${key}`
+  }
 }
 
 // SET NX of the key record and the owner's index in one step, so a key is never half-registered.
@@ -71,31 +101,15 @@ async function guarded<T> (operation: () => Promise<T>): Promise<T> {
  * queue, a command timeout) and the client reconnects in the background.
  */
 export async function createRedisStore (options: RedisStoreOptions): Promise<Store> {
-  const { prefix } = options
-  const redisOptions: RedisOptions = {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    commandTimeout: options.commandTimeoutMs,
-    connectTimeout: Math.max(options.commandTimeoutMs, 2000),
-    maxRetriesPerRequest: 0,
-    retryStrategy: (attempt) => Math.min(attempt * 100, 1000)
-  }
-  const redis = new Redis(options.url, redisOptions)
-  // Without a listener ioredis prints every reconnection error; the store reports failures itself.
-  redis.on('error', () => {})
-  try {
-    await redis.connect()
-  } catch (err) {
-    redis.disconnect()
-    throw new Error(`cannot reach Redis at ${redactUrl(options.url)}: ${(err as Error).message}`, { cause: err })
-  }
-
-  const userKey = (username: string): string => `${prefix}user:${username}`
-  const usersSet = `${prefix}users`
-  const keyKey = (apiKey: string): string => `${prefix}key:${apiKey}`
-  const ownerKeys = (owner: string): string => `${prefix}user-keys:${owner}`
-  const signingKeyKey = `${prefix}jwt:signing-key`
-  const previousSigningKeysKey = `${prefix}jwt:previous-signing-keys`
+  const connection = 'url' in options ? options.url : options.connection
+  const redis = await connectRedis(connection, { commandTimeoutMs: options.commandTimeoutMs })
+  const names = redisKeyNames(options.prefix, redis instanceof Cluster)
+  const userKey = names.user
+  const usersSet = names.users
+  const keyKey = names.key
+  const ownerKeys = names.ownerKeys
+  const signingKeyKey = names.signingKey
+  const previousSigningKeysKey = names.previousSigningKeys
 
   return {
     kind: 'redis',
@@ -153,30 +167,19 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       } satisfies SigningKeyRotation
     }),
     rememberOnce: async (key, ttlMs) => await guarded(async () =>
-      await redis.set(`${prefix}once:${key}`, '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX') === 'OK'),
+      await redis.set(names.once(key), '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX') === 'OK'),
     hit: async (key, windowMs) => await guarded(async () => {
-      const [count, ttl] = await redis.eval(HIT_SCRIPT, 1, `${prefix}hits:${key}`, Math.max(1, Math.ceil(windowMs))) as [number, number]
+      const [count, ttl] = await redis.eval(HIT_SCRIPT, 1, names.hits(key), Math.max(1, Math.ceil(windowMs))) as [number, number]
       return { count, resetMs: ttl }
     }),
-    resetHits: async (key) => { await guarded(async () => await redis.del(`${prefix}hits:${key}`)) },
+    resetHits: async (key) => { await guarded(async () => await redis.del(names.hits(key))) },
     ping: async () => { await guarded(async () => await redis.ping()) },
     close: async () => {
       try {
         await redis.quit()
-      } catch {
-        redis.disconnect()
-      }
+      } catch {}
+      // Also after a clean QUIT: it alone leaves Sentinel's failover-detector connections open.
+      redis.disconnect()
     }
-  }
-}
-
-/** A Redis URL without its password, for messages and logs. */
-export function redactUrl (url: string): string {
-  try {
-    const parsed = new URL(url)
-    if (parsed.password !== '') parsed.password = '***'
-    return parsed.toString()
-  } catch {
-    return '(unparseable REDIS_URL)'
   }
 }
