@@ -56,7 +56,9 @@ export function createRedisClient (connection: RedisConnection, options: RedisCl
       sentinels: connection.sentinels,
       name: connection.masterName,
       ...(connection.sentinelPassword !== undefined && { sentinelPassword: connection.sentinelPassword }),
-      sentinelRetryStrategy: (attempt) => Math.min(attempt * 100, 1000),
+      // One pass over the sentinels per attempt: connect() fails at start when none answers (as
+      // with one node), and retryStrategy above paces the later attempts.
+      sentinelRetryStrategy: () => null,
       // Hear of a failover from the sentinels at once rather than at the next failed command,
       // and leave a master that was demoted under us (its writes answer READONLY).
       failoverDetector: true,
