@@ -221,7 +221,7 @@ export function parseBootstrapUsers (text: string | undefined): BootstrapUser[] 
 const SECRET_VARIABLES = new Set(['REDIS_URL', 'KEYGATE_BOOTSTRAP_USERS', 'KEYGATE_REDIS_PASSWORD', 'KEYGATE_REDIS_SENTINEL_PASSWORD',
   'KEYGATE_REDIS_SENTINELS', 'KEYGATE_REDIS_CLUSTER_NODES'])
 
-const HOST_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,253})$/
+const HOST_NAME = /^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,253})$/
 const IPV6_ADDRESS = /^[0-9A-Fa-f:.]{2,45}$/
 
 /**

@@ -75,8 +75,8 @@ t.test('Redis Sentinel and Redis Cluster', async (t) => {
     username: undefined,
     password: 'data-pw'
   }, 'sentinels (26379 by default), the master name and the passwords')
-  const cluster = loadConfig({ KEYGATE_REDIS_CLUSTER_NODES: 'n1:7000,n2', KEYGATE_REDIS_USERNAME: 'keygate', KEYGATE_REDIS_PASSWORD: 'pw' })
-  t.same(cluster.redisTopology, { mode: 'cluster', nodes: [{ host: 'n1', port: 7000 }, { host: 'n2', port: 6379 }], username: 'keygate', password: 'pw' },
+  const cluster = loadConfig({ KEYGATE_REDIS_CLUSTER_NODES: 'n1:7000,redis_2', KEYGATE_REDIS_USERNAME: 'keygate', KEYGATE_REDIS_PASSWORD: 'pw' })
+  t.same(cluster.redisTopology, { mode: 'cluster', nodes: [{ host: 'n1', port: 7000 }, { host: 'redis_2', port: 6379 }], username: 'keygate', password: 'pw' },
     'seed nodes (6379 by default) and the credentials')
   t.equal(cluster.redisUrl, undefined)
   t.equal(loadConfig({ REDIS_URL: 'redis://r:6379' }).redisTopology, undefined, 'REDIS_URL alone: one node, as before')
