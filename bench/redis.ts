@@ -1,6 +1,7 @@
 // The bench's few Redis operations: is it there, how much CPU has it used, and removing every key
 // a run wrote under its own prefix.
 import { Redis } from 'ioredis'
+import { deleteKeys } from '../gateway/src/store/redis-connection.js'
 
 export function redisClient (url: string): Redis {
   const client = new Redis(url, { lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 1, retryStrategy: () => null })
@@ -30,17 +31,10 @@ export async function redisCpuMicros (client: Redis): Promise<number> {
 export async function deletePrefix (url: string, prefix: string): Promise<number> {
   if (!prefix.startsWith('keygate-bench:')) throw new Error(`refusing to delete under "${prefix}": not a bench prefix`)
   const client = redisClient(url)
-  let deleted = 0
   try {
     await client.connect()
-    let cursor = '0'
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
-      if (keys.length > 0) deleted += await client.del(...keys)
-      cursor = next
-    } while (cursor !== '0')
+    return await deleteKeys(client, `${prefix}*`)
   } finally {
     client.disconnect()
   }
-  return deleted
 }

@@ -11,6 +11,8 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024
 export const DEFAULT_TOKEN_TTL_SECONDS = 15 * 60
 export const DEFAULT_REDIS_PREFIX = 'keygate:'
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500
+export const DEFAULT_REDIS_PORT = 6379
+export const DEFAULT_REDIS_SENTINEL_PORT = 26379
 export const DEFAULT_KEY_CACHE_SIZE = 10_000
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 30_000
 /** a client must send its headers within this (slowloris) */
@@ -37,6 +39,12 @@ export const EnvSchema = Type.Object({
   UPSTREAM_PORT: Type.Optional(Port),
   UPSTREAM_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^[Rr][Ee][Dd][Ii][Ss][Ss]?://' })),
+  KEYGATE_REDIS_SENTINELS: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_REDIS_SENTINEL_MASTER: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  KEYGATE_REDIS_SENTINEL_PASSWORD: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_REDIS_USERNAME: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_REDIS_PASSWORD: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_REDIS_PREFIX: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
   KEYGATE_REDIS_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 10, maximum: 60_000 })),
   KEYGATE_BOOTSTRAP_USERS: Type.Optional(Type.String()),
@@ -117,11 +125,42 @@ export interface BootstrapUser {
   password: string
 }
 
+/** One Redis server (a sentinel, a cluster's seed node). */
+export interface RedisNode {
+  host: string
+  port: number
+}
+
+/** Credentials of the Redis servers that hold the data (never of the sentinels). */
+export interface RedisCredentials {
+  username: string | undefined
+  password: string | undefined
+}
+
+/** KEYGATE_REDIS_SENTINELS: the master the sentinels name, found through them after each failover. */
+export interface RedisSentinelConfig extends RedisCredentials {
+  mode: 'sentinel'
+  sentinels: RedisNode[]
+  masterName: string
+  sentinelPassword: string | undefined
+}
+
+/** KEYGATE_REDIS_CLUSTER_NODES: a Redis Cluster, found through any of these seed nodes. */
+export interface RedisClusterConfig extends RedisCredentials {
+  mode: 'cluster'
+  nodes: RedisNode[]
+}
+
+/** Redis other than one node named by REDIS_URL. */
+export type RedisTopology = RedisSentinelConfig | RedisClusterConfig
+
 export interface GatewayConfig {
   port: number
   host: string
-  /** unset: the embedded in-memory store */
+  /** one Redis node; unset (and no redisTopology): the embedded in-memory store */
   redisUrl: string | undefined
+  /** Redis through Sentinel or a Redis Cluster; set only when redisUrl is not */
+  redisTopology: RedisTopology | undefined
   redisPrefix: string
   redisCommandTimeoutMs: number
   bootstrapUsers: BootstrapUser[]
@@ -200,7 +239,81 @@ export function parseBootstrapUsers (text: string | undefined): BootstrapUser[] 
 }
 
 /** Values that may hold secrets are never quoted back in an error. */
-const SECRET_VARIABLES = new Set(['REDIS_URL', 'KEYGATE_BOOTSTRAP_USERS'])
+const SECRET_VARIABLES = new Set(['REDIS_URL', 'KEYGATE_BOOTSTRAP_USERS', 'KEYGATE_REDIS_PASSWORD', 'KEYGATE_REDIS_SENTINEL_PASSWORD',
+  'KEYGATE_REDIS_SENTINELS', 'KEYGATE_REDIS_CLUSTER_NODES'])
+
+const HOST_NAME = /^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,253})$/
+const IPV6_ADDRESS = /^[0-9A-Fa-f:.]{2,45}$/
+
+/**
+ * `host:port,host2:port` (an IPv6 address in brackets: `[::1]:6379`); a missing port is
+ * `defaultPort`. Errors name an entry by its number: a URL pasted here by mistake may hold a password.
+ */
+export function parseRedisNodes (variable: string, text: string, defaultPort: number): RedisNode[] {
+  return text.split(',').map((raw, index) => {
+    const entry = raw.trim()
+    const match = /^(?:\[([^\]]*)\]|([^:[\]]*))(?::([0-9]{1,5}))?$/.exec(entry)
+    const host = match?.[1] ?? match?.[2] ?? ''
+    const port = match?.[3] === undefined ? defaultPort : Number(match[3])
+    const validHost = match?.[1] !== undefined ? IPV6_ADDRESS.test(host) : HOST_NAME.test(host)
+    if (match === null || !validHost || port < 1 || port > 65535) {
+      throw new ConfigError(`${variable}: entry ${index + 1} is not host or host:port (comma-separated, IPv6 as [addr]:port, no scheme; ` +
+        'credentials go in KEYGATE_REDIS_USERNAME and KEYGATE_REDIS_PASSWORD)')
+    }
+    return { host, port }
+  })
+}
+
+/**
+ * Which Redis, if any: REDIS_URL (one node), KEYGATE_REDIS_SENTINELS (with its master name) or
+ * KEYGATE_REDIS_CLUSTER_NODES, exactly one of them. Errors name variables, never their values.
+ */
+function redisTopologyFrom (e: Env): RedisTopology | undefined {
+  const modes = (['REDIS_URL', 'KEYGATE_REDIS_SENTINELS', 'KEYGATE_REDIS_CLUSTER_NODES'] as const).filter((name) => e[name] !== undefined)
+  if (modes.length > 1) {
+    throw new ConfigError(`${modes.join(' and ')} are set: set exactly one of REDIS_URL (one Redis), KEYGATE_REDIS_SENTINELS (Redis Sentinel) ` +
+      'or KEYGATE_REDIS_CLUSTER_NODES (Redis Cluster)')
+  }
+  const mode = modes[0]
+  const needs = (name: keyof Env, what: string): void => {
+    if (e[name] !== undefined) throw new ConfigError(`${name}: set, but ${what}`)
+  }
+  if (mode !== 'KEYGATE_REDIS_SENTINELS') {
+    needs('KEYGATE_REDIS_SENTINEL_MASTER', 'KEYGATE_REDIS_SENTINELS is not: it names the master those sentinels watch')
+    needs('KEYGATE_REDIS_SENTINEL_PASSWORD', 'KEYGATE_REDIS_SENTINELS is not: it is the sentinels\' own password')
+  }
+  if (mode === 'REDIS_URL') {
+    const inUrl = 'it is for Sentinel and Cluster; with REDIS_URL, write credentials in the URL (redis://user:password@host:port)'
+    needs('KEYGATE_REDIS_USERNAME', inUrl)
+    needs('KEYGATE_REDIS_PASSWORD', inUrl)
+  }
+  if (mode === undefined) {
+    const none = 'no Redis is configured (REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES)'
+    needs('KEYGATE_REDIS_USERNAME', none)
+    needs('KEYGATE_REDIS_PASSWORD', none)
+  }
+  const credentials: RedisCredentials = { username: e.KEYGATE_REDIS_USERNAME, password: e.KEYGATE_REDIS_PASSWORD }
+  if (mode === 'KEYGATE_REDIS_SENTINELS') {
+    if (e.KEYGATE_REDIS_SENTINEL_MASTER === undefined) {
+      throw new ConfigError('KEYGATE_REDIS_SENTINEL_MASTER: required with KEYGATE_REDIS_SENTINELS: the master name the sentinels monitor (`sentinel monitor NAME ...`)')
+    }
+    return {
+      mode: 'sentinel',
+      sentinels: parseRedisNodes('KEYGATE_REDIS_SENTINELS', e.KEYGATE_REDIS_SENTINELS as string, DEFAULT_REDIS_SENTINEL_PORT),
+      masterName: e.KEYGATE_REDIS_SENTINEL_MASTER,
+      sentinelPassword: e.KEYGATE_REDIS_SENTINEL_PASSWORD,
+      ...credentials
+    }
+  }
+  if (mode === 'KEYGATE_REDIS_CLUSTER_NODES') {
+    // keygate writes its own hash tags (store/redis.ts); a brace in the prefix would move them.
+    if (e.KEYGATE_REDIS_PREFIX !== undefined && /[{}]/.test(e.KEYGATE_REDIS_PREFIX)) {
+      throw new ConfigError('KEYGATE_REDIS_PREFIX: must not contain { or } with KEYGATE_REDIS_CLUSTER_NODES: keygate places its own hash tags in Redis Cluster')
+    }
+    return { mode: 'cluster', nodes: parseRedisNodes('KEYGATE_REDIS_CLUSTER_NODES', e.KEYGATE_REDIS_CLUSTER_NODES as string, DEFAULT_REDIS_PORT), ...credentials }
+  }
+  return undefined
+}
 
 /** Reads and checks the environment; throws a ConfigError naming the variable and what is allowed. */
 export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig {
@@ -225,6 +338,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     port: e.PORT ?? DEFAULT_PORT,
     host: e.HOST ?? DEFAULT_HOST,
     redisUrl: e.REDIS_URL,
+    redisTopology: redisTopologyFrom(e),
     redisPrefix: e.KEYGATE_REDIS_PREFIX ?? DEFAULT_REDIS_PREFIX,
     redisCommandTimeoutMs: e.KEYGATE_REDIS_TIMEOUT_MS ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS,
     bootstrapUsers: parseBootstrapUsers(e.KEYGATE_BOOTSTRAP_USERS),

@@ -60,3 +60,55 @@ t.test('an error never quotes a secret', async (t) => {
   t.same(parseBootstrapUsers(''), [])
   t.same(parseBootstrapUsers(undefined), [])
 })
+
+t.test('Redis Sentinel and Redis Cluster', async (t) => {
+  t.same(loadConfig({
+    KEYGATE_REDIS_SENTINELS: 's1:26380, s2,[::1]:26381',
+    KEYGATE_REDIS_SENTINEL_MASTER: 'mymaster',
+    KEYGATE_REDIS_SENTINEL_PASSWORD: 'sentinel-pw',
+    KEYGATE_REDIS_PASSWORD: 'data-pw'
+  }).redisTopology, {
+    mode: 'sentinel',
+    sentinels: [{ host: 's1', port: 26380 }, { host: 's2', port: 26379 }, { host: '::1', port: 26381 }],
+    masterName: 'mymaster',
+    sentinelPassword: 'sentinel-pw',
+    username: undefined,
+    password: 'data-pw'
+  }, 'sentinels (26379 by default), the master name and the passwords')
+  const cluster = loadConfig({ KEYGATE_REDIS_CLUSTER_NODES: 'n1:7000,redis_2', KEYGATE_REDIS_USERNAME: 'keygate', KEYGATE_REDIS_PASSWORD: 'pw' })
+  t.same(cluster.redisTopology, { mode: 'cluster', nodes: [{ host: 'n1', port: 7000 }, { host: 'redis_2', port: 6379 }], username: 'keygate', password: 'pw' },
+    'seed nodes (6379 by default) and the credentials')
+  t.equal(cluster.redisUrl, undefined)
+  t.equal(loadConfig({ REDIS_URL: 'redis://r:6379' }).redisTopology, undefined, 'REDIS_URL alone: one node, as before')
+
+  const refused: Array<[Record<string, string>, RegExp]> = [
+    [{ REDIS_URL: 'redis://r', KEYGATE_REDIS_CLUSTER_NODES: 'n1' }, /^REDIS_URL and KEYGATE_REDIS_CLUSTER_NODES are set: set exactly one of/],
+    [{ KEYGATE_REDIS_SENTINELS: 's1', KEYGATE_REDIS_SENTINEL_MASTER: 'm', KEYGATE_REDIS_CLUSTER_NODES: 'n1' }, /^KEYGATE_REDIS_SENTINELS and KEYGATE_REDIS_CLUSTER_NODES are set/],
+    [{ KEYGATE_REDIS_SENTINELS: 's1' }, /^KEYGATE_REDIS_SENTINEL_MASTER: required with KEYGATE_REDIS_SENTINELS/],
+    [{ KEYGATE_REDIS_SENTINEL_MASTER: 'm' }, /^KEYGATE_REDIS_SENTINEL_MASTER: set, but KEYGATE_REDIS_SENTINELS is not/],
+    [{ KEYGATE_REDIS_CLUSTER_NODES: 'n1', KEYGATE_REDIS_SENTINEL_PASSWORD: 'x' }, /^KEYGATE_REDIS_SENTINEL_PASSWORD: set, but KEYGATE_REDIS_SENTINELS is not/],
+    [{ REDIS_URL: 'redis://r', KEYGATE_REDIS_PASSWORD: 'x' }, /^KEYGATE_REDIS_PASSWORD: set, but .*write credentials in the URL/],
+    [{ KEYGATE_REDIS_USERNAME: 'u' }, /^KEYGATE_REDIS_USERNAME: set, but no Redis is configured/],
+    [{ KEYGATE_REDIS_CLUSTER_NODES: 'n1,,n2' }, /^KEYGATE_REDIS_CLUSTER_NODES: entry 2 is not host or host:port/],
+    [{ KEYGATE_REDIS_CLUSTER_NODES: 'n1:0' }, /^KEYGATE_REDIS_CLUSTER_NODES: entry 1 is not/],
+    [{ KEYGATE_REDIS_CLUSTER_NODES: 'n1:70000' }, /^KEYGATE_REDIS_CLUSTER_NODES: entry 1 is not/],
+    [{ KEYGATE_REDIS_SENTINELS: 'redis://s1:26379', KEYGATE_REDIS_SENTINEL_MASTER: 'm' }, /^KEYGATE_REDIS_SENTINELS: entry 1 is not .*no scheme/],
+    [{ KEYGATE_REDIS_CLUSTER_NODES: 'n1', KEYGATE_REDIS_PREFIX: '{kg}:' }, /^KEYGATE_REDIS_PREFIX: must not contain \{ or \} with KEYGATE_REDIS_CLUSTER_NODES/]
+  ]
+  for (const [env, message] of refused) t.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
+  t.equal(loadConfig({ REDIS_URL: 'redis://r', KEYGATE_REDIS_PREFIX: '{kg}:' }).redisPrefix, '{kg}:', 'braces are the operator\'s own business on one node')
+
+  // A URL with a password pasted into a node list, or a password beside REDIS_URL, is never quoted.
+  for (const env of [
+    { KEYGATE_REDIS_CLUSTER_NODES: 'redis://:Hunter2pw@n1:6379' },
+    { KEYGATE_REDIS_SENTINELS: 's1:Hunter2pw', KEYGATE_REDIS_SENTINEL_MASTER: 'm' },
+    { REDIS_URL: 'redis://r', KEYGATE_REDIS_PASSWORD: 'Hunter2pw' },
+    { REDIS_URL: 'redis://r', KEYGATE_REDIS_CLUSTER_NODES: 'n1', KEYGATE_REDIS_PASSWORD: 'Hunter2pw' },
+    { KEYGATE_REDIS_SENTINEL_PASSWORD: 'Hunter2pw' }
+  ]) {
+    let message = ''
+    try { loadConfig(env) } catch (err) { message = (err as Error).message }
+    t.ok(message.length > 0, `${JSON.stringify(Object.keys(env))} is refused`)
+    t.notOk(message.includes('Hunter2'), `the message does not hold the password: ${message}`)
+  }
+})

@@ -5,6 +5,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
+import { connectRedis, deleteKeys, type RedisConnection } from '../../gateway/src/store/redis-connection.js'
 
 let resolved: Promise<string> | undefined
 
@@ -63,16 +64,11 @@ export function uniquePrefix (label = 'test'): string {
   return `keygate-test:${label}:${randomUUID()}:`
 }
 
-/** Deletes every key under `prefix`, so runs leave nothing behind. */
-export async function deletePrefix (url: string, prefix: string): Promise<void> {
-  const client = new Redis(url, { maxRetriesPerRequest: 1 })
+/** Deletes every key under `prefix` (on every master of a cluster), so runs leave nothing behind. */
+export async function deletePrefix (redis: RedisConnection, prefix: string): Promise<void> {
+  const client = await connectRedis(redis, { commandTimeoutMs: 5000 })
   try {
-    let cursor = '0'
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
-      if (keys.length > 0) await client.del(...keys)
-      cursor = next
-    } while (cursor !== '0')
+    await deleteKeys(client, `${prefix}*`)
   } finally {
     client.disconnect()
   }

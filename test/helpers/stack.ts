@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp, type BuildAppOptions } from '../../gateway/src/app.js'
 import { defaultRoutes, loadConfig, type GatewayConfig, type RouteConfig } from '../../gateway/src/config.js'
 import { createStore, type Store } from '../../gateway/src/store/index.js'
+import type { RedisConnection } from '../../gateway/src/store/redis-connection.js'
 import { buildUpstreamApp } from '../../upstream-stub/src/app.js'
 import { send } from './http.js'
 import { signBase64, signedHeaders, type TestKeyPair } from './keys.js'
@@ -25,6 +26,8 @@ export interface StackOptions {
   store: StoreKind
   /** share a Redis prefix with another gateway (the two-instance tests) */
   redisPrefix?: string
+  /** with store 'redis': this Redis (a cluster, a master behind sentinels) rather than testRedisUrl() */
+  redis?: RedisConnection
   /** an upstream other than the example service (a recorder, a dead port) */
   upstreamUrl?: string
   routes?: (upstream: string) => RouteConfig[]
@@ -51,16 +54,21 @@ export async function startUpstreamStub (t: Teardown, options: Parameters<typeof
 
 /** A gateway on its own store (or on a shared Redis prefix), listening on a free port. */
 export async function startGateway (t: Teardown, options: StackOptions & { upstreamUrl: string }): Promise<GatewayHandle> {
-  let redisUrl: string | undefined
+  let redis: RedisConnection | undefined
   let redisPrefix = options.redisPrefix
   if (options.store === 'redis') {
-    redisUrl = await testRedisUrl()
+    const connection = redis = options.redis ?? await testRedisUrl()
     if (redisPrefix === undefined) {
       const prefix = redisPrefix = uniquePrefix()
-      t.teardown(async () => { await deletePrefix(redisUrl as string, prefix) })
+      t.teardown(async () => { await deletePrefix(connection, prefix) })
     }
   }
-  const base = testConfig({ redisUrl, ...(redisPrefix !== undefined && { redisPrefix }), ...options.config })
+  const base = testConfig({
+    redisUrl: typeof redis === 'string' ? redis : undefined,
+    redisTopology: typeof redis === 'object' ? redis : undefined,
+    ...(redisPrefix !== undefined && { redisPrefix }),
+    ...options.config
+  })
   const routes = options.routes?.(options.upstreamUrl) ??
     defaultRoutes({ upstream: options.upstreamUrl, bodyLimit: base.bodyLimit, timeoutMs: 30_000 })
   const config = { ...base, routes }

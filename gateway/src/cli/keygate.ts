@@ -1,9 +1,9 @@
 // `npm run keygate -- <command>`: client developers' and operators' commands.
 //   keygen | login | register | call   sign and send as a client (client-commands.ts)
-//   users add NAME     create NAME, or set its password (read from stdin), on the store REDIS_URL names
+//   users add NAME     create NAME, or set its password (read from stdin), on the gateways' Redis
 //   users passwd|remove NAME, users list, keys list|show|revoke: see cli/operator.ts
 //   routes check FILE  validate a route file and print the table of routes it makes
-//   tokens rotate      make a new token-signing key current for every gateway on REDIS_URL
+//   tokens rotate      make a new token-signing key current for every gateway on that Redis
 import { createInterface } from 'node:readline'
 import { CLIENT_COMMANDS, ClientUsageError, RequestFailed, runClientCommand, type ClientCommand } from './client-commands.js'
 import { ConfigError, loadConfig } from '../config.js'
@@ -12,8 +12,8 @@ import { isMainModule } from '../server.js'
 import type { RouteConfig } from '../config.js'
 import { loadRouteFile } from '../routing/route-file.js'
 import { OperatorUsageError, checkOperatorArgs, runOperatorCommand } from './operator.js'
-import { createStore } from '../store/index.js'
-import { redactUrl } from '../store/redis.js'
+import { createStore, redisConnection } from '../store/index.js'
+import { describeRedis, type RedisConnection } from '../store/redis-connection.js'
 import { DEFAULT_RETIRE_MARGIN_MS, retireAfterMs, rotateStoredSigningKey } from '../tokens/signing-key-ring.js'
 import { createUserService } from '../users/user-service.js'
 
@@ -61,12 +61,20 @@ For operators:
                      of KEYGATE_TOKEN_TTL_SECONDS and the identity tokens of KEYGATE_ROUTES, plus
                      a margin), then retires. Running gateways pick it up without a restart.
 
-users, keys and tokens rotate work on the Redis named by REDIS_URL (and KEYGATE_REDIS_PREFIX), the
-store of the running gateways: run them with the gateways' environment. Without REDIS_URL there is
+users, keys and tokens rotate work on the Redis named by REDIS_URL, KEYGATE_REDIS_SENTINELS or
+KEYGATE_REDIS_CLUSTER_NODES (and KEYGATE_REDIS_PREFIX), the store of the running gateways: run them
+with the gateways' environment. Without any of them there is
 nothing to change: the embedded store lives inside a gateway process; use KEYGATE_BOOTSTRAP_USERS
 there instead, and restart to get a new signing key.`
 
 export class UsageError extends Error {}
+
+/** The gateways' Redis, which the store-changing commands need. */
+function requireRedis (config: ReturnType<typeof loadConfig>): RedisConnection {
+  const connection = redisConnection(config)
+  if (connection === undefined) throw new UsageError(`REDIS_URL is not set (nor KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES).\n\n${USAGE}`)
+  return connection
+}
 
 async function readPassword (input: NodeJS.ReadStream, output: NodeJS.WriteStream): Promise<string> {
   if (input.isTTY !== true) {
@@ -114,7 +122,7 @@ async function checkRoutes (file: string, io: { stdout: NodeJS.WritableStream, e
 /** Rotates the signing key on the gateways' Redis; prints the new kid and when the old key retires. */
 async function rotateTokenKey (io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
   const config = loadConfig(io.env)
-  if (config.redisUrl === undefined) throw new UsageError(`REDIS_URL is not set.\n\n${USAGE}`)
+  const redis = requireRedis(config)
   if (config.jwt.keyFile !== undefined) {
     throw new Error('KEYGATE_JWT_KEY_FILE is set: the gateways sign with that file\'s key, not with the key ring on Redis; rotate it by restarting them with a new key file')
   }
@@ -124,7 +132,7 @@ async function rotateTokenKey (io: { stdout: NodeJS.WritableStream, env: NodeJS.
   const store = await createStore(config)
   try {
     const { kid, replaced } = await rotateStoredSigningKey(store, retireAfterMs(longestTtlSeconds, DEFAULT_RETIRE_MARGIN_MS))
-    io.stdout.write(`token signing key rotated in ${redactUrl(config.redisUrl)} (prefix ${config.redisPrefix}): new kid ${kid}\n`)
+    io.stdout.write(`token signing key rotated in ${describeRedis(redis)} (prefix ${config.redisPrefix}): new kid ${kid}\n`)
     if (replaced === undefined) {
       io.stdout.write('there was no signing key before: gateways starting on this store will use this one\n')
     } else {
@@ -160,10 +168,10 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
     try {
       checkOperatorArgs(group, command, args)
       const config = loadConfig(io.env)
-      if (config.redisUrl === undefined) throw new UsageError(`REDIS_URL is not set.\n\n${USAGE}`)
+      requireRedis(config)
       return await runOperatorCommand(group, command, args, {
         stdout: io.stdout,
-        config: { ...config, redisUrl: config.redisUrl },
+        config,
         readPassword: async () => await readPassword(io.stdin, io.stdout)
       })
     } catch (err) {
@@ -172,13 +180,13 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
   }
   if (group !== 'users' || command !== 'add' || name === undefined || rest.length > 0) throw new UsageError(USAGE)
   const config = loadConfig(io.env)
-  if (config.redisUrl === undefined) throw new UsageError(`REDIS_URL is not set.\n\n${USAGE}`)
+  const redis = requireRedis(config)
   const store = await createStore(config)
   try {
     const password = await readPassword(io.stdin, io.stdout)
     const user = await createUserService(store).upsert(name, password)
     const verb = user.createdAt === user.updatedAt ? 'created' : 'updated'
-    io.stdout.write(`user ${name} ${verb} in ${redactUrl(config.redisUrl)} (prefix ${config.redisPrefix})\n`)
+    io.stdout.write(`user ${name} ${verb} in ${describeRedis(redis)} (prefix ${config.redisPrefix})\n`)
   } finally {
     await store.close()
   }

@@ -5,14 +5,15 @@ import type { GatewayConfig } from '../config.js'
 import { keyStatus, type KeyStatus } from '../keys/key-registry.js'
 import { keyView } from '../routes/api-keys.js'
 import { createStore, type KeyRecord, type Store } from '../store/index.js'
-import { redactUrl } from '../store/redis.js'
+import { redisConnection } from '../store/index.js'
+import { describeRedis } from '../store/redis-connection.js'
 import { createUserService } from '../users/user-service.js'
 
 export class OperatorUsageError extends Error {}
 
 export interface OperatorIo {
   stdout: NodeJS.WritableStream
-  config: GatewayConfig & { redisUrl: string }
+  config: GatewayConfig
   /** the new password, from a prompt without echo or from stdin */
   readPassword: () => Promise<string>
 }
@@ -47,7 +48,10 @@ function keyRow (record: KeyRecord & { status: KeyStatus }): string[] {
 
 const KEY_HEADER = ['APIKEY', 'OWNER', 'NAME', 'STATUS', 'CREATED', 'LAST USED', 'EXPIRES']
 const withStatus = (record: KeyRecord): KeyRecord & { status: KeyStatus } => ({ ...record, status: keyStatus(record, Date.now()) })
-const where = (config: OperatorIo['config']): string => `${redactUrl(config.redisUrl)} (prefix ${config.redisPrefix})`
+const where = (config: OperatorIo['config']): string => {
+  const connection = redisConnection(config)
+  return `${connection === undefined ? 'the embedded store' : describeRedis(connection)} (prefix ${config.redisPrefix})`
+}
 
 async function keysCommand (store: Store, command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
   if (command === 'list') {

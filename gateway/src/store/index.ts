@@ -1,12 +1,21 @@
 import type { GatewayConfig } from '../config.js'
 import { createMemoryStore } from './memory.js'
 import { createRedisStore } from './redis.js'
+import type { RedisConnection } from './redis-connection.js'
 import type { Store } from './types.js'
 
 export type { KeyEvent, KeyEventListener, KeyRecord, RemoveUserResult, RevokeResult, Store, UserRecord } from './types.js'
 
-/** The store the configuration asks for: Redis when REDIS_URL is set, else the embedded one. */
-export async function createStore (config: Pick<GatewayConfig, 'redisUrl' | 'redisPrefix' | 'redisCommandTimeoutMs'>): Promise<Store> {
-  if (config.redisUrl === undefined) return createMemoryStore()
-  return await createRedisStore({ url: config.redisUrl, prefix: config.redisPrefix, commandTimeoutMs: config.redisCommandTimeoutMs })
+type StoreConfig = Pick<GatewayConfig, 'redisUrl' | 'redisTopology' | 'redisPrefix' | 'redisCommandTimeoutMs'>
+
+/** The Redis the configuration names (REDIS_URL, Sentinel or Cluster), if any. */
+export function redisConnection (config: Pick<GatewayConfig, 'redisUrl' | 'redisTopology'>): RedisConnection | undefined {
+  return config.redisUrl ?? config.redisTopology
+}
+
+/** The store the configuration asks for: Redis when one is configured, else the embedded one. */
+export async function createStore (config: StoreConfig): Promise<Store> {
+  const connection = redisConnection(config)
+  if (connection === undefined) return createMemoryStore()
+  return await createRedisStore({ connection, prefix: config.redisPrefix, commandTimeoutMs: config.redisCommandTimeoutMs })
 }

@@ -1,13 +1,48 @@
-import { Redis, type RedisOptions } from 'ioredis'
+import { Cluster } from 'ioredis'
 import { GatewayError } from '../errors.js'
+import { connectRedis, createRedisClient, scanKeys, type RedisClient, type RedisConnection } from './redis-connection.js'
 import { newestFirst, type KeyEvent, type KeyEventListener, type KeyRecord, type RevokeResult, type SigningKeyRing, type SigningKeyRotation, type Store, type UserRecord } from './types.js'
 
-export interface RedisStoreOptions {
-  url: string
+export type RedisStoreOptions = ({ url: string } | { connection: RedisConnection }) & {
   /** every key this store touches starts with it, so several deployments (or tests) can share a Redis */
   prefix: string
   /** no command waits longer than this on a slow or dead Redis */
   commandTimeoutMs: number
+}
+
+/**
+ * The name of every key the store writes. On one node (or Sentinel's one master) they are the
+ * prefix and a name, as they always were.
+ *
+ * In Redis Cluster a script or MULTI may only touch keys of one hash slot, so the keys are in two
+ * groups. The registry (users and the set of them, API keys and each owner's index of them, the
+ * signing-key ring) carries one hash tag, the prefix: `keygate:{keygate}user:alice`. Its scripts
+ * stay atomic: registering a key is SET NX of the key plus SADD to its owner's index in one step.
+ * Per-user tags cannot keep that: the key record must be found by its apiKey alone (a request
+ * names no owner until the key is read) and be unique across owners, so it lives in the apiKey's
+ * slot while the owner's index would live in the owner's; no script spans two slots. The
+ * registry's one slot is one shard, but its load follows logins, registrations and key-cache
+ * misses, not requests: a gateway keeps parsed keys and verified tokens in memory.
+ * Per-request state (replay marks of signed writes, login counters) is one key per operation and
+ * carries no tag, so it spreads over every shard: that is the load that grows with traffic.
+ */
+export function redisKeyNames (prefix: string, cluster: boolean) {
+  const registry = cluster ? `${prefix}{${prefix.replace(/:$/, '')}}` : prefix
+  return {
+    user: (username: string): string => `${registry}user:${username}`,
+    users: `${registry}users`,
+    key: (apiKey: string): string => `${registry}key:${apiKey}`,
+    ownerKeys: (owner: string): string => `${registry}user-keys:${owner}`,
+    // read with the key records in one MULTI, so in the registry's slot; written at most once a
+    // minute per key and gateway, so it adds little to that shard
+    lastUsed: `${registry}keys-last-used`,
+    // a channel, not a key: PUBLISH reaches every node of a cluster
+    keyEvents: `${prefix}key-events`,
+    signingKey: `${registry}jwt:signing-key`,
+    previousSigningKeys: `${registry}jwt:previous-signing-keys`,
+    once: (key: string): string => `${prefix}once:${key}`,
+    hits: (key: string): string => `${prefix}hits:${key}`
+  }
 }
 
 // SET NX of the key record and the owner's index in one step, so a key is never half-registered.
@@ -38,7 +73,8 @@ return {'revoked', updated}`
 
 // Removing a user: revoke (and announce) every key in its index, drop the index, the user and its
 // name in the users set, in one step; a registration can never slip between. The key records are
-// named from the index (KEY_PREFIX .. apiKey), which a single Redis allows.
+// named from the index (key-record prefix .. apiKey): undeclared keys, which a single Redis allows
+// and a cluster too, since every registry key shares one hash slot (redisKeyNames).
 // KEYS: user hash, users set, owner index. ARGV: revokedAt, key-record prefix, channel, username.
 const REMOVE_USER_SCRIPT = `
 local revoked = {}
@@ -125,24 +161,10 @@ function unavailable (err: unknown): GatewayError {
  * queue, a command timeout) and the client reconnects in the background.
  */
 export async function createRedisStore (options: RedisStoreOptions): Promise<Store> {
+  const connection = 'url' in options ? options.url : options.connection
   const { prefix } = options
-  const redisOptions: RedisOptions = {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    commandTimeout: options.commandTimeoutMs,
-    connectTimeout: Math.max(options.commandTimeoutMs, 2000),
-    maxRetriesPerRequest: 0,
-    retryStrategy: (attempt) => Math.min(attempt * 100, 1000)
-  }
-  const redis = new Redis(options.url, redisOptions)
-  // Without a listener ioredis prints every reconnection error; the store reports failures itself.
-  redis.on('error', () => {})
-  try {
-    await redis.connect()
-  } catch (err) {
-    redis.disconnect()
-    throw new Error(`cannot reach Redis at ${redactUrl(options.url)}: ${(err as Error).message}`, { cause: err })
-  }
+  const redis = await connectRedis(connection, { commandTimeoutMs: options.commandTimeoutMs })
+  const names = redisKeyNames(prefix, redis instanceof Cluster)
 
   /** failed operations, for the metrics (keygate_store_errors_total) */
   let errors = 0
@@ -156,14 +178,13 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
     }
   }
 
-  const userKey = (username: string): string => `${prefix}user:${username}`
-  const usersSet = `${prefix}users`
-  const keyKey = (apiKey: string): string => `${prefix}key:${apiKey}`
-  const ownerKeys = (owner: string): string => `${prefix}user-keys:${owner}`
-  const lastUsedKey = `${prefix}keys-last-used`
-  const keyEventsChannel = `${prefix}key-events`
-  const signingKeyKey = `${prefix}jwt:signing-key`
-
+  const userKey = names.user
+  const usersSet = names.users
+  const keyKey = names.key
+  const ownerKeys = names.ownerKeys
+  const lastUsedKey = names.lastUsed
+  const keyEventsChannel = names.keyEvents
+  const signingKeyKey = names.signingKey
   /** MULTI results, or STORE_UNAVAILABLE when any command failed */
   const results = (result: Array<[Error | null, unknown]> | null): unknown[] => {
     const failed = result?.find(([err]) => err !== null)
@@ -187,17 +208,16 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
   // when the first listener arrives. Every time its subscription is (re)established, listeners
   // hear `resync`: revocations announced while it was away are lost, so cached keys must go.
   const listeners = new Set<KeyEventListener>()
-  let subscriber: Redis | undefined
+  let subscriber: RedisClient | undefined
   const emit = (event: KeyEvent): void => { for (const listener of listeners) listener(event) }
-  const startSubscriber = (): Redis => {
-    const sub = new Redis(options.url, {
-      ...redisOptions,
-      lazyConnect: false,
+  const startSubscriber = (): RedisClient => {
+    const sub = createRedisClient(connection, { commandTimeoutMs: options.commandTimeoutMs }, {
       autoResubscribe: false,
       // visible in CLIENT LIST: which gateway prefix this subscription serves
       connectionName: `keygate-sub:${prefix}`.replace(/[^\w:.@-]/g, '_').slice(0, 200)
     })
     sub.on('error', () => {})
+    sub.connect().catch(() => {})
     sub.on('ready', () => {
       sub.subscribe(keyEventsChannel).then(() => { emit({ type: 'resync' }) }, () => {
         // Not subscribed on a live connection: drop it, and the next 'ready' tries again.
@@ -215,11 +235,11 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
     if (sub === undefined) return
     try {
       await sub.quit()
-    } catch {
-      sub.disconnect()
-    }
+    } catch {}
+    // Also after a clean QUIT: it alone leaves Sentinel's failover-detector connections open.
+    sub.disconnect()
   }
-  const previousSigningKeysKey = `${prefix}jwt:previous-signing-keys`
+  const previousSigningKeysKey = names.previousSigningKeys
 
   return {
     kind: 'redis',
@@ -274,14 +294,10 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       if (owner !== undefined) {
         apiKeys = await redis.smembers(ownerKeys(owner))
       } else {
+        // every master: in a cluster each holds part of the keyspace
         const found = new Set<string>()
         const start = keyKey('').length
-        let cursor = '0'
-        do {
-          const [next, names] = await redis.scan(cursor, 'MATCH', `${globEscape(keyKey(''))}*`, 'COUNT', 1000)
-          for (const name of names) found.add(name.slice(start))
-          cursor = next
-        } while (cursor !== '0')
+        for await (const batch of scanKeys(redis, `${globEscape(keyKey(''))}*`)) for (const name of batch) found.add(name.slice(start))
         apiKeys = [...found]
       }
       const records: KeyRecord[] = []
@@ -333,32 +349,21 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       } satisfies SigningKeyRotation
     }),
     rememberOnce: async (key, ttlMs) => await guarded(async () =>
-      await redis.set(`${prefix}once:${key}`, '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX') === 'OK'),
+      await redis.set(names.once(key), '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX') === 'OK'),
     hit: async (key, windowMs) => await guarded(async () => {
-      const [count, ttl] = await redis.eval(HIT_SCRIPT, 1, `${prefix}hits:${key}`, Math.max(1, Math.ceil(windowMs))) as [number, number]
+      const [count, ttl] = await redis.eval(HIT_SCRIPT, 1, names.hits(key), Math.max(1, Math.ceil(windowMs))) as [number, number]
       return { count, resetMs: ttl }
     }),
-    resetHits: async (key) => { await guarded(async () => await redis.del(`${prefix}hits:${key}`)) },
+    resetHits: async (key) => { await guarded(async () => await redis.del(names.hits(key))) },
     ping: async () => { await guarded(async () => await redis.ping()) },
     close: async () => {
       listeners.clear()
       await stopSubscriber()
       try {
         await redis.quit()
-      } catch {
-        redis.disconnect()
-      }
+      } catch {}
+      // Also after a clean QUIT: it alone leaves Sentinel's failover-detector connections open.
+      redis.disconnect()
     }
-  }
-}
-
-/** A Redis URL without its password, for messages and logs. */
-export function redactUrl (url: string): string {
-  try {
-    const parsed = new URL(url)
-    if (parsed.password !== '') parsed.password = '***'
-    return parsed.toString()
-  } catch {
-    return '(unparseable REDIS_URL)'
   }
 }
