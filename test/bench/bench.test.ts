@@ -136,3 +136,21 @@ t.test('--rate half: (b) runs flat out first, then every configuration at half i
   t.equal(bad.code, 2)
   t.match(bad.stderr, /--rate half: needs configuration b/)
 })
+
+t.test('npm run keygate -- bench is the same tool: its usage, its exit codes', async (t) => {
+  const run = async (args: string[]): Promise<Run> => await new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/cli/keygate.ts', 'bench', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+    child.on('error', reject)
+    child.on('close', (code) => { resolve({ code, stdout, stderr }) })
+  })
+  const help = await run(['--help'])
+  t.equal(help.code, 0)
+  t.match(help.stdout, /^Usage: npm run bench/)
+  const bad = await run(['--rounds', 'zero'])
+  t.equal(bad.code, 2, 'a usage error keeps its exit code through the CLI')
+  t.match(bad.stderr, /--rounds: "zero" is not an integer/)
+})

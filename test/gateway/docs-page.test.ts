@@ -62,12 +62,15 @@ t.test('the /docs page shows every endpoint in Chromium, offline', async (t) => 
   }))
   t.same([...operations].sort(), [
     'DELETE /orders/',
+    'DELETE /v1/api-keys/{apiKey}',
     'GET /.well-known/jwks.json',
     'GET /healthz',
     'GET /orders/',
     'GET /readyz',
     'GET /status',
+    'GET /v1/api-keys',
     'GET /v1/clients/',
+    'GET /v1/time',
     'POST /v1/api-keys',
     'POST /v1/auth/token',
     'POST /v1/clients/'

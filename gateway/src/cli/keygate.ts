@@ -4,7 +4,11 @@
 //   users passwd|remove NAME, users list, keys list|show|revoke: see cli/operator.ts
 //   routes check FILE  validate a route file and print the table of routes it makes
 //   tokens rotate      make a new token-signing key current for every gateway on that Redis
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { constants as osConstants } from 'node:os'
 import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
 import { CLIENT_COMMANDS, ClientUsageError, RequestFailed, runClientCommand, type ClientCommand } from './client-commands.js'
 import { ConfigError, loadConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
@@ -27,6 +31,7 @@ const USAGE = `usage: npm run keygate -- keygen [--out DIR] [--name NAME]
        npm run keygate -- keys show|revoke APIKEY
        npm run keygate -- routes check FILE
        npm run keygate -- tokens rotate
+       npm run keygate -- bench [--url URL --user USER --password PASSWORD] [options]
 
 For client developers:
   keygen             make an RSA-2048 key pair: DIR/NAME.pem (private, mode 0600) and DIR/NAME.pub.pem;
@@ -56,6 +61,8 @@ For operators:
   keys show APIKEY   one key, with its public key (--json for scripts, as for the lists)
   keys revoke APIKEY revoke the key: every gateway refuses it within a second; it stays revoked
   routes check FILE  validate a route file (YAML or JSON) and print the routes it makes
+  bench              load-test keygate (npm run bench: --help lists the options); with --url, any
+                     running keygate, else one it starts and compares with a bare proxy
   tokens rotate      generate a new token-signing key and make it current; the replaced key keeps
                      verifying until every token it signed has expired (the longest token lifetime
                      of KEYGATE_TOKEN_TTL_SECONDS and the identity tokens of KEYGATE_ROUTES, plus
@@ -192,7 +199,28 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
   }
 }
 
-if (isMainModule(import.meta.url)) {
+/**
+ * `keygate bench ...`: the load tool of `npm run bench` (bench/cli.ts), in a process of its own
+ * with the terminal passed through. It needs a checkout with the dev dependencies (autocannon).
+ */
+async function runBench (args: string[]): Promise<number> {
+  const entry = fileURLToPath(new URL('../../../bench/cli.ts', import.meta.url))
+  if (!existsSync(entry)) throw new Error('bench/cli.ts is not here: the load tool comes with a checkout of keygate (npm ci), not with the production image')
+  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), entry, ...args], { stdio: 'inherit' })
+  // Ctrl-C reaches the child through the terminal; the child cleans up and exits
+  process.on('SIGINT', () => {})
+  return await new Promise((resolve, reject) => {
+    child.once('error', reject)
+    child.once('exit', (code, signal) => { resolve(code ?? (signal === null ? 1 : 128 + (osConstants.signals[signal] ?? 0))) })
+  })
+}
+
+if (isMainModule(import.meta.url) && process.argv[2] === 'bench') {
+  runBench(process.argv.slice(3)).then((code) => process.exit(code), (err: unknown) => {
+    process.stderr.write(`keygate: ${(err as Error).message}\n`)
+    process.exit(1)
+  })
+} else if (isMainModule(import.meta.url)) {
   runCli(process.argv.slice(2)).catch((err: unknown) => {
     // The request's answer is already printed; nothing to add.
     if (err instanceof RequestFailed) process.exit(1)

@@ -10,6 +10,7 @@ import { GatewayError } from '../errors.js'
 // RFC 3986 pchar plus "/" and "?", and "%" checked below. Everything else is refused.
 const ORIGIN_FORM = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]*$/
 const BAD_PERCENT = /%(?![0-9A-Fa-f]{2})/
+const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'TRACE'])
 
 export function requestTargetProblem (target: string): string | undefined {
   if (!ORIGIN_FORM.test(target)) {
@@ -38,7 +39,18 @@ const requestTarget: FastifyPluginAsync = async (app) => {
   // an async hook costs a promise and a microtask each.
   app.addHook('onRequest', (request, _reply, done) => {
     const problem = requestTargetProblem(request.raw.url ?? '')
-    done(problem === undefined ? undefined : new GatewayError('INVALID_TARGET', problem))
+    if (problem !== undefined) {
+      done(new GatewayError('INVALID_TARGET', problem))
+      return
+    }
+    // GET, HEAD and TRACE carry no body (and Fastify would not read one): refused rather than
+    // forwarded with unread bytes or answered as if the bytes were not there, on every path.
+    const headers = request.headers
+    if (BODYLESS_METHODS.has(request.method) && (headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0')) {
+      done(new GatewayError('VALIDATION_FAILED', `A ${request.method} request carries no body`))
+      return
+    }
+    done()
   })
 }
 

@@ -173,10 +173,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
     const { route } = match
     request.forward = { route }
     const declaredLength = request.headers['content-length']
-    // GET carries no body (and Fastify would not read one): refuse rather than forward unread bytes.
-    if (BODYLESS_METHODS.has(request.method) && (request.headers['transfer-encoding'] !== undefined || (declaredLength ?? '0') !== '0')) {
-      throw new GatewayError('VALIDATION_FAILED', `A ${request.method} request carries no body`)
-    }
+    // (a GET with a body was refused before: plugins/request-target.ts)
     // A declared length over the limit is refused before a byte of the body is read.
     if (declaredLength !== undefined && Number(declaredLength) > route.bodyLimit) throw tooLarge(route.bodyLimit)
     request.auth = { replay: route.replay }
