@@ -23,6 +23,8 @@ export interface BenchOptions {
   json: boolean
   /** where the JSON and HTML reports go */
   out: string
+  /** write a V8 CPU profile of each proxy process (b, c, d, e) under `out` */
+  cpuProf: boolean
   /** LOG_LEVEL of the keygate processes (their log lines go to /dev/null) */
   logLevel: string
   /** KEYGATE_WORKERS of keygate on Redis (c); the embedded store (d) is always one process */
@@ -65,6 +67,8 @@ Options:
   --user U             with --url: the user to log in as
   --password P         with --url: that user's password
   --out DIR            where the JSON and HTML reports go       (default <tmpdir>/keygate-bench)
+  --cpu-prof           write a CPU profile (.cpuprofile: Chrome DevTools, speedscope) of each
+                       proxy process (b, c, d, e) over the whole run, under --out/profiles-<time>
   --log-level LEVEL    LOG_LEVEL of the keygate processes; their log lines go to /dev/null
                                                                          (default warn)
   --workers N          KEYGATE_WORKERS of keygate on Redis (c): N worker processes on one
@@ -112,6 +116,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
         password: { type: 'string' },
         out: { type: 'string' },
         'log-level': { type: 'string' },
+        'cpu-prof': { type: 'boolean' },
         workers: { type: 'string' },
         help: { type: 'boolean', short: 'h' }
       }
@@ -174,6 +179,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     json: values.json === true,
     out: values.out ?? defaultOut,
     logLevel,
+    cpuProf: values['cpu-prof'] === true,
     workers,
     target
   }

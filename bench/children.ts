@@ -24,10 +24,11 @@ export interface Service {
 const running = new Set<ChildProcess>()
 
 /** Starts `role` with exactly `env` (plus PATH-like basics the parent has) and waits until it listens. */
-export async function startService (name: string, role: Role, env: NodeJS.ProcessEnv): Promise<Service> {
+/** `nodeArgs`: more Node.js flags for the child (e.g. --cpu-prof). */
+export async function startService (name: string, role: Role, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<Service> {
   const child = fork(CHILD_ENTRY, [role], {
     env,
-    execArgv: ['--import', TSX],
+    execArgv: ['--import', TSX, ...nodeArgs],
     // stdout (the gateway's log lines) is dropped, so logging costs the child what it costs in
     // production and nothing here; stderr is kept to explain a failed start
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],

@@ -164,6 +164,9 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   cleanups.push(stopAllServices)
 
   log('starting the example service, the bare proxy and keygate ...')
+  const profiles = options.cpuProf ? resolve(options.out, `profiles-${new Date().toISOString().replace(/[:.]/g, '-')}`) : undefined
+  const profiled = profiles === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profiles}`]
+  if (profiles !== undefined) log(`CPU profiles of the proxies go to ${profiles} (written when they stop)`)
   const upstream = await startService('example service', 'upstream', { ...process.env })
   const password = randomBytes(18).toString('base64url')
   const gateway = async (id: 'c' | 'd' | 'e', username: string, extra: Record<string, string>): Promise<Service> =>
@@ -177,7 +180,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
       // the per-user limit until its password is checked; the limit is not what is measured
       ...(options.scenario === 'token' && { KEYGATE_LOGIN_MAX_FAILURES_PER_USER: '1000000' }),
       ...extra
-    }))
+    }), profiled)
   let prefix: string | undefined
   if (want.has('c')) {
     const p = prefix = `keygate-bench:${randomUUID()}:`
@@ -188,7 +191,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
     })
   }
   const [bare, redisGateway, memoryGateway, publicGateway] = await Promise.all([
-    want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }) : undefined,
+    want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }, profiled) : undefined,
     // BENCH_OWNS_PREFIX: should this process die, the gateway deletes the prefix itself
     want.has('c') ? gateway('c', 'bench-redis', { REDIS_URL: redisUrl, KEYGATE_REDIS_PREFIX: prefix as string, BENCH_OWNS_PREFIX: '1', KEYGATE_WORKERS: String(options.workers) }) : undefined,
     // the embedded store lives in one process: always one

@@ -1,7 +1,7 @@
 // `npm run bench` end to end with tiny settings: it starts the four configurations, loads each,
 // prints the comparison table, writes JSON and HTML reports, and leaves no process or Redis key.
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -120,7 +120,8 @@ t.test('--help prints the usage; a bad flag is a usage error', async (t) => {
 })
 
 t.test('--rate half: (b) runs flat out first, then every configuration at half its peak', async (t) => {
-  const run = await bench([...TINY, '--duration', '2', '--rate', 'half', '--only', 'b,d', '--json', '--out', outDir(t)])
+  const out = outDir(t)
+  const run = await bench([...TINY, '--duration', '2', '--rate', 'half', '--only', 'b,d', '--json', '--cpu-prof', '--out', out])
   t.equal(run.code, 0, `exit 0\n${run.stderr}`)
   const report = JSON.parse(run.stdout) as BenchReport
   const peak = report.options.barePeakRps as number
@@ -132,6 +133,12 @@ t.test('--rate half: (b) runs flat out first, then every configuration at half i
     t.ok(c.median.rps <= rate * 1.1, `${c.id}: ${c.median.rps} req/s is held at about ${rate}`)
     t.equal(c.median.non2xx, 0, `${c.id}: every request answered 2xx`)
   }
+  // --cpu-prof: a V8 profile of each proxy process (b and d here), main thread and all
+  const profileDirs = readdirSync(out).filter((name) => name.startsWith('profiles-'))
+  t.equal(profileDirs.length, 1, 'one folder of CPU profiles')
+  const profiles = readdirSync(join(out, profileDirs[0] as string)).filter((name) => name.endsWith('.cpuprofile'))
+  const pids = new Set(profiles.map((name) => name.split('.')[3]))
+  t.equal(pids.size, 2, `a profile from each of the two proxies: ${profiles.join(', ')}`)
   const bad = await bench(['--rate', 'half', '--only', 'c,d'])
   t.equal(bad.code, 2)
   t.match(bad.stderr, /--rate half: needs configuration b/)
