@@ -72,10 +72,19 @@ export class GatewayError extends Error {
   readonly headers: Record<string, string> | undefined
 
   constructor (code: ErrorCode, detail: string, options: GatewayErrorOptions = {}) {
-    super(detail, options.cause === undefined ? undefined : { cause: options.cause })
+    const status = options.status ?? ERRORS[code].status
+    // A refusal (4xx) is the client's doing: its stack trace says nothing, and capturing one cost
+    // ~10 us of every refused request (measured under a flood of them). 5xx keep theirs.
+    const stackTraceLimit = Error.stackTraceLimit
+    if (status < 500) Error.stackTraceLimit = 0
+    try {
+      super(detail, options.cause === undefined ? undefined : { cause: options.cause })
+    } finally {
+      Error.stackTraceLimit = stackTraceLimit
+    }
     this.name = 'GatewayError'
     this.code = code
-    this.statusCode = options.status ?? ERRORS[code].status
+    this.statusCode = status
     this.extra = options.extra
     this.headers = options.headers
   }

@@ -114,6 +114,10 @@ export function parseExpiresAt (value: string, nowMs: number): string {
   return new Date(ms).toISOString()
 }
 
+/** how long, and how many, apiKeys the store did not know are remembered as unknown */
+const UNKNOWN_TTL_MS = 1000
+const UNKNOWN_CACHE_SIZE = 10_000
+
 export function createKeyRegistry (store: Store, options: KeyRegistryOptions): KeyRegistry {
   const cache = new LruCache<string, CacheEntry>(options.cacheSize)
   const lastUsedIntervalMs = options.lastUsedIntervalMs ?? DEFAULT_LAST_USED_INTERVAL_MS
@@ -123,10 +127,20 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
   // changed, so its result is returned but not cached.
   let epoch = 0
   const stats: CacheStats = { hits: 0, misses: 0 }
+  /**
+   * apiKeys the store did not know, until when (ms): a client hammering with a deleted or mistyped
+   * key costs one store read a second, not one a request. Registration here forgets the entry;
+   * a key registered at another gateway in the second after this one was asked for it is refused
+   * here for the rest of that second. Its own LRU: unknown keys never push known ones out.
+   */
+  const unknown = new LruCache<string, number>(UNKNOWN_CACHE_SIZE)
   const onEvent = (event: KeyEvent): void => {
     epoch++
     if (event.type === 'revoked') cache.delete(event.apiKey)
-    else cache.clear()
+    else {
+      cache.clear()
+      unknown.clear()
+    }
   }
   const watching = store.watchKeys(onEvent).catch(() => undefined)
 
@@ -142,11 +156,17 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
     if (!API_KEY_PATTERN.test(apiKey)) return null
     let entry = cache.get(apiKey)
     if (entry !== undefined) stats.hits++
-    else {
+    else if ((unknown.get(apiKey) ?? 0) > nowMs) {
+      stats.hits++
+      return null
+    } else {
       stats.misses++
       const startedAt = epoch
       const record = await store.getKey(apiKey)
-      if (record === null) return null
+      if (record === null) {
+        if (epoch === startedAt) unknown.set(apiKey, nowMs + UNKNOWN_TTL_MS)
+        return null
+      }
       entry = entryFrom(record)
       if (epoch === startedAt) cache.set(apiKey, entry)
     }
@@ -187,6 +207,7 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
         // Revoked and expired keys stay registered: the same words for all, whoever asks.
         throw new GatewayError('DUPLICATE_KEY', 'This public key is already registered (a revoked or expired key stays so); generate a new key pair', { extra: { apiKey: parsed.apiKey } })
       }
+      unknown.delete(parsed.apiKey)
       cache.set(parsed.apiKey, { status: 'active', key: { apiKey: parsed.apiKey, owner, name, keyObject: parsed.keyObject }, expiresAtMs: expiryMs(expires) })
       return record
     },

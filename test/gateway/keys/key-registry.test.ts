@@ -185,6 +185,25 @@ t.test('lookup', async (t) => {
       t.equal((calls.getKey ?? 0) - before, reads, `${label}: ${reads} store read(s)`)
     }
   })
+  t.test('an unknown key is remembered as unknown for a second, not longer; registering it here forgets that', async (t) => {
+    const { store, calls } = countingStore()
+    const keys = createKeyRegistry(store, { cacheSize: 10 })
+    const elsewhere = createKeyRegistry(store, { cacheSize: 10 })
+    const apiKey = spkiHash(pair.spkiPem)
+    const now = Date.now()
+    for (let i = 0; i < 100; i++) t.equal(await keys.check(apiKey, now + i), null)
+    t.equal(calls.getKey, 1, '100 asks in the same second: one store read')
+    await elsewhere.register(input())
+    t.equal(await keys.check(apiKey, now + 999), null, 'registered at another gateway: still unknown here within the second')
+    t.equal((await keys.check(apiKey, now + 1000))?.status, 'active', 'and known after it')
+    t.equal(calls.getKey, 2)
+
+    const other2 = createKeyRegistry(store, { cacheSize: 10 })
+    const otherKey = spkiHash(other.spkiPem)
+    t.equal(await other2.check(otherKey), null)
+    await other2.register({ owner: 'bob', name: 'phone', publicKey: other.spkiPem, signature: signBase64(other.privateKey, 'phone') })
+    t.equal((await other2.check(otherKey))?.status, 'active', 'registered here: known at once')
+  })
 })
 
 /** The memory store, but every call answers after a macrotask (as a network store would). */
