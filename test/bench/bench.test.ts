@@ -1,32 +1,16 @@
-// `npm run bench` end to end with tiny settings: it starts the four configurations, loads each,
+// `npm run bench` end to end with tiny settings: it starts the five configurations, loads each,
 // prints the comparison table, writes JSON and HTML reports, and leaves no process or Redis key.
-import { spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import t from 'tap'
 import type { BenchReport } from '../../bench/report.js'
+import { runBench, type BenchRun } from '../helpers/bench.js'
 import { testRedisUrl } from '../helpers/redis.js'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const TINY = ['--duration', '1', '--warmup', '0', '--rounds', '1', '--connections', '4']
-
-interface Run { code: number | null; stdout: string; stderr: string }
-
-async function bench (args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
-  return await new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/cli.ts', ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-    const timer = setTimeout(() => { child.kill('SIGINT') }, 50_000)
-    child.on('error', reject)
-    child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }) })
-  })
-}
+const bench = runBench
 
 function alive (pid: number): boolean {
   try { process.kill(pid, 0); return true } catch { return false }
@@ -145,15 +129,7 @@ t.test('--rate half: (b) runs flat out first, then every configuration at half i
 })
 
 t.test('npm run keygate -- bench is the same tool: its usage, its exit codes', async (t) => {
-  const run = async (args: string[]): Promise<Run> => await new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/cli/keygate.ts', 'bench', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-    child.on('error', reject)
-    child.on('close', (code) => { resolve({ code, stdout, stderr }) })
-  })
+  const run = async (args: string[]): Promise<BenchRun> => await runBench(args, {}, ['gateway/src/cli/keygate.ts', 'bench'])
   const help = await run(['--help'])
   t.equal(help.code, 0)
   t.match(help.stdout, /^Usage: npm run bench/)

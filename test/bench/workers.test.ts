@@ -1,28 +1,14 @@
 // `npm run bench -- --workers N`: keygate on Redis (c) runs as N worker processes, and its CPU per
 // request counts the workers, where the work is done, not only the primary that forks them.
-import { spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import type { BenchReport } from '../../bench/report.js'
+import { runBench } from '../helpers/bench.js'
 import { testRedisUrl } from '../helpers/redis.js'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-
-async function bench (args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return await new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/cli.ts', ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-    const timer = setTimeout(() => { child.kill('SIGINT') }, 50_000)
-    child.on('error', reject)
-    child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }) })
-  })
-}
+const bench = runBench
 
 /** pids of this user's processes whose environment holds `entry` (a worker's own KEYGATE_REDIS_PREFIX) */
 function processesWithEnv (entry: string): number[] {
