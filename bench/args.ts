@@ -1,7 +1,7 @@
 // The command line of `npm run bench`.
 import { parseArgs } from 'node:util'
 
-export const SCENARIOS = ['get', 'post', 'token', 'mix', 'reject'] as const
+export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject'] as const
 export type Scenario = typeof SCENARIOS[number]
 export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e'] as const
 export type ConfigId = typeof CONFIG_IDS[number]
@@ -58,6 +58,9 @@ Options:
                        token   POST /v1/auth/token (keygate only: c, d or --url; the
                                gateways started here lift the per-user login limit, which
                                one user logging in on every connection would trip)
+                       register POST /v1/api-keys (keygate only): 64 fresh RSA keys,
+                               each registered once (201), then again (409 DUPLICATE_KEY,
+                               after the same parsing, proof and store round trip)
                        mix     4 signed GETs to 1 signed POST
                        reject  signed GETs, --reject-share of them refused: bad signature,
                                stale timestamp, unknown key (in turn)
@@ -136,9 +139,9 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   for (const id of only) if (!(CONFIG_IDS as readonly string[]).includes(id)) throw new UsageError(`--only: "${id}" is not one of ${CONFIG_IDS.join(', ')}`)
   if (only.length === 0) throw new UsageError('--only: name at least one of a, b, c, d, e')
   let configs = CONFIG_IDS.filter((id) => only.includes(id))
-  if (scenario === 'token') {
-    // token issuance is keygate's own endpoint: neither the service nor the bare proxy has one
-    if (onlyGiven && configs.some((id) => id === 'a' || id === 'b' || id === 'e')) throw new UsageError('--scenario token: only keygate answers it; use --only c,d')
+  if (scenario === 'token' || scenario === 'register') {
+    // token issuance and key registration are keygate's own endpoints: neither the service nor the bare proxy has one
+    if (onlyGiven && configs.some((id) => id === 'a' || id === 'b' || id === 'e')) throw new UsageError(`--scenario ${scenario}: only keygate answers it; use --only c,d`)
     configs = configs.filter((id) => id === 'c' || id === 'd')
   }
 

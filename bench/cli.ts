@@ -14,7 +14,7 @@ import { killAllServicesNow, startService, stopAllServices, type Service } from 
 import { measure, type MeasureOptions } from './measure.js'
 import { deletePrefix, pingRedis, redisClient, redisCpuMicros } from './redis.js'
 import { medianOf, renderHtml, renderTable, TABLE_COLUMNS, tableRows, type BenchReport, type ConfigResult } from './report.js'
-import { buildRequests, createSignedMaterial, ensurePosts, postShare, refreshGets, type Destination, type SignedMaterial } from './scenarios.js'
+import { buildRequests, createSignedMaterial, ensurePosts, ensureRegistrations, postShare, refreshGets, REGISTRATION_POOL_SIZE, type Destination, type SignedMaterial } from './scenarios.js'
 import { generateBenchKey, signOne, SigningPool, type BenchKey } from './signing.js'
 
 const DEFAULT_OUT = join(tmpdir(), 'keygate-bench')
@@ -273,6 +273,10 @@ async function run (options: BenchOptions): Promise<void> {
 
   say.log('signing requests ...')
   const material: SignedMaterial = await createSignedMaterial(key, signer)
+  if (options.scenario === 'register') {
+    say.log(`making ${REGISTRATION_POOL_SIZE} RSA keys to register ...`)
+    await ensureRegistrations(material, REGISTRATION_POOL_SIZE)
+  }
   const results = new Map<string, ConfigResult['rounds']>(configs.map((c) => [c.id, []]))
   const share = postShare(options.scenario)
 
@@ -344,7 +348,8 @@ async function run (options: BenchOptions): Promise<void> {
   })
 
   const warnings: string[] = []
-  const accepted = options.scenario !== 'reject'
+  // reject: refusals are the point; register: every key but the first pass is a duplicate
+  const accepted = options.scenario !== 'reject' && options.scenario !== 'register'
   for (const c of configResults) {
     const name = `${c.id} (${c.label})`
     if (c.rounds.some((r) => r.requests === 0)) warnings.push(`${name}: no response completed within a measurement; use a longer --duration`)
@@ -352,6 +357,10 @@ async function run (options: BenchOptions): Promise<void> {
     if (errors > 0) warnings.push(`${name}: ${errors} connection errors or timeouts`)
     if (options.scenario === 'token' && (c.median.statuses['429'] ?? 0) > 0) {
       warnings.push(`${name}: 429 RATE_LIMITED: more logins at once than the gateway lets wait (KEYGATE_LOGIN_CONCURRENCY + KEYGATE_LOGIN_QUEUE), or, with --url, than its per-user limit (KEYGATE_LOGIN_MAX_FAILURES_PER_USER); try fewer --connections`)
+    }
+    if (options.scenario === 'register') {
+      const other = Object.entries(c.median.statuses).filter(([status]) => status !== '201' && status !== '409')
+      if (other.length > 0) warnings.push(`${name}: registrations answered other than 201 or 409 DUPLICATE_KEY: ${JSON.stringify(Object.fromEntries(other))}`)
     }
     if (accepted && c.median.non2xx > 0) warnings.push(`${name}: ${c.median.non2xx} non-2xx responses (median per round) where all should succeed: ${JSON.stringify(c.median.statuses)}`)
     const inline = c.rounds.reduce((sum, r) => sum + r.inlineSignedPosts, 0)

@@ -5,10 +5,13 @@
 import { randomInt } from 'node:crypto'
 import type autocannon from 'autocannon'
 import type { Scenario } from './args.js'
-import { signingString, signOne, unknownApiKey, type BenchKey, type SigningPool } from './signing.js'
+import { generateBenchKey, signingString, signOne, unknownApiKey, type BenchKey, type SigningPool } from './signing.js'
 
 export const CLIENTS_PATH = '/v1/clients/'
 export const TOKEN_PATH = '/v1/auth/token'
+export const API_KEYS_PATH = '/v1/api-keys'
+/** register scenario: this many distinct keys, each registered once and then refused as a duplicate */
+export const REGISTRATION_POOL_SIZE = 64
 /** distinct signed GETs rotated through (identical ones would do; distinct ones defeat any cache of verified signatures) */
 const GET_POOL_SIZE = 64
 /** timestamps are good for 15 minutes either way; re-sign well before */
@@ -48,6 +51,8 @@ export interface SignedMaterial {
   stale: Signed
   unknownKey: string
   posts: SignedPost[]
+  /** register scenario: registration bodies, each a fresh key proven by a signature over its name */
+  registrations: string[]
   /** POSTs signed during a measurement because the pool ran out (it then slows the generator) */
   inlineSigned: number
 }
@@ -79,7 +84,18 @@ export async function createSignedMaterial (key: BenchKey, pool: SigningPool): P
     stale: { timestamp: staleTs, signature: signOne(key, signingString(staleTs, 'GET', CLIENTS_PATH)), signedAt: now },
     unknownKey: unknownApiKey(),
     posts: [],
+    registrations: [],
     inlineSigned: 0
+  }
+}
+
+/** register scenario: `count` registration bodies of fresh RSA-2048 keys (made on libuv's threads). */
+export async function ensureRegistrations (material: SignedMaterial, count: number): Promise<void> {
+  if (material.registrations.length >= count) return
+  const keys = await Promise.all(Array.from({ length: count - material.registrations.length }, async () => await generateBenchKey()))
+  for (const key of keys) {
+    const name = `bench-${key.apiKey.slice(0, 12)}`
+    material.registrations.push(JSON.stringify({ name, publicKey: key.publicPem, signature: signOne(key, name) }))
   }
 }
 
@@ -180,6 +196,14 @@ export function buildRequests (scenario: Scenario, destination: Destination, mat
         body: JSON.stringify(destination.credentials)
       }]
     }
+    case 'register':
+      if (destination.kind !== 'keygate') throw new Error('the register scenario needs keygate')
+      return material.registrations.map((body) => ({
+        method: 'POST',
+        path: API_KEYS_PATH,
+        headers: { authorization: `Bearer ${destination.token}`, 'content-type': 'application/json' },
+        body
+      }))
     case 'reject': {
       // Spread the refused requests evenly over the slots; their kinds take turns.
       const requests: autocannon.Request[] = []

@@ -100,7 +100,7 @@ t.test('--help prints the usage; a bad flag is a usage error', async (t) => {
   t.match(help.stdout, /--scenario NAME/)
   const bad = await bench(['--scenario', 'nope'])
   t.equal(bad.code, 2)
-  t.match(bad.stderr, /--scenario: "nope" is not one of get, post, token, mix, reject/)
+  t.match(bad.stderr, /--scenario: "nope" is not one of get, post, token, register, mix, reject/)
 })
 
 t.test('--rate half: (b) runs flat out first, then every configuration at half its peak', async (t) => {
@@ -136,4 +136,18 @@ t.test('npm run keygate -- bench is the same tool: its usage, its exit codes', a
   const bad = await run(['--rounds', 'zero'])
   t.equal(bad.code, 2, 'a usage error keeps its exit code through the CLI')
   t.match(bad.stderr, /--rounds: "zero" is not an integer/)
+})
+
+t.test('--scenario register: 64 fresh keys, each registered once (201), then refused as duplicates (409)', async (t) => {
+  const run = await bench([...TINY, '--scenario', 'register', '--only', 'd', '--json', '--out', outDir(t)])
+  t.equal(run.code, 0, `exit 0\n${run.stderr}`)
+  const report = JSON.parse(run.stdout) as BenchReport
+  const statuses = report.configs[0]?.median.statuses ?? {}
+  t.equal(statuses['201'], 64, 'each key registered exactly once')
+  t.ok((statuses['409'] ?? 0) > 0, 'and every later registration of it refused as a duplicate')
+  t.same(Object.keys(statuses).sort(), ['201', '409'], 'nothing else')
+  t.same(report.warnings, [], 'no warning: 409s are what this scenario expects')
+  const bad = await bench(['--scenario', 'register', '--only', 'b'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--scenario register: only keygate answers it/)
 })
