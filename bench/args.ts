@@ -5,6 +5,8 @@ export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject'] a
 export type Scenario = typeof SCENARIOS[number]
 export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e'] as const
 export type ConfigId = typeof CONFIG_IDS[number]
+export const REJECT_KINDS = ['all', 'bad-signature', 'stale', 'unknown-key'] as const
+export type RejectKind = typeof REJECT_KINDS[number]
 
 export interface BenchOptions {
   duration: number
@@ -19,6 +21,8 @@ export interface BenchOptions {
   scenario: Scenario
   /** reject: the share of requests that are refused (bad signature, stale timestamp, unknown key) */
   rejectShare: number
+  /** reject: which refusals; all: the three in turn */
+  rejectKind: RejectKind
   only: ConfigId[]
   json: boolean
   /** where the JSON and HTML reports go */
@@ -65,6 +69,7 @@ Options:
                        reject  signed GETs, --reject-share of them refused: bad signature,
                                stale timestamp, unknown key (in turn)
   --reject-share F     the refused share for --scenario reject, 0 to 1   (default 0.5)
+  --reject-kind K      all (in turn) | bad-signature | stale | unknown-key (default all)
   --only a,b,c,d,e     run only these configurations                     (default all)
   --url URL            load an existing keygate instead (registers a fresh key for --user)
   --user U             with --url: the user to log in as
@@ -112,6 +117,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
         rate: { type: 'string' },
         scenario: { type: 'string' },
         'reject-share': { type: 'string' },
+        'reject-kind': { type: 'string' },
         only: { type: 'string' },
         json: { type: 'boolean' },
         url: { type: 'string' },
@@ -133,6 +139,8 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   if (!(SCENARIOS as readonly string[]).includes(scenario)) throw new UsageError(`--scenario: "${scenario}" is not one of ${SCENARIOS.join(', ')}`)
   const rejectShare = number('reject-share', values['reject-share'], 0.5, { min: 0, integer: false })
   if (rejectShare > 1) throw new UsageError('--reject-share: must be from 0 to 1')
+  const rejectKind = values['reject-kind'] ?? 'all'
+  if (!(REJECT_KINDS as readonly string[]).includes(rejectKind)) throw new UsageError(`--reject-kind: "${rejectKind}" is not one of ${REJECT_KINDS.join(', ')}`)
 
   const onlyGiven = values.only !== undefined
   const only = (values.only ?? CONFIG_IDS.join(',')).split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
@@ -178,6 +186,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     rounds: number('rounds', values.rounds, 3, { min: 1, integer: true }),
     scenario: scenario as Scenario,
     rejectShare,
+    rejectKind: rejectKind as RejectKind,
     only: configs,
     json: values.json === true,
     out: values.out ?? defaultOut,

@@ -249,7 +249,7 @@ function describe (options: BenchOptions, rate: number | undefined = typeof opti
   const load = rate !== undefined
     ? `${rate.toLocaleString('en-US')} req/s fixed${options.rate === 'half' ? ' (half of b\'s peak)' : ''} on ${options.connections} connections`
     : options.rate === 'half' ? `half of b's peak on ${options.connections} connections` : `${options.connections} connections`
-  return `scenario ${options.scenario}${options.scenario === 'reject' ? ` (${Math.round(options.rejectShare * 100)}% refused)` : ''}, ` +
+  return `scenario ${options.scenario}${options.scenario === 'reject' ? ` (${Math.round(options.rejectShare * 100)}% refused${options.rejectKind === 'all' ? '' : `: ${options.rejectKind}`})` : ''}, ` +
     `${load}, ${options.duration} s measured after ${options.warmup} s warm-up, ` +
     `${options.rounds} alternating round${options.rounds === 1 ? '' : 's'} (medians); ` +
     `${options.workers > 1 && options.target === undefined ? `keygate on Redis with ${options.workers} worker processes; ` : ''}` +
@@ -292,7 +292,7 @@ async function run (options: BenchOptions): Promise<void> {
       connections: options.connections,
       duration: options.duration,
       warmup: options.warmup,
-      requests: () => buildRequests(options.scenario, bare.destination, material, options.rejectShare),
+      requests: () => buildRequests(options.scenario, bare.destination, material, options.rejectShare, options.rejectKind),
       cpu: {}
     })
     barePeakRps = peak.rps
@@ -321,7 +321,7 @@ async function run (options: BenchOptions): Promise<void> {
         rate,
         duration: options.duration,
         warmup: options.warmup,
-        requests: () => buildRequests(options.scenario, config.destination, material, options.rejectShare),
+        requests: () => buildRequests(options.scenario, config.destination, material, options.rejectShare, options.rejectKind),
         cpu: config.cpu,
         onSecond: (second, count) => { say.line(`${title}: ${second + 1}/${options.duration} s  ${count.toLocaleString('en-US')} req/s`) }
       })
@@ -390,6 +390,7 @@ async function run (options: BenchOptions): Promise<void> {
       barePeakRps,
       rounds: options.rounds,
       rejectShare: options.scenario === 'reject' ? options.rejectShare : undefined,
+      rejectKind: options.scenario === 'reject' ? options.rejectKind : undefined,
       configs: configs.map((c) => c.id),
       target: options.target?.url,
       gatewayLogLevel: options.target === undefined ? options.logLevel : undefined,
@@ -412,6 +413,7 @@ async function run (options: BenchOptions): Promise<void> {
       '',
       renderTable(TABLE_COLUMNS, tableRows(configResults)),
       '',
+      ...refusalsByCode(configResults),
       ...latencyAgainstBare(configResults, rate),
       'CPU us/req: CPU time (user + system) of the process the load goes to (the proxy; for a, the service itself) per request;',
       'upstream us/req: the example service\'s; Redis us/req: the Redis server\'s (INFO cpu). x (b): req/s over the bare proxy\'s.',
@@ -424,6 +426,13 @@ async function run (options: BenchOptions): Promise<void> {
       ''
     ].join('\n'))
   }
+}
+
+/** The non-2xx answers of each configuration by status and problem+json code (medians per round). */
+function refusalsByCode (results: ConfigResult[]): string[] {
+  const lines = results.filter((c) => Object.keys(c.median.codes).length > 0).map((c) =>
+    `${c.id}: ${Object.entries(c.median.codes).map(([key, n]) => `${key} ${Math.round(n).toLocaleString('en-US')}`).join(', ')}`)
+  return lines.length === 0 ? [] : ['refusals by code (median per round):', ...lines, '']
 }
 
 /** At a fixed rate every configuration serves the same load: what matters is how much later each answers than (b). */

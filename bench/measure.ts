@@ -18,6 +18,8 @@ export interface Measurement {
   latency: LatencyPercentiles
   /** responses by HTTP status */
   statuses: Record<string, number>
+  /** refusals (4xx/5xx) by status and problem+json `code`, e.g. "401 INVALID_SIGNATURE" */
+  codes: Record<string, number>
   /** connection errors and timeouts, not HTTP statuses */
   socketErrors: number
   timeouts: number
@@ -55,6 +57,7 @@ interface RunOutput {
   latencies: Float64Array
   count: number
   statuses: Record<string, number>
+  codes: Record<string, number>
   socketErrors: number
   timeouts: number
   seconds: number
@@ -74,7 +77,19 @@ async function drive (url: string, connections: number, rate: number | undefined
   let socketErrors = 0
   let timeouts = 0
   const statuses: Record<string, number> = {}
+  const codes: Record<string, number> = {}
   const perSecond: number[] = []
+  // Each answer's body is read only to name a refusal by its problem+json code.
+  const withCodes = requests.map((request) => ({
+    ...request,
+    onResponse: (status: number, body: string) => {
+      if (!measuring || status < 400) return
+      let code = ''
+      try { code = String((JSON.parse(body) as { code?: unknown }).code ?? '') } catch {}
+      const key = code === '' ? String(status) : `${status} ${code}`
+      codes[key] = (codes[key] ?? 0) + 1
+    }
+  }))
   let measuring = false
   let from = 0
   let boundary: NodeJS.Timeout | undefined
@@ -90,7 +105,7 @@ async function drive (url: string, connections: number, rate: number | undefined
   }
   if (warmup === 0) begin()
   await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon({ url, connections, duration: warmup + duration, requests, timeout: 30, ...(rate !== undefined && { overallRate: rate }) }, (err, res) => {
+    const instance = autocannon({ url, connections, duration: warmup + duration, requests: withCodes, timeout: 30, ...(rate !== undefined && { overallRate: rate }) }, (err, res) => {
       clearTimeout(boundary)
       clearInterval(ticker)
       if (err !== null && err !== undefined) reject(err as Error)
@@ -119,7 +134,7 @@ async function drive (url: string, connections: number, rate: number | undefined
   })
   const seconds = (performance.now() - from) / 1000
   while (perSecond.length < duration) perSecond.push(0)
-  return { latencies: latencies.subarray(0, count), count, statuses, socketErrors, timeouts, seconds, perSecond }
+  return { latencies: latencies.subarray(0, count), count, statuses, codes, socketErrors, timeouts, seconds, perSecond }
 }
 
 export function percentiles (values: Float64Array): LatencyPercentiles {
@@ -173,6 +188,7 @@ export async function measure (options: MeasureOptions): Promise<Measurement> {
     rps: round(run.count / run.seconds, 1),
     latency: percentiles(run.latencies),
     statuses: run.statuses,
+    codes: run.codes,
     socketErrors: run.socketErrors,
     timeouts: run.timeouts,
     perSecond: run.perSecond,

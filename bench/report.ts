@@ -20,6 +20,8 @@ export interface MedianResult {
   latency: LatencyPercentiles
   /** the median count per status over the rounds */
   statuses: Record<string, number>
+  /** the median count per refusal ("401 INVALID_SIGNATURE") over the rounds */
+  codes: Record<string, number>
   /** median count of non-2xx responses */
   non2xx: number
   socketErrors: number
@@ -65,10 +67,13 @@ export function medianOf (rounds: Measurement[]): Omit<MedianResult, 'ratioToBar
   const codes = new Set(rounds.flatMap((r) => Object.keys(r.statuses)))
   const statuses: Record<string, number> = {}
   for (const code of [...codes].sort()) statuses[code] = median(rounds.map((r) => r.statuses[code] ?? 0))
+  const refusals: Record<string, number> = {}
+  for (const key of [...new Set(rounds.flatMap((r) => Object.keys(r.codes ?? {})))].sort()) refusals[key] = median(rounds.map((r) => r.codes?.[key] ?? 0))
   return {
     rps: median(rounds.map((r) => r.rps)),
     latency,
     statuses,
+    codes: refusals,
     non2xx: median(rounds.map((r) => non2xxOf(r.statuses))),
     socketErrors: median(rounds.map((r) => r.socketErrors)),
     timeouts: median(rounds.map((r) => r.timeouts)),

@@ -4,7 +4,7 @@
 // store, taken from a pool signed ahead of each measurement.
 import { randomInt } from 'node:crypto'
 import type autocannon from 'autocannon'
-import type { Scenario } from './args.js'
+import type { RejectKind, Scenario } from './args.js'
 import { generateBenchKey, signingString, signOne, unknownApiKey, type BenchKey, type SigningPool } from './signing.js'
 
 export const CLIENTS_PATH = '/v1/clients/'
@@ -19,6 +19,8 @@ const MAX_SIGNATURE_AGE_MS = 10 * 60 * 1000
 /** mix: one POST after this many GETs */
 const MIX_GETS_PER_POST = 4
 const REJECT_SLOTS = 100
+/** the refusal kinds, in the order --reject-kind all takes them */
+const REJECT_KIND_ORDER: RejectKind[] = ['bad-signature', 'stale', 'unknown-key']
 
 /** What a target needs to be sent a request. */
 export interface Destination {
@@ -177,7 +179,7 @@ export function postShare (scenario: Scenario): number {
 }
 
 /** A fresh request list for one autocannon run (autocannon keeps state on the objects). */
-export function buildRequests (scenario: Scenario, destination: Destination, material: SignedMaterial, rejectShare: number): autocannon.Request[] {
+export function buildRequests (scenario: Scenario, destination: Destination, material: SignedMaterial, rejectShare: number, rejectKind: RejectKind = 'all'): autocannon.Request[] {
   const gets = material.gets
   const get = (i: number): autocannon.Request => getRequest(destination, material, gets[i % gets.length] as Signed)
   switch (scenario) {
@@ -210,7 +212,7 @@ export function buildRequests (scenario: Scenario, destination: Destination, mat
       let bad = 0
       for (let i = 0; i < REJECT_SLOTS; i++) {
         if (Math.floor((i + 1) * rejectShare) > Math.floor(i * rejectShare)) {
-          const kind = bad++ % 3
+          const kind = rejectKind === 'all' ? bad++ % 3 : REJECT_KIND_ORDER.indexOf(rejectKind)
           requests.push(kind === 0
             ? getRequest(destination, material, material.badSignature)
             : kind === 1
