@@ -52,9 +52,12 @@ t.test('Redis down and back, under load', async (t) => {
     const key = `${phase.name} ${kind}`
     phase.outcomes.set(key, [...(phase.outcomes.get(key) ?? []), outcome])
   }
+  let serial = 0
   const loop = async (kind: 'GET' | 'POST'): Promise<void> => {
     while (running) {
-      const body = kind === 'POST' ? '{"n":1}' : undefined
+      // Two POST loops signing the same body in the same millisecond would make one signature
+      // twice, and the second a replay: each body is distinct.
+      const body = kind === 'POST' ? `{"n":${serial++}}` : undefined
       const headers = signedHeaders({ keys, token, method: kind, target: '/v1/clients/', body })
       record(kind, await timed(agent, gw.url, '/v1/clients/', kind, headers, body))
     }
