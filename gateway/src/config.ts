@@ -334,11 +334,18 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
   const upstream = e.UPSTREAM_URL ?? `http://127.0.0.1:${upstreamPort}`
   const bodyLimit = e.KEYGATE_BODY_LIMIT ?? DEFAULT_BODY_LIMIT
   const timeoutMs = e.KEYGATE_UPSTREAM_TIMEOUT_MS ?? DEFAULT_UPSTREAM_TIMEOUT_MS
+  const redisTopology = redisTopologyFrom(e)
+  const workers = resolveWorkers(e.KEYGATE_WORKERS, env.NODE_ENV, e.REDIS_URL !== undefined || redisTopology !== undefined)
+  // Every worker would open its own listener on the one metrics port, and a scrape would reach
+  // whichever worker node:cluster hands it to: counters would jump between scrapes.
+  if (workers.count > 1 && e.KEYGATE_METRICS_PORT !== undefined) {
+    throw new ConfigError(`KEYGATE_METRICS_PORT: metrics are per process and ${workers.count} workers would share one port; run with KEYGATE_WORKERS=1 (several gateways behind a balancer, each scraped), or without KEYGATE_METRICS_PORT`)
+  }
   return {
     port: e.PORT ?? DEFAULT_PORT,
     host: e.HOST ?? DEFAULT_HOST,
     redisUrl: e.REDIS_URL,
-    redisTopology: redisTopologyFrom(e),
+    redisTopology,
     redisPrefix: e.KEYGATE_REDIS_PREFIX ?? DEFAULT_REDIS_PREFIX,
     redisCommandTimeoutMs: e.KEYGATE_REDIS_TIMEOUT_MS ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS,
     bootstrapUsers: parseBootstrapUsers(e.KEYGATE_BOOTSTRAP_USERS),
@@ -370,7 +377,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     routes: defaultRoutes({ upstream, bodyLimit, timeoutMs }),
     docs: e.KEYGATE_DOCS !== 'off',
     metrics: { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST },
-    workers: resolveWorkers(e.KEYGATE_WORKERS, env.NODE_ENV, e.REDIS_URL)
+    workers
   }
 }
 
@@ -381,12 +388,12 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
  * process and cannot be shared: with it, `auto` means 1 (server.ts says so in a warning) and an
  * explicit number above 1 is refused, since the workers would each hold different users and keys.
  */
-export function resolveWorkers (value: string | undefined, nodeEnv: string | undefined, redisUrl: string | undefined, cores = availableParallelism()): WorkerCount {
+export function resolveWorkers (value: string | undefined, nodeEnv: string | undefined, onRedis: boolean, cores = availableParallelism()): WorkerCount {
   const requested = value === undefined ? (nodeEnv === 'production' ? 'auto' : 1) : value === 'auto' ? 'auto' : Number(value)
-  if (requested === 'auto') return { count: redisUrl === undefined ? 1 : Math.min(cores, MAX_WORKERS), requested }
+  if (requested === 'auto') return { count: onRedis ? Math.min(cores, MAX_WORKERS) : 1, requested }
   if (requested > MAX_WORKERS) throw new ConfigError(`KEYGATE_WORKERS: "${requested}" is not allowed: at most ${MAX_WORKERS}`)
-  if (requested > 1 && redisUrl === undefined) {
-    throw new ConfigError(`KEYGATE_WORKERS: ${requested} workers need REDIS_URL: the embedded in-memory store lives inside one process and cannot be shared between workers; set REDIS_URL, or KEYGATE_WORKERS=1`)
+  if (requested > 1 && !onRedis) {
+    throw new ConfigError(`KEYGATE_WORKERS: ${requested} workers need Redis (REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES): the embedded in-memory store lives inside one process and cannot be shared between workers; set one, or KEYGATE_WORKERS=1`)
   }
   return { count: requested, requested }
 }

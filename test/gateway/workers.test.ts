@@ -3,10 +3,11 @@
 // its access-log line: pino writes every line with the pid of the process that wrote it.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { Agent, request } from 'node:http'
+import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
 import { restartDelayMs, RESTART_MAX_DELAY_MS } from '../../gateway/src/cluster.js'
-import { loadConfig, resolveWorkers } from '../../gateway/src/config.js'
+import { loadConfig, MAX_WORKERS, resolveWorkers } from '../../gateway/src/config.js'
 import { send, type RawResponse } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
@@ -237,7 +238,7 @@ t.test('the embedded store cannot be shared between processes', async (t) => {
     const gw = spawnGateway(t, { KEYGATE_WORKERS: '2' })
     const { code } = await gw.exited
     t.equal(code, 1, 'exit code 1')
-    t.match(gw.stderr(), /^configuration error: KEYGATE_WORKERS: 2 workers need REDIS_URL/)
+    t.match(gw.stderr(), /^configuration error: KEYGATE_WORKERS: 2 workers need Redis \(REDIS_URL/)
   })
 
   const single: Array<Record<string, string>> = [{ KEYGATE_WORKERS: 'auto' }, { NODE_ENV: 'production' }]
@@ -258,20 +259,24 @@ t.test('the embedded store cannot be shared between processes', async (t) => {
 
 t.test('KEYGATE_WORKERS values', async (t) => {
   const redisUrl = 'redis://r:6379'
-  t.same(resolveWorkers(undefined, undefined, redisUrl, 8), { count: 1, requested: 1 }, 'unset: one process')
-  t.same(resolveWorkers(undefined, 'production', redisUrl, 8), { count: 8, requested: 'auto' }, 'unset with NODE_ENV=production: one per core')
-  t.same(resolveWorkers('auto', undefined, redisUrl, 8), { count: 8, requested: 'auto' })
-  t.same(resolveWorkers('auto', undefined, undefined, 8), { count: 1, requested: 'auto' }, 'auto on the embedded store: one')
-  t.same(resolveWorkers('3', 'production', redisUrl, 8), { count: 3, requested: 3 }, 'a number wins over NODE_ENV')
-  t.same(resolveWorkers('1', undefined, undefined, 8), { count: 1, requested: 1 })
+  t.same(resolveWorkers(undefined, undefined, true, 8), { count: 1, requested: 1 }, 'unset: one process')
+  t.same(resolveWorkers(undefined, 'production', true, 8), { count: 8, requested: 'auto' }, 'unset with NODE_ENV=production: one per core')
+  t.same(resolveWorkers('auto', undefined, true, 8), { count: 8, requested: 'auto' })
+  t.same(resolveWorkers('auto', undefined, false, 8), { count: 1, requested: 'auto' }, 'auto on the embedded store: one')
+  t.same(resolveWorkers('3', 'production', true, 8), { count: 3, requested: 3 }, 'a number wins over NODE_ENV')
+  t.same(resolveWorkers('1', undefined, false, 8), { count: 1, requested: 1 })
   t.equal(loadConfig({ KEYGATE_WORKERS: '4', REDIS_URL: redisUrl }).workers.count, 4)
   t.equal(loadConfig({}).workers.count, 1, 'the default outside production')
+  t.equal(loadConfig({ KEYGATE_WORKERS: '3', KEYGATE_REDIS_SENTINELS: 's1:26379', KEYGATE_REDIS_SENTINEL_MASTER: 'm' }).workers.count, 3, 'Sentinel is Redis too')
+  t.equal(loadConfig({ KEYGATE_WORKERS: '3', KEYGATE_REDIS_CLUSTER_NODES: 'n1:6379' }).workers.count, 3, 'and a Cluster')
+  t.equal(loadConfig({ KEYGATE_WORKERS: 'auto', KEYGATE_REDIS_CLUSTER_NODES: 'n1:6379' }).workers.count, Math.min(availableParallelism(), MAX_WORKERS), 'auto on a Cluster: one per core')
   const refused: Array<[Record<string, string>, RegExp]> = [
     [{ KEYGATE_WORKERS: '0' }, /^KEYGATE_WORKERS: "0" is not allowed/],
     [{ KEYGATE_WORKERS: '1.5', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "1.5" is not allowed/],
     [{ KEYGATE_WORKERS: 'all', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "all" is not allowed/],
     [{ KEYGATE_WORKERS: '1000', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "1000" is not allowed: at most 256/],
-    [{ KEYGATE_WORKERS: '2' }, /^KEYGATE_WORKERS: 2 workers need REDIS_URL/]
+    [{ KEYGATE_WORKERS: '2' }, /^KEYGATE_WORKERS: 2 workers need Redis \(REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES\)/],
+    [{ KEYGATE_WORKERS: '2', REDIS_URL: redisUrl, KEYGATE_METRICS_PORT: '9464' }, /^KEYGATE_METRICS_PORT: metrics are per process and 2 workers would share one port/]
   ]
   for (const [env, message] of refused) t.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
 })
