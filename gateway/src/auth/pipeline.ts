@@ -35,7 +35,7 @@ export function signedPipeline ({ tokens, keys, store, now, observeVerification 
     keyOwnerStage(),
     signatureStage(observeVerification),
     replayStage(store, now),
-    keyUsageStage(keys)
+    keyUsageStage(keys, now)
   ]
 }
 

@@ -46,8 +46,8 @@ export function createMemoryStore (now: () => number = Date.now): Store {
       return user === undefined ? null : { ...user }
     },
     async putUser (username, passwordHash) {
-      const now = new Date().toISOString()
-      const user = { username, passwordHash, createdAt: users.get(username)?.createdAt ?? now, updatedAt: now }
+      const at = new Date(now()).toISOString()
+      const user = { username, passwordHash, createdAt: users.get(username)?.createdAt ?? at, updatedAt: at }
       users.set(username, user)
       return { ...user }
     },
@@ -59,7 +59,7 @@ export function createMemoryStore (now: () => number = Date.now): Store {
     },
     async removeUser (username) {
       const revokedKeys: string[] = []
-      const at = new Date().toISOString()
+      const at = new Date(now()).toISOString()
       for (const apiKey of ownerKeys.get(username) ?? []) {
         const record = keys.get(apiKey)
         if (record === undefined || record.revokedAt !== undefined) continue
