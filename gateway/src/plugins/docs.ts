@@ -14,6 +14,7 @@ import {
   BUSINESS_TAG, COMMON_PROBLEMS, DOCUMENT_DESCRIPTION, ERRORS_EXTENSION, PROBLEM_SCHEMA, SECURITY_SCHEMES,
   businessPaths, problemCodes, problemResponses, type DocumentedProblem, type OperationObject
 } from '../docs/openapi.js'
+import { PROXY_ROUTE_URLS } from '../routes/proxy.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -23,8 +24,6 @@ declare module 'fastify' {
 }
 
 export const DOCS_PREFIX = '/docs'
-/** the catch-all proxy's own Fastify routes: business routes are documented from the route table instead */
-const PROXY_ROUTE_URLS = new Set(['/', '/*'])
 /** carries a route's problems from `transform` to `transformObject`, where they become responses */
 const PROBLEMS_EXTENSION = 'x-keygate-problems'
 /**

@@ -4,11 +4,10 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { GatewayMetrics } from '../metrics/metrics.js'
+import { PROXY_ROUTE_URLS } from '../routes/proxy.js'
 
 /** requests no route took (404 NOT_FOUND, or refused before routing) */
 export const NO_ROUTE = 'none'
-/** the catch-all proxy's own Fastify routes: a request there is labelled by its business route */
-const PROXY_ROUTE_URLS = new Set(['/', '/*'])
 
 /** the business route's name, keygate's own endpoint path, or NO_ROUTE */
 export function routeLabel (request: FastifyRequest): string {

@@ -4,6 +4,7 @@ import { STATUS_CODES } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
 import fp from 'fastify-plugin'
+import { HTTP_METHODS } from '../config.js'
 import { GatewayError, PROBLEM_CONTENT_TYPE, isGatewayError, type FieldError } from '../errors.js'
 
 interface SchemaIssue {
@@ -74,7 +75,7 @@ function writeProblem (socket: Duplex, error: GatewayError): void {
 
 /** CONNECT (a proxy tunnel request): keygate is no forward proxy. */
 export function refuseConnect (_request: unknown, socket: Duplex): void {
-  writeProblem(socket, new GatewayError('METHOD_NOT_ALLOWED', 'keygate is not a forward proxy; CONNECT is not accepted', { headers: { allow: 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS' } }))
+  writeProblem(socket, new GatewayError('METHOD_NOT_ALLOWED', 'keygate is not a forward proxy; CONNECT is not accepted', { headers: { allow: HTTP_METHODS.join(', ') } }))
 }
 
 /** Errors Fastify meets before routing (a path that does not decode): problem+json as well. */

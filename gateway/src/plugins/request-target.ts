@@ -10,7 +10,8 @@ import { GatewayError } from '../errors.js'
 // RFC 3986 pchar plus "/" and "?", and "%" checked below. Everything else is refused.
 const ORIGIN_FORM = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]*$/
 const BAD_PERCENT = /%(?![0-9A-Fa-f]{2})/
-const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'TRACE'])
+/** methods that carry no body: refused with one here, and sent upstream without a Content-Length */
+export const BODYLESS_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'TRACE'])
 
 export function requestTargetProblem (target: string): string | undefined {
   if (!ORIGIN_FORM.test(target)) {

@@ -8,6 +8,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { runStages, type AuthStage, type AuthState } from '../auth/pipeline.js'
 import { HTTP_METHODS, type AuthTier, type RouteConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
+import { BODYLESS_METHODS } from '../plugins/request-target.js'
 import type { GatewayMetrics } from '../metrics/metrics.js'
 import type { IdentityTokenIssuer } from '../routing/identity-token.js'
 import type { RouteRegistry } from '../routing/route-registry.js'
@@ -34,7 +35,6 @@ declare module 'fastify' {
   }
 }
 
-const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'TRACE'])
 /** the largest body any route may allow (the route file's schema maximum) */
 const MAX_BODY_LIMIT = 1024 * 1024 * 1024
 /**
@@ -45,6 +45,8 @@ const MAX_BODY_LIMIT = 1024 * 1024 * 1024
 const NEVER_FORWARDED = new Set(['authorization', 'x-api-signature', 'content-length', 'transfer-encoding', 'expect',
   'keep-alive', 'upgrade', 'proxy-connection', 'http2-settings', 'te', 'trailer', 'forwarded', 'x-forwarded-for',
   'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'host', 'connection'])
+/** the catch-all's own Fastify routes (metrics and docs name requests by their business route instead) */
+export const PROXY_ROUTE_URLS: ReadonlySet<string> = new Set(['/', '/*'])
 /** upstream keep-alive connections per origin */
 const UPSTREAM_CONNECTIONS = 128
 
@@ -224,18 +226,18 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, { route
     const body = request.body
     if (Buffer.isBuffer(body) && body.length > 0) state.body = body
     const target = request.raw.url ?? '/'
-    const query = target.indexOf('?')
+    const path = pathOf(target)
     const sentAt = performance.now()
     forwarder.forward({
       origin: compile(state.route).origin,
       method: request.method,
       // the route's rewrite applies to the path; the query goes on as the client sent it
-      path: forwardedPath(state.route, query === -1 ? target : target.slice(0, query)) + (query === -1 ? '' : target.slice(query)),
+      path: forwardedPath(state.route, path) + target.slice(path.length),
       headers: upstreamHeaders(request, state),
       body: state.body,
       timeoutMs: state.route.timeoutMs,
       onResponseHeaders: () => { metrics.observeUpstreamLatency(state.route, (performance.now() - sentAt) / 1000) }
     }, reply)
   }
-  for (const url of ['/', '/*']) app.route({ method: [...HTTP_METHODS], url, preHandler, handler })
+  for (const url of PROXY_ROUTE_URLS) app.route({ method: [...HTTP_METHODS], url, preHandler, handler })
 }

@@ -202,7 +202,7 @@ function ruleProblems (routes: Array<RouteConfig | undefined>): Problem[] {
       }
     }
     for (const subtree of RESERVED_SUBTREES) {
-      if (!(!r.exact && CATCH_ALL_PREFIXES.includes(r.prefix)) && !RESERVED_PATHS.some((p) => matches(r.prefix, r.exact, p)) &&
+      if (!catchAll && !RESERVED_PATHS.some((p) => matches(r.prefix, r.exact, p)) &&
         (r.prefix.startsWith(subtree) || matches(r.prefix, r.exact, subtree))) {
         problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${subtree}...; route a path outside it` })
       }
