@@ -60,9 +60,10 @@ t.test('with no target: the five configurations, a table, JSON and HTML, nothing
     t.ok(c.median.rps > 0, `${c.id}: req/s`)
     t.equal(c.median.non2xx, 0, `${c.id}: no non-2xx`)
     t.ok((c.median.statuses['200'] ?? 0) > 0, `${c.id}: 200s`)
-    t.ok(c.median.latency.p50 !== undefined && c.median.latency.p99 !== undefined && c.median.latency.p100 !== undefined, `${c.id}: latency percentiles`)
+    const { p50 = 0, p99 = 0, p100 = 0 } = c.median.latency
+    t.ok(p50 > 0 && p50 <= p99 && p99 <= p100, `${c.id}: latency percentiles, in order (${p50} <= ${p99} <= ${p100} ms)`)
     t.ok((c.median.cpuPerRequestUs ?? 0) > 0, `${c.id}: CPU per request`)
-    t.ok(c.rounds[0]?.perSecond.length === 1, `${c.id}: requests per second over time`)
+    t.equal(c.rounds[0]?.perSecond.reduce((a, b) => a + b, 0), c.rounds[0]?.requests, `${c.id}: the requests per second over time add up to the requests`)
     if (c.id !== 'a') t.ok((c.median.upstreamCpuPerRequestUs ?? 0) > 0, `${c.id}: upstream CPU per request`)
   }
   t.equal(report.configs.find((c) => c.id === 'b')?.median.ratioToBare, 1)

@@ -39,7 +39,9 @@ t.test('--workers 2: keygate on Redis as two workers, CPU per request of all of 
   const gateway = c?.median.cpuPerRequestUs ?? 0
   const upstream = c?.median.upstreamCpuPerRequestUs ?? Infinity
   t.ok(gateway > upstream, `keygate's CPU per request (${gateway} us) counts its workers: above the example service's (${upstream} us)`)
-  t.same(processesWithEnv(`KEYGATE_REDIS_PREFIX=${report.options.redisPrefix ?? ''}`), [], 'no worker is left running')
+  const prefix = report.options.redisPrefix
+  t.type(prefix, 'string', 'the run names its Redis prefix')
+  t.same(processesWithEnv(`KEYGATE_REDIS_PREFIX=${String(prefix)}`), [], 'no worker is left running')
 })
 
 t.test('--workers takes a whole number from 1, and not with --url', async (t) => {
