@@ -54,7 +54,7 @@ t.test('a huge Authorization header is refused in linear time', async (t) => {
   const tokens = { verify: async () => { throw new Error('not reached for these headers') } } as never
   const time = async (header: string): Promise<number> => {
     const started = performance.now()
-    for (let i = 0; i < 20; i++) await verifyBearer(tokens, header).catch(() => {})
+    for (let i = 0; i < 20; i++) { try { await verifyBearer(tokens, header) } catch {} }
     return performance.now() - started
   }
   const hostile = await time('Bearer x' + ' '.repeat(16_000) + '!')

@@ -38,7 +38,8 @@ export interface KeyRegistry {
   /** the usable key, from the cache or the store; null when unknown, revoked or expired */
   lookup: (apiKey: string) => Promise<RegisteredKey | null>
   /** the key and whether it may sign at `nowMs`; null when never registered */
-  check: (apiKey: string, nowMs?: number) => Promise<KeyCheck | null>
+  /** synchronous when the answer is in this process (a cached or known-unknown key): no promise per request */
+  check: (apiKey: string, nowMs?: number) => KeyCheck | null | Promise<KeyCheck | null>
   register: (input: RegistrationInput) => Promise<KeyRecord>
   /** the owner's keys (every key when undefined), newest first, with their status at `nowMs` */
   list: (owner?: string, nowMs?: number) => Promise<Array<KeyRecord & { status: KeyStatus }>>
@@ -151,28 +152,38 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
     return { status: 'active', key, expiresAtMs: expiryMs(record.expiresAt) }
   }
 
-  const check = async (apiKey: string, nowMs = Date.now()): Promise<KeyCheck | null> => {
+  /** What the cached entry says at `nowMs`: the entry itself when it is usable (no allocation). */
+  const answer = (entry: CacheEntry, nowMs: number): KeyCheck => {
+    if (entry.status === 'revoked' || entry.expiresAtMs > nowMs) return entry
+    return { status: 'expired', owner: entry.key.owner, at: new Date(entry.expiresAtMs).toISOString() }
+  }
+
+  const fromStore = async (apiKey: string, nowMs: number): Promise<KeyCheck | null> => {
+    stats.misses++
+    const startedAt = epoch
+    const record = await store.getKey(apiKey)
+    if (record === null) {
+      if (epoch === startedAt) unknown.set(apiKey, nowMs + UNKNOWN_TTL_MS)
+      return null
+    }
+    const entry = entryFrom(record)
+    if (epoch === startedAt) cache.set(apiKey, entry)
+    return answer(entry, nowMs)
+  }
+
+  const check = (apiKey: string, nowMs = Date.now()): KeyCheck | null | Promise<KeyCheck | null> => {
     // Not the shape of an apiKey: no store round trip for junk.
     if (!API_KEY_PATTERN.test(apiKey)) return null
-    let entry = cache.get(apiKey)
-    if (entry !== undefined) stats.hits++
-    else if ((unknown.get(apiKey) ?? 0) > nowMs) {
+    const entry = cache.get(apiKey)
+    if (entry !== undefined) {
+      stats.hits++
+      return answer(entry, nowMs)
+    }
+    if ((unknown.get(apiKey) ?? 0) > nowMs) {
       stats.hits++
       return null
-    } else {
-      stats.misses++
-      const startedAt = epoch
-      const record = await store.getKey(apiKey)
-      if (record === null) {
-        if (epoch === startedAt) unknown.set(apiKey, nowMs + UNKNOWN_TTL_MS)
-        return null
-      }
-      entry = entryFrom(record)
-      if (epoch === startedAt) cache.set(apiKey, entry)
     }
-    if (entry.status === 'revoked') return entry
-    if (entry.expiresAtMs <= nowMs) return { status: 'expired', owner: entry.key.owner, at: new Date(entry.expiresAtMs).toISOString() }
-    return { status: 'active', key: entry.key }
+    return fromStore(apiKey, nowMs)
   }
 
   return {

@@ -42,6 +42,7 @@ t.test('the service\'s own tokens are accepted and name the user', async (t) => 
   const state = await runWith(`Bearer ${token}`)
   t.equal(state.user, 'alice')
   t.equal(await verifyBearer(fx.tokens, `Bearer ${token}`), 'alice')
+  t.equal(verifyBearer(fx.tokens, `Bearer ${token}`), 'alice', 'a token verified before is answered at once, not through a promise')
   // A token forged with the same key, claims and kid as the service's is just as good: this is
   // the baseline that makes every hostile variant below differ in one thing only.
   t.equal((await runWith(`Bearer ${await forge()}`)).user, 'alice')

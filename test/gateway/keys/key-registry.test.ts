@@ -136,6 +136,7 @@ t.test('lookup', async (t) => {
     const record = await keys.register(input())
     const key = await keys.lookup(record.apiKey)
     t.equal(calls.getKey, 0, 'store.getKey not called')
+    t.equal((keys.check(record.apiKey) as { status?: string }).status, 'active', 'a cached key is answered at once, not through a promise')
     t.equal(key?.apiKey, record.apiKey)
     t.equal(key?.owner, 'alice')
     t.equal(key?.name, 'laptop')

@@ -34,9 +34,9 @@ async function service (t: { teardown: (fn: () => unknown) => void }, store: Sto
   return tokens
 }
 
-async function code (promise: Promise<unknown>): Promise<string> {
+async function code (answer: unknown): Promise<string> {
   try {
-    await promise
+    await answer
     return 'accepted'
   } catch (err) {
     return (err as { code?: string }).code ?? String(err)
