@@ -68,7 +68,7 @@ export function medianOf (rounds: Measurement[]): Omit<MedianResult, 'ratioToBar
   const statuses: Record<string, number> = {}
   for (const code of [...codes].sort()) statuses[code] = median(rounds.map((r) => r.statuses[code] ?? 0))
   const refusals: Record<string, number> = {}
-  for (const key of [...new Set(rounds.flatMap((r) => Object.keys(r.codes ?? {})))].sort()) refusals[key] = median(rounds.map((r) => r.codes?.[key] ?? 0))
+  for (const key of [...new Set(rounds.flatMap((r) => Object.keys(r.codes)))].sort()) refusals[key] = median(rounds.map((r) => r.codes[key] ?? 0))
   return {
     rps: median(rounds.map((r) => r.rps)),
     latency,

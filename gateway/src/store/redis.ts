@@ -251,15 +251,13 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
     }),
     putUser: async (username, passwordHash) => await guarded(async () => {
       const now = new Date().toISOString()
-      const result = await redis.multi()
+      const values = results(await redis.multi()
         .hsetnx(userKey(username), 'createdAt', now)
         .hset(userKey(username), 'passwordHash', passwordHash, 'updatedAt', now)
         .sadd(usersSet, username)
         .hget(userKey(username), 'createdAt')
-        .exec()
-      const failed = result?.find(([err]) => err !== null)
-      if (result === null || failed !== undefined) throw unavailable(failed?.[0])
-      const createdAt = String(result[3]?.[1] ?? now)
+        .exec())
+      const createdAt = String(values[3] ?? now)
       return { username, passwordHash, createdAt, updatedAt: now } satisfies UserRecord
     }),
     countUsers: async () => await guarded(async () => await redis.scard(usersSet)),
@@ -329,15 +327,12 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       return stored
     }),
     getSigningKeyRing: async () => await guarded(async () => {
-      const result = await redis.multi()
+      const [current, previous] = results(await redis.multi()
         .get(signingKeyKey)
         .zrangebyscore(previousSigningKeysKey, `(${Date.now()}`, '+inf', 'WITHSCORES')
-        .exec()
-      const failed = result?.find(([err]) => err !== null)
-      if (result === null || failed !== undefined) throw unavailable(failed?.[0])
-      const current = result[0]?.[1]
+        .exec())
       if (typeof current !== 'string') return null
-      return { current, previous: previousKeys(result[1]?.[1] as unknown[]) }
+      return { current, previous: previousKeys(previous as unknown[]) }
     }),
     rotateSigningKey: async (candidate, retireAfterMs) => await guarded(async () => {
       const [current, previous, replaced, retiresAt] = await redis.eval(ROTATE_SIGNING_KEY_SCRIPT, 2, signingKeyKey, previousSigningKeysKey,
