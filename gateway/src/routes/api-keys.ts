@@ -1,6 +1,7 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { verifyBearer } from '../auth/bearer.js'
+import { invalidTokenError } from '../tokens/token-service.js'
 import { GatewayError } from '../errors.js'
 import type { KeyRecord } from '../store/index.js'
 import type { KeyStatus } from '../keys/key-registry.js'
@@ -18,9 +19,7 @@ export function keyView (record: KeyRecord & { status: KeyStatus }): ApiKeyView 
   }
 }
 
-const userGone = (): GatewayError => new GatewayError('INVALID_TOKEN', 'The bearer token\'s user no longer exists', {
-  headers: { 'www-authenticate': 'Bearer realm="keygate", error="invalid_token"' }
-})
+const userGone = (): GatewayError => invalidTokenError('The bearer token\'s user no longer exists')
 
 /**
  * Key management, bearer token only (no signature headers):

@@ -113,6 +113,14 @@ async function readKeyFile (keyFile: string): Promise<RingKey> {
   return await parseSigningKey(pem, undefined)
 }
 
+/** 401 INVALID_TOKEN, with the RFC 6750 challenge a client can act on. */
+export function invalidTokenError (detail: string, cause?: unknown): GatewayError {
+  return new GatewayError('INVALID_TOKEN', detail, {
+    headers: { 'www-authenticate': 'Bearer realm="keygate", error="invalid_token"' },
+    cause
+  })
+}
+
 export async function createTokenService (settings: TokenSettings, store: Store, options: TokenServiceOptions = {}): Promise<TokenService> {
   const now = options.now ?? Date.now
   const refreshIntervalMs = options.refreshIntervalMs ?? REFRESH_INTERVAL_MS
@@ -217,10 +225,7 @@ export async function createTokenService (settings: TokenSettings, store: Store,
   const timer = shared ? setInterval(() => { if (!closed) void startRefresh() }, refreshIntervalMs) : undefined
   timer?.unref()
 
-  const invalid = (detail: string, cause?: unknown): GatewayError => new GatewayError('INVALID_TOKEN', detail, {
-    headers: { 'www-authenticate': 'Bearer realm="keygate", error="invalid_token"' },
-    cause
-  })
+  const invalid = invalidTokenError
 
   const live = (key: RingKey | undefined, at: number): key is RingKey => key !== undefined && (key.retiresAt === undefined || key.retiresAt > at)
 
