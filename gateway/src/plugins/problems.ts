@@ -57,6 +57,13 @@ export function sendProblem (request: FastifyRequest, reply: FastifyReply, error
  */
 export function clientErrorHandler (err: Error & { code?: string }, socket: Duplex): void {
   if (!socket.writable) return
+  // The request was already answered (a refusal can go out before its body arrives, and the body
+  // then turns out malformed): one request gets one answer; close after it. Node's own
+  // clientError handling makes the same check.
+  if ((socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true) {
+    socket.end()
+    return
+  }
   const error = err.code === 'HPE_HEADER_OVERFLOW'
     ? new GatewayError('HEADERS_TOO_LARGE', 'The request headers are larger than the gateway accepts')
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
