@@ -34,4 +34,4 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 
 # Exec form: node is PID 1 and gets SIGTERM itself; both servers handle it and shut down cleanly.
-CMD ["node", "--import", "tsx", "gateway/src/server.ts"]
+CMD ["node", "--import", "tsx", "gateway/src/main.ts"]

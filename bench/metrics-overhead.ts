@@ -4,9 +4,9 @@
 //   node --import tsx bench/metrics-overhead.ts
 // It prints nanoseconds per request (median of rounds); no server, no network.
 import type { FastifyRequest } from 'fastify'
-import { route } from '../gateway/src/config.js'
+import { route } from '../gateway/src/proxy/route.js'
 import { createGatewayMetrics } from '../gateway/src/metrics/metrics.js'
-import { routeLabel } from '../gateway/src/plugins/metrics.js'
+import { routeLabel } from '../gateway/src/http/plugins/metrics.js'
 
 const REQUESTS = 1_000_000
 const ROUNDS = 7

@@ -2,8 +2,9 @@
 // newcomer can follow the README walkthrough. Ctrl-C or SIGTERM stops both, gateway first.
 // Always one gateway process (KEYGATE_WORKERS is for server.ts): the demo user is made when the
 // store has no user, which one process can decide alone.
-import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../gateway/src/config.js'
-import { closeOnSignals, exitWithStartupError, reloadRoutesOnSighup, startGateway } from '../gateway/src/server.js'
+import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../gateway/src/config/env.js'
+import { closeOnSignals, exitWithStartupError, reloadRoutesOnSighup } from '../gateway/src/process/signals.js'
+import { startGateway } from '../gateway/src/process/start.js'
 import { identityTokenFromEnv } from '../upstream-stub/src/identity-token.js'
 import { startUpstream } from '../upstream-stub/src/server.js'
 
@@ -18,7 +19,7 @@ async function main (): Promise<void> {
   })
   // Without UPSTREAM_URL the routes go to the stub just started (UPSTREAM_PORT=0 picks a free port).
   const config = process.env.UPSTREAM_URL === undefined
-    ? { ...loaded, routeDefaults: { ...loaded.routeDefaults, upstream: upstream.url }, routes: loaded.routes.map((route) => ({ ...route, upstream: upstream.url })) }
+    ? { ...loaded, routeDefaults: { ...loaded.routeDefaults, upstream: upstream.url } }
     : loaded
   let gateway
   try {

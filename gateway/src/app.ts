@@ -2,27 +2,30 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
-import { MAX_HEADER_BYTES, type AuthTier, type GatewayConfig } from './config.js'
+import { createAuthenticator } from './auth/authenticate.js'
 import { bearerTokenStage } from './auth/bearer.js'
-import { signedPipeline, type AuthStage } from './auth/pipeline.js'
+import { signedPipeline } from './auth/pipeline.js'
+import { MAX_HEADER_BYTES, type GatewayConfig } from './config/env.js'
+import { accessLogPlugin } from './http/plugins/access-log.js'
+import { docsPlugin } from './http/plugins/docs.js'
+import { metricsPlugin } from './http/plugins/metrics.js'
+import { clientErrorHandler, frameworkErrors, problemsPlugin, refuseConnect } from './http/plugins/problems.js'
+import { requestTargetPlugin } from './http/plugins/request-target.js'
+import { shutdownPlugin } from './http/plugins/shutdown.js'
+import { apiKeyRoutes } from './http/routes/api-keys.js'
+import { healthRoutes } from './http/routes/health.js'
+import { jwksRoutes } from './http/routes/jwks.js'
+import { DEFAULT_UPSTREAM_CONNECTIONS, proxyRoutes } from './http/routes/proxy.js'
+import { timeRoutes } from './http/routes/time.js'
+import { tokenRoutes } from './http/routes/token.js'
 import { createKeyRegistry } from './keys/key-registry.js'
 import { createGatewayMetrics } from './metrics/metrics.js'
-import { accessLogPlugin } from './plugins/access-log.js'
-import { docsPlugin } from './plugins/docs.js'
-import { metricsPlugin } from './plugins/metrics.js'
-import { clientErrorHandler, frameworkErrors, problemsPlugin, refuseConnect } from './plugins/problems.js'
-import { requestTargetPlugin } from './plugins/request-target.js'
-import { shutdownPlugin } from './plugins/shutdown.js'
-import { apiKeyRoutes } from './routes/api-keys.js'
-import { healthRoutes } from './routes/health.js'
-import { jwksRoutes } from './routes/jwks.js'
-import { proxyRoutes } from './routes/proxy.js'
-import { timeRoutes } from './routes/time.js'
-import { createIdentityTokenIssuer } from './routing/identity-token.js'
-import { createRouteRegistry } from './routing/route-registry.js'
-import { tokenRoutes } from './routes/token.js'
+import { createIdentityTokenIssuer } from './proxy/identity.js'
+import type { RouteConfig } from './proxy/route.js'
+import { createRouteRegistry } from './proxy/route-registry.js'
 import { createStore, type Store } from './store/index.js'
 import { createTokenService } from './tokens/token-service.js'
+import { createLoginGuard } from './users/login-guard.js'
 import { createUserService } from './users/user-service.js'
 import type { KeygateServices } from './types.js'
 import './types.js'
@@ -34,6 +37,8 @@ export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger']
   /** the clock of the timestamp check (tests) */
   now?: () => number
+  /** the routes when there is no route file; default: the built-in ones (proxy/route.ts) */
+  routes?: readonly RouteConfig[]
 }
 
 /** Secrets that must never reach a log line, should anything log a request or a body. */
@@ -74,20 +79,23 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     app.log.warn('REDIS_URL is not set: users and keys live in this process only and are lost when it stops; set REDIS_URL for anything but a trial')
   }
 
-  const routes = await createRouteRegistry(config, app.log)
+  // The services, each built once and handed to the plugins that use it as their options.
+  const routes = await createRouteRegistry(config, app.log, options.routes)
   app.addHook('onClose', async () => { routes.close() })
   const tokens = await createTokenService(config.jwt, store)
   const keys = createKeyRegistry(store, {
     cacheSize: config.keyCacheSize,
     onRecordUseError: (err, apiKey) => { app.log.debug({ err, apiKey }, 'recording a key\'s last use failed') }
   })
+  const users = createUserService(store)
   const services: KeygateServices = {
     store,
     tokens,
-    users: createUserService(store),
+    users,
     keys,
     routes,
-    metrics: createGatewayMetrics({ keys, tokens, store })
+    metrics: createGatewayMetrics({ keys, tokens, store }),
+    loginGuard: createLoginGuard(store, users, config.login)
   }
   app.addHook('onClose', async () => {
     services.tokens.close()
@@ -98,6 +106,17 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   app.decorateRequest('auth', null)
   app.decorateRequest('authenticated', false)
   app.addHook('onSend', (request, reply, payload, done) => { reply.header('x-request-id', request.id); done(null, payload) })
+  const authenticator = createAuthenticator({
+    signed: signedPipeline({
+      tokens,
+      keys,
+      store,
+      observeVerification: services.metrics.observeSignatureVerification,
+      ...(options.now && { now: options.now })
+    }),
+    bearer: [bearerTokenStage(tokens)],
+    public: []
+  })
 
   await app.register(problemsPlugin)
   // CONNECT never reaches Fastify: Node hands it to 'connect' listeners, or drops the connection.
@@ -109,23 +128,18 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // Before the routes, which it documents as they are added. Its /docs paths are keygate's own.
   if (config.docs) await app.register(docsPlugin, { routes })
 
-  await app.register(healthRoutes)
-  await app.register(jwksRoutes)
+  await app.register(healthRoutes, { store })
+  await app.register(jwksRoutes, { tokens })
   await app.register(timeRoutes, { ...(options.now && { now: options.now }) })
-  await app.register(tokenRoutes, { login: config.login })
-  await app.register(apiKeyRoutes)
-  const pipelines: Record<AuthTier, AuthStage[]> = {
-    signed: signedPipeline({
-      tokens: services.tokens,
-      keys: services.keys,
-      store,
-      observeVerification: services.metrics.observeSignatureVerification,
-      ...(options.now && { now: options.now })
-    }),
-    bearer: [bearerTokenStage(services.tokens)],
-    public: []
-  }
+  await app.register(tokenRoutes, { tokens, guard: services.loginGuard })
+  await app.register(apiKeyRoutes, { keys, authenticator })
   // Last: everything that is not one of keygate's own endpoints is business traffic.
-  await app.register(proxyRoutes, { routes, pipelines, identityTokens: createIdentityTokenIssuer(services.tokens), metrics: services.metrics })
+  await app.register(proxyRoutes, {
+    routes,
+    authenticator,
+    identityTokens: createIdentityTokenIssuer(tokens),
+    metrics: services.metrics,
+    upstreamConnections: DEFAULT_UPSTREAM_CONNECTIONS
+  })
   return app
 }

@@ -2,7 +2,9 @@
 import type { AuthState } from './auth/stage.js'
 import type { KeyRegistry } from './keys/key-registry.js'
 import type { GatewayMetrics } from './metrics/metrics.js'
-import type { RouteRegistry } from './routing/route-registry.js'
+import type { LoginGuard } from './users/login-guard.js'
+import type { RouteRegistry } from './proxy/route-registry.js'
+import type { ForwardState } from './proxy/upstream-request.js'
 import type { Store } from './store/index.js'
 import type { TokenService } from './tokens/token-service.js'
 import type { UserService } from './users/user-service.js'
@@ -14,6 +16,7 @@ export interface KeygateServices {
   keys: KeyRegistry
   routes: RouteRegistry
   metrics: GatewayMetrics
+  loginGuard: LoginGuard
 }
 
 declare module 'fastify' {
@@ -25,8 +28,10 @@ declare module 'fastify' {
     auth: AuthState | null
     /** the error code that denied the request, for the access log */
     denialReason: string | null
-    /** the request passed authentication (the route's pipeline, the login, the bearer check) */
+    /** the request passed authentication (its tier's pipeline, or the login) */
     authenticated: boolean
+    /** a business request: its route, and its body and identity token once known; null elsewhere */
+    forward: ForwardState | null
   }
   interface FastifyContextConfig {
     /** keygate's own route authenticates its caller: its auth outcome is counted in the metrics */

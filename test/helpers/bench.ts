@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 export interface BenchRun { code: number | null; stdout: string; stderr: string }
 

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
-import type { RedisClusterConfig, RedisSentinelConfig } from '../../gateway/src/config.js'
+import type { RedisClusterConfig, RedisSentinelConfig } from '../../gateway/src/config/redis.js'
 import { freePort } from './redis.js'
 
 interface Teardown { teardown: (fn: () => unknown) => void }

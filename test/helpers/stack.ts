@@ -2,7 +2,8 @@
 // embedded store or on Redis under a prefix of its own. Closed when the test ends.
 import type { FastifyInstance } from 'fastify'
 import { buildApp, type BuildAppOptions } from '../../gateway/src/app.js'
-import { defaultRoutes, loadConfig, type GatewayConfig, type RouteConfig } from '../../gateway/src/config.js'
+import { defaultRoutes, type RouteConfig } from '../../gateway/src/proxy/route.js'
+import { loadConfig, type GatewayConfig } from '../../gateway/src/config/env.js'
 import { createStore, type Store } from '../../gateway/src/store/index.js'
 import type { RedisConnection } from '../../gateway/src/store/redis-connection.js'
 import { buildUpstreamApp } from '../../upstream-stub/src/app.js'
@@ -71,9 +72,9 @@ export async function startGateway (t: Teardown, options: StackOptions & { upstr
   })
   const routes = options.routes?.(options.upstreamUrl) ??
     defaultRoutes({ upstream: options.upstreamUrl, bodyLimit: base.bodyLimit, timeoutMs: 30_000 })
-  const config = { ...base, routes }
+  const config = base
   const store = await createStore(config)
-  const app = await buildApp({ config, store, ...(options.now && { now: options.now }), ...(options.logger !== undefined && { logger: options.logger }) })
+  const app = await buildApp({ config, store, routes, ...(options.now && { now: options.now }), ...(options.logger !== undefined && { logger: options.logger }) })
   const url = await app.listen({ port: options.port ?? 0, host: '127.0.0.1' })
   t.teardown(async () => {
     await app.close()

@@ -7,7 +7,7 @@ import t from 'tap'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { addUser, login, registerKey, startGateway } from '../helpers/stack.js'
-import { exchange, rawHeaderNames, uniqueTimestamp } from './support.js'
+import { exchange, rawHeaderNames, uniqueTimestamp } from '../helpers/security.js'
 
 type Pairs = Array<[string, string]>
 

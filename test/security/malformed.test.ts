@@ -11,7 +11,7 @@ import { send } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { addUser, login, registerKey, startGateway } from '../helpers/stack.js'
-import { exchange, pool, Tally, uniqueTimestamp, type Exchange } from './support.js'
+import { exchange, pool, Tally, uniqueTimestamp, type Exchange } from '../helpers/security.js'
 
 const COUNT = 10_000
 const SEED = 20_240_601

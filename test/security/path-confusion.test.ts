@@ -9,7 +9,7 @@ import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { startRecorder, type Recorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
 import { addUser, login, registerKey, startGateway, testConfig } from '../helpers/stack.js'
-import { exchange, Tally, uniqueTimestamp } from './support.js'
+import { exchange, Tally, uniqueTimestamp } from '../helpers/security.js'
 
 /** The cases the brief names, then neighbours of each. Raw bytes, sent as they are. */
 const TARGETS = [

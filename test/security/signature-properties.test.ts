@@ -15,7 +15,7 @@ import { isGatewayError } from '../../gateway/src/errors.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { addUser, login, registerKey, startGateway } from '../helpers/stack.js'
-import { sendOn, sha256, Tally, uniqueTimestamp } from './support.js'
+import { sendOn, sha256, Tally, uniqueTimestamp } from '../helpers/security.js'
 
 const MUTATION_RUNS = 10_000
 const HTTP_RUNS = 10_000

@@ -8,7 +8,7 @@ import { rsaKeyPair, signedHeaders, type TestKeyPair } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
 import { addUser, login, registerKey, startGateway, testConfig } from '../helpers/stack.js'
-import { exchange, uniqueTimestamp } from './support.js'
+import { exchange, uniqueTimestamp } from '../helpers/security.js'
 
 const INNER = 'GET /public/smuggled HTTP/1.1\r\nHost: gateway.test\r\n\r\n'
 const INNER_POST = 'POST /public/smuggled HTTP/1.1\r\nHost: gateway.test\r\nContent-Length: 2\r\n\r\n{}'

@@ -1,11 +1,9 @@
 import { createHash } from 'node:crypto'
-import { MAX_TIMESTAMP_SKEW_MS } from '../config.js'
+import { MAX_TIMESTAMP_SKEW_MS, SAFE_METHODS } from '@keygate/client/protocol'
 import { GatewayError } from '../errors.js'
 import type { Store } from '../store/index.js'
 import { required, type AuthStage } from './stage.js'
 
-/** Safe methods change nothing, so a repeat does no harm and is not refused. */
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE'])
 /** Gateways' clocks differ a little: remember a signature a minute past its window. */
 const CLOCK_MARGIN_MS = 60_000
 

@@ -1,10 +1,11 @@
 import type { KeyObject } from 'node:crypto'
+import { describeSigningString, signingString, type SigningStringDetails } from '@keygate/client/protocol'
 import { GatewayError } from '../errors.js'
 import { decodeBase64, verifyRsaSha256 } from '../keys/public-key.js'
-import { describeSigningString, signingString } from './signing-string.js'
+import { sha256Hex } from '../lib/sha256.js'
 import { required, type AuthStage } from './stage.js'
 
-export { signingString } from './signing-string.js'
+export { signingString } from '@keygate/client/protocol'
 
 const EMPTY = Buffer.alloc(0)
 
@@ -50,8 +51,13 @@ export function invalidSignatureError (keyObject: KeyObject, apiKey: string, req
   const bits = keyObject.asymmetricKeyDetails?.modulusLength ?? 0
   const signatureBytes = decodeBase64(request.signature)?.length ?? 0
   return new GatewayError('INVALID_SIGNATURE', ADVICE[failure](bits, signatureBytes), {
-    extra: { apiKey, ...describeSigningString(request.timestamp, request.method, request.target, request.body) }
+    extra: { apiKey, ...describeSignedRequest(request) }
   })
+}
+
+/** What the gateway verified, as an INVALID_SIGNATURE answer describes it. */
+export function describeSignedRequest (request: Omit<SignedRequest, 'signature'>): SigningStringDetails {
+  return describeSigningString(request.timestamp, request.method, request.target, request.body, sha256Hex)
 }
 
 /**

@@ -13,6 +13,10 @@ export interface SignatureHeaders {
 
 export type ReplayPolicy = 'reject' | 'allow'
 
+/** How much a route asks of a request: a signature and a token, a token, or nothing. */
+export type AuthTier = 'signed' | 'bearer' | 'public'
+export const AUTH_TIERS: readonly AuthTier[] = ['signed', 'bearer', 'public']
+
 export interface AuthState {
   /** what the route wants done with a repeated signed POST, PUT, PATCH or DELETE */
   replay?: ReplayPolicy

@@ -1,6 +1,5 @@
-import { MAX_TIMESTAMP_SKEW_MS } from '../config.js'
+import { looksLikeSeconds, MAX_TIMESTAMP_SKEW_MS, MILLISECONDS_TIMESTAMP as MILLIS } from '@keygate/client/protocol'
 import { GatewayError } from '../errors.js'
-import { MILLISECONDS_TIMESTAMP as MILLIS } from './signing-string.js'
 import { required, type AuthStage } from './stage.js'
 
 /** X-API-Timestamp: decimal milliseconds, no more than 15 minutes from the server's clock. */
@@ -13,8 +12,7 @@ export function timestampStage (now: () => number = Date.now): AuthStage {
       const serverTime = now()
       const extra = { serverTime, maxSkewMs: MAX_TIMESTAMP_SKEW_MS }
       if (!MILLIS.test(timestamp)) {
-        const looksLikeSeconds = /^[0-9]{9,10}$/.test(timestamp)
-        throw new GatewayError('TIMESTAMP_INVALID', looksLikeSeconds
+        throw new GatewayError('TIMESTAMP_INVALID', looksLikeSeconds(timestamp)
           ? 'X-API-Timestamp looks like seconds; send milliseconds since the Unix epoch (e.g. Date.now())'
           : 'X-API-Timestamp must be the decimal number of milliseconds since the Unix epoch', { extra })
       }

@@ -10,11 +10,12 @@ import { constants as osConstants } from 'node:os'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { CLIENT_COMMANDS, ClientUsageError, RequestFailed, runClientCommand, type ClientCommand } from './client-commands.js'
-import { ConfigError, loadConfig } from '../config.js'
+import { ConfigError, loadConfig } from '../config/env.js'
 import { GatewayError } from '../errors.js'
-import { isMainModule } from '../server.js'
-import type { RouteConfig } from '../config.js'
-import { loadRouteFile } from '../routing/route-file.js'
+import { isMainModule } from '../lib/is-main-module.js'
+import { formatTable } from '../lib/table.js'
+import { defaultRoutes, type RouteConfig } from '../proxy/route.js'
+import { loadRouteFile } from '../proxy/route-file.js'
 import { OperatorUsageError, checkOperatorArgs, runOperatorCommand } from './operator.js'
 import { createStore, redisConnection } from '../store/index.js'
 import { describeRedis, type RedisConnection } from '../store/redis-connection.js'
@@ -116,8 +117,7 @@ export function formatRouteTable (routes: readonly RouteConfig[]): string {
       r.name
     ])
   }
-  const widths = rows[0]!.map((_, col) => Math.max(...rows.map((row) => row[col]!.length)))
-  return rows.map((row) => row.map((cell, col) => cell.padEnd(widths[col]!)).join('  ').trimEnd()).join('\n') + '\n'
+  return formatTable(rows)
 }
 
 async function checkRoutes (file: string, io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
@@ -134,7 +134,7 @@ async function rotateTokenKey (io: { stdout: NodeJS.WritableStream, env: NodeJS.
     throw new Error('KEYGATE_JWT_KEY_FILE is set: the gateways sign with that file\'s key, not with the key ring on Redis; rotate it by restarting them with a new key file')
   }
   // The replaced key must outlive every token it signed: bearer tokens and identity tokens alike.
-  const routes = config.routesFile === undefined ? config.routes : await loadRouteFile(config.routesFile, config.routeDefaults)
+  const routes = config.routesFile === undefined ? defaultRoutes(config.routeDefaults) : await loadRouteFile(config.routesFile, config.routeDefaults)
   const longestTtlSeconds = Math.max(config.jwt.ttlSeconds, ...routes.map((r) => r.identityToken?.ttlSeconds ?? 0))
   const store = await createStore(config)
   try {

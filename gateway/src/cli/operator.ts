@@ -1,9 +1,10 @@
 // The operator's `keys` and `users` commands (see keygate.ts for the usage text): they work on the
 // Redis of the running gateways, and what they change reaches every gateway without a restart
 // (revocations are announced over Redis pub/sub, as when a user revokes over HTTP).
-import type { GatewayConfig } from '../config.js'
+import type { GatewayConfig } from '../config/env.js'
 import { keyStatus, type KeyStatus } from '../keys/key-registry.js'
-import { keyView } from '../routes/api-keys.js'
+import { keyView } from '../keys/key-view.js'
+import { formatTable } from '../lib/table.js'
 import { createStore, type KeyRecord, type Store } from '../store/index.js'
 import { redisConnection } from '../store/index.js'
 import { describeRedis } from '../store/redis-connection.js'
@@ -33,11 +34,6 @@ function parseFlags (args: string[], allowed: { user?: boolean }): Flags {
   return flags
 }
 
-/** Columns padded to their widest cell, the header first; no trailing spaces. */
-export function formatTable (rows: string[][]): string {
-  const widths = (rows[0] ?? []).map((_, col) => Math.max(...rows.map((row) => (row[col] ?? '').length)))
-  return rows.map((row) => row.map((cell, col) => cell.padEnd(widths[col] ?? 0)).join('  ').trimEnd()).join('\n') + '\n'
-}
 
 /** "2026-05-01T10:20:30.123Z" -> "2026-05-01 10:20:30Z"; "-" for none */
 const when = (iso: string | null | undefined): string => iso === null || iso === undefined ? '-' : iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z')

@@ -6,9 +6,10 @@
 // (the subscription was re-established) the whole cache goes. Expiry needs no announcement: the
 // cached entry holds the expiry time and the check compares a number.
 import { createPublicKey, type KeyObject } from 'node:crypto'
+import { API_KEY_PATTERN } from '@keygate/client/protocol'
 import { GatewayError } from '../errors.js'
 import type { KeyEvent, KeyRecord, RevokeResult, Store } from '../store/index.js'
-import { LruCache, type CacheStats } from './lru-cache.js'
+import { LruCache, type CacheStats } from '../lib/lru-cache.js'
 import { decodeBase64, parseRsaPublicKey, verifyRsaSha256 } from './public-key.js'
 
 export interface RegisteredKey {
@@ -41,6 +42,11 @@ export interface KeyRegistry {
   /** synchronous when the answer is in this process (a cached or known-unknown key): no promise per request */
   check: (apiKey: string, nowMs?: number) => KeyCheck | null | Promise<KeyCheck | null>
   register: (input: RegistrationInput) => Promise<KeyRecord>
+  /**
+   * register(), for an owner who must be a user: undefined when the user does not exist (a removed
+   * user's token lives on until it expires, and registers nothing), checked before and after.
+   */
+  registerForUser: (input: RegistrationInput) => Promise<KeyRecord | undefined>
   /** the owner's keys (every key when undefined), newest first, with their status at `nowMs` */
   list: (owner?: string, nowMs?: number) => Promise<Array<KeyRecord & { status: KeyStatus }>>
   /** revokes the key for every gateway on the store; with `owner`, another owner's key is not-found */
@@ -68,7 +74,6 @@ export interface KeyRegistryOptions {
 export const DEFAULT_LAST_USED_INTERVAL_MS = 60_000
 /** the furthest ahead `expiresAt` may be: keys are meant to be rotated */
 export const MAX_KEY_LIFETIME_MS = 5 * 366 * 24 * 3600 * 1000
-export const API_KEY_PATTERN = /^[0-9a-f]{64}$/
 /** ISO 8601 date and time with seconds optional, fraction optional and a mandatory zone */
 const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/
 
@@ -186,7 +191,7 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
     return fromStore(apiKey, nowMs)
   }
 
-  return {
+  const registry: KeyRegistry = {
     check,
 
     async lookup (apiKey) {
@@ -223,6 +228,17 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       return record
     },
 
+    async registerForUser (input) {
+      if (await store.getUser(input.owner) === null) return undefined
+      const record = await registry.register(input)
+      // A removal that ran in between revoked the keys it could see, not this one.
+      if (await store.getUser(input.owner) === null) {
+        await registry.revoke(record.apiKey)
+        return undefined
+      }
+      return record
+    },
+
     async list (owner, nowMs = Date.now()) {
       return (await store.listKeys(owner)).map((record) => ({ ...record, status: keyStatus(record, nowMs) }))
     },
@@ -253,4 +269,5 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       await unwatch?.()
     }
   }
+  return registry
 }

@@ -1,7 +1,9 @@
 // Parsing and proving the RSA public keys clients register. The apiKey is the hex SHA-256 of the
 // key's DER SubjectPublicKeyInfo: one key gives one apiKey whatever its PEM form or wrapping.
-import { createHash, createPublicKey, createVerify, verify, type KeyObject } from 'node:crypto'
+import { createPublicKey, createVerify, verify, type KeyObject } from 'node:crypto'
+import { apiKeyOfSpki } from '@keygate/client/protocol'
 import { GatewayError } from '../errors.js'
+import { sha256Hex } from '../lib/sha256.js'
 
 export const MIN_RSA_BITS = 2048
 /** Bigger keys only cost the verifier time; no client needs more. */
@@ -53,7 +55,7 @@ export function parseRsaPublicKey (text: string): ParsedPublicKey {
  */
 export function apiKeyOf (key: KeyObject): string {
   const publicKey = key.type === 'private' ? createPublicKey(key) : key
-  return createHash('sha256').update(publicKey.export({ type: 'spki', format: 'der' })).digest('hex')
+  return apiKeyOfSpki(publicKey.export({ type: 'spki', format: 'der' }), sha256Hex)
 }
 
 /**
@@ -73,16 +75,16 @@ export function decodeBase64 (text: string): Buffer | undefined {
  * RSASSA-PKCS1-v1_5 with SHA-256 (what `openssl dgst -sha256 -sign` makes) over the concatenation
  * of `data` (several parts are hashed in turn: no copy of a large body).
  */
-export function verifyRsaSha256 (keyObject: KeyObject, data: Buffer | readonly Buffer[], signature: Buffer): boolean {
+export function verifyRsaSha256 (keyObject: KeyObject, data: Uint8Array | readonly Uint8Array[], signature: Uint8Array): boolean {
   // A signature is exactly as long as the modulus; a shorter or longer one cannot verify.
   const bits = keyObject.asymmetricKeyDetails?.modulusLength ?? 0
   if (signature.length !== Math.ceil(bits / 8)) return false
-  const parts = Buffer.isBuffer(data) ? [data] : data
+  const parts: readonly Uint8Array[] = data instanceof Uint8Array ? [data] : data
   // One buffer (a GET's signing string, or a small body joined to it): the one-shot verify, which
   // builds no stream. A large body is hashed in place, part by part, never copied.
   const size = parts.reduce((sum, part) => sum + part.length, 0)
   if (parts.length === 1 || size <= ONE_SHOT_MAX_BYTES) {
-    return verify('sha256', parts.length === 1 ? parts[0] as Buffer : Buffer.concat(parts as Buffer[], size), keyObject, signature)
+    return verify('sha256', parts.length === 1 ? parts[0] as Uint8Array : Buffer.concat(parts, size), keyObject, signature)
   }
   const verifier = createVerify('sha256')
   for (const part of parts) verifier.update(part)

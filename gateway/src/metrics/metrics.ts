@@ -4,8 +4,9 @@
 // prom-client metrics at scrape time (`collect`). The latency histograms observe into a series
 // held per route (fast-histogram.ts). Measured: bench/metrics-overhead.ts.
 import { Counter, Registry, collectDefaultMetrics } from 'prom-client'
-import { HTTP_METHODS, type RouteConfig } from '../config.js'
-import type { CacheStats } from '../keys/lru-cache.js'
+import { HTTP_METHODS } from '@keygate/client/protocol'
+import type { RouteConfig } from '../proxy/route.js'
+import type { CacheStats } from '../lib/lru-cache.js'
 import { FastHistogram, type Series } from './fast-histogram.js'
 
 /** what the scrape reads from the services: counters they keep themselves */

@@ -1,4 +1,4 @@
-import type { GatewayConfig } from '../config.js'
+import type { GatewayConfig } from '../config/env.js'
 import { createMemoryStore } from './memory.js'
 import { createRedisStore } from './redis.js'
 import type { RedisConnection } from './redis-connection.js'

@@ -2,7 +2,7 @@
 // Sentinel, or a Redis Cluster. The store, the CLI, the tests and the bench all connect here, so
 // every client fails fast the same way and every key scan covers every master.
 import { Cluster, Redis, type RedisOptions } from 'ioredis'
-import type { RedisTopology } from '../config.js'
+import type { RedisTopology } from '../config/redis.js'
 
 /** A single node's `redis://` or `rediss://` URL, or Sentinel, or a Cluster. */
 export type RedisConnection = string | RedisTopology

@@ -1,3 +1,4 @@
+import { API_KEY_PATTERN } from '@keygate/client/protocol'
 import { Cluster } from 'ioredis'
 import { GatewayError } from '../errors.js'
 import { connectRedis, createRedisClient, scanKeys, type RedisClient, type RedisConnection } from './redis-connection.js'
@@ -104,7 +105,6 @@ local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if current < tonumber(ARGV[2]) then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 return 1`
 
-const API_KEY_PATTERN = /^[0-9a-f]{64}$/
 
 /** SCAN MATCH treats these as a pattern; a prefix is matched literally. */
 function globEscape (text: string): string {

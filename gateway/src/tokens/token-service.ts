@@ -12,7 +12,7 @@ import { createPrivateKey, randomUUID } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { SignJWT, jwtVerify, errors as joseErrors, type JWK, type JWTHeaderParameters } from 'jose'
 import { GatewayError } from '../errors.js'
-import { LruCache, type CacheStats } from '../keys/lru-cache.js'
+import { LruCache, type CacheStats } from '../lib/lru-cache.js'
 import type { Store } from '../store/types.js'
 import {
   DEFAULT_RETIRE_MARGIN_MS, REFRESH_INTERVAL_MS, UNKNOWN_KID_REFRESH_MS, generateSigningKeyPem, parseSigningKey,

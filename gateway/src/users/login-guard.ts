@@ -21,7 +21,7 @@ import { createHash } from 'node:crypto'
 import { isIPv4, isIPv6 } from 'node:net'
 import { GatewayError } from '../errors.js'
 import type { Store } from '../store/index.js'
-import { Semaphore } from './semaphore.js'
+import { Semaphore } from '../lib/semaphore.js'
 import type { UserService } from './user-service.js'
 
 export const DEFAULT_LOGIN_MAX_FAILURES_PER_USER = 10

@@ -1,5 +1,5 @@
 import { GatewayError } from '../errors.js'
-import { USERNAME_PATTERN, type BootstrapUser } from '../config.js'
+import { USERNAME_PATTERN, type BootstrapUser } from '../config/bootstrap-users.js'
 import type { Store, UserRecord } from '../store/index.js'
 import { hashPassword, verifyPassword } from './passwords.js'
 

@@ -1,0 +1,51 @@
+// The seed scheme's signing string, in one place for both sides: the gateway verifies over it and
+// the client signs over it. timestamp + METHOD + raw request target + raw body, no separators.
+
+/** The same text both sides sign: targets are restricted to URI characters, so ASCII. */
+const ascii = new TextEncoder()
+const EMPTY = new Uint8Array(0)
+
+/**
+ * timestamp + METHOD + raw request target + raw body, as bytes. The target is the request line's,
+ * undecoded, query included. The body is appended as its own part: no copy of a large body.
+ */
+export function signingString (timestamp: string, method: string, target: string, body: Uint8Array | undefined): Uint8Array[] {
+  const head = ascii.encode(timestamp + method + target)
+  return body === undefined || body.length === 0 ? [head] : [head, body]
+}
+
+/**
+ * What a signing string is made of, minus anything secret: what keygate tells a client whose
+ * signature does not verify, and what the client computes on its side to compare (one glance:
+ * the first member that differs is the mistake; all equal means another key signed).
+ */
+export interface SigningStringDetails {
+  timestamp: string
+  method: string
+  target: string
+  bodyLength: number
+  /** lowercase hex SHA-256 of the body's exact bytes (of the empty string without a body) */
+  bodySha256: string
+  signingStringLength: number
+  /** lowercase hex SHA-256 of the whole signing string, exactly as signed */
+  signingStringSha256: string
+}
+
+/** lowercase hex SHA-256 of the parts, hashed in turn: each runtime brings its own */
+export type Sha256Hex = (parts: readonly Uint8Array[]) => string
+
+/** Costs two hashes over the body: for failures and debugging, never for a request that verifies. */
+export function describeSigningString (timestamp: string, method: string, target: string, body: Uint8Array | undefined,
+  sha256Hex: Sha256Hex): SigningStringDetails {
+  const bytes = body ?? EMPTY
+  const parts = signingString(timestamp, method, target, bytes)
+  return {
+    timestamp,
+    method,
+    target,
+    bodyLength: bytes.length,
+    bodySha256: sha256Hex([bytes]),
+    signingStringLength: parts.reduce((sum, part) => sum + part.length, 0),
+    signingStringSha256: sha256Hex(parts)
+  }
+}

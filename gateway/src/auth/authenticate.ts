@@ -1,0 +1,80 @@
+// The one way keygate authenticates a request, for its own key routes and for the proxy alike:
+// the stages of a tier's pipeline, split at the body. Stages that do not need the body run in
+// onRequest, so a request that fails a cheap check is refused before its body is buffered; the
+// others run once it is. Only this file sets what a request is known to be (request.auth) and
+// that it passed (request.authenticated).
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import { runStages } from './pipeline.js'
+import type { AuthStage, AuthState, AuthTier } from './stage.js'
+
+export type Pipelines = Record<AuthTier, readonly AuthStage[]>
+
+export interface Authenticator {
+  /** Starts a request's authentication with `state` (what the route decided, e.g. its replay policy). */
+  beforeBody: (request: FastifyRequest, tier: AuthTier, state?: AuthState) => void | Promise<void>
+  /** Finishes it: the stages that read the body; the request is then authenticated. */
+  afterBody: (request: FastifyRequest, tier: AuthTier) => void | Promise<void>
+}
+
+const passed = (request: FastifyRequest): void => { request.authenticated = true }
+
+/** `next` after `pending`: at once when nothing is pending (no promise, no microtask). */
+function then (pending: void | Promise<void>, next: (request: FastifyRequest) => void, request: FastifyRequest): void | Promise<void> {
+  if (pending === undefined) {
+    next(request)
+    return
+  }
+  return pending.then(() => { next(request) })
+}
+
+type Hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
+
+export function createAuthenticator (pipelines: Pipelines): Authenticator {
+  const phases = Object.fromEntries(Object.entries(pipelines).map(([tier, stages]) => [tier, {
+    beforeBody: stages.filter((stage) => !stage.needsBody),
+    afterBody: stages.filter((stage) => stage.needsBody)
+  }])) as Record<AuthTier, { beforeBody: AuthStage[]; afterBody: AuthStage[] }>
+  return {
+    beforeBody (request, tier, state = {}) {
+      request.auth = state
+      const { beforeBody, afterBody } = phases[tier]
+      // A tier with nothing to check in the body is done once its header checks pass.
+      return afterBody.length === 0 ? then(runStages(beforeBody, request, state), passed, request) : runStages(beforeBody, request, state)
+    },
+    afterBody (request, tier) {
+      const state = request.auth ?? (request.auth = {})
+      return then(runStages(phases[tier].afterBody, request, state), passed, request)
+    }
+  }
+}
+
+/** A login that succeeded: the one other way a request counts as authenticated (the metrics). */
+export function markLoggedIn (request: FastifyRequest): void {
+  request.authenticated = true
+}
+
+/**
+ * Runs a possibly asynchronous step as a callback-style hook: every request runs these, and an
+ * async hook would cost a promise and a microtask each, even when every stage is synchronous.
+ */
+export function asHook (step: (request: FastifyRequest) => void | Promise<void>): Hook {
+  return (request, _reply, done) => {
+    let pending: void | Promise<void>
+    try {
+      pending = step(request)
+    } catch (err) {
+      done(err as Error)
+      return
+    }
+    if (pending === undefined) done()
+    else pending.then(() => { done() }, done)
+  }
+}
+
+/** The hooks of routes that all take one tier (keygate's own key routes). */
+export function authenticate (authenticator: Authenticator, tier: AuthTier): { onRequest: Hook; preHandler: Hook } {
+  return {
+    onRequest: asHook((request) => authenticator.beforeBody(request, tier)),
+    preHandler: asHook((request) => authenticator.afterBody(request, tier))
+  }
+}

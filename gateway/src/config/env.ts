@@ -1,0 +1,196 @@
+// One schema for the gateway's environment; the config type comes from it. Every variable is
+// documented in the README (a test checks that the README and docker-compose name the same ones).
+import { Type, type Static } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+import { parseBootstrapUsers, type BootstrapUser } from './bootstrap-users.js'
+import { ConfigError } from './config-error.js'
+import { redisTopologyFrom, type RedisTopology } from './redis.js'
+import { resolveWorkers, type WorkerCount } from './workers.js'
+
+export { ConfigError } from './config-error.js'
+
+export const DEFAULT_PORT = 8080
+export const DEFAULT_UPSTREAM_PORT = 8081
+export const DEFAULT_HOST = '127.0.0.1'
+export const DEFAULT_BODY_LIMIT = 1024 * 1024
+export const DEFAULT_TOKEN_TTL_SECONDS = 15 * 60
+export const DEFAULT_REDIS_PREFIX = 'keygate:'
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500
+export const DEFAULT_KEY_CACHE_SIZE = 10_000
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 30_000
+/** a client must send its headers within this (slowloris) */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000
+/** and its whole request within this */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+/** an idle keep-alive connection is closed after this (longer than a load balancer's 60 s) */
+export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 72_000
+/** on SIGTERM, in-flight requests get this long to finish before the process exits anyway */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
+/** Node's own limit, stated here so the README and the 431 answer agree */
+export const MAX_HEADER_BYTES = 16 * 1024
+
+const Port = Type.Integer({ minimum: 0, maximum: 65535 })
+
+/** The environment, as strings become typed values. Names are the variables' own. */
+export const EnvSchema = Type.Object({
+  PORT: Type.Optional(Port),
+  HOST: Type.Optional(Type.String({ minLength: 1 })),
+  UPSTREAM_PORT: Type.Optional(Port),
+  UPSTREAM_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^[Rr][Ee][Dd][Ii][Ss][Ss]?://' })),
+  KEYGATE_REDIS_SENTINELS: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_REDIS_SENTINEL_MASTER: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  KEYGATE_REDIS_SENTINEL_PASSWORD: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_REDIS_USERNAME: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_REDIS_PASSWORD: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_REDIS_PREFIX: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  KEYGATE_REDIS_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 10, maximum: 60_000 })),
+  KEYGATE_BOOTSTRAP_USERS: Type.Optional(Type.String()),
+  KEYGATE_JWT_KEY_FILE: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_JWT_ISSUER: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_JWT_AUDIENCE: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_TOKEN_TTL_SECONDS: Type.Optional(Type.Integer({ minimum: 30, maximum: 24 * 3600 })),
+  KEYGATE_BODY_LIMIT: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
+  KEYGATE_KEY_CACHE_SIZE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
+  KEYGATE_UPSTREAM_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
+  KEYGATE_HEADERS_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 600_000 })),
+  KEYGATE_REQUEST_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
+  KEYGATE_KEEP_ALIVE_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
+  KEYGATE_SHUTDOWN_GRACE_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
+  KEYGATE_LOGIN_MAX_FAILURES_PER_USER: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+  KEYGATE_LOGIN_MAX_FAILURES_PER_ADDRESS: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+  KEYGATE_LOGIN_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+  KEYGATE_LOGIN_CONCURRENCY: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+  KEYGATE_LOGIN_QUEUE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
+  KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_ROUTES_WATCH: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])),
+  KEYGATE_DOCS: Type.Optional(Type.Union([Type.Literal('on'), Type.Literal('off')])),
+  KEYGATE_METRICS_PORT: Type.Optional(Port),
+  KEYGATE_METRICS_HOST: Type.Optional(Type.String({ minLength: 1 })),
+  // a string, checked here and in resolveWorkers: a number schema would turn "1.5" into 1
+  KEYGATE_WORKERS: Type.Optional(Type.String({ pattern: '^(auto|[1-9][0-9]*)$' })),
+  LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))))
+})
+export type Env = Static<typeof EnvSchema>
+export const ENV_VARIABLES = Object.keys(EnvSchema.properties) as Array<keyof Env>
+
+export interface GatewayConfig {
+  port: number
+  host: string
+  /** one Redis node; unset (and no redisTopology): the embedded in-memory store */
+  redisUrl: string | undefined
+  /** Redis through Sentinel or a Redis Cluster; set only when redisUrl is not */
+  redisTopology: RedisTopology | undefined
+  redisPrefix: string
+  redisCommandTimeoutMs: number
+  bootstrapUsers: BootstrapUser[]
+  jwt: { keyFile: string | undefined; issuer: string; audience: string; ttlSeconds: number }
+  bodyLimit: number
+  keyCacheSize: number
+  logLevel: string
+  server: ServerLimits
+  /** login brute-force limits and concurrency; unset fields take users/login-guard.ts's defaults */
+  login: {
+    maxFailuresPerUser?: number
+    maxFailuresPerAddress?: number
+    windowSeconds?: number
+    concurrency?: number
+    queue?: number
+  }
+  /** route defaults from the environment, for route files */
+  routeDefaults: RouteDefaults
+  /** KEYGATE_ROUTES: the route file; unset: the built-in routes (proxy/route.ts) */
+  routesFile: string | undefined
+  /** reload the route file when it changes (SIGHUP always reloads) */
+  watchRoutes: boolean
+  /** KEYGATE_DOCS: serve the OpenAPI document at /docs/json and its page at /docs */
+  docs: boolean
+  /** the Prometheus listener: none unless KEYGATE_METRICS_PORT is set; on 127.0.0.1 by default */
+  metrics: { port: number | undefined; host: string }
+  /** KEYGATE_WORKERS: how many gateway processes serve the port (1: this process alone) */
+  workers: WorkerCount
+}
+
+export interface ServerLimits {
+  headersTimeoutMs: number
+  requestTimeoutMs: number
+  keepAliveTimeoutMs: number
+  shutdownGraceMs: number
+}
+
+export interface RouteDefaults {
+  upstream: string
+  bodyLimit: number
+  timeoutMs: number
+}
+
+/** Values that may hold secrets are never quoted back in an error. */
+const SECRET_VARIABLES = new Set(['REDIS_URL', 'KEYGATE_BOOTSTRAP_USERS', 'KEYGATE_REDIS_PASSWORD', 'KEYGATE_REDIS_SENTINEL_PASSWORD',
+  'KEYGATE_REDIS_SENTINELS', 'KEYGATE_REDIS_CLUSTER_NODES'])
+
+/** Reads and checks the environment; throws a ConfigError naming the variable and what is allowed. */
+export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  const raw: Record<string, unknown> = {}
+  for (const name of ENV_VARIABLES) {
+    const value = env[name]
+    if (value !== undefined && value !== '') raw[name] = value
+  }
+  const converted = Value.Convert(EnvSchema, { ...raw })
+  const first = Value.Errors(EnvSchema, converted).First()
+  if (first !== undefined) {
+    const name = first.path.replace(/^\//, '')
+    const shown = SECRET_VARIABLES.has(name) ? 'the value given' : JSON.stringify(raw[name])
+    throw new ConfigError(`${name}: ${shown} is not allowed: ${first.message}`)
+  }
+  const e = converted as Env
+  const upstreamPort = e.UPSTREAM_PORT ?? DEFAULT_UPSTREAM_PORT
+  const upstream = e.UPSTREAM_URL ?? `http://127.0.0.1:${upstreamPort}`
+  const bodyLimit = e.KEYGATE_BODY_LIMIT ?? DEFAULT_BODY_LIMIT
+  const timeoutMs = e.KEYGATE_UPSTREAM_TIMEOUT_MS ?? DEFAULT_UPSTREAM_TIMEOUT_MS
+  const redisTopology = redisTopologyFrom(e)
+  const workers = resolveWorkers(e.KEYGATE_WORKERS, env.NODE_ENV, e.REDIS_URL !== undefined || redisTopology !== undefined)
+  // Every worker would open its own listener on the one metrics port, and a scrape would reach
+  // whichever worker node:cluster hands it to: counters would jump between scrapes.
+  if (workers.count > 1 && e.KEYGATE_METRICS_PORT !== undefined) {
+    throw new ConfigError(`KEYGATE_METRICS_PORT: metrics are per process and ${workers.count} workers would share one port; run with KEYGATE_WORKERS=1 (several gateways behind a balancer, each scraped), or without KEYGATE_METRICS_PORT`)
+  }
+  return {
+    port: e.PORT ?? DEFAULT_PORT,
+    host: e.HOST ?? DEFAULT_HOST,
+    redisUrl: e.REDIS_URL,
+    redisTopology,
+    redisPrefix: e.KEYGATE_REDIS_PREFIX ?? DEFAULT_REDIS_PREFIX,
+    redisCommandTimeoutMs: e.KEYGATE_REDIS_TIMEOUT_MS ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS,
+    bootstrapUsers: parseBootstrapUsers(e.KEYGATE_BOOTSTRAP_USERS),
+    jwt: {
+      keyFile: e.KEYGATE_JWT_KEY_FILE,
+      issuer: e.KEYGATE_JWT_ISSUER ?? 'keygate',
+      audience: e.KEYGATE_JWT_AUDIENCE ?? 'keygate',
+      ttlSeconds: e.KEYGATE_TOKEN_TTL_SECONDS ?? DEFAULT_TOKEN_TTL_SECONDS
+    },
+    bodyLimit,
+    keyCacheSize: e.KEYGATE_KEY_CACHE_SIZE ?? DEFAULT_KEY_CACHE_SIZE,
+    logLevel: e.LOG_LEVEL ?? 'info',
+    login: {
+      ...(e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER !== undefined && { maxFailuresPerUser: e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER }),
+      ...(e.KEYGATE_LOGIN_MAX_FAILURES_PER_ADDRESS !== undefined && { maxFailuresPerAddress: e.KEYGATE_LOGIN_MAX_FAILURES_PER_ADDRESS }),
+      ...(e.KEYGATE_LOGIN_WINDOW_SECONDS !== undefined && { windowSeconds: e.KEYGATE_LOGIN_WINDOW_SECONDS }),
+      ...(e.KEYGATE_LOGIN_CONCURRENCY !== undefined && { concurrency: e.KEYGATE_LOGIN_CONCURRENCY }),
+      ...(e.KEYGATE_LOGIN_QUEUE !== undefined && { queue: e.KEYGATE_LOGIN_QUEUE })
+    },
+    server: {
+      headersTimeoutMs: e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: Math.max(e.KEYGATE_REQUEST_TIMEOUT_MS ?? DEFAULT_REQUEST_TIMEOUT_MS, e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS),
+      keepAliveTimeoutMs: e.KEYGATE_KEEP_ALIVE_TIMEOUT_MS ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+      shutdownGraceMs: e.KEYGATE_SHUTDOWN_GRACE_MS ?? DEFAULT_SHUTDOWN_GRACE_MS
+    },
+    routeDefaults: { upstream, bodyLimit, timeoutMs },
+    routesFile: e.KEYGATE_ROUTES,
+    watchRoutes: e.KEYGATE_ROUTES_WATCH === 'true',
+    docs: e.KEYGATE_DOCS !== 'off',
+    metrics: { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST },
+    workers
+  }
+}
+

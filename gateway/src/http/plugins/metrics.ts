@@ -1,0 +1,34 @@
+// Counts every answered request for the metrics (metrics/metrics.ts): by route, method and status,
+// and, where the route authenticates, how authentication ended. Labels come from the route table
+// or keygate's own route paths, never from the URL a client sent, so their number stays bounded.
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import type { GatewayMetrics } from '../../metrics/metrics.js'
+import { PROXY_ROUTE_URLS } from '../catch-all.js'
+
+/** requests no route took (404 NOT_FOUND, or refused before routing) */
+export const NO_ROUTE = 'none'
+
+/** the business route's name, keygate's own endpoint path, or NO_ROUTE */
+export function routeLabel (request: FastifyRequest): string {
+  const route = request.forward?.route
+  if (route !== undefined) return route.name
+  const url = request.routeOptions.url
+  return url === undefined || PROXY_ROUTE_URLS.has(url) ? NO_ROUTE : url
+}
+
+const metricsHooks: FastifyPluginAsync<{ metrics: GatewayMetrics }> = async (app, { metrics }) => {
+  app.addHook('onResponse', (request, reply, done) => {
+    const route = routeLabel(request)
+    metrics.countRequest(route, request.method, reply.statusCode)
+    const authenticates = request.forward?.route !== undefined
+      ? request.forward.route.auth !== 'public'
+      : request.routeOptions.config.authenticates === true
+    // A request that ended before authentication finished without a denial (the client went away) counts nowhere.
+    const reason = request.authenticated ? 'ok' : request.denialReason
+    if (authenticates && reason !== null) metrics.countAuthOutcome(route, reason)
+    done()
+  })
+}
+
+export const metricsPlugin = fp(metricsHooks, { name: 'keygate-metrics', fastify: '5.x', dependencies: ['keygate-problems'] })

@@ -1,0 +1,109 @@
+// Every error leaves as RFC 9457 problem+json with a code from the catalog (errors.ts): ours,
+// Fastify's (body limits, bad JSON, schema failures) and anything unexpected (500, no details).
+import { STATUS_CODES } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
+import fp from 'fastify-plugin'
+import { HTTP_METHODS } from '@keygate/client/protocol'
+import { GatewayError, PROBLEM_CONTENT_TYPE, isGatewayError, type FieldError } from '../../errors.js'
+
+interface SchemaIssue {
+  instancePath: string
+  message?: string
+  params: Record<string, unknown>
+}
+
+function fieldErrors (issues: readonly SchemaIssue[]): FieldError[] {
+  return issues.map((issue) => {
+    const named = issue.params.missingProperty ?? issue.params.additionalProperty
+    const path = issue.instancePath.replace(/^\//, '').replaceAll('/', '.')
+    const field = typeof named === 'string' ? (path === '' ? named : `${path}.${named}`) : (path === '' ? 'body' : path)
+    const message = issue.params.additionalProperty !== undefined ? 'is not an accepted field' : (issue.message ?? 'is not valid')
+    return { field, message }
+  })
+}
+
+/** Any error -> the catalog error a client sees. */
+export function toGatewayError (err: unknown): GatewayError {
+  if (isGatewayError(err)) return err
+  const error = err as Partial<FastifyError> & { validation?: SchemaIssue[] }
+  if (Array.isArray(error.validation)) {
+    const errors = fieldErrors(error.validation)
+    return new GatewayError('VALIDATION_FAILED', `Invalid request: ${errors.map((e) => `${e.field} ${e.message}`).join('; ')}`, { extra: { errors } })
+  }
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new GatewayError('PAYLOAD_TOO_LARGE', 'The request body is larger than this route accepts')
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new GatewayError('UNSUPPORTED_MEDIA_TYPE', 'Send the body as JSON with "Content-Type: application/json"')
+  }
+  const status = error.statusCode ?? 500
+  if (status >= 400 && status < 500) {
+    // Fastify's own client errors: malformed JSON, an empty JSON body, a bad content length.
+    return new GatewayError('VALIDATION_FAILED', error.message ?? 'The request is malformed', { cause: err })
+  }
+  return new GatewayError('INTERNAL_ERROR', 'The gateway failed to handle this request; the failure is logged', { cause: err })
+}
+
+export function sendProblem (request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
+  request.denialReason = error.code
+  if (error.headers !== undefined) reply.headers(error.headers)
+  return reply.code(error.statusCode).type(PROBLEM_CONTENT_TYPE).send(error.toProblem())
+}
+
+/**
+ * Errors Node's HTTP parser meets before Fastify has a request (smuggling attempts, bare LF,
+ * oversized headers): answered as problem+json on the raw socket, and the connection closed.
+ */
+export function clientErrorHandler (err: Error & { code?: string }, socket: Duplex): void {
+  if (!socket.writable) return
+  // The request was already answered (a refusal can go out before its body arrives, and the body
+  // then turns out malformed): one request gets one answer; close after it. Node's own
+  // clientError handling makes the same check.
+  if ((socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true) {
+    socket.end()
+    return
+  }
+  const error = err.code === 'HPE_HEADER_OVERFLOW'
+    ? new GatewayError('HEADERS_TOO_LARGE', 'The request headers are larger than the gateway accepts')
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new GatewayError('REQUEST_TIMEOUT', 'The request headers or body did not arrive in time')
+      : new GatewayError('MALFORMED_HTTP', 'The request is not well-formed HTTP/1.1 (framing, header syntax or line endings)')
+  writeProblem(socket, error)
+}
+
+/** A whole problem+json answer written to a raw socket, which is then closed. */
+function writeProblem (socket: Duplex, error: GatewayError): void {
+  const body = JSON.stringify(error.toProblem())
+  const extra = Object.entries(error.headers ?? {}).map(([name, value]) => `${name}: ${value}\r\n`).join('')
+  socket.end(`HTTP/1.1 ${error.statusCode} ${STATUS_CODES[error.statusCode] ?? ''}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`)
+}
+
+/** CONNECT (a proxy tunnel request): keygate is no forward proxy. */
+export function refuseConnect (_request: unknown, socket: Duplex): void {
+  writeProblem(socket, new GatewayError('METHOD_NOT_ALLOWED', 'keygate is not a forward proxy; CONNECT is not accepted', { headers: { allow: HTTP_METHODS.join(', ') } }))
+}
+
+/** Errors Fastify meets before routing (a path that does not decode): problem+json as well. */
+export const frameworkErrors: NonNullable<FastifyServerOptions['frameworkErrors']> = (err, request, reply) => {
+  const error = err.code === 'FST_ERR_BAD_URL'
+    ? new GatewayError('INVALID_TARGET', 'The request target is not a valid URI path')
+    : toGatewayError(err)
+  request.log.info({ reason: error.code }, 'refused before routing')
+  void (reply as FastifyReply).code(error.statusCode).type(PROBLEM_CONTENT_TYPE).send(error.toProblem())
+}
+
+const problems: FastifyPluginAsync = async (app) => {
+  app.decorateRequest('denialReason', null)
+  app.setErrorHandler((err, request, reply) => {
+    const error = toGatewayError(err)
+    if (error.code === 'INTERNAL_ERROR') request.log.error({ err }, 'unhandled error')
+    return sendProblem(request, reply, error)
+  })
+  app.setNotFoundHandler((request, reply) => {
+    return sendProblem(request, reply, new GatewayError('NOT_FOUND', `No route for ${request.method} ${request.url.split('?', 1)[0] ?? ''}`))
+  })
+}
+
+export const problemsPlugin = fp(problems, { name: 'keygate-problems', fastify: '5.x' })

@@ -1,0 +1,89 @@
+import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest } from 'fastify'
+import { authenticate, type Authenticator } from '../../auth/authenticate.js'
+import { GatewayError } from '../../errors.js'
+import type { KeyRegistry } from '../../keys/key-registry.js'
+import { keyView } from '../../keys/key-view.js'
+import { invalidTokenError } from '../../tokens/token-service.js'
+import { ApiKeyList, ApiKeyParams, ApiKeyRequest, ApiKeyResponse } from '../schemas/api-keys.js'
+
+const userGone = (): GatewayError => invalidTokenError('The bearer token\'s user no longer exists')
+
+export interface ApiKeyRoutesOptions {
+  keys: KeyRegistry
+  authenticator: Authenticator
+}
+
+/**
+ * Key management, bearer token only (no signature headers):
+ *   POST   /v1/api-keys          register an RSA public key, proven by a signature over its name
+ *   GET    /v1/api-keys          the caller's keys, newest first, revoked and expired ones included
+ *   DELETE /v1/api-keys/:apiKey  revoke one of the caller's keys, at every gateway within a second
+ */
+export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = async (app, { keys, authenticator }) => {
+  // The bearer tier: the token is checked before the body is parsed, so an anonymous caller costs
+  // no JSON parsing.
+  const bearer = authenticate(authenticator, 'bearer')
+  app.addHook('onRequest', bearer.onRequest)
+  app.addHook('preHandler', bearer.preHandler)
+  const owner = (request: FastifyRequest): string => {
+    const user = request.auth?.user
+    if (user === undefined) throw new Error('the bearer tier did not run')
+    return user
+  }
+
+  app.post('/v1/api-keys', {
+    config: {
+      authenticates: true,
+      problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'VALIDATION_FAILED', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
+        'INVALID_PUBLIC_KEY', ['INVALID_SIGNATURE', 400], 'DUPLICATE_KEY', 'STORE_UNAVAILABLE']
+    },
+    schema: {
+      summary: 'Register an RSA public key for signing requests',
+      description: '`signature` proves possession of the private key: single-line base64 of the RSA-SHA256 signature over the exact UTF-8 bytes of `name`. ' +
+        'The answer\'s `apiKey` (the hex SHA-256 of the key\'s DER SubjectPublicKeyInfo) goes in X-API-Key. A key can be registered once, by anyone; ' +
+        'a revoked or expired key stays registered. Optional `expiresAt` (ISO 8601 with a time zone, at most 5 years ahead) makes it expire.',
+      tags: ['auth'],
+      security: [{ bearerAuth: [] }],
+      body: ApiKeyRequest,
+      response: { 201: ApiKeyResponse }
+    }
+  }, async (request, reply) => {
+    // A removed user's token lives on until it expires; it registers nothing.
+    const record = await keys.registerForUser({ owner: owner(request), ...request.body })
+    if (record === undefined) throw userGone()
+    reply.code(201)
+    return { message: 'API key registered', apiKey: record.apiKey, name: record.name, ...(record.expiresAt !== undefined && { expiresAt: record.expiresAt }) }
+  })
+
+  app.get('/v1/api-keys', {
+    config: { authenticates: true, problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'STORE_UNAVAILABLE'] },
+    schema: {
+      summary: "The caller's API keys",
+      description: 'Newest first, revoked and expired ones included, with `lastUsedAt` (to the minute).',
+      tags: ['auth'],
+      security: [{ bearerAuth: [] }],
+      response: { 200: ApiKeyList }
+    }
+  }, async (request) => {
+    return { items: (await keys.list(owner(request))).map(keyView) }
+  })
+
+  app.delete('/v1/api-keys/:apiKey', {
+    config: { authenticates: true, problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'API_KEY_NOT_FOUND', 'STORE_UNAVAILABLE'] },
+    schema: {
+      summary: 'Revoke one of your API keys',
+      description: 'From the answer on, every gateway refuses the key (401 UNKNOWN_API_KEY) within a second. Revoking a revoked key again answers 204 too.',
+      tags: ['auth'],
+      security: [{ bearerAuth: [] }],
+      params: ApiKeyParams,
+      response: { 204: Type.Null({ description: 'Revoked' }) }
+    }
+  }, async (request, reply) => {
+    // Unknown, malformed and other users' keys get the same answer: nothing says a key exists.
+    const { outcome } = await keys.revoke(request.params.apiKey, owner(request))
+    if (outcome === 'not-found') throw new GatewayError('API_KEY_NOT_FOUND', 'You have no API key with this apiKey; GET /v1/api-keys lists yours')
+    // Revoking a revoked key again is a success: the key is revoked, as asked.
+    return await reply.code(204).send(null)
+  })
+}

@@ -1,0 +1,263 @@
+// The route file (KEYGATE_ROUTES): YAML or JSON, checked against one schema, then against the
+// rules a schema cannot say (one of prefix/path, http(s) upstreams, no two routes for one
+// prefix and method, no route over keygate's own endpoints). Every mistake is reported at once,
+// each naming the file, the route and the field, and saying what is allowed.
+import { readFile } from 'node:fs/promises'
+import { basename } from 'node:path'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value'
+import { parse as parseYaml } from 'yaml'
+import { routeMatchesPath as matches } from './route-table.js'
+import { AUTH_TIERS, DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
+import { ConfigError, type RouteDefaults } from '../config/env.js'
+import { HTTP_METHODS } from '@keygate/client/protocol'
+
+const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
+const HeaderName = Type.String({ pattern: HEADER_NAME, maxLength: 100, description: 'an HTTP header name' })
+const HeaderValue = Type.String({ pattern: '^[\\x20-\\x7E\\t]*$', maxLength: 4096, description: 'printable ASCII' })
+const Path = Type.String({ pattern: '^/[A-Za-z0-9\\-._~!$&\'()*+,;=:@/%]*$', maxLength: 2048, description: 'a path starting with /' })
+
+export const RouteEntrySchema = Type.Object({
+  name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  prefix: Type.Optional(Path),
+  path: Type.Optional(Path),
+  upstream: Type.String({ minLength: 1 }),
+  auth: Type.Union(AUTH_TIERS.map((tier) => Type.Literal(tier))),
+  methods: Type.Optional(Type.Array(Type.Union(HTTP_METHODS.map((m) => Type.Literal(m))), { minItems: 1, uniqueItems: true })),
+  rewrite: Type.Optional(Path),
+  timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
+  bodyLimit: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
+  identityHeaders: Type.Optional(Type.Object({
+    user: Type.Optional(HeaderName),
+    key: Type.Optional(HeaderName),
+    keyName: Type.Optional(HeaderName)
+  }, { additionalProperties: false })),
+  addHeaders: Type.Optional(Type.Record(Type.String({ pattern: HEADER_NAME }), HeaderValue)),
+  removeHeaders: Type.Optional(Type.Array(HeaderName)),
+  replay: Type.Optional(Type.Union([Type.Literal('reject'), Type.Literal('allow')])),
+  identityToken: Type.Optional(Type.Object({
+    header: Type.Optional(HeaderName),
+    ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 3600 })),
+    audience: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 }))
+  }, { additionalProperties: false }))
+}, { additionalProperties: false })
+export type RouteEntry = Static<typeof RouteEntrySchema>
+
+export const RouteFileSchema = Type.Object({
+  routes: Type.Array(RouteEntrySchema, { minItems: 1 })
+}, { additionalProperties: false })
+export type RouteFile = Static<typeof RouteFileSchema>
+
+/**
+ * keygate's own endpoints. A route may not match one, except the catch-alls "/" and "/v1/",
+ * under which keygate's endpoints still answer first.
+ */
+export const RESERVED_PATHS = ['/v1/auth/token', '/v1/api-keys', '/.well-known/jwks.json', '/healthz', '/readyz', '/v1/time']
+/**
+ * keygate's own subtrees: /docs and everything under it (the docs page and its assets). A route
+ * may neither cover one nor lie inside it; the catch-alls excepted, as above.
+ */
+export const RESERVED_PREFIXES = ['/docs']
+/** keygate's own endpoints under these (DELETE /v1/api-keys/:apiKey): no route may take a path in them */
+export const RESERVED_SUBTREES = ['/v1/api-keys/']
+const CATCH_ALL_PREFIXES = ['/', '/v1/']
+export const DEFAULT_IDENTITY_TOKEN_HEADER = 'x-keygate-identity'
+export const DEFAULT_IDENTITY_TOKEN_TTL_SECONDS = 300
+
+export class RouteFileError extends ConfigError {
+  override name = 'RouteFileError'
+  constructor (readonly file: string, readonly problems: string[]) {
+    super(problems.map((problem) => `${file}: ${problem}`).join('\n'))
+  }
+}
+
+/** "/routes/2/auth" -> "routes[2].auth" */
+function fieldPath (pointer: string): string {
+  return pointer.split('/').slice(1).reduce((path, part) =>
+    /^\d+$/.test(part) ? `${path}[${part}]` : (path === '' ? part : `${path}.${part}`), '')
+}
+
+function describe (schema: TSchema): string {
+  if (Array.isArray(schema.anyOf) && schema.anyOf.every((s: TSchema) => 'const' in s)) {
+    return `one of ${schema.anyOf.map((s: TSchema) => String(s.const)).join(', ')}`
+  }
+  return String(schema.description ?? schema.type ?? 'valid')
+}
+
+function message (error: ValueError): string {
+  const where = fieldPath(error.path)
+  const shown = JSON.stringify(error.value)
+  switch (error.type) {
+    case ValueErrorType.Union:
+      return `${where}: ${shown} is not ${describe(error.schema)}`
+    case ValueErrorType.ObjectRequiredProperty:
+      return `${where}: is required`
+    case ValueErrorType.ObjectAdditionalProperties: {
+      const known = Object.keys((error.schema as { properties?: object }).properties ?? {})
+      return `${where}: is not a known field${known.length > 0 ? ` (known: ${known.join(', ')})` : ''}`
+    }
+    case ValueErrorType.String:
+      return `${where}: must be a string, not ${shown}`
+    case ValueErrorType.Integer:
+    case ValueErrorType.Number:
+      return `${where}: must be a whole number, not ${shown}`
+    case ValueErrorType.Array:
+      return `${where}: must be a list, not ${shown}`
+    case ValueErrorType.Object:
+      return `${where === '' ? 'the file' : where}: must be a mapping of fields, not ${shown}`
+    case ValueErrorType.StringPattern:
+      return `${where}: ${shown} is not ${describe(error.schema)}`
+    case ValueErrorType.ArrayUniqueItems:
+      return `${where}: lists an item twice`
+    case ValueErrorType.ArrayMinItems:
+      return `${where}: must not be empty`
+    default:
+      return `${where}: ${shown} is not allowed (${error.message.toLowerCase()})`
+  }
+}
+
+interface Problem {
+  /** the route it is about; -1: the file as a whole */
+  route: number
+  text: string
+}
+
+const MAX_PROBLEMS = 20
+
+function schemaProblems (document: unknown): Problem[] {
+  const problems: Problem[] = []
+  const seen = new Set<string>()
+  for (const error of Value.Errors(RouteFileSchema, document)) {
+    // One problem per field: a union or an additional property yields several errors for one path.
+    if (seen.has(error.path)) continue
+    seen.add(error.path)
+    const route = /^\/routes\/(\d+)/.exec(error.path)?.[1]
+    problems.push({ route: route === undefined ? -1 : Number(route), text: message(error) })
+    if (problems.length >= MAX_PROBLEMS) break
+  }
+  return problems
+}
+
+function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, problems: Problem[]): RouteConfig | undefined {
+  const at = `routes[${index}]`
+  if ((entry.prefix === undefined) === (entry.path === undefined)) {
+    problems.push({ route: index, text: `${at}: give either prefix (a path and everything under it) or path (one exact path), not ${entry.prefix === undefined ? 'neither' : 'both'}` })
+    return undefined
+  }
+  let upstream: URL | undefined
+  try {
+    upstream = new URL(entry.upstream)
+  } catch {}
+  if (upstream === undefined || (upstream.protocol !== 'http:' && upstream.protocol !== 'https:')) {
+    problems.push({ route: index, text: `${at}.upstream: ${JSON.stringify(entry.upstream)} is not an http(s) URL` })
+  } else if (upstream.username !== '' || upstream.password !== '' || upstream.search !== '' || upstream.hash !== '') {
+    problems.push({ route: index, text: `${at}.upstream: ${JSON.stringify(entry.upstream)} must be scheme://host[:port][/path] without credentials, query or fragment (send credentials with addHeaders)` })
+  }
+  const exact = entry.path !== undefined
+  const prefix = (entry.path ?? entry.prefix) as string
+  const origin = upstream?.origin ?? entry.upstream
+  return route({
+    name: entry.name ?? at,
+    prefix,
+    exact,
+    upstream: entry.upstream,
+    auth: entry.auth,
+    ...(entry.methods !== undefined && { methods: entry.methods }),
+    rewrite: entry.rewrite,
+    ...(entry.bodyLimit !== undefined && { bodyLimit: entry.bodyLimit }),
+    ...(entry.timeoutMs !== undefined && { timeoutMs: entry.timeoutMs }),
+    identityHeaders: {
+      user: (entry.identityHeaders?.user ?? DEFAULT_IDENTITY_HEADERS.user).toLowerCase(),
+      key: (entry.identityHeaders?.key ?? DEFAULT_IDENTITY_HEADERS.key).toLowerCase(),
+      keyName: (entry.identityHeaders?.keyName ?? DEFAULT_IDENTITY_HEADERS.keyName).toLowerCase()
+    },
+    addHeaders: Object.fromEntries(Object.entries(entry.addHeaders ?? {}).map(([name, value]) => [name.toLowerCase(), value])),
+    removeHeaders: (entry.removeHeaders ?? []).map((name) => name.toLowerCase()),
+    ...(entry.replay !== undefined && { replay: entry.replay }),
+    identityToken: entry.identityToken === undefined
+      ? undefined
+      : {
+          header: (entry.identityToken.header ?? DEFAULT_IDENTITY_TOKEN_HEADER).toLowerCase(),
+          ttlSeconds: entry.identityToken.ttlSeconds ?? DEFAULT_IDENTITY_TOKEN_TTL_SECONDS,
+          audience: entry.identityToken.audience ?? origin
+        }
+  }, defaults)
+}
+
+function ruleProblems (routes: Array<RouteConfig | undefined>): Problem[] {
+  const problems: Problem[] = []
+  routes.forEach((r, i) => {
+    if (r === undefined) return
+    const field = r.exact ? 'path' : 'prefix'
+    const catchAll = !r.exact && CATCH_ALL_PREFIXES.includes(r.prefix)
+    for (const reserved of RESERVED_PATHS) {
+      if (matches(r.prefix, r.exact, reserved) && !catchAll) {
+        problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${reserved}; route a path outside it` })
+      }
+    }
+    for (const reserved of RESERVED_PREFIXES) {
+      if ((matches(r.prefix, r.exact, reserved) || matches(reserved, false, r.prefix)) && !catchAll) {
+        problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${reserved} (and every path under it); route a path outside it` })
+      }
+    }
+    for (const subtree of RESERVED_SUBTREES) {
+      if (!catchAll && !RESERVED_PATHS.some((p) => matches(r.prefix, r.exact, p)) &&
+        (r.prefix.startsWith(subtree) || matches(r.prefix, r.exact, subtree))) {
+        problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${subtree}...; route a path outside it` })
+      }
+    }
+    for (let j = 0; j < i; j++) {
+      const other = routes[j]
+      if (other === undefined || other.exact !== r.exact || other.prefix !== r.prefix) continue
+      const shared = r.methods.filter((m) => other.methods.includes(m))
+      if (shared.length > 0) {
+        problems.push({ route: i, text: `routes[${i}]: ${field} ${JSON.stringify(r.prefix)} with ${shared.join(', ')} is already routed by routes[${j}]; give each method one route` })
+      }
+    }
+  })
+  return problems
+}
+
+/**
+ * A parsed route file -> routes with every default filled in; RouteFileError with every problem:
+ * the routes that pass the schema are also checked against the rules, so one run shows all.
+ */
+export function routesFromDocument (document: unknown, file: string, defaults: RouteDefaults): RouteConfig[] {
+  const problems = schemaProblems(document)
+  const entries = (document as Partial<RouteFile> | null)?.routes
+  if (problems.some((p) => p.route === -1) || !Array.isArray(entries)) {
+    throw new RouteFileError(file, problems.map((p) => p.text))
+  }
+  const broken = new Set(problems.map((p) => p.route))
+  const converted = entries.map((entry, i) => broken.has(i) ? undefined : toRoute(entry, i, defaults, problems))
+  problems.push(...ruleProblems(converted))
+  if (problems.length > 0) {
+    // Stable order: by route, schema problems before rule problems within a route.
+    const ordered = problems.map((p, i) => ({ ...p, i })).sort((x, y) => x.route - y.route || x.i - y.i)
+    throw new RouteFileError(file, ordered.slice(0, MAX_PROBLEMS).map((p) => p.text))
+  }
+  return converted as RouteConfig[]
+}
+
+export function parseRouteText (text: string, file: string): unknown {
+  try {
+    // JSON is YAML; one parser reads both. Duplicate keys are an error, not a silent override.
+    return parseYaml(text, { uniqueKeys: true, prettyErrors: true })
+  } catch (err) {
+    // The parser's first line says what and where ("... at line 5, column 5:"); the rest is an excerpt.
+    const first = (err as Error).message.split('\n')[0] ?? ''
+    throw new RouteFileError(file, [`cannot be parsed: ${first.replace(/:$/, '')}`])
+  }
+}
+
+/** Reads, parses and checks a route file. */
+export async function loadRouteFile (path: string, defaults: RouteDefaults): Promise<RouteConfig[]> {
+  const file = basename(path)
+  let text: string
+  try {
+    text = await readFile(path, 'utf8')
+  } catch (err) {
+    throw new RouteFileError(path, [`cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`])
+  }
+  return routesFromDocument(parseRouteText(text, file), file, defaults)
+}

@@ -1,0 +1,67 @@
+// The live route table: loaded at start, swapped whole on reload (SIGHUP, or a change of the file
+// when watching). A reload that fails leaves the running table in place and says why; requests
+// in flight keep the route they were matched to.
+import { watch, type FSWatcher } from 'node:fs'
+import { basename, dirname } from 'node:path'
+import type { FastifyBaseLogger } from 'fastify'
+import type { GatewayConfig } from '../config/env.js'
+import { defaultRoutes, type RouteConfig } from './route.js'
+import { loadRouteFile } from './route-file.js'
+import { RouteTable } from './route-table.js'
+
+export type ReloadResult = { ok: true; routes: readonly RouteConfig[] } | { ok: false; error: Error }
+
+export interface RouteRegistry {
+  readonly current: RouteTable
+  readonly file: string | undefined
+  /** re-reads the route file; without one, there is nothing to reload */
+  reload: () => Promise<ReloadResult>
+  close: () => void
+}
+
+const WATCH_DEBOUNCE_MS = 100
+
+/** `builtIn`: the routes without a route file; default: defaultRoutes() of the environment's defaults. */
+export async function createRouteRegistry (config: Pick<GatewayConfig, 'routesFile' | 'routeDefaults' | 'watchRoutes'>, log: FastifyBaseLogger,
+  builtIn: readonly RouteConfig[] = defaultRoutes(config.routeDefaults)): Promise<RouteRegistry> {
+  const file = config.routesFile
+  let current = new RouteTable(file === undefined ? builtIn : await loadRouteFile(file, config.routeDefaults))
+  let watcher: FSWatcher | undefined
+  // Reloads run one at a time, in order, so the last write of the file is the one that wins.
+  let queue: Promise<unknown> = Promise.resolve()
+
+  const reloadNow = async (): Promise<ReloadResult> => {
+    if (file === undefined) return { ok: true, routes: current.routes }
+    try {
+      const routes = await loadRouteFile(file, config.routeDefaults)
+      current = new RouteTable(routes)
+      log.info({ file, routes: routes.map((r) => r.name) }, 'routes reloaded')
+      return { ok: true, routes }
+    } catch (err) {
+      log.error({ file, err: { message: (err as Error).message } }, 'route reload refused; the previous routes stay in force')
+      return { ok: false, error: err as Error }
+    }
+  }
+
+  const registry: RouteRegistry = {
+    get current () { return current },
+    file,
+    async reload () {
+      const next = queue.then(reloadNow)
+      queue = next
+      return await next
+    },
+    close () { watcher?.close() }
+  }
+
+  if (file !== undefined && config.watchRoutes) {
+    // Watch the folder, not the file: editors save by replacing the file, which ends a file watch.
+    let timer: NodeJS.Timeout | undefined
+    watcher = watch(dirname(file), (_event, changed) => {
+      if (changed !== null && changed.toString() !== basename(file)) return
+      clearTimeout(timer)
+      timer = setTimeout(() => { void registry.reload() }, WATCH_DEBOUNCE_MS)
+    })
+  }
+  return registry
+}

@@ -1,0 +1,74 @@
+// The route model: what a route file entry becomes once checked, and the routes keygate serves
+// without a route file. Plain data, read by the route table, the proxy and the docs.
+import { HTTP_METHODS } from '@keygate/client/protocol'
+import type { AuthTier, ReplayPolicy } from '../auth/stage.js'
+import type { RouteDefaults } from '../config/env.js'
+
+export { AUTH_TIERS, type AuthTier } from '../auth/stage.js'
+
+
+/** The names of the identity headers sent upstream (x-gateway-user, -key, -key-name by default). */
+export interface IdentityHeaderNames {
+  user: string
+  key: string
+  keyName: string
+}
+export const DEFAULT_IDENTITY_HEADERS: IdentityHeaderNames = { user: 'x-gateway-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name' }
+
+export interface IdentityTokenConfig {
+  /** the header that carries the token upstream */
+  header: string
+  ttlSeconds: number
+  /** the token's `aud`: by default the upstream's origin */
+  audience: string
+}
+
+/** A business route: requests it matches are authenticated per `auth` and forwarded to `upstream`. */
+export interface RouteConfig {
+  /** how errors and logs name it: its `name`, or `routes[i]` */
+  name: string
+  /** a prefix ("/v1/clients/") or, when `exact`, one exact path */
+  prefix: string
+  exact: boolean
+  upstream: string
+  auth: AuthTier
+  methods: string[]
+  /** replaces the matched prefix (or the exact path) in the forwarded target */
+  rewrite: string | undefined
+  bodyLimit: number
+  timeoutMs: number
+  identityHeaders: IdentityHeaderNames
+  /** set on the forwarded request (after removals; the identity headers are written last) */
+  addHeaders: Record<string, string>
+  /** removed from the forwarded request (lower-case names) */
+  removeHeaders: string[]
+  identityToken: IdentityTokenConfig | undefined
+  /** signed routes: refuse (default) or allow a repeat of an accepted signed POST, PUT, PATCH, DELETE */
+  replay: ReplayPolicy
+}
+
+/** A route with every optional setting at its default. */
+export function route (fields: Pick<RouteConfig, 'prefix' | 'upstream' | 'auth'> & Partial<RouteConfig>, defaults: Omit<RouteDefaults, 'upstream'>): RouteConfig {
+  return {
+    name: fields.prefix,
+    exact: false,
+    methods: [...HTTP_METHODS],
+    rewrite: undefined,
+    bodyLimit: defaults.bodyLimit,
+    timeoutMs: defaults.timeoutMs,
+    identityHeaders: DEFAULT_IDENTITY_HEADERS,
+    addHeaders: {},
+    removeHeaders: [],
+    identityToken: undefined,
+    replay: 'reject',
+    ...fields
+  }
+}
+
+/** Without a route file: the business routes of the interface (clients, transactions), signed, to the example service. */
+export function defaultRoutes (defaults: RouteDefaults): RouteConfig[] {
+  return [
+    route({ prefix: '/v1/clients/', upstream: defaults.upstream, auth: 'signed', methods: ['GET', 'POST'] }, defaults),
+    route({ prefix: '/v1/transactions/', upstream: defaults.upstream, auth: 'signed', methods: ['GET', 'POST'] }, defaults)
+  ]
+}

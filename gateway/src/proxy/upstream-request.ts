@@ -1,0 +1,122 @@
+// What the upstream receives for a verified request: the route's rewrite applied to the path, the
+// client's headers minus anything that could pass for the gateway's word or for a hop-by-hop
+// header, the route's own header changes, and then the gateway's identity headers, written last
+// (identity.ts). The body is the exact bytes received.
+import type { IncomingHttpHeaders } from 'node:http'
+import { BODYLESS_METHODS, pathOf } from '@keygate/client/protocol'
+import type { AuthState } from '../auth/stage.js'
+import { connectionListed } from '../lib/http-headers.js'
+import { identityHeaderNames, writeIdentity } from './identity.js'
+import type { RouteConfig } from './route.js'
+
+/** What the proxy knows about a request it forwards. */
+export interface ForwardState {
+  route: RouteConfig
+  /** the exact bytes received, once read */
+  body?: Buffer
+  identityToken?: string
+}
+
+/** The client's request, as the upstream request is made from it. */
+export interface ClientRequest {
+  method: string
+  /** the raw request target: path, and ?query when there is one */
+  target: string
+  headers: IncomingHttpHeaders
+  /** the client's address */
+  ip: string
+}
+
+export interface UpstreamRequest {
+  origin: string
+  method: string
+  /** path and query, as the upstream receives them */
+  path: string
+  headers: IncomingHttpHeaders
+  body: Buffer | undefined
+  timeoutMs: number
+}
+
+/**
+ * Never forwarded from the client: keygate's own credentials, framing the gateway sets itself,
+ * hop-by-hop headers (undici refuses some, which would turn a good request into a 502), and the
+ * forwarding headers the gateway writes itself.
+ */
+const NEVER_FORWARDED = new Set(['authorization', 'x-api-signature', 'content-length', 'transfer-encoding', 'expect',
+  'keep-alive', 'upgrade', 'proxy-connection', 'http2-settings', 'te', 'trailer', 'forwarded', 'x-forwarded-for',
+  'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'host', 'connection'])
+
+/** What every request of a route needs and the route config does not spell out: computed once per route. */
+interface CompiledRoute {
+  origin: string
+  /** the Host header the upstream receives */
+  host: string
+  basePath: string
+  /** client headers never forwarded on this route */
+  dropped: Set<string>
+}
+const compiled = new WeakMap<RouteConfig, CompiledRoute>()
+
+function compile (route: RouteConfig): CompiledRoute {
+  let result = compiled.get(route)
+  if (result === undefined) {
+    const upstream = new URL(route.upstream)
+    result = {
+      origin: upstream.origin,
+      host: upstream.host,
+      basePath: upstream.pathname.replace(/\/$/, ''),
+      dropped: new Set([...NEVER_FORWARDED, ...identityHeaderNames(route), ...route.removeHeaders])
+    }
+    compiled.set(route, result)
+  }
+  return result
+}
+
+/** The path the upstream receives: the route's rewrite applied, under the upstream URL's own path. */
+export function forwardedPath (route: RouteConfig, path: string): string {
+  let rewritten = path
+  if (route.rewrite !== undefined) {
+    const rest = route.exact ? '' : path.slice(route.prefix.length)
+    // Only the prefix is replaced. When the prefix has no trailing slash ("/status"), the rest
+    // starts at a segment boundary ("/x"), whose slash a rewrite ending in "/" already holds;
+    // any further slash is the client's and is kept ("/c//x" stays "/internal//x").
+    const boundary = !route.prefix.endsWith('/') && route.rewrite.endsWith('/') && rest.startsWith('/')
+    rewritten = route.rewrite + (boundary ? rest.slice(1) : rest)
+  }
+  return compile(route).basePath + rewritten
+}
+
+/** Client headers minus anything that could pass for the gateway's word, plus the gateway's own. */
+export function upstreamHeaders (request: ClientRequest, state: ForwardState, auth: AuthState | null): IncomingHttpHeaders {
+  const { route, body } = state
+  const { dropped, host } = compile(route)
+  const headers = request.headers
+  // Headers the client's Connection header names are hop-by-hop: its own, not the upstream's.
+  const listed = headers.connection === undefined ? undefined : connectionListed(headers.connection)
+  const out: IncomingHttpHeaders = { host }
+  for (const name in headers) {
+    // CGI-style servers read "x_gateway_user" as "x-gateway-user": compare names as they would.
+    const normalised = name.includes('_') ? name.replaceAll('_', '-') : name
+    if (normalised.startsWith('x-gateway-') || dropped.has(normalised) || listed?.includes(name) === true) continue
+    out[name] = headers[name]
+  }
+  Object.assign(out, route.addHeaders)
+  out['x-forwarded-for'] = request.ip
+  if (!BODYLESS_METHODS.has(request.method)) out['content-length'] = String(body?.length ?? 0)
+  writeIdentity(out, route, auth, state.identityToken)
+  return out
+}
+
+/** The whole upstream request: the route's origin, the rewritten path with the query as sent. */
+export function upstreamRequest (request: ClientRequest, state: ForwardState, auth: AuthState | null): UpstreamRequest {
+  const path = pathOf(request.target)
+  return {
+    origin: compile(state.route).origin,
+    method: request.method,
+    // the route's rewrite applies to the path; the query goes on as the client sent it
+    path: forwardedPath(state.route, path) + request.target.slice(path.length),
+    headers: upstreamHeaders(request, state, auth),
+    body: state.body,
+    timeoutMs: state.route.timeoutMs
+  }
+}

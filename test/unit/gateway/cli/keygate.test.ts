@@ -1,0 +1,60 @@
+// `npm run keygate -- users add NAME` as an operator runs it: a child process, the password on
+// stdin, the running gateways' Redis; then the user logs in at a gateway on that Redis.
+import t from 'tap'
+import { keygateCli } from '../../../helpers/cli.js'
+import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
+import { login, startStack } from '../../../helpers/stack.js'
+
+
+const keygate = keygateCli
+
+t.test('routes check', async (t) => {
+  const good = await keygate(['routes', 'check', 'gateway/examples/routes.yaml'], '', {})
+  t.equal(good.code, 0, good.stderr)
+  t.match(good.stdout, /^MATCH +METHODS +AUTH +UPSTREAM/)
+  t.match(good.stdout, /\/reports\/\* +GET +bearer\+identity-token +http:\/\/upstream:8081 +\/v1\/clients\/\*/)
+  t.match(good.stdout, /gateway\/examples\/routes\.yaml: 4 routes, valid\n$/)
+  const { mkdtempSync, writeFileSync } = await import('node:fs')
+  const { join } = await import('node:path')
+  const { tmpdir } = await import('node:os')
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-cli-'))
+  writeFileSync(join(dir, 'bad.yaml'), 'routes:\n  - prefix: /a/\n    upstream: http://x\n    auth: sigend\n')
+  const bad = await keygate(['routes', 'check', join(dir, 'bad.yaml')], '', {})
+  t.equal(bad.code, 1)
+  t.equal(bad.stderr, 'bad.yaml: routes[0].auth: "sigend" is not one of signed, bearer, public\n')
+  t.equal(bad.stdout, '')
+})
+
+t.test('users add', async (t) => {
+  const redisUrl = await testRedisUrl()
+  const prefix = uniquePrefix('cli')
+  t.teardown(async () => { await deletePrefix(redisUrl, prefix) })
+  const env = { REDIS_URL: redisUrl, KEYGATE_REDIS_PREFIX: prefix }
+
+  const created = await keygate(['users', 'add', 'carol'], 'first password\n', env)
+  t.equal(created.code, 0, created.stderr)
+  t.match(created.stdout, /user carol created/)
+
+  const gw = await startStack(t, { store: 'redis', redisPrefix: prefix })
+  t.type(await login(gw.url, 'carol', 'first password'), 'string', 'the trailing newline is not part of the password')
+
+  const updated = await keygate(['users', 'add', 'carol'], 'second password', env)
+  t.equal(updated.code, 0, updated.stderr)
+  t.match(updated.stdout, /user carol updated/)
+  t.type(await login(gw.url, 'carol', 'second password'), 'string', 'a running gateway sees the new password')
+  await t.rejects(login(gw.url, 'carol', 'first password'), /401/)
+
+  const cases: Array<[string, string[], string, Record<string, string>, number, RegExp]> = [
+    ['no REDIS_URL', ['users', 'add', 'dave'], 'password1', {}, 2, /REDIS_URL is not set/],
+    ['no name', ['users', 'add'], 'password1', env, 2, /^usage:/],
+    ['unknown command', ['users', 'drop', 'dave'], 'password1', env, 2, /^unknown command: users drop\n\nusage:/],
+    ['a short password', ['users', 'add', 'dave'], 'short', env, 1, /^VALIDATION_FAILED: /],
+    ['a bad username', ['users', 'add', 'da ve'], 'password1', env, 1, /^VALIDATION_FAILED: /],
+    ['a bad REDIS_URL', ['users', 'add', 'dave'], 'password1', { REDIS_URL: 'nonsense' }, 1, /^REDIS_URL: /]
+  ]
+  for (const [name, args, stdin, caseEnv, code, message] of cases) {
+    const res = await keygate(args, stdin, caseEnv)
+    t.equal(res.code, code, name)
+    t.match(res.stderr, message, name)
+  }
+})

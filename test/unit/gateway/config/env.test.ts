@@ -1,0 +1,116 @@
+import t from 'tap'
+import { ConfigError, loadConfig } from '../../../../gateway/src/config/env.js'
+import { parseBootstrapUsers } from '../../../../gateway/src/config/bootstrap-users.js'
+import { defaultRoutes } from '../../../../gateway/src/proxy/route.js'
+
+t.test('defaults', async (t) => {
+  const config = loadConfig({})
+  t.equal(config.port, 8080)
+  t.equal(config.host, '127.0.0.1')
+  t.equal(config.redisUrl, undefined)
+  t.equal(config.bodyLimit, 1024 * 1024)
+  t.equal(config.jwt.ttlSeconds, 900)
+  t.same(defaultRoutes(config.routeDefaults).map((r) => [r.prefix, r.upstream, r.auth, r.methods]), [
+    ['/v1/clients/', 'http://127.0.0.1:8081', 'signed', ['GET', 'POST']],
+    ['/v1/transactions/', 'http://127.0.0.1:8081', 'signed', ['GET', 'POST']]
+  ])
+  t.equal(config.routesFile, undefined)
+  t.equal(config.watchRoutes, false)
+})
+
+t.test('variables', async (t) => {
+  const config = loadConfig({ PORT: '9000', UPSTREAM_PORT: '9001', REDIS_URL: 'redis://r:6379', KEYGATE_BODY_LIMIT: '2048', KEYGATE_BOOTSTRAP_USERS: 'ann:pw:with:colons,bo:secret' })
+  t.equal(config.port, 9000)
+  t.equal(defaultRoutes(config.routeDefaults)[0]?.upstream, 'http://127.0.0.1:9001', 'UPSTREAM_URL defaults to the UPSTREAM_PORT on this host')
+  t.equal(defaultRoutes(config.routeDefaults)[0]?.bodyLimit, 2048)
+  t.equal(config.redisUrl, 'redis://r:6379')
+  t.same(config.bootstrapUsers, [{ username: 'ann', password: 'pw:with:colons' }, { username: 'bo', password: 'secret' }])
+  t.equal(defaultRoutes(loadConfig({ UPSTREAM_URL: 'https://api.internal:8443' }).routeDefaults)[0]?.upstream, 'https://api.internal:8443')
+})
+
+t.test('bad values are refused, naming the variable', async (t) => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ PORT: 'eighty' }, /^PORT: "eighty"/],
+    [{ PORT: '70000' }, /^PORT: "70000"/],
+    [{ UPSTREAM_URL: 'ftp://x' }, /^UPSTREAM_URL:/],
+    [{ REDIS_URL: 'localhost:6379' }, /^REDIS_URL:/],
+    [{ KEYGATE_BODY_LIMIT: '-1' }, /^KEYGATE_BODY_LIMIT:/],
+    [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL:/],
+    [{ KEYGATE_BOOTSTRAP_USERS: 'ann' }, /^KEYGATE_BOOTSTRAP_USERS: entry 1 is not name:password/],
+    [{ KEYGATE_BOOTSTRAP_USERS: 'a b:pw' }, /^KEYGATE_BOOTSTRAP_USERS: entry 1 has no valid username/]
+  ]
+  for (const [env, message] of cases) {
+    t.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
+  }
+  t.ok(new ConfigError('x') instanceof Error)
+  t.equal(loadConfig({ REDIS_URL: 'REDIS://r:6379' }).redisUrl, 'REDIS://r:6379', 'the scheme is case-insensitive')
+})
+
+t.test('an error never quotes a secret', async (t) => {
+  const cases: Array<[Record<string, string>, string]> = [
+    [{ REDIS_URL: 'redis//:S3cretRedisPass@db:6379' }, 'S3cretRedisPass'],
+    [{ KEYGATE_BOOTSTRAP_USERS: 'alice=Hunter2!x' }, 'Hunter2'],
+    [{ KEYGATE_BOOTSTRAP_USERS: 'alice:pa,ss-word1' }, 'ss-word1'],
+    [{ KEYGATE_BOOTSTRAP_USERS: 'ok:fine-password,bad user:Sekr1t' }, 'Sekr1t']
+  ]
+  for (const [env, secret] of cases) {
+    let message = ''
+    try { loadConfig(env) } catch (err) { message = (err as Error).message }
+    t.ok(message.length > 0, `${JSON.stringify(Object.keys(env))} is refused`)
+    t.notOk(message.includes(secret), `the message does not hold ${secret}: ${message}`)
+  }
+  t.same(parseBootstrapUsers(''), [])
+  t.same(parseBootstrapUsers(undefined), [])
+})
+
+t.test('Redis Sentinel and Redis Cluster', async (t) => {
+  t.same(loadConfig({
+    KEYGATE_REDIS_SENTINELS: 's1:26380, s2,[::1]:26381',
+    KEYGATE_REDIS_SENTINEL_MASTER: 'mymaster',
+    KEYGATE_REDIS_SENTINEL_PASSWORD: 'sentinel-pw',
+    KEYGATE_REDIS_PASSWORD: 'data-pw'
+  }).redisTopology, {
+    mode: 'sentinel',
+    sentinels: [{ host: 's1', port: 26380 }, { host: 's2', port: 26379 }, { host: '::1', port: 26381 }],
+    masterName: 'mymaster',
+    sentinelPassword: 'sentinel-pw',
+    username: undefined,
+    password: 'data-pw'
+  }, 'sentinels (26379 by default), the master name and the passwords')
+  const cluster = loadConfig({ KEYGATE_REDIS_CLUSTER_NODES: 'n1:7000,redis_2', KEYGATE_REDIS_USERNAME: 'keygate', KEYGATE_REDIS_PASSWORD: 'pw' })
+  t.same(cluster.redisTopology, { mode: 'cluster', nodes: [{ host: 'n1', port: 7000 }, { host: 'redis_2', port: 6379 }], username: 'keygate', password: 'pw' },
+    'seed nodes (6379 by default) and the credentials')
+  t.equal(cluster.redisUrl, undefined)
+  t.equal(loadConfig({ REDIS_URL: 'redis://r:6379' }).redisTopology, undefined, 'REDIS_URL alone: one node, as before')
+
+  const refused: Array<[Record<string, string>, RegExp]> = [
+    [{ REDIS_URL: 'redis://r', KEYGATE_REDIS_CLUSTER_NODES: 'n1' }, /^REDIS_URL and KEYGATE_REDIS_CLUSTER_NODES are set: set exactly one of/],
+    [{ KEYGATE_REDIS_SENTINELS: 's1', KEYGATE_REDIS_SENTINEL_MASTER: 'm', KEYGATE_REDIS_CLUSTER_NODES: 'n1' }, /^KEYGATE_REDIS_SENTINELS and KEYGATE_REDIS_CLUSTER_NODES are set/],
+    [{ KEYGATE_REDIS_SENTINELS: 's1' }, /^KEYGATE_REDIS_SENTINEL_MASTER: required with KEYGATE_REDIS_SENTINELS/],
+    [{ KEYGATE_REDIS_SENTINEL_MASTER: 'm' }, /^KEYGATE_REDIS_SENTINEL_MASTER: set, but KEYGATE_REDIS_SENTINELS is not/],
+    [{ KEYGATE_REDIS_CLUSTER_NODES: 'n1', KEYGATE_REDIS_SENTINEL_PASSWORD: 'x' }, /^KEYGATE_REDIS_SENTINEL_PASSWORD: set, but KEYGATE_REDIS_SENTINELS is not/],
+    [{ REDIS_URL: 'redis://r', KEYGATE_REDIS_PASSWORD: 'x' }, /^KEYGATE_REDIS_PASSWORD: set, but .*write credentials in the URL/],
+    [{ KEYGATE_REDIS_USERNAME: 'u' }, /^KEYGATE_REDIS_USERNAME: set, but no Redis is configured/],
+    [{ KEYGATE_REDIS_CLUSTER_NODES: 'n1,,n2' }, /^KEYGATE_REDIS_CLUSTER_NODES: entry 2 is not host or host:port/],
+    [{ KEYGATE_REDIS_CLUSTER_NODES: 'n1:0' }, /^KEYGATE_REDIS_CLUSTER_NODES: entry 1 is not/],
+    [{ KEYGATE_REDIS_CLUSTER_NODES: 'n1:70000' }, /^KEYGATE_REDIS_CLUSTER_NODES: entry 1 is not/],
+    [{ KEYGATE_REDIS_SENTINELS: 'redis://s1:26379', KEYGATE_REDIS_SENTINEL_MASTER: 'm' }, /^KEYGATE_REDIS_SENTINELS: entry 1 is not .*no scheme/],
+    [{ KEYGATE_REDIS_CLUSTER_NODES: 'n1', KEYGATE_REDIS_PREFIX: '{kg}:' }, /^KEYGATE_REDIS_PREFIX: must not contain \{ or \} with KEYGATE_REDIS_CLUSTER_NODES/]
+  ]
+  for (const [env, message] of refused) t.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
+  t.equal(loadConfig({ REDIS_URL: 'redis://r', KEYGATE_REDIS_PREFIX: '{kg}:' }).redisPrefix, '{kg}:', 'braces are the operator\'s own business on one node')
+
+  // A URL with a password pasted into a node list, or a password beside REDIS_URL, is never quoted.
+  for (const env of [
+    { KEYGATE_REDIS_CLUSTER_NODES: 'redis://:Hunter2pw@n1:6379' },
+    { KEYGATE_REDIS_SENTINELS: 's1:Hunter2pw', KEYGATE_REDIS_SENTINEL_MASTER: 'm' },
+    { REDIS_URL: 'redis://r', KEYGATE_REDIS_PASSWORD: 'Hunter2pw' },
+    { REDIS_URL: 'redis://r', KEYGATE_REDIS_CLUSTER_NODES: 'n1', KEYGATE_REDIS_PASSWORD: 'Hunter2pw' },
+    { KEYGATE_REDIS_SENTINEL_PASSWORD: 'Hunter2pw' }
+  ]) {
+    let message = ''
+    try { loadConfig(env) } catch (err) { message = (err as Error).message }
+    t.ok(message.length > 0, `${JSON.stringify(Object.keys(env))} is refused`)
+    t.notOk(message.includes('Hunter2'), `the message does not hold the password: ${message}`)
+  }
+})

@@ -1,0 +1,147 @@
+// The route file's schema and rules: a table of bad files and the exact messages they get, and
+// the defaults a minimal file is completed with.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { DEFAULT_IDENTITY_HEADERS } from '../../../../gateway/src/proxy/route.js'
+import { HTTP_METHODS } from '@keygate/client/protocol'
+import { RouteFileError, loadRouteFile, parseRouteText, routesFromDocument } from '../../../../gateway/src/proxy/route-file.js'
+
+const defaults = { upstream: 'http://127.0.0.1:8081', bodyLimit: 1048576, timeoutMs: 30000 }
+
+const SMALLEST = `routes:
+  - prefix: /v1/clients/
+    upstream: http://127.0.0.1:8081
+    auth: signed
+  - prefix: /status/
+    upstream: http://127.0.0.1:9000
+    auth: public
+    methods: [GET]
+`
+
+function problems (yaml: string): string[] {
+  try {
+    routesFromDocument(parseRouteText(yaml, 'routes.yaml'), 'routes.yaml', defaults)
+  } catch (err) {
+    if (err instanceof RouteFileError) return err.message.split('\n')
+    throw err
+  }
+  return []
+}
+
+const route = (fields: string): string => `routes:\n  - ${fields.trim().split('\n').join('\n    ')}\n`
+
+t.test('the smallest useful file works as written, with defaults', async (t) => {
+  const routes = routesFromDocument(parseRouteText(SMALLEST, 'routes.yaml'), 'routes.yaml', defaults)
+  t.equal(routes.length, 2)
+  t.match(routes[0], {
+    name: 'routes[0]', prefix: '/v1/clients/', exact: false, upstream: 'http://127.0.0.1:8081', auth: 'signed',
+    methods: [...HTTP_METHODS], rewrite: undefined, bodyLimit: 1048576, timeoutMs: 30000,
+    identityHeaders: DEFAULT_IDENTITY_HEADERS, addHeaders: {}, removeHeaders: [], identityToken: undefined
+  })
+  t.same(routes[1]?.methods, ['GET'])
+  t.equal(routes[1]?.auth, 'public')
+})
+
+t.test('JSON works too, and every field is read', async (t) => {
+  const json = JSON.stringify({
+    routes: [{
+      name: 'orders', path: '/orders', upstream: 'https://orders.internal:8443/api', auth: 'bearer', methods: ['GET', 'POST'],
+      rewrite: '/v2/orders', timeoutMs: 5000, bodyLimit: 2048,
+      identityHeaders: { user: 'X-User' }, addHeaders: { 'X-Env': 'prod' }, removeHeaders: ['Cookie'],
+      identityToken: { header: 'X-Proof', ttlSeconds: 60 }
+    }]
+  })
+  const [r] = routesFromDocument(parseRouteText(json, 'routes.json'), 'routes.json', defaults)
+  t.match(r, {
+    name: 'orders', prefix: '/orders', exact: true, rewrite: '/v2/orders', timeoutMs: 5000, bodyLimit: 2048,
+    identityHeaders: { user: 'x-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name' },
+    addHeaders: { 'x-env': 'prod' }, removeHeaders: ['cookie'],
+    identityToken: { header: 'x-proof', ttlSeconds: 60, audience: 'https://orders.internal:8443' }
+  })
+})
+
+t.test('bad files and the exact messages they get', async (t) => {
+  const ok = 'prefix: /a/\nupstream: http://127.0.0.1:1\nauth: signed'
+  const cases: Array<[string, string, string[]]> = [
+    ['a misspelt tier', route('prefix: /a/\nupstream: http://127.0.0.1:1\nauth: sigend'),
+      ['routes.yaml: routes[0].auth: "sigend" is not one of signed, bearer, public']],
+    ['the third route misspelt', `routes:\n  - ${ok.split('\n').join('\n    ')}\n  - prefix: /b/\n    upstream: http://x\n    auth: public\n  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n`,
+      ['routes.yaml: routes[2].auth: "sigend" is not one of signed, bearer, public']],
+    ['no upstream', route('prefix: /a/\nauth: signed'), ['routes.yaml: routes[0].upstream: is required']],
+    ['no auth', route('prefix: /a/\nupstream: http://x'), ['routes.yaml: routes[0].auth: is required']],
+    ['an unknown field', route(`${ok}\ncolour: red`),
+      ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)']],
+    ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
+      ['routes.yaml: routes[0].methods[1]: "FETCH" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']],
+    ['a method twice', route(`${ok}\nmethods: [GET, GET]`), ['routes.yaml: routes[0].methods: lists an item twice']],
+    ['no methods', route(`${ok}\nmethods: []`), ['routes.yaml: routes[0].methods: must not be empty']],
+    ['a prefix without a leading slash', route('prefix: a/\nupstream: http://x\nauth: public'),
+      ['routes.yaml: routes[0].prefix: "a/" is not a path starting with /']],
+    ['a timeout in words', route(`${ok}\ntimeoutMs: soon`), ['routes.yaml: routes[0].timeoutMs: must be a whole number, not "soon"']],
+    ['a bad header name', route(`${ok}\nremoveHeaders: ["bad header"]`), ['routes.yaml: routes[0].removeHeaders[0]: "bad header" is not an HTTP header name']],
+    ['routes not a list', 'routes: {}\n', ['routes.yaml: routes: must be a list, not {}']],
+    ['no routes', 'routes: []\n', ['routes.yaml: routes: must not be empty']],
+    ['an empty file', '', ['routes.yaml: the file: must be a mapping of fields, not null']],
+    ['a top-level typo', 'route:\n  - prefix: /a/\n', ['routes.yaml: routes: is required', 'routes.yaml: route: is not a known field (known: routes)']],
+    ['neither prefix nor path', route('upstream: http://x\nauth: public'),
+      ['routes.yaml: routes[0]: give either prefix (a path and everything under it) or path (one exact path), not neither']],
+    ['both prefix and path', route('prefix: /a/\npath: /a\nupstream: http://x\nauth: public'),
+      ['routes.yaml: routes[0]: give either prefix (a path and everything under it) or path (one exact path), not both']],
+    ['an ftp upstream', route('prefix: /a/\nupstream: ftp://files.internal\nauth: public'),
+      ['routes.yaml: routes[0].upstream: "ftp://files.internal" is not an http(s) URL']],
+    ['an upstream that is no URL', route('prefix: /a/\nupstream: localhost:8080\nauth: public'),
+      ['routes.yaml: routes[0].upstream: "localhost:8080" is not an http(s) URL']],
+    ['credentials in the upstream', route('prefix: /a/\nupstream: http://user:pw@x\nauth: public'),
+      ['routes.yaml: routes[0].upstream: "http://user:pw@x" must be scheme://host[:port][/path] without credentials, query or fragment (send credentials with addHeaders)']],
+    ['two routes, one prefix, a shared method', `routes:\n  - prefix: /a/\n    upstream: http://x\n    auth: public\n    methods: [GET, POST]\n  - prefix: /a/\n    upstream: http://y\n    auth: signed\n    methods: [POST, PUT]\n`,
+      ['routes.yaml: routes[1]: prefix "/a/" with POST is already routed by routes[0]; give each method one route']],
+    ['shadowing the token endpoint', route('prefix: /v1/auth/\nupstream: http://x\nauth: public'),
+      ["routes.yaml: routes[0].prefix: \"/v1/auth/\" would shadow keygate's own /v1/auth/token; route a path outside it"]],
+    ['shadowing key registration exactly', route('path: /v1/api-keys\nupstream: http://x\nauth: public'),
+      ["routes.yaml: routes[0].path: \"/v1/api-keys\" would shadow keygate's own /v1/api-keys; route a path outside it"]],
+    ['shadowing by segment prefix', route('prefix: /v1/api-keys\nupstream: http://x\nauth: signed'),
+      ["routes.yaml: routes[0].prefix: \"/v1/api-keys\" would shadow keygate's own /v1/api-keys; route a path outside it"]],
+    ['shadowing key revocation', route('prefix: /v1/api-keys/\nupstream: http://x\nauth: signed'),
+      ["routes.yaml: routes[0].prefix: \"/v1/api-keys/\" would shadow keygate's own /v1/api-keys/...; route a path outside it"]],
+    ['a path under key revocation', route('path: /v1/api-keys/abc\nupstream: http://x\nauth: public'),
+      ["routes.yaml: routes[0].path: \"/v1/api-keys/abc\" would shadow keygate's own /v1/api-keys/...; route a path outside it"]],
+    ['YAML that does not parse', 'routes:\n  - prefix: [\n', ['routes.yaml: cannot be parsed: Flow sequence in block collection must be sufficiently indented and end with a ] at line 3, column 1']],
+    ['a duplicate key', route(`${ok}\nauth: public`), ['routes.yaml: cannot be parsed: Map keys must be unique at line 5, column 5']],
+    ['every mistake at once, schema and rules, in route order', `routes:\n  - prefix: /d/\n    upstream: ftp://files\n    auth: public\n  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n  - prefix: /v1/auth/\n    upstream: http://x\n    auth: public\n    colour: red\n`, [
+      'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
+      'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
+      'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)'
+    ]]
+  ]
+  for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
+})
+
+t.test('allowed: the same prefix split by method, catch-alls over keygate\'s endpoints, exact beside prefix', async (t) => {
+  const yaml = `routes:
+  - prefix: /a/
+    upstream: http://x
+    auth: public
+    methods: [GET]
+  - prefix: /a/
+    upstream: http://y
+    auth: signed
+    methods: [POST]
+  - prefix: /
+    upstream: http://z
+    auth: signed
+  - path: /a/
+    upstream: http://w
+    auth: bearer
+`
+  t.same(problems(yaml), [])
+})
+
+t.test('loadRouteFile names the file; a missing file says so', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-routes-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  writeFileSync(join(dir, 'platform.yaml'), route('prefix: /a/\nupstream: http://x\nauth: nope'))
+  await t.rejects(loadRouteFile(join(dir, 'platform.yaml'), defaults), { name: 'RouteFileError', message: 'platform.yaml: routes[0].auth: "nope" is not one of signed, bearer, public' })
+  await t.rejects(loadRouteFile(join(dir, 'missing.yaml'), defaults), { message: `${join(dir, 'missing.yaml')}: cannot be read: ENOENT` })
+})

@@ -1,0 +1,258 @@
+// One contract, two stores: the embedded memory store and Redis pass the same suite, Redis in each
+// of its shapes: one node, a Redis Cluster of three masters, a master found through Sentinel.
+import t from 'tap'
+import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
+import { createRedisStore } from '../../../../gateway/src/store/redis.js'
+import type { RedisConnection } from '../../../../gateway/src/store/redis-connection.js'
+import type { KeyEvent, KeyRecord, Store } from '../../../../gateway/src/store/index.js'
+import { Redis } from 'ioredis'
+import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
+import { startRedisCluster, startRedisSentinel } from '../../../helpers/redis-topology.js'
+
+type Test = Parameters<Parameters<typeof t.test>[0]>[0]
+type StoreFactory = (t: Test) => Promise<Store>
+
+/** A Redis store under a prefix of its own, deleted afterwards. */
+const onRedis = (connection: RedisConnection): StoreFactory => async (t) => {
+  const prefix = uniquePrefix('store')
+  const store = await createRedisStore({ connection, prefix, commandTimeoutMs: 500 })
+  t.teardown(async () => {
+    await store.close()
+    await deletePrefix(connection, prefix)
+  })
+  return store
+}
+
+const at = (iso: string): string => new Date(iso).toISOString()
+const record = (apiKey: string, owner = 'alice'): KeyRecord => ({ apiKey, owner, name: 'k', publicKey: 'PEM', createdAt: '2026-01-01T00:00:00.000Z' })
+
+/** The contract, for each store `factories` makes. */
+function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
+  for (const [kind, make] of Object.entries(factories)) {
+    t.test(`${kind} store`, async (t) => {
+      const store = await make(t)
+      t.equal(store.kind, kind === 'memory' ? 'memory' : 'redis')
+      await store.ping()
+
+      t.equal(await store.getUser('alice'), null)
+      t.equal(await store.countUsers(), 0)
+      const created = await store.putUser('alice', 'hash-1')
+      t.match(created, { username: 'alice', passwordHash: 'hash-1' })
+      t.same(await store.getUser('alice'), created)
+      const updated = await store.putUser('alice', 'hash-2')
+      t.equal(updated.createdAt, created.createdAt, 'an update keeps the creation time')
+      t.equal((await store.getUser('alice'))?.passwordHash, 'hash-2')
+      await store.putUser('bob', 'hash-3')
+      t.equal(await store.countUsers(), 2)
+
+      t.equal(await store.getKey('a'.repeat(64)), null)
+      t.equal(await store.createKey(record('a'.repeat(64))), true)
+      t.same(await store.getKey('a'.repeat(64)), record('a'.repeat(64)))
+      t.equal(await store.createKey(record('a'.repeat(64), 'bob')), false, 'a second registration of one apiKey fails, by anyone')
+      t.equal((await store.getKey('a'.repeat(64)))?.owner, 'alice', 'and changes nothing')
+
+      const racers = await Promise.all(Array.from({ length: 20 }, (_, i) => store.createKey(record('b'.repeat(64), `user${i}`))))
+      t.equal(racers.filter(Boolean).length, 1, 'of 20 concurrent registrations exactly one wins')
+
+      const first = await store.getOrCreateSigningKey('candidate-1')
+      t.equal(first, 'candidate-1')
+      t.equal(await store.getOrCreateSigningKey('candidate-2'), 'candidate-1', 'the first stored signing key stays')
+      t.same(await store.getSigningKeyRing(), { current: 'candidate-1', previous: [] }, 'a ring of one key')
+
+      // Rotation: the replaced key stays as a previous key until it retires.
+      const before = Date.now()
+      const rotated = await store.rotateSigningKey('key-2', 60_000)
+      t.equal(rotated.current, 'key-2')
+      t.equal(rotated.replaced?.pem, 'candidate-1', 'the rotation names the key it replaced')
+      const retiresAt = rotated.replaced?.retiresAt ?? 0
+      t.ok(retiresAt >= before + 60_000 && retiresAt <= Date.now() + 60_000, 'which retires after the time given')
+      t.same(rotated.previous, [{ pem: 'candidate-1', retiresAt }])
+      t.same(await store.getSigningKeyRing(), { current: 'key-2', previous: [{ pem: 'candidate-1', retiresAt }] })
+      t.equal(await store.getOrCreateSigningKey('candidate-3'), 'key-2', 'get-or-create answers the current key after a rotation')
+
+      // A short-lived previous key leaves the ring once retired; the others stay.
+      await store.rotateSigningKey('key-3', 100)
+      t.same((await store.getSigningKeyRing())?.previous.map((p) => p.pem).sort(), ['candidate-1', 'key-2'])
+      await new Promise((resolve) => setTimeout(resolve, 150))
+      t.same(await store.getSigningKeyRing(), { current: 'key-3', previous: [{ pem: 'candidate-1', retiresAt }] }, 'a retired key leaves the ring')
+
+      // Concurrent rotations: each demotes the key it replaced; one is current, none is lost.
+      const rotations = await Promise.all(['r1', 'r2', 'r3', 'r4'].map(async (pem) => await store.rotateSigningKey(pem, 60_000)))
+      const ring = await store.getSigningKeyRing()
+      const all = [ring?.current, ...(ring?.previous.map((p) => p.pem) ?? [])].sort()
+      t.same(all, ['candidate-1', 'key-3', 'r1', 'r2', 'r3', 'r4'], 'every key is in the ring once')
+      t.same(rotations.map((r) => r.replaced?.pem).sort(), ['key-3', ...['r1', 'r2', 'r3', 'r4'].filter((pem) => pem !== ring?.current)].sort(),
+        'each rotation replaced a different key')
+    })
+  }
+
+  for (const [kind, make] of Object.entries(factories)) {
+    t.test(`${kind} store: remember-once and hit counters`, async (t) => {
+      const store = await make(t)
+      t.equal(await store.rememberOnce('sig-1', 60_000), true)
+      t.equal(await store.rememberOnce('sig-1', 60_000), false, 'a second time within the ttl: false')
+      t.equal(await store.rememberOnce('sig-2', 60_000), true)
+      const racers = await Promise.all(Array.from({ length: 50 }, () => store.rememberOnce('sig-3', 60_000)))
+      t.equal(racers.filter(Boolean).length, 1, 'of 50 concurrent calls exactly one is first')
+      t.equal(await store.rememberOnce('short', 50), true)
+      await new Promise((resolve) => setTimeout(resolve, 120))
+      t.equal(await store.rememberOnce('short', 50), true, 'after the ttl it is new again')
+
+      const first = await store.hit('user:alice', 60_000)
+      t.equal(first.count, 1)
+      t.ok(first.resetMs > 59_000 && first.resetMs <= 60_000)
+      t.equal((await store.hit('user:alice', 60_000)).count, 2)
+      t.equal((await store.hit('user:bob', 60_000)).count, 1, 'counters are per key')
+      await store.resetHits('user:alice')
+      t.equal((await store.hit('user:alice', 60_000)).count, 1, 'a reset starts again')
+      await store.hit('window', 50)
+      await new Promise((resolve) => setTimeout(resolve, 120))
+      t.equal((await store.hit('window', 50)).count, 1, 'a new window after the old one ends')
+    })
+  }
+
+
+  for (const [kind, make] of Object.entries(factories)) {
+    t.test(`${kind} store: key lifecycle (list, revoke, last use, events)`, async (t) => {
+      const store = await make(t)
+      const events: KeyEvent[] = []
+      const unwatch = await store.watchKeys((event) => { events.push(event) })
+      // The first (re)subscription is announced as a resync, before any revocation is heard.
+      await until(() => events.some((e) => e.type === 'resync'))
+      t.same(events[0], { type: 'resync' }, 'a listener first hears resync')
+
+      const older = { ...record('1'.repeat(64)), createdAt: at('2026-01-01T00:00:00Z'), expiresAt: at('2030-01-01T00:00:00Z') }
+      const newer = { ...record('2'.repeat(64)), createdAt: at('2026-02-01T00:00:00Z') }
+      const bobs = record('3'.repeat(64), 'bob')
+      for (const r of [older, newer, bobs]) t.equal(await store.createKey(r), true)
+      t.same(await store.listKeys('alice'), [newer, older], "the owner's keys, newest first, with their expiry")
+      t.same(await store.listKeys('nobody'), [])
+      t.same((await store.listKeys()).map((r) => r.apiKey), [newer.apiKey, older.apiKey, bobs.apiKey], 'every key without an owner')
+
+      // Last use: kept beside the record, a later use wins, an unknown key records nothing.
+      await store.touchKey(newer.apiKey, Date.parse('2026-03-01T00:00:00Z'))
+      await store.touchKey(newer.apiKey, Date.parse('2026-02-15T00:00:00Z'))
+      await store.touchKey('9'.repeat(64), Date.now())
+      t.equal((await store.getKey(newer.apiKey))?.lastUsedAt, at('2026-03-01T00:00:00Z'), 'a later use wins over an earlier one')
+      t.equal((await store.getKey(older.apiKey))?.lastUsedAt, undefined, 'never used: no lastUsedAt')
+      t.equal((await store.listKeys('alice'))[0]?.lastUsedAt, at('2026-03-01T00:00:00Z'), 'listed with its last use')
+      t.equal(await store.getKey('9'.repeat(64)), null, 'touching an unknown key creates nothing')
+
+      // Revocation: only the owner's (when one is named), once, announced, durable.
+      t.same(await store.revokeKey(newer.apiKey, at('2026-04-01T00:00:00Z'), 'bob'), { outcome: 'not-found', record: null }, "another owner's key is not found")
+      t.same(await store.revokeKey('8'.repeat(64), at('2026-04-01T00:00:00Z')), { outcome: 'not-found', record: null })
+      t.equal((await store.getKey(newer.apiKey))?.revokedAt, undefined, 'and nothing changed')
+      const revoked = await store.revokeKey(newer.apiKey, at('2026-04-01T00:00:00Z'), 'alice')
+      t.equal(revoked.outcome, 'revoked')
+      t.same(revoked.record, { ...newer, revokedAt: at('2026-04-01T00:00:00Z'), lastUsedAt: at('2026-03-01T00:00:00Z') })
+      const again = await store.revokeKey(newer.apiKey, at('2026-05-01T00:00:00Z'))
+      t.equal(again.outcome, 'already-revoked')
+      t.equal(again.record?.revokedAt, at('2026-04-01T00:00:00Z'), 'the first revocation time stays')
+      t.same(await store.getKey(newer.apiKey), { ...newer, revokedAt: at('2026-04-01T00:00:00Z'), lastUsedAt: at('2026-03-01T00:00:00Z') })
+      t.equal(await store.createKey({ ...newer, owner: 'bob' }), false, 'a revoked apiKey cannot be registered again, by anyone')
+      t.same((await store.listKeys('alice')).map((r) => r.apiKey), [newer.apiKey, older.apiKey], 'a revoked key stays listed')
+      await until(() => events.some((e) => e.type === 'revoked'))
+      t.same(events.filter((e) => e.type === 'revoked'), [{ type: 'revoked', apiKey: newer.apiKey }], 'the revocation is announced once')
+
+      // Concurrent revocations of one key: exactly one revokes.
+      const outcomes = await Promise.all(Array.from({ length: 10 }, () => store.revokeKey(older.apiKey, new Date().toISOString())))
+      t.equal(outcomes.filter((o) => o.outcome === 'revoked').length, 1, 'of 10 concurrent revocations exactly one revokes')
+
+      await unwatch()
+      await store.revokeKey(bobs.apiKey, new Date().toISOString())
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      t.notOk(events.some((e) => e.type === 'revoked' && e.apiKey === bobs.apiKey), 'an unwatched listener hears nothing')
+    })
+
+    t.test(`${kind} store: users listed and removed, their keys revoked`, async (t) => {
+      const store = await make(t)
+      const events: KeyEvent[] = []
+      await store.watchKeys((event) => { events.push(event) })
+      await until(() => events.length > 0)
+      await store.putUser('carol', 'hash-c')
+      await store.putUser('alice', 'hash-a')
+      t.same((await store.listUsers()).map((u) => [u.username, u.passwordHash]), [['alice', 'hash-a'], ['carol', 'hash-c']], 'every user, by name')
+
+      const active = record('4'.repeat(64), 'carol')
+      const alreadyRevoked = record('5'.repeat(64), 'carol')
+      const alices = record('6'.repeat(64), 'alice')
+      for (const r of [active, alreadyRevoked, alices]) await store.createKey(r)
+      await store.revokeKey(alreadyRevoked.apiKey, at('2026-01-02T00:00:00Z'))
+      await until(() => events.some((e) => e.type === 'revoked'))
+      events.length = 0
+
+      const result = await store.removeUser('carol')
+      t.equal(result.removed, true)
+      t.same(result.revokedKeys, [active.apiKey], 'the keys it revoked (not the one already revoked)')
+      t.equal(await store.getUser('carol'), null, 'the user is gone')
+      t.same((await store.listUsers()).map((u) => u.username), ['alice'])
+      t.equal(await store.countUsers(), 1)
+      t.ok((await store.getKey(active.apiKey))?.revokedAt, 'the key record stays, revoked')
+      t.equal((await store.getKey(alreadyRevoked.apiKey))?.revokedAt, at('2026-01-02T00:00:00Z'), 'an earlier revocation keeps its time')
+      t.same(await store.listKeys('carol'), [], 'the user\'s key index is gone: a new carol starts with no keys')
+      t.equal((await store.getKey(alices.apiKey))?.revokedAt, undefined, "other users' keys are untouched")
+      await until(() => events.some((e) => e.type === 'revoked'))
+      t.same(events.filter((e) => e.type === 'revoked'), [{ type: 'revoked', apiKey: active.apiKey }], 'the revocation is announced')
+
+      t.same(await store.removeUser('carol'), { removed: false, revokedKeys: [] }, 'removing an unknown user removes nothing')
+    })
+  }
+}
+
+storeSuites(t, { memory: async () => createMemoryStore(), redis: async (t) => await onRedis(await testRedisUrl())(t) })
+
+// Started once for both suites, stopped when they end.
+t.test('Redis Cluster and Redis Sentinel', async (t) => {
+  const [cluster, sentinel] = await Promise.all([startRedisCluster(t), startRedisSentinel(t)])
+  storeSuites(t, { 'redis cluster': onRedis(cluster.connection), 'redis sentinel': onRedis(sentinel.connection) })
+})
+
+t.test('redis store: revocations reach every store on the prefix, and a resubscription after a dropped subscriber', async (t) => {
+  const url = await testRedisUrl()
+  const prefix = uniquePrefix('store-events')
+  t.teardown(async () => { await deletePrefix(url, prefix) })
+  const a = await createRedisStore({ url, prefix, commandTimeoutMs: 500 })
+  const b = await createRedisStore({ url, prefix, commandTimeoutMs: 500 })
+  const other = await createRedisStore({ url, prefix: uniquePrefix('store-events-other'), commandTimeoutMs: 500 })
+  t.teardown(async () => { await Promise.all([a.close(), b.close(), other.close()]) })
+  const heard: KeyEvent[] = []
+  const heardOther: KeyEvent[] = []
+  await b.watchKeys((event) => { heard.push(event) })
+  await other.watchKeys((event) => { heardOther.push(event) })
+  await until(() => heard.length > 0 && heardOther.length > 0)
+
+  await a.createKey(record('7'.repeat(64)))
+  await a.revokeKey('7'.repeat(64), new Date().toISOString())
+  await until(() => heard.some((e) => e.type === 'revoked'))
+  t.same(heard, [{ type: 'resync' }, { type: 'revoked', apiKey: '7'.repeat(64) }], "a revocation at A is heard at B")
+
+  // Kill B's subscriber connection: it reconnects, resubscribes and says resync.
+  const admin = new Redis(url)
+  t.teardown(() => { admin.disconnect() })
+  const name = `keygate-sub:${prefix}`.replace(/[^\w:.@-]/g, '_')
+  const killed = await killByName(admin, name)
+  t.equal(killed, 1, "B's subscriber connection is killed")
+  await until(() => heard.filter((e) => e.type === 'resync').length === 2)
+  await a.createKey(record('6'.repeat(64)))
+  await a.revokeKey('6'.repeat(64), new Date().toISOString())
+  await until(() => heard.some((e) => e.type === 'revoked' && e.apiKey === '6'.repeat(64)))
+  t.pass('after the resubscription, revocations are heard again')
+  t.same(heardOther.filter((e) => e.type === 'revoked'), [], 'another prefix hears nothing')
+})
+
+/** Kills the client connections with this name; returns how many. */
+async function killByName (admin: Redis, name: string): Promise<number> {
+  const list = String(await admin.call('CLIENT', 'LIST'))
+  const ids = list.split('\n').filter((line) => line.includes(` name=${name} `)).map((line) => /(?:^|\s)id=(\d+)/.exec(line)?.[1])
+  let killed = 0
+  for (const id of ids) if (id !== undefined) killed += Number(await admin.call('CLIENT', 'KILL', 'ID', id))
+  return killed
+}
+
+/** Polls every 10 ms until `condition` holds; fails after 2 s. */
+async function until (condition: () => boolean): Promise<void> {
+  for (let waited = 0; !condition(); waited += 10) {
+    if (waited > 2000) throw new Error('condition not met within 2 s')
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}

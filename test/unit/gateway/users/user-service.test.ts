@@ -1,0 +1,66 @@
+import t from 'tap'
+import { GatewayError } from '../../../../gateway/src/errors.js'
+import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
+import { createUserService, validateNewUser } from '../../../../gateway/src/users/user-service.js'
+import { captureGatewayError, countingStore } from '../../../helpers/auth-fixtures.js'
+
+// scrypt calls in this file: 1 upsert + 1 right + 1 wrong + 2 unknown user (dummy hash + verify)
+// + 1 invalid username.
+const { store, calls } = countingStore(createMemoryStore())
+const users = createUserService(store)
+const alice = await users.upsert('alice', 'alice-password-1')
+
+t.test('upsert stores a scrypt hash, not the password', async (t) => {
+  t.equal(alice.username, 'alice')
+  t.match(alice.passwordHash, /^\$scrypt\$ln=17,r=8,p=1\$/)
+  t.notOk(alice.passwordHash.includes('alice-password-1'))
+  t.same(await store.getUser('alice'), alice)
+})
+
+t.test('authenticate: the right password gives the username', async (t) => {
+  t.equal(await users.authenticate('alice', 'alice-password-1'), 'alice')
+})
+
+t.test('authenticate: wrong password and unknown user are the same INVALID_CREDENTIALS', async (t) => {
+  const cases: Array<[string, string, string]> = [
+    ['wrong password', 'alice', 'alice-password-2'],
+    ['unknown user', 'nobody', 'alice-password-1'],
+    ['not a valid username', 'alice smith', 'alice-password-1']
+  ]
+  for (const [label, username, password] of cases) {
+    t.test(label, async (t) => {
+      const err = await captureGatewayError(() => users.authenticate(username, password))
+      t.equal(err.code, 'INVALID_CREDENTIALS')
+      t.equal(err.statusCode, 401)
+    })
+  }
+  t.equal(calls.putUser, 1, 'authentication never writes')
+})
+
+t.test('validateNewUser: VALIDATION_FAILED for bad usernames and passwords', async (t) => {
+  const ok: Array<[string, string]> = [
+    ['alice', '12345678'],
+    ['a', 'x'.repeat(1024)],
+    ['alice.smith_2@example-corp', 'pässwörd!'],
+    ['A'.repeat(64), '12345678']
+  ]
+  for (const [username, password] of ok) t.doesNotThrow(() => { validateNewUser(username, password) }, `${username} / ${password.length} chars`)
+  const bad: Array<[string, string, string]> = [
+    ['empty username', '', '12345678'],
+    ['username with a space', 'alice smith', '12345678'],
+    ['username starting with a dot', '.alice', '12345678'],
+    ['username with a colon', 'alice:x', '12345678'],
+    ['65-character username', 'a'.repeat(65), '12345678'],
+    ['7-character password', 'alice', '1234567'],
+    ['empty password', 'alice', ''],
+    ['1025-character password', 'alice', 'x'.repeat(1025)]
+  ]
+  for (const [label, username, password] of bad) {
+    let caught: unknown
+    try { validateNewUser(username, password) } catch (err) { caught = err }
+    t.ok(caught instanceof GatewayError && caught.code === 'VALIDATION_FAILED' && caught.statusCode === 400, label)
+  }
+  const before = calls.putUser
+  t.equal((await captureGatewayError(() => users.upsert('bad name', '12345678'))).code, 'VALIDATION_FAILED')
+  t.equal(calls.putUser, before, 'upsert validates before storing')
+})
