@@ -5,7 +5,6 @@
 // held per route (fast-histogram.ts). Measured: bench/metrics-overhead.ts.
 import { Counter, Registry, collectDefaultMetrics } from 'prom-client'
 import { HTTP_METHODS } from '@keygate/client/protocol'
-import type { RouteConfig } from '../proxy/route.js'
 import type { CacheStats } from '../lib/lru-cache.js'
 import { FastHistogram, type Series } from './fast-histogram.js'
 
@@ -14,6 +13,11 @@ export interface MetricSources {
   keys: { readonly stats: Readonly<CacheStats> }
   tokens: { readonly stats: Readonly<CacheStats> }
   store: { readonly errors: number }
+}
+
+/** A business route as the metrics label it: by its name (routes are long-lived objects, so they key a cache). */
+export interface LabelledRoute {
+  readonly name: string
 }
 
 export interface GatewayMetrics {
@@ -25,7 +29,7 @@ export interface GatewayMetrics {
   /** the RSA verification of one request signature */
   observeSignatureVerification: (seconds: number) => void
   /** from sending a request upstream to the upstream's response headers */
-  observeUpstreamLatency: (route: RouteConfig, seconds: number) => void
+  observeUpstreamLatency: (route: LabelledRoute, seconds: number) => void
   /** process metrics (CPU, memory, event loop, GC) too; once per registry, for the metrics listener */
   includeProcessMetrics: () => void
   /** the exposition text and its content type */
@@ -123,7 +127,7 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
   })
 
   /** a route's series, found by the route object itself: no label string per observation */
-  const upstreamSeries = new WeakMap<RouteConfig, Series>()
+  const upstreamSeries = new WeakMap<LabelledRoute, Series>()
   let processMetrics = false
 
   return {

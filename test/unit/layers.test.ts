@@ -1,0 +1,108 @@
+// The layers of the code, checked from its imports: a folder imports only from the layers below
+// it (or its own), there are no import loops, and the client package stands on its own. The
+// README's Layout section describes the same order.
+import { readdirSync, readFileSync } from 'node:fs'
+import { dirname, join, normalize, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+
+/** Lower ranks first; a file may import files of its own rank or lower. First match wins. */
+const LAYERS: Array<[prefix: string, rank: number]> = [
+  ['client/src/protocol/', 0],
+  ['client/src/', 1],
+  ['gateway/src/errors.ts', 1],
+  ['gateway/src/lib/', 1],
+  ['gateway/src/config/', 2],
+  ['gateway/src/store/', 3],
+  ['gateway/src/keys/', 4],
+  ['gateway/src/tokens/', 4],
+  ['gateway/src/users/', 4],
+  ['gateway/src/metrics/', 4],
+  ['gateway/src/auth/', 5],
+  ['gateway/src/proxy/', 6],
+  ['gateway/src/http/schemas/', 7],
+  ['gateway/src/http/docs/', 7],
+  ['gateway/src/http/catch-all.ts', 7],
+  ['gateway/src/http/plugins/', 7.1],
+  ['gateway/src/http/routes/', 7.2],
+  ['gateway/src/http/metrics-server.ts', 7.2],
+  ['gateway/src/types.ts', 7.2],
+  ['gateway/src/app.ts', 8],
+  ['gateway/src/process/', 9],
+  ['gateway/src/cli/', 9],
+  ['gateway/src/main.ts', 10]
+]
+
+function rankOf (file: string): number {
+  const layer = LAYERS.find(([prefix]) => file.startsWith(prefix))
+  if (layer === undefined) throw new Error(`${file} is in no layer: add its folder to LAYERS (and to the README's Layout)`)
+  return layer[1]
+}
+
+function sources (dir: string): string[] {
+  return readdirSync(join(ROOT, dir), { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
+    .map((entry) => relative(ROOT, join(entry.parentPath, entry.name)))
+}
+
+const PROTOCOL_PACKAGE = '@keygate/client/protocol'
+const IMPORT = /^\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'|^\s*import\s+'([^']+)'/gm
+
+interface Imports { local: string[]; packages: string[] }
+
+function importsOf (file: string): Imports {
+  const text = readFileSync(join(ROOT, file), 'utf8')
+  const out: Imports = { local: [], packages: [] }
+  for (const match of text.matchAll(IMPORT)) {
+    const spec = (match[1] ?? match[2]) as string
+    if (spec.startsWith('.')) out.local.push(normalize(join(dirname(file), spec)).replace(/\.js$/, '.ts'))
+    else if (spec === PROTOCOL_PACKAGE) out.local.push('client/src/protocol/index.ts')
+    else out.packages.push(spec)
+  }
+  return out
+}
+
+const files = [...sources('client/src'), ...sources('gateway/src')]
+const graph = new Map(files.map((file) => [file, importsOf(file)]))
+
+t.test('every import points down the layers', async (t) => {
+  const upward = files.flatMap((file) => graph.get(file)!.local
+    .filter((target) => rankOf(target) > rankOf(file))
+    .map((target) => `${file} -> ${target}`))
+  t.same(upward, [], 'no import from a lower layer to a higher one')
+})
+
+t.test('no import loops', async (t) => {
+  const loops: string[] = []
+  const state = new Map<string, 'open' | 'done'>()
+  const visit = (file: string, path: string[]): void => {
+    if (state.get(file) === 'done') return
+    if (state.get(file) === 'open') {
+      loops.push([...path.slice(path.indexOf(file)), file].join(' -> '))
+      return
+    }
+    state.set(file, 'open')
+    for (const target of graph.get(file)?.local ?? []) visit(target, [...path, file])
+    state.set(file, 'done')
+  }
+  for (const file of files) visit(file, [])
+  t.same(loops, [])
+})
+
+t.test('the client package stands on its own', async (t) => {
+  for (const file of files.filter((f) => f.startsWith('client/'))) {
+    const { local, packages } = graph.get(file)!
+    t.same(local.filter((target) => !target.startsWith('client/src/')), [], `${file} imports nothing outside the client package`)
+    const allowed = file.startsWith('client/src/protocol/') ? [] : ['node:crypto']
+    t.same(packages.filter((name) => !allowed.includes(name)), [], `${file} imports no package${allowed.length > 0 ? ` but ${allowed.join(', ')}` : ''}`)
+  }
+})
+
+t.test('the layer check sees the code it checks', async (t) => {
+  // A regex that silently matched nothing would pass every test above.
+  t.ok(graph.get('gateway/src/app.ts')!.local.includes('gateway/src/http/routes/proxy.ts'), 'app.ts -> http/routes/proxy.ts is seen')
+  t.ok(graph.get('gateway/src/auth/replay.ts')!.local.includes('client/src/protocol/index.ts'), 'the protocol package import is seen')
+  t.ok(graph.get('gateway/src/http/routes/proxy.ts')!.packages.includes('fastify'), 'package imports are seen')
+})
