@@ -1,4 +1,4 @@
-// Request signing for the load generator (SPEC.md §5, as the README states it): RSA-2048,
+// Request signing for the load generator (the seed scheme, as the README states it): RSA-2048,
 // PKCS#1 v1.5 with SHA-256, over timestamp + METHOD + target + body. One signature costs the
 // client about 1.4 ms here, so requests are signed before a measurement, never during one, and
 // large batches are spread over worker threads.

@@ -54,7 +54,7 @@ export async function startUpstreamStub (t: Teardown, options: Parameters<typeof
 }
 
 /** A gateway on its own store (or on a shared Redis prefix), listening on a free port. */
-export async function startGateway (t: Teardown, options: StackOptions & { upstreamUrl: string }): Promise<GatewayHandle> {
+export async function startTestGateway (t: Teardown, options: StackOptions & { upstreamUrl: string }): Promise<GatewayHandle> {
   let redis: RedisConnection | undefined
   let redisPrefix = options.redisPrefix
   if (options.store === 'redis') {
@@ -86,7 +86,7 @@ export async function startGateway (t: Teardown, options: StackOptions & { upstr
 /** Upstream stub + gateway. */
 export async function startStack (t: Teardown, options: StackOptions): Promise<GatewayHandle & { upstreamUrl: string }> {
   const upstreamUrl = options.upstreamUrl ?? await startUpstreamStub(t)
-  return { ...await startGateway(t, { ...options, upstreamUrl }), upstreamUrl }
+  return { ...await startTestGateway(t, { ...options, upstreamUrl }), upstreamUrl }
 }
 
 export async function addUser (gateway: GatewayHandle, username: string, password = PASSWORD): Promise<void> {

@@ -6,7 +6,7 @@ import { verifyBearer } from '../../gateway/src/auth/bearer.js'
 import { sendRaw } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
-import { addUser, login, registerKey, sendSigned, startGateway, startStack } from '../helpers/stack.js'
+import { addUser, login, registerKey, sendSigned, startTestGateway, startStack } from '../helpers/stack.js'
 
 t.test('what Node or Fastify refuse before routing is problem+json too', async (t) => {
   const gw = await startStack(t, { store: 'memory' })
@@ -31,7 +31,7 @@ t.test('what Node or Fastify refuse before routing is problem+json too', async (
 
 t.test('forwarding drops look-alike and hop-by-hop headers and keeps good requests good', async (t) => {
   const recorder = await startRecorder(t)
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: recorder.url })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: recorder.url })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()

@@ -6,7 +6,7 @@
 import t from 'tap'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
-import { addUser, login, registerKey, startGateway } from '../helpers/stack.js'
+import { addUser, login, registerKey, startTestGateway } from '../helpers/stack.js'
 import { exchange, rawHeaderNames, uniqueTimestamp } from '../helpers/security.js'
 
 type Pairs = Array<[string, string]>
@@ -51,7 +51,7 @@ const IDENTITY = ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name'] as co
 
 t.test(`${CASES.length} hostile header sets on signed requests: ${CASES.length} succeed, each identity header reaches the upstream exactly once with the gateway's value`, async (t) => {
   const recorder = await startRecorder(t)
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: recorder.url })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: recorder.url })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()

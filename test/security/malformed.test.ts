@@ -10,7 +10,7 @@ import t from 'tap'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
-import { addUser, login, registerKey, startGateway } from '../helpers/stack.js'
+import { addUser, login, registerKey, startTestGateway } from '../helpers/stack.js'
 import { exchange, pool, Tally, uniqueTimestamp, type Exchange } from '../helpers/security.js'
 
 const COUNT = 10_000
@@ -236,7 +236,7 @@ t.test(`${COUNT} malformed requests over raw sockets: 0 crashes, 0 5xx, 0 forwar
   const recorder = await startRecorder(t)
   const errorLines: string[] = []
   const logStream = new Writable({ write (chunk: Buffer, _enc, done) { errorLines.push(chunk.toString()); done() } })
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: recorder.url, logger: { level: 'error', stream: logStream } })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: recorder.url, logger: { level: 'error', stream: logStream } })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()

@@ -8,7 +8,7 @@ import t from 'tap'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { startRecorder, type Recorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
-import { addUser, login, registerKey, startGateway, testConfig } from '../helpers/stack.js'
+import { addUser, login, registerKey, startTestGateway, testConfig } from '../helpers/stack.js'
 import { exchange, Tally, uniqueTimestamp } from '../helpers/security.js'
 
 /** The cases the brief names, then neighbours of each. Raw bytes, sent as they are. */
@@ -76,7 +76,7 @@ routes:
     auth: public
     rewrite: /internal/
 `)
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config: testConfig({ routesFile: file.path }) })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config: testConfig({ routesFile: file.path }) })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()

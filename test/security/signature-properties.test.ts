@@ -14,7 +14,7 @@ import type { AuthState } from '../../gateway/src/auth/stage.js'
 import { isGatewayError } from '../../gateway/src/errors.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
-import { addUser, login, registerKey, startGateway } from '../helpers/stack.js'
+import { addUser, login, registerKey, startTestGateway } from '../helpers/stack.js'
 import { sendOn, sha256, Tally, uniqueTimestamp } from '../helpers/security.js'
 
 const MUTATION_RUNS = 10_000
@@ -152,7 +152,7 @@ const request = fc.record({ method: fc.constantFrom('POST', 'POST', 'POST', 'POS
 
 t.test(`${HTTP_RUNS} generated signed requests over HTTP: ${HTTP_RUNS} accepted, ${HTTP_RUNS} forwarded with the signed method, target and body bytes (SHA-256 equal)`, async (t) => {
   const recorder = await startRecorder(t)
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: recorder.url })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: recorder.url })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   t.equal((await registerKey(gw.url, token, keys, 'property key')).status, 201)
@@ -210,7 +210,7 @@ t.test(`${HTTP_RUNS} generated signed requests over HTTP: ${HTTP_RUNS} accepted,
 const INNER_DOTS = ['/v1/clients/..a', '/v1/clients/a../', '/v1/clients/a../b', '/v1/clients/...', '/v1/clients/%2e%2eb', '/v1/clients/x/..%41']
 t.test(`${INNER_DOTS.length} signed targets with ".." next to a "/": ${INNER_DOTS.length} refused with 400 INVALID_TARGET before any check, 0 forwarded`, async (t) => {
   const recorder = await startRecorder(t)
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: recorder.url })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: recorder.url })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   await registerKey(gw.url, token, keys, 'dots key')

@@ -7,7 +7,7 @@ import t from 'tap'
 import { rsaKeyPair, signedHeaders, type TestKeyPair } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
-import { addUser, login, registerKey, startGateway, testConfig } from '../helpers/stack.js'
+import { addUser, login, registerKey, startTestGateway, testConfig } from '../helpers/stack.js'
 import { exchange, uniqueTimestamp } from '../helpers/security.js'
 
 const INNER = 'GET /public/smuggled HTTP/1.1\r\nHost: gateway.test\r\n\r\n'
@@ -89,7 +89,7 @@ routes:
     upstream: ${publicUpstream.url}
     auth: public
 `)
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config: testConfig({ routesFile: file.path }) })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config: testConfig({ routesFile: file.path }) })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()

@@ -9,7 +9,7 @@ import t from 'tap'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { freePort } from '../helpers/redis.js'
-import { addUser, login, registerKey, sendSigned, startGateway } from '../helpers/stack.js'
+import { addUser, login, registerKey, sendSigned, startTestGateway } from '../helpers/stack.js'
 
 async function startRedis (port: number, dir: string): Promise<ChildProcess> {
   const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''], { stdio: 'ignore' })
@@ -29,7 +29,7 @@ t.test('registered keys survive a Redis crash (SIGKILL) and restart', async (t) 
   const recorder = await startRecorder(t)
   const config = { redisUrl: `redis://127.0.0.1:${port}` }
 
-  const first = await startGateway(t, { store: 'redis', redisPrefix: 'durable:', upstreamUrl: recorder.url, config })
+  const first = await startTestGateway(t, { store: 'redis', redisPrefix: 'durable:', upstreamUrl: recorder.url, config })
   await addUser(first, 'alice')
   const token = await login(first.url, 'alice')
   const keys = Array.from({ length: 20 }, () => rsaKeyPair())
@@ -40,7 +40,7 @@ t.test('registered keys survive a Redis crash (SIGKILL) and restart', async (t) 
   redis = await startRedis(port, dir)
 
   // A gateway that never saw these keys (nothing cached) must find all of them in Redis.
-  const second = await startGateway(t, { store: 'redis', redisPrefix: 'durable:', upstreamUrl: recorder.url, config })
+  const second = await startTestGateway(t, { store: 'redis', redisPrefix: 'durable:', upstreamUrl: recorder.url, config })
   let served = 0
   for (const key of keys) {
     if ((await sendSigned(second.url, { keys: key, token, method: 'GET', target: '/v1/clients/' })).status === 200) served++

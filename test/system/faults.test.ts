@@ -8,7 +8,7 @@ import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { startRelay } from '../helpers/relay.js'
-import { addUser, login, registerKey, sendSigned, startGateway } from '../helpers/stack.js'
+import { addUser, login, registerKey, sendSigned, startTestGateway } from '../helpers/stack.js'
 
 interface Outcome { status: number; code: string | undefined; ms: number }
 
@@ -36,7 +36,7 @@ t.test('Redis down and back, under load', async (t) => {
   t.teardown(async () => { await deletePrefix(redisUrl, prefix) })
   const relay = await startRelay(t, new URL(redisUrl))
   const recorder = await startRecorder(t)
-  const gw = await startGateway(t, { store: 'redis', redisPrefix: prefix, upstreamUrl: recorder.url, config: { redisUrl: relay.url, redisCommandTimeoutMs: 500 } })
+  const gw = await startTestGateway(t, { store: 'redis', redisPrefix: prefix, upstreamUrl: recorder.url, config: { redisUrl: relay.url, redisCommandTimeoutMs: 500 } })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()
@@ -111,7 +111,7 @@ t.test('Redis down and back, under load', async (t) => {
 
 t.test('upstream failures: 502 and 504 problem+json, and a POST is never retried', async (t) => {
   const resetting = await startRecorder(t, { reset: true })
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: resetting.url })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: resetting.url })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()

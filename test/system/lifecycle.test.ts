@@ -8,13 +8,13 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
-import { startGateway, testConfig } from '../helpers/stack.js'
+import { startTestGateway, testConfig } from '../helpers/stack.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
 t.test('slowloris: a client that drips its headers is cut off at the headers timeout', async (t) => {
   const config = testConfig({ server: { ...testConfig().server, headersTimeoutMs: 500, requestTimeoutMs: 1000 } })
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config })
   const { port } = new URL(gw.url)
   const started = performance.now()
   const answer = await new Promise<string>((resolve) => {
@@ -89,7 +89,7 @@ t.test('SIGTERM with 500 requests in flight: all 500 complete, new requests are 
 
 t.test('an idle keep-alive connection is closed after the keep-alive timeout', async (t) => {
   const config = testConfig({ server: { ...testConfig().server, keepAliveTimeoutMs: 300 } })
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config })
   const { port } = new URL(gw.url)
   const socket = connect(Number(port), '127.0.0.1')
   let answered = 0

@@ -11,7 +11,7 @@ import { send } from '../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { deletePrefix, freePort, uniquePrefix } from '../helpers/redis.js'
 import { startRedisCluster } from '../helpers/redis-topology.js'
-import { addUser, login, registerKey, sendSigned, startGateway, startUpstreamStub } from '../helpers/stack.js'
+import { addUser, login, registerKey, sendSigned, startTestGateway, startUpstreamStub } from '../helpers/stack.js'
 
 t.test('on a Redis Cluster', async (t) => {
   const cluster = await startRedisCluster(t)
@@ -35,8 +35,8 @@ t.test('on a Redis Cluster', async (t) => {
     const redisPrefix = uniquePrefix('redis-cluster')
     t.teardown(async () => { await deletePrefix(cluster.connection, redisPrefix) })
     const upstreamUrl = await startUpstreamStub(t)
-    const a = await startGateway(t, { store: 'redis', redis: cluster.connection, redisPrefix, upstreamUrl })
-    const b = await startGateway(t, { store: 'redis', redis: cluster.connection, redisPrefix, upstreamUrl })
+    const a = await startTestGateway(t, { store: 'redis', redis: cluster.connection, redisPrefix, upstreamUrl })
+    const b = await startTestGateway(t, { store: 'redis', redis: cluster.connection, redisPrefix, upstreamUrl })
     t.same(a.app.keygate.tokens.jwks, b.app.keygate.tokens.jwks, 'both publish the one shared signing key')
 
     await addUser(a, 'alice')
@@ -113,7 +113,7 @@ t.test('on a Redis Cluster', async (t) => {
     t.equal(added.code, 0, added.stderr)
     t.match(added.stdout, `user carol created in Redis Cluster ${cluster.env.KEYGATE_REDIS_CLUSTER_NODES}`)
     t.notMatch(added.stdout + added.stderr, cluster.connection.password as string, 'the password is not printed')
-    const gw = await startGateway(t, { store: 'redis', redis: config.redisTopology, redisPrefix, upstreamUrl: await startUpstreamStub(t) })
+    const gw = await startTestGateway(t, { store: 'redis', redis: config.redisTopology, redisPrefix, upstreamUrl: await startUpstreamStub(t) })
     t.ok(await login(gw.url, 'carol', 'carol-password-1'), 'carol logs in at a gateway on the cluster')
   })
 })

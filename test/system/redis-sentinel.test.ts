@@ -10,7 +10,7 @@ import { send } from '../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { deletePrefix, freePort, uniquePrefix } from '../helpers/redis.js'
 import { failOver, startRedisSentinel } from '../helpers/redis-topology.js'
-import { login, registerKey, sendSigned, startGateway, startUpstreamStub } from '../helpers/stack.js'
+import { login, registerKey, sendSigned, startTestGateway, startUpstreamStub } from '../helpers/stack.js'
 
 t.test('through Redis Sentinel', async (t) => {
   const setup = await startRedisSentinel(t)
@@ -30,8 +30,8 @@ t.test('through Redis Sentinel', async (t) => {
   })
 
   t.test('gateways on the master act as one, and keep working across a failover', async (t) => {
-    const a = await startGateway(t, { store: 'redis', redis: setup.connection, redisPrefix, upstreamUrl })
-    const b = await startGateway(t, { store: 'redis', redis: setup.connection, redisPrefix, upstreamUrl })
+    const a = await startTestGateway(t, { store: 'redis', redis: setup.connection, redisPrefix, upstreamUrl })
+    const b = await startTestGateway(t, { store: 'redis', redis: setup.connection, redisPrefix, upstreamUrl })
     const token = await login(b.url, 'alice', 'alice-password-1')
     const keys = rsaKeyPair()
     t.equal((await registerKey(a.url, token, keys)).status, 201, 'a key registers at A with a token from B')

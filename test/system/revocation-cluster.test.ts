@@ -7,7 +7,7 @@ import t from 'tap'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair, type TestKeyPair } from '../helpers/keys.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
-import { addUser, login, registerKey, sendSigned, startGateway, startUpstreamStub, type GatewayHandle } from '../helpers/stack.js'
+import { addUser, login, registerKey, sendSigned, startTestGateway, startUpstreamStub, type GatewayHandle } from '../helpers/stack.js'
 
 const PROPAGATION_LIMIT_MS = 1000
 const POLL_MS = 10
@@ -36,8 +36,8 @@ t.test('two gateways on one Redis: revocation reaches the other within a second'
   const redisUrl = await testRedisUrl()
   t.teardown(async () => { await deletePrefix(redisUrl, redisPrefix) })
   const upstreamUrl = await startUpstreamStub(t)
-  const a = await startGateway(t, { store: 'redis', redisPrefix, upstreamUrl })
-  const b = await startGateway(t, { store: 'redis', redisPrefix, upstreamUrl })
+  const a = await startTestGateway(t, { store: 'redis', redisPrefix, upstreamUrl })
+  const b = await startTestGateway(t, { store: 'redis', redisPrefix, upstreamUrl })
   await addUser(a, 'alice')
   await addUser(a, 'bob')
   const tokenA = await login(a.url, 'alice')

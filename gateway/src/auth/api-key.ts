@@ -4,7 +4,7 @@ import { required, type AuthStage, type AuthState } from './stage.js'
 
 /**
  * X-API-Key -> the registered key (from the in-process cache when known). A revoked or expired
- * key is refused like an unknown one (CONTRACT.md: UNKNOWN_API_KEY); only its owner is told
+ * key is refused like an unknown one (UNKNOWN_API_KEY, the same code); only its owner is told
  * which, so a key's state is news to no one else.
  */
 function accept (found: KeyCheck | null, state: AuthState): void {

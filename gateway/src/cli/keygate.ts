@@ -5,7 +5,6 @@
 //   routes check FILE  validate a route file and print the table of routes it makes
 //   tokens rotate      make a new token-signing key current for every gateway on that Redis
 import { spawn } from 'node:child_process'
-import { existsSync } from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
@@ -200,12 +199,17 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
 }
 
 /**
- * `keygate bench ...`: the load tool of `npm run bench` (bench/cli.ts), in a process of its own
- * with the terminal passed through. It needs a checkout with the dev dependencies (autocannon).
+ * `keygate bench ...`: the load tool of `npm run bench` (the @keygate/bench dev package), in a
+ * process of its own with the terminal passed through. Found as an installed package, so it is
+ * there with the dev dependencies (npm ci) and absent from a production install.
  */
 async function runBench (args: string[]): Promise<number> {
-  const entry = fileURLToPath(new URL('../../../bench/cli.ts', import.meta.url))
-  if (!existsSync(entry)) throw new Error('bench/cli.ts is not here: the load tool comes with a checkout of keygate (npm ci), not with the production image')
+  let entry: string
+  try {
+    entry = fileURLToPath(import.meta.resolve('@keygate/bench/cli'))
+  } catch {
+    throw new Error('the load tool (@keygate/bench) is not installed: it comes with a checkout of keygate and its dev dependencies (npm ci), not with a production install')
+  }
   const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), entry, ...args], { stdio: 'inherit' })
   // Ctrl-C reaches the child through the terminal; the child cleans up and exits
   process.on('SIGINT', () => {})

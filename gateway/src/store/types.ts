@@ -1,6 +1,6 @@
 // One interface for users, keys and the shared token-signing key. Redis is the system of record;
 // the memory store is the embedded stand-in used when no REDIS_URL is set. Both pass one test
-// suite (test/gateway/store.test.ts). Every method may throw STORE_UNAVAILABLE.
+// suite (test/unit/gateway/store/store.test.ts). Every method may throw STORE_UNAVAILABLE.
 
 export interface UserRecord {
   username: string

@@ -25,10 +25,11 @@ async function rejection (fn: () => unknown): Promise<unknown> {
 
 const root = fileURLToPath(new URL('../../..', import.meta.url))
 
-t.test('"keygate/client" resolves, through package.json exports, to the client module', async (t) => {
+t.test('"keygate/client" and "@keygate/client" resolve, through package.json exports, to the client module', async (t) => {
   t.equal(signRequest, direct.signRequest)
   t.equal(createClient, direct.createClient)
-  t.equal(import.meta.resolve('keygate/client'), new URL('gateway/src/client/index.ts', `file://${root}`).href)
+  t.equal(import.meta.resolve('keygate/client'), new URL('client/src/index.ts', `file://${root}`).href)
+  t.equal(import.meta.resolve('@keygate/client'), new URL('client/src/index.ts', `file://${root}`).href, 'and so does the workspace package')
 })
 
 t.test('another project imports keygate/client and signs', async (t) => {

@@ -5,7 +5,7 @@ import { send } from '../../helpers/http.js'
 import { rsaKeyPair } from '../../helpers/keys.js'
 import { freePort } from '../../helpers/redis.js'
 import { routeFile } from '../../helpers/routes.js'
-import { addUser, login, registerKey, sendSigned, startGateway, startStack, startUpstreamStub, testConfig } from '../../helpers/stack.js'
+import { addUser, login, registerKey, sendSigned, startTestGateway, startStack, startUpstreamStub, testConfig } from '../../helpers/stack.js'
 
 t.test('transactions through the default routes', async (t) => {
   const gw = await startStack(t, { store: 'redis' })
@@ -52,7 +52,7 @@ routes:
     auth: public
     rewrite: /healthz
 `)
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: strictUrl, port: gatewayPort, config: testConfig({ routesFile: file.path }) })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: strictUrl, port: gatewayPort, config: testConfig({ routesFile: file.path }) })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()

@@ -6,15 +6,15 @@ import { rsaKeyPair, signBase64, signedHeaders } from '../../../helpers/keys.js'
 import { startRecorder } from '../../../helpers/recorder.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
 import { routeFile } from '../../../helpers/routes.js'
-import { addUser, login, registerKey, startGateway, testConfig } from '../../../helpers/stack.js'
+import { addUser, login, registerKey, startTestGateway, testConfig } from '../../../helpers/stack.js'
 
 t.test('the same signed POST sent 100 times concurrently across two gateways: exactly 1 forwarded', async (t) => {
   const redisUrl = await testRedisUrl()
   const redisPrefix = uniquePrefix('replay')
   t.teardown(async () => { await deletePrefix(redisUrl, redisPrefix) })
   const recorder = await startRecorder(t)
-  const a = await startGateway(t, { store: 'redis', redisPrefix, upstreamUrl: recorder.url })
-  const b = await startGateway(t, { store: 'redis', redisPrefix, upstreamUrl: recorder.url })
+  const a = await startTestGateway(t, { store: 'redis', redisPrefix, upstreamUrl: recorder.url })
+  const b = await startTestGateway(t, { store: 'redis', redisPrefix, upstreamUrl: recorder.url })
   await addUser(a, 'alice')
   const token = await login(a.url, 'alice')
   const keys = rsaKeyPair()
@@ -49,7 +49,7 @@ t.test('replay per route: reject by default, allow when the route says so', asyn
     auth: signed
     replay: allow
 `)
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: recorder.url, config: testConfig({ routesFile: file.path }) })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: recorder.url, config: testConfig({ routesFile: file.path }) })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()
@@ -67,7 +67,7 @@ t.test('replay per route: reject by default, allow when the route says so', asyn
 })
 
 t.test('a key name that could start a signing string is refused at registration', async (t) => {
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid' })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid' })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const names = [`${Date.now()}GET/v1/clients/`, `${Date.now()}POST/v1/clients/`, '1234567890123delete/x']

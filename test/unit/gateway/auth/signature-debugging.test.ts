@@ -4,7 +4,7 @@
 // the guide's examples are compared byte for byte: the guide cannot go stale.
 //
 // After a deliberate change to the answers, regenerate the guide's examples with:
-//   KEYGATE_WRITE_GUIDE=1 npx tap test/gateway/signature-debugging.test.ts
+//   KEYGATE_WRITE_GUIDE=1 npx tap test/unit/gateway/auth/signature-debugging.test.ts
 import { createHash, createPrivateKey, createPublicKey, sign, type KeyObject } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import t from 'tap'
@@ -16,7 +16,7 @@ import { addUser, login, startStack } from '../../../helpers/stack.js'
 const GUIDE = new URL('../../../../docs/debugging-signatures.md', import.meta.url)
 const CLOCK = 1_790_000_000_000
 const TS = String(CLOCK)
-const fixture = (name: string): KeyObject => createPrivateKey(readFileSync(new URL(`../fixtures/debugging-guide/${name}.pem`, import.meta.url)))
+const fixture = (name: string): KeyObject => createPrivateKey(readFileSync(new URL(`../../../fixtures/debugging-guide/${name}.pem`, import.meta.url)))
 const registered = fixture('registered')
 const other = fixture('other')
 const apiKeyOf = (key: KeyObject): string =>
@@ -171,7 +171,7 @@ t.test('the five classic mistakes: what keygate answers, and the guide shows exa
         if (from === -1 || to < from) throw new Error(`the guide has no ${start.trim()} ... ${end} markers`)
         guide = guide.slice(0, from + start.length) + generated + '\n' + guide.slice(to)
       } else {
-        t.equal(guideRegion(guide, m.id), generated, `docs/debugging-signatures.md shows keygate's answer for ${m.id} (regenerate: KEYGATE_WRITE_GUIDE=1 npx tap ${'test/gateway/signature-debugging.test.ts'})`)
+        t.equal(guideRegion(guide, m.id), generated, `docs/debugging-signatures.md shows keygate's answer for ${m.id} (regenerate: KEYGATE_WRITE_GUIDE=1 npx tap ${'test/unit/gateway/auth/signature-debugging.test.ts'})`)
       }
     })
   }

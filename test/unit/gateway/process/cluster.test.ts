@@ -4,15 +4,15 @@ import t from 'tap'
 import { rsaKeyPair, signBase64 } from '../../../helpers/keys.js'
 import { send } from '../../../helpers/http.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
-import { addUser, login, registerKey, sendSigned, startGateway, startUpstreamStub } from '../../../helpers/stack.js'
+import { addUser, login, registerKey, sendSigned, startTestGateway, startUpstreamStub } from '../../../helpers/stack.js'
 
 t.test('two gateways on one Redis', async (t) => {
   const redisPrefix = uniquePrefix('cluster')
   const redisUrl = await testRedisUrl()
   t.teardown(async () => { await deletePrefix(redisUrl, redisPrefix) })
   const upstreamUrl = await startUpstreamStub(t)
-  const a = await startGateway(t, { store: 'redis', redisPrefix, upstreamUrl })
-  const b = await startGateway(t, { store: 'redis', redisPrefix, upstreamUrl })
+  const a = await startTestGateway(t, { store: 'redis', redisPrefix, upstreamUrl })
+  const b = await startTestGateway(t, { store: 'redis', redisPrefix, upstreamUrl })
   t.not(a.url, b.url)
   t.same(a.app.keygate.tokens.jwks, b.app.keygate.tokens.jwks, 'both publish the one shared signing key')
 

@@ -9,7 +9,7 @@ import t from 'tap'
 import { route } from '../../../../gateway/src/proxy/route.js'
 import { BUFFERED_RESPONSE_MAX } from '../../../../gateway/src/proxy/forwarder.js'
 import { send } from '../../../helpers/http.js'
-import { startGateway } from '../../../helpers/stack.js'
+import { startTestGateway } from '../../../helpers/stack.js'
 
 const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex')
 const LARGE = Buffer.alloc(BUFFERED_RESPONSE_MAX * 16 + 7, 'keygate-')
@@ -80,7 +80,7 @@ async function startUpstream (t: { teardown: (fn: () => unknown) => void }): Pro
 
 t.test('the upstream answer reaches the client', async (t) => {
   const upstream = await startUpstream(t)
-  const gw = await startGateway(t, {
+  const gw = await startTestGateway(t, {
     store: 'memory',
     upstreamUrl: upstream.url,
     routes: (url) => [route({ prefix: '/', upstream: url, auth: 'public' }, { bodyLimit: 1024, timeoutMs: 30_000 })]

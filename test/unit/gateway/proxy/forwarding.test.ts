@@ -8,13 +8,13 @@ import { send, sendRaw } from '../../../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../../../helpers/keys.js'
 import { startRecorder } from '../../../helpers/recorder.js'
 import { freePort } from '../../../helpers/redis.js'
-import { addUser, login, registerKey, sendSigned, startGateway } from '../../../helpers/stack.js'
+import { addUser, login, registerKey, sendSigned, startTestGateway } from '../../../helpers/stack.js'
 
 const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex')
 
 t.test('forwarding to a recording upstream', async (t) => {
   const recorder = await startRecorder(t)
-  const gw = await startGateway(t, {
+  const gw = await startTestGateway(t, {
     store: 'memory',
     upstreamUrl: recorder.url,
     routes: (upstream) => defaultRoutes({ upstream, bodyLimit: 1024, timeoutMs: 30_000 })
@@ -118,7 +118,7 @@ t.test('forwarding to a recording upstream', async (t) => {
 
 t.test('upstream failures', async (t) => {
   t.test('an upstream that refuses connections: 502 UPSTREAM_UNAVAILABLE', async (t) => {
-    const gw = await startGateway(t, { store: 'memory', upstreamUrl: `http://127.0.0.1:${await freePort()}` })
+    const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: `http://127.0.0.1:${await freePort()}` })
     await addUser(gw, 'alice')
     const token = await login(gw.url, 'alice')
     const keys = rsaKeyPair()
@@ -130,7 +130,7 @@ t.test('upstream failures', async (t) => {
 
   t.test('an upstream that does not answer in time: 504 UPSTREAM_TIMEOUT', async (t) => {
     const hanging = await startRecorder(t, { hang: true })
-    const gw = await startGateway(t, {
+    const gw = await startTestGateway(t, {
       store: 'memory',
       upstreamUrl: hanging.url,
       routes: (upstream) => defaultRoutes({ upstream, bodyLimit: 1024, timeoutMs: 300 })

@@ -7,7 +7,7 @@ import t from 'tap'
 import { send } from '../../../helpers/http.js'
 import { startRecorder } from '../../../helpers/recorder.js'
 import { routeFile } from '../../../helpers/routes.js'
-import { startGateway, testConfig } from '../../../helpers/stack.js'
+import { startTestGateway, testConfig } from '../../../helpers/stack.js'
 
 const routesTo = (upstream: string): string => `routes:\n  - prefix: /svc/\n    upstream: ${upstream}\n    auth: public\n`
 const INVALID = 'routes:\n  - prefix: /svc/\n    upstream: ftp://nowhere\n    auth: public\n'
@@ -28,7 +28,7 @@ t.test('reloads under concurrent traffic lose no request', async (t) => {
   const a = await startRecorder(t)
   const b = await startRecorder(t)
   const file = routeFile(t, routesTo(a.url))
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config: testConfig({ routesFile: file.path }) })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config: testConfig({ routesFile: file.path }) })
   const agent = new Agent({ keepAlive: true, maxSockets: 16 })
   t.teardown(() => { agent.destroy() })
 
@@ -71,7 +71,7 @@ t.test('a watched file reloads on change', async (t) => {
   const a = await startRecorder(t)
   const b = await startRecorder(t)
   const file = routeFile(t, routesTo(a.url))
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config: testConfig({ routesFile: file.path, watchRoutes: true }) })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config: testConfig({ routesFile: file.path, watchRoutes: true }) })
   await send(gw.url, '/svc/1')
   t.equal(a.requests.length, 1)
   file.write(routesTo(b.url))

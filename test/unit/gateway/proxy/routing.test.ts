@@ -8,7 +8,7 @@ import { send, sendRaw } from '../../../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../../../helpers/keys.js'
 import { startRecorder } from '../../../helpers/recorder.js'
 import { routeFile } from '../../../helpers/routes.js'
-import { addUser, login, registerKey, sendSigned, startGateway, testConfig } from '../../../helpers/stack.js'
+import { addUser, login, registerKey, sendSigned, startTestGateway, testConfig } from '../../../helpers/stack.js'
 
 t.test('routes from a file', async (t) => {
   const a = await startRecorder(t)
@@ -54,7 +54,7 @@ routes:
     identityToken: { header: X-Proof, ttlSeconds: 60 }
 `)
   const config = testConfig({ routesFile: file.path })
-  const gw = await startGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config, routes: undefined })
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config, routes: undefined })
   t.equal(gw.app.keygate.routes.current.routes.length, 9, 'the file, not the built-in routes')
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')

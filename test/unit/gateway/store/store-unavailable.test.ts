@@ -6,7 +6,7 @@ import { rsaKeyPair, signedHeaders } from '../../../helpers/keys.js'
 import { startRecorder } from '../../../helpers/recorder.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
 import { startRelay } from '../../../helpers/relay.js'
-import { addUser, login, registerKey, startGateway } from '../../../helpers/stack.js'
+import { addUser, login, registerKey, startTestGateway } from '../../../helpers/stack.js'
 
 t.test('Redis goes away', async (t) => {
   const redisUrl = await testRedisUrl()
@@ -14,7 +14,7 @@ t.test('Redis goes away', async (t) => {
   t.teardown(async () => { await deletePrefix(redisUrl, prefix) })
   const relay = await startRelay(t, new URL(redisUrl))
   const recorder = await startRecorder(t)
-  const gw = await startGateway(t, { store: 'redis', redisPrefix: prefix, upstreamUrl: recorder.url, config: { redisUrl: relay.url } })
+  const gw = await startTestGateway(t, { store: 'redis', redisPrefix: prefix, upstreamUrl: recorder.url, config: { redisUrl: relay.url } })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()

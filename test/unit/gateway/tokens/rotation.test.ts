@@ -7,7 +7,7 @@ import t from 'tap'
 import { send } from '../../../helpers/http.js'
 import { rsaKeyPair } from '../../../helpers/keys.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
-import { addUser, login, registerKey, sendSigned, startGateway, startUpstreamStub, testConfig, type GatewayHandle } from '../../../helpers/stack.js'
+import { addUser, login, registerKey, sendSigned, startTestGateway, startUpstreamStub, testConfig, type GatewayHandle } from '../../../helpers/stack.js'
 
 // Short enough that the old key retires within seconds (TTL + margin), long enough that tokens
 // issued just before the rotation outlive the traffic phase.
@@ -39,9 +39,9 @@ t.test('signing-key rotation across two gateways on one Redis', async (t) => {
   const redisUrl = await testRedisUrl()
   t.teardown(async () => { await deletePrefix(redisUrl, redisPrefix) })
   const upstreamUrl = await startUpstreamStub(t)
-  // only the jwt settings: the rest (Redis URL and prefix) is startGateway's
+  // only the jwt settings: the rest (Redis URL and prefix) is startTestGateway's
   const config = { jwt: { ...testConfig().jwt, ttlSeconds: TTL_SECONDS } }
-  const start = async (): Promise<GatewayHandle> => await startGateway(t, { store: 'redis', redisPrefix, upstreamUrl, config })
+  const start = async (): Promise<GatewayHandle> => await startTestGateway(t, { store: 'redis', redisPrefix, upstreamUrl, config })
   const a = await start()
   const b = await start()
   t.teardown(() => { a.app.keygate.tokens.close(); b.app.keygate.tokens.close() })

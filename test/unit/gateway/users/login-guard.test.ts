@@ -1,5 +1,5 @@
 // The login guard on its own: store keys, address buckets, limits, and the counting over both real
-// stores. The password check is a stand-in here (the HTTP tests, test/gateway/login-*.test.ts,
+// stores. The password check is a stand-in here (the HTTP tests, test/unit/gateway/users/login-*.test.ts,
 // run the real one): it answers at once, so the counting can be exercised at volume.
 import t, { type Test } from 'tap'
 import { GatewayError } from '../../../../gateway/src/errors.js'
