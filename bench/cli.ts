@@ -203,7 +203,13 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   const configs: BenchConfig[] = []
   const upstreamCpu = upstream.cpuMicros
   const direct = (id: 'a' | 'b' | 'e', url: string, identityUser: string, cpu: MeasureOptions['cpu'], cpuOf: string): BenchConfig => ({
-    id, label: LABELS[id], url, cpuOf, cpu, tokenAt: Date.now(), lastRps: undefined,
+    id,
+    label: LABELS[id],
+    url,
+    cpuOf,
+    cpu,
+    tokenAt: Date.now(),
+    lastRps: undefined,
     destination: { kind: id === 'a' ? 'direct' : 'bare', token: '', identityUser, credentials: undefined, postCursor: 0 }
   })
   if (want.has('a')) configs.push(direct('a', upstream.url, 'bench-direct', { proxy: upstreamCpu }, 'example service'))

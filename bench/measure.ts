@@ -108,7 +108,7 @@ async function drive (url: string, connections: number, rate: number | undefined
     const instance = autocannon({ url, connections, duration: warmup + duration, requests: withCodes, timeout: 30, ...(rate !== undefined && { overallRate: rate }) }, (err, res) => {
       clearTimeout(boundary)
       clearInterval(ticker)
-      if (err !== null && err !== undefined) reject(err as Error)
+      if (err !== null && err !== undefined) reject(err instanceof Error ? err : new Error(String(err)))
       else resolve(res)
     })
     if (warmup > 0) boundary = setTimeout(begin, warmup * 1000)

@@ -66,7 +66,6 @@ export class SigningInputError extends TypeError {
   }
 }
 
-
 /** PEM text or a KeyObject -> an RSA private KeyObject, or a SigningInputError saying what it is instead. */
 export function loadPrivateKey (privateKey: PrivateKeyInput): KeyObject {
   let key: KeyObject

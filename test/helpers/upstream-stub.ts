@@ -17,40 +17,40 @@ export type ClientPage = ApiPage<Client>
 export type TransactionPage = ApiPage<Transaction>
 
 /** A fresh app per test, closed when the test ends. */
-export async function build(t: Test, opts: UpstreamAppOptions = {}): Promise<FastifyInstance> {
+export async function build (t: Test, opts: UpstreamAppOptions = {}): Promise<FastifyInstance> {
   const app = await buildUpstreamApp(opts)
   t.teardown(() => app.close())
   return app
 }
 
-export function as(user: string): Record<string, string> {
+export function as (user: string): Record<string, string> {
   return { 'x-gateway-user': user }
 }
 
 let taxIdCounter = 10_000_000
 
 /** A valid create body; each call gets a distinct tax_id. */
-export function validClient(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+export function validClient (overrides: Record<string, unknown> = {}): Record<string, unknown> {
   taxIdCounter += 1
   return { name: 'Ada Lovelace', email: 'ada@example.com', tax_id: String(taxIdCounter), ...overrides }
 }
 
-export async function create(
+export async function create (
   t: Test,
   app: FastifyInstance,
   user: string,
-  body: Record<string, unknown> = validClient(),
+  body: Record<string, unknown> = validClient()
 ): Promise<Client> {
   const res = await app.inject({ method: 'POST', url: COLLECTION, headers: as(user), payload: body })
   t.equal(res.statusCode, 201, `create for ${user}`)
   return res.json<Client>()
 }
 
-export async function list(
+export async function list (
   t: Test,
   app: FastifyInstance,
   user: string,
-  query: Record<string, string> = {},
+  query: Record<string, string> = {}
 ): Promise<ClientPage> {
   const res = await app.inject({ method: 'GET', url: COLLECTION, headers: as(user), query })
   t.equal(res.statusCode, 200, `list for ${user}`)
@@ -58,26 +58,26 @@ export async function list(
 }
 
 /** A valid transaction body for this client. */
-export function validTransaction(clientId: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+export function validTransaction (clientId: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return { client_id: clientId, amount: '10.50', currency: 'EUR', ...overrides }
 }
 
-export async function createTransaction(
+export async function createTransaction (
   t: Test,
   app: FastifyInstance,
   user: string,
-  body: Record<string, unknown>,
+  body: Record<string, unknown>
 ): Promise<Transaction> {
   const res = await app.inject({ method: 'POST', url: TRANSACTIONS, headers: as(user), payload: body })
   t.equal(res.statusCode, 201, `create transaction for ${user}`)
   return res.json<Transaction>()
 }
 
-export async function listTransactions(
+export async function listTransactions (
   t: Test,
   app: FastifyInstance,
   user: string,
-  query: Record<string, string> = {},
+  query: Record<string, string> = {}
 ): Promise<TransactionPage> {
   const res = await app.inject({ method: 'GET', url: TRANSACTIONS, headers: as(user), query })
   t.equal(res.statusCode, 200, `list transactions for ${user}`)
@@ -85,11 +85,11 @@ export async function listTransactions(
 }
 
 /** Asserts the response is problem+json with this status and code, and returns the body. */
-export function expectProblem(
+export function expectProblem (
   t: Test,
   res: LightMyRequestResponse,
   status: number,
-  code: ProblemBody['code'],
+  code: ProblemBody['code']
 ): ProblemBody {
   t.equal(res.statusCode, status, 'status')
   t.match(res.headers['content-type'], /^application\/problem\+json\b/, 'content-type')
@@ -103,6 +103,6 @@ export function expectProblem(
 }
 
 /** The `errors[].field` names, sorted, for order-independent comparison. */
-export function fieldsOf(problem: ProblemBody): string[] {
+export function fieldsOf (problem: ProblemBody): string[] {
   return (problem.errors ?? []).map((e) => e.field).sort()
 }

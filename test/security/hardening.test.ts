@@ -37,7 +37,11 @@ t.test('forwarding drops look-alike and hop-by-hop headers and keeps good reques
   const keys = rsaKeyPair()
   await registerKey(gw.url, token, keys, 'k')
   const res = await sendSigned(gw.url, {
-    keys, token, method: 'POST', target: '/v1/clients/', body: '{"a":1}',
+    keys,
+    token,
+    method: 'POST',
+    target: '/v1/clients/',
+    body: '{"a":1}',
     headers: { expect: '100-continue', 'keep-alive': 'timeout=5', x_gateway_user: 'mallory', X_Gateway_Key: 'forged', 'x-forwarded-for': '6.6.6.6', forwarded: 'for=6.6.6.6' }
   })
   t.equal(res.status, 200, 'Expect and Keep-Alive from the client do not turn a good request into a 502')

@@ -191,7 +191,7 @@ function build (shape: Shape, credentials: Credentials): Case {
         () => { headers.push(['Content-Length', '1e3']); rawBodyAndFraming = Buffer.from(payload) },
         () => { headers.push(['Content-Length', '99999999999999999999999']); rawBodyAndFraming = Buffer.from(payload) },
         () => { headers.push(['Transfer-Encoding', 'gzip']); rawBodyAndFraming = Buffer.from(payload) },
-        () => { headers.push(['Transfer-Encoding', 'chunked, chunked']); rawBodyAndFraming = Buffer.from(`0\r\n\r\n`) },
+        () => { headers.push(['Transfer-Encoding', 'chunked, chunked']); rawBodyAndFraming = Buffer.from('0\r\n\r\n') },
         () => { headers.push(['Content-Length', String(payload.length)], ['Expect', 'x-teapot']); rawBodyAndFraming = Buffer.from(payload) },
         () => { headers.push(['Bad Header', 'x'], ['Content-Length', String(payload.length)]); rawBodyAndFraming = Buffer.from(payload) },
         () => { headers.push(['X-Ctl', 'a\u0001b'], ['Content-Length', String(payload.length)]); rawBodyAndFraming = Buffer.from(payload) },

@@ -175,7 +175,10 @@ t.test(`${HTTP_RUNS} generated signed requests over HTTP: ${HTTP_RUNS} accepted,
       const res = await sendOn(agent, gw.url, target, {
         method,
         headers: {
-          authorization: `Bearer ${token}`, 'x-api-key': keys.apiKey, 'x-api-timestamp': timestamp, 'x-api-signature': signature,
+          authorization: `Bearer ${token}`,
+          'x-api-key': keys.apiKey,
+          'x-api-timestamp': timestamp,
+          'x-api-signature': signature,
           ...(type !== undefined && { 'content-type': type })
         },
         ...(method !== 'GET' && { body: payload })

@@ -54,6 +54,7 @@ t.test('Redis down and back, under load', async (t) => {
   }
   let serial = 0
   const loop = async (kind: 'GET' | 'POST'): Promise<void> => {
+    // eslint-disable-next-line no-unmodified-loop-condition -- the test sets it to false when it is done
     while (running) {
       // Two POST loops signing the same body in the same millisecond would make one signature
       // twice, and the second a replay: each body is distinct.

@@ -64,7 +64,7 @@ t.test('through Redis Sentinel', async (t) => {
         }
       }
       t.ok(onNewMaster, `gateway ${name} registers keys on the new master without a restart`)
-      t.same([...refusals].filter((r) => r !== '503 STORE_UNAVAILABLE'), [], `and answered nothing but 503 STORE_UNAVAILABLE meanwhile`)
+      t.same([...refusals].filter((r) => r !== '503 STORE_UNAVAILABLE'), [], 'and answered nothing but 503 STORE_UNAVAILABLE meanwhile')
     }
     const after = await sendSigned(a.url, { keys, token, method: 'POST', target: '/v1/clients/', body: JSON.stringify({ name: 'Bo', email: 'bo@example.com', tax_id: '54321' }) })
     t.equal(after.status, 201, 'and signed writes go through (their replay marks on the new master)')

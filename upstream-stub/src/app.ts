@@ -28,7 +28,7 @@ export interface UpstreamAppOptions {
 const BODY_LIMIT_BYTES = 16 * 1024
 
 /** Map anything thrown during a request to the problem we answer with. */
-function toProblem(error: FastifyError): ProblemError {
+function toProblem (error: FastifyError): ProblemError {
   if (error instanceof ProblemError) return error
 
   if (error.validation !== undefined) {
@@ -36,7 +36,7 @@ function toProblem(error: FastifyError): ProblemError {
     return new ProblemError(
       'VALIDATION_FAILED',
       `The request ${part} is not valid.`,
-      toFieldErrors(error.validation, part),
+      toFieldErrors(error.validation, part)
     )
   }
 
@@ -60,7 +60,7 @@ function toProblem(error: FastifyError): ProblemError {
   return new ProblemError('INTERNAL_ERROR', 'An unexpected error occurred.', undefined, { cause: error })
 }
 
-function handleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+function handleError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const problem = toProblem(error)
   // The cause (the original error, or e.g. why a token was refused) is for
   // operators; the caller only ever sees the problem body.
@@ -74,7 +74,7 @@ function handleError(error: FastifyError, request: FastifyRequest, reply: Fastif
   return sendProblem(reply, problem)
 }
 
-export async function buildUpstreamApp(opts: UpstreamAppOptions = {}): Promise<FastifyInstance> {
+export async function buildUpstreamApp (opts: UpstreamAppOptions = {}): Promise<FastifyInstance> {
   // First, so a bad setting fails the start (with nothing to clean up), not a request.
   const identityToken = opts.identityToken === undefined ? undefined : createIdentityTokenVerifier(opts.identityToken)
 
@@ -99,7 +99,7 @@ export async function buildUpstreamApp(opts: UpstreamAppOptions = {}): Promise<F
     const { jwksUrl, header, issuer, audience } = identityToken.settings
     app.log.info(
       { jwksUrl: jwksUrl.href, header, issuer, audience: audience ?? null },
-      'identity tokens are required on /v1',
+      'identity tokens are required on /v1'
     )
   }
 

@@ -8,12 +8,12 @@
 const PREFIX = 'seq:'
 const SEQ = /^[1-9][0-9]{0,15}$/
 
-export function encodeCursor(seq: number): string {
+export function encodeCursor (seq: number): string {
   return Buffer.from(`${PREFIX}${seq}`, 'utf8').toString('base64url')
 }
 
 /** Returns the sequence number, or null for anything we did not issue. */
-export function decodeCursor(cursor: string): number | null {
+export function decodeCursor (cursor: string): number | null {
   const decoded = Buffer.from(cursor, 'base64url').toString('utf8')
   if (!decoded.startsWith(PREFIX)) return null
   const digits = decoded.slice(PREFIX.length)

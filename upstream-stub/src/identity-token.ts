@@ -65,7 +65,7 @@ export interface IdentityTokenVerifier {
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/
 
 /** Throws a plain Error naming the bad setting; meant for startup, not for requests. */
-export function resolveIdentityTokenSettings(options: IdentityTokenOptions): IdentityTokenSettings {
+export function resolveIdentityTokenSettings (options: IdentityTokenOptions): IdentityTokenSettings {
   const jwksUrl = URL.canParse(String(options.jwksUrl)) ? new URL(options.jwksUrl) : undefined
   if (jwksUrl === undefined || (jwksUrl.protocol !== 'http:' && jwksUrl.protocol !== 'https:')) {
     throw new Error(`identity token JWKS URL must be an absolute http(s) URL, got "${String(options.jwksUrl)}"`)
@@ -88,7 +88,7 @@ export function resolveIdentityTokenSettings(options: IdentityTokenOptions): Ide
 /** Raised inside the key resolver when the key set itself could not be had. */
 class KeySetUnavailable extends Error {}
 
-export function createIdentityTokenVerifier(options: IdentityTokenOptions): IdentityTokenVerifier {
+export function createIdentityTokenVerifier (options: IdentityTokenOptions): IdentityTokenVerifier {
   const settings = resolveIdentityTokenSettings(options)
   // Fetched on first use, cached (and refetched when a token names an unknown
   // kid, at most every 30 s) by jose, so a key rotation on the gateway is
@@ -120,7 +120,7 @@ export function createIdentityTokenVerifier(options: IdentityTokenOptions): Iden
 
   return {
     settings,
-    async verify(headers) {
+    async verify (headers) {
       const value = headers[settings.header]
       if (value === undefined || (typeof value === 'string' && value.trim() === '')) {
         throw new ProblemError('MISSING_IDENTITY_TOKEN', `The ${settings.header} header is required.`)
@@ -137,7 +137,7 @@ export function createIdentityTokenVerifier(options: IdentityTokenOptions): Iden
             'IDENTITY_KEYS_UNAVAILABLE',
             'The keys to verify the identity token could not be fetched; try again later.',
             undefined,
-            { cause: err.cause },
+            { cause: err.cause }
           )
         }
         // The reason (wrong issuer, bad signature, ...) goes to the log through
@@ -165,7 +165,7 @@ export interface IdentityTokenEnv {
  * variables without the URL is refused: it means the operator expects
  * verification that would silently not happen.
  */
-export function identityTokenFromEnv(env: IdentityTokenEnv): IdentityTokenOptions | undefined {
+export function identityTokenFromEnv (env: IdentityTokenEnv): IdentityTokenOptions | undefined {
   const set = (value: string | undefined): string | undefined => (value === '' ? undefined : value)
   const jwksUrl = set(env.UPSTREAM_JWKS_URL)
   if (jwksUrl === undefined) {

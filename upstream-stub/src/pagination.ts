@@ -19,7 +19,7 @@ export const CURSOR_MESSAGE = 'must be a next_cursor value returned by this endp
  */
 export const pageQueryProperties = {
   limit: Type.Optional(
-    Type.String({ pattern: '^(?:[1-9][0-9]?|100)$', errorMessage: 'must be an integer from 1 to 100' }),
+    Type.String({ pattern: '^(?:[1-9][0-9]?|100)$', errorMessage: 'must be an integer from 1 to 100' })
   ),
   cursor: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$', errorMessage: CURSOR_MESSAGE })),
 }
@@ -30,7 +30,7 @@ export interface PageQuery {
 }
 
 /** `{ items: [item...], next_cursor }` */
-export function pageSchema<T extends TSchema>(item: T) {
+export function pageSchema<T extends TSchema> (item: T) {
   return Type.Object({
     items: Type.Array(item),
     next_cursor: Type.Union([Type.String(), Type.Null()]),
@@ -42,7 +42,7 @@ export function pageSchema<T extends TSchema>(item: T) {
  * cursor that we did not issue is pushed onto `errors` (and paging starts from
  * the top) so the handler can report it together with its own checks.
  */
-export function readPageQuery({ limit, cursor }: PageQuery, errors: FieldError[]): PageRequest {
+export function readPageQuery ({ limit, cursor }: PageQuery, errors: FieldError[]): PageRequest {
   let before: number | undefined
   if (cursor !== undefined) {
     const seq = decodeCursor(cursor)
@@ -52,6 +52,6 @@ export function readPageQuery({ limit, cursor }: PageQuery, errors: FieldError[]
   return { limit: limit === undefined ? DEFAULT_LIMIT : Number(limit), before }
 }
 
-export function toPageBody<T>(page: Page<T>): { items: T[]; next_cursor: string | null } {
+export function toPageBody<T> (page: Page<T>): { items: T[]; next_cursor: string | null } {
   return { items: page.items, next_cursor: page.next === null ? null : encodeCursor(page.next) }
 }

@@ -39,7 +39,7 @@ export interface ProblemBody {
 }
 
 /** `VALIDATION_FAILED` -> `urn:keygate:problem:validation-failed` */
-export function problemType(code: ProblemCode): string {
+export function problemType (code: ProblemCode): string {
   return `urn:keygate:problem:${code.toLowerCase().replaceAll('_', '-')}`
 }
 
@@ -57,7 +57,7 @@ export class ProblemError extends Error {
    * `options.cause` is for the log only (see the app's error handler): it never
    * reaches the response body.
    */
-  constructor(code: ProblemCode, detail: string, errors?: FieldError[], options?: ErrorOptions) {
+  constructor (code: ProblemCode, detail: string, errors?: FieldError[], options?: ErrorOptions) {
     super(detail, options)
     this.name = 'ProblemError'
     this.code = code
@@ -65,7 +65,7 @@ export class ProblemError extends Error {
     this.errors = errors
   }
 
-  toBody(): ProblemBody {
+  toBody (): ProblemBody {
     const body: ProblemBody = {
       type: problemType(this.code),
       title: PROBLEMS[this.code].title,
@@ -78,11 +78,11 @@ export class ProblemError extends Error {
   }
 }
 
-export function sendProblem(reply: FastifyReply, problem: ProblemError): FastifyReply {
+export function sendProblem (reply: FastifyReply, problem: ProblemError): FastifyReply {
   return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(problem.toBody())
 }
 
-export function notFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+export function notFound (request: FastifyRequest, reply: FastifyReply): FastifyReply {
   // Path only: echoing the query string could reflect cursors or other noise.
   const path = request.url.split('?', 1)[0]
   return sendProblem(reply, new ProblemError('NOT_FOUND', `No route for ${request.method} ${path}.`))

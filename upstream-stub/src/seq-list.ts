@@ -29,7 +29,7 @@ export class SeqList<T> {
   readonly #entries: Entry<T>[] = []
 
   /** `seq` must be greater than every seq already in the list. */
-  append(seq: number, item: T): void {
+  append (seq: number, item: T): void {
     const last = this.#entries.at(-1)
     // Binary search below relies on the order; a violation is a bug in the store.
     if (last !== undefined && seq <= last.seq) throw new Error(`seq ${seq} is not after ${last.seq}`)
@@ -37,7 +37,7 @@ export class SeqList<T> {
   }
 
   /** Newest first. */
-  page({ limit, before }: PageRequest): Page<T> {
+  page ({ limit, before }: PageRequest): Page<T> {
     const entries = this.#entries
     const end = before === undefined ? entries.length : this.#firstIndexAtOrAfter(before)
     const start = Math.max(0, end - limit)
@@ -50,7 +50,7 @@ export class SeqList<T> {
   }
 
   /** Binary search, so deep pages stay O(log n + limit). */
-  #firstIndexAtOrAfter(seq: number): number {
+  #firstIndexAtOrAfter (seq: number): number {
     let lo = 0
     let hi = this.#entries.length
     while (lo < hi) {

@@ -23,14 +23,14 @@ export interface RunningUpstream {
  * Build and listen. Signal handling is left to the caller, so a launcher that
  * runs several services can shut them down in its own order.
  */
-export async function startUpstream({ port, host, logger, identityToken }: StartUpstreamOptions): Promise<RunningUpstream> {
+export async function startUpstream ({ port, host, logger, identityToken }: StartUpstreamOptions): Promise<RunningUpstream> {
   const app = await buildUpstreamApp({ logger, identityToken })
   // fastify logs "Server listening at ..." itself when the logger is on.
   const url = await app.listen({ port, host })
   return { app, url, close: () => app.close() }
 }
 
-function parsePort(raw: string | undefined, fallback: number): number {
+function parsePort (raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw === '') return fallback
   const port = Number(raw)
   if (!/^[0-9]+$/.test(raw) || port > 65535) {
@@ -39,7 +39,7 @@ function parsePort(raw: string | undefined, fallback: number): number {
   return port
 }
 
-async function main(): Promise<void> {
+async function main (): Promise<void> {
   const upstream = await startUpstream({
     port: parsePort(process.env['UPSTREAM_PORT'], 8081),
     host: process.env['HOST'] || '127.0.0.1',
@@ -75,7 +75,7 @@ async function main(): Promise<void> {
  * rather than imported by scripts/start.ts or tests. realpath because argv[1]
  * may go through a symlink while import.meta.url is always resolved.
  */
-function isMainModule(): boolean {
+function isMainModule (): boolean {
   const entry = process.argv[1]
   if (entry === undefined) return false
   try {

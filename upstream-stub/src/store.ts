@@ -33,11 +33,11 @@ export class ClientStore {
   #seq = 0
 
   /** `now` is injectable so tests can force several clients into one millisecond. */
-  constructor(now: () => Date = () => new Date()) {
+  constructor (now: () => Date = () => new Date()) {
     this.#now = now
   }
 
-  create(userId: string, input: NewClient): CreateResult {
+  create (userId: string, input: NewClient): CreateResult {
     const bucket = this.#bucket(userId)
     if (bucket.byTaxId.has(input.tax_id)) return { ok: false, reason: 'tax_id_taken' }
 
@@ -55,16 +55,16 @@ export class ClientStore {
   }
 
   /** Another user's client is undefined, exactly like a missing one. */
-  get(userId: string, id: string): Client | undefined {
+  get (userId: string, id: string): Client | undefined {
     return this.#users.get(userId)?.byId.get(id)
   }
 
   /** Newest first. */
-  list(userId: string, request: PageRequest): Page<Client> {
+  list (userId: string, request: PageRequest): Page<Client> {
     return this.#users.get(userId)?.list.page(request) ?? { items: [], next: null }
   }
 
-  #bucket(userId: string): UserBucket {
+  #bucket (userId: string): UserBucket {
     let bucket = this.#users.get(userId)
     if (bucket === undefined) {
       bucket = { list: new SeqList(), byId: new Map(), byTaxId: new Map() }

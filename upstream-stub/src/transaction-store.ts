@@ -40,11 +40,11 @@ export class TransactionStore {
   readonly #now: () => Date
   #seq = 0
 
-  constructor(now: () => Date = () => new Date()) {
+  constructor (now: () => Date = () => new Date()) {
     this.#now = now
   }
 
-  create(userId: string, input: NewTransaction): Transaction {
+  create (userId: string, input: NewTransaction): Transaction {
     const bucket = this.#bucket(userId)
     const transaction: Transaction = Object.freeze({
       id: randomUUID(),
@@ -66,18 +66,18 @@ export class TransactionStore {
   }
 
   /** Another user's transaction is undefined, exactly like a missing one. */
-  get(userId: string, id: string): Transaction | undefined {
+  get (userId: string, id: string): Transaction | undefined {
     return this.#users.get(userId)?.byId.get(id)
   }
 
   /** Newest first, optionally only one client's. */
-  list(userId: string, { clientId, ...request }: TransactionPageRequest): Page<Transaction> {
+  list (userId: string, { clientId, ...request }: TransactionPageRequest): Page<Transaction> {
     const bucket = this.#users.get(userId)
     const list = clientId === undefined ? bucket?.all : bucket?.byClient.get(clientId)
     return list?.page(request) ?? { items: [], next: null }
   }
 
-  #bucket(userId: string): UserBucket {
+  #bucket (userId: string): UserBucket {
     let bucket = this.#users.get(userId)
     if (bucket === undefined) {
       bucket = { all: new SeqList(), byClient: new Map(), byId: new Map() }

@@ -20,7 +20,7 @@ import { ProblemError, type FieldError } from './problem.js'
  * Schemas may carry an `errorMessage` (ignored by TypeBox itself) so each field
  * reports one stable, human message instead of whichever keyword failed first.
  */
-function messageFor(error: ValueError): string {
+function messageFor (error: ValueError): string {
   switch (error.type) {
     case ValueErrorType.ObjectRequiredProperty:
       return 'is required'
@@ -49,7 +49,7 @@ export const typeBoxValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schem
 }
 
 /** Undo JSON Pointer escaping (RFC 6901) for one path segment. */
-function unescapePointer(segment: string): string {
+function unescapePointer (segment: string): string {
   return segment.replaceAll('~1', '/').replaceAll('~0', '~')
 }
 
@@ -59,9 +59,9 @@ function unescapePointer(segment: string): string {
  * A failure of the whole part (e.g. the body is not an object) is reported
  * under the part's own name, such as `body`.
  */
-export function toFieldErrors(
+export function toFieldErrors (
   validation: readonly FastifySchemaValidationError[],
-  part: string,
+  part: string
 ): FieldError[] {
   const byField = new Map<string, string>()
   for (const v of validation) {
@@ -77,7 +77,7 @@ export function toFieldErrors(
  * that is not the caller's): handlers collect them next to any schema errors
  * and fail once, so the caller still sees every failing field in one answer.
  */
-export function throwIfFieldErrors(errors: readonly FieldError[], part: 'body' | 'query'): void {
+export function throwIfFieldErrors (errors: readonly FieldError[], part: 'body' | 'query'): void {
   if (errors.length > 0) {
     throw new ProblemError('VALIDATION_FAILED', `The request ${part} is not valid.`, [...errors])
   }

@@ -228,7 +228,8 @@ if (isMainModule(import.meta.url) && process.argv[2] === 'bench') {
   runCli(process.argv.slice(2)).catch((err: unknown) => {
     // The request's answer is already printed; nothing to add.
     if (err instanceof RequestFailed) process.exit(1)
-    const message = err instanceof UsageError || err instanceof ClientUsageError || err instanceof ConfigError ? err.message
+    const message = err instanceof UsageError || err instanceof ClientUsageError || err instanceof ConfigError
+      ? err.message
       : err instanceof GatewayError ? `${err.code}: ${err.message}` : `keygate: ${(err as Error).message}`
     process.stderr.write(`${message}\n`)
     process.exit(err instanceof UsageError || err instanceof ClientUsageError ? 2 : 1)

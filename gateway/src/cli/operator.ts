@@ -34,7 +34,6 @@ function parseFlags (args: string[], allowed: { user?: boolean }): Flags {
   return flags
 }
 
-
 /** "2026-05-01T10:20:30.123Z" -> "2026-05-01 10:20:30Z"; "-" for none */
 const when = (iso: string | null | undefined): string => iso === null || iso === undefined ? '-' : iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z')
 

@@ -193,4 +193,3 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     workers
   }
 }
-

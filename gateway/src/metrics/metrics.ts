@@ -63,6 +63,7 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
   /** route label -> reason -> count */
   const outcomes = new Map<string, Map<string, number>>()
 
+  // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Counter({
     name: METRIC_NAMES.requests,
     help: 'Requests answered, by route (the route file\'s name, keygate\'s own endpoint path, or "none" when no route took the request), method and status',
@@ -77,6 +78,7 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       }
     }
   })
+  // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Counter({
     name: METRIC_NAMES.authOutcomes,
     help: 'Authentication results on routes that authenticate, by route and reason: ok, or the error code that refused the request',
@@ -103,6 +105,7 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     buckets: UPSTREAM_BUCKETS,
     registers: [registry]
   })
+  // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Counter({
     name: METRIC_NAMES.cacheLookups,
     help: 'Lookups in the in-process caches, by cache (api_key: parsed public keys; token: verified bearer tokens) and result (hit, miss: the store or a signature check answered)',
@@ -116,6 +119,7 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       this.inc({ cache: 'token', result: 'miss' }, sources.tokens.stats.misses)
     }
   })
+  // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Counter({
     name: METRIC_NAMES.storeErrors,
     help: 'Store operations that failed because Redis did not answer (down, slow, connection reset)',

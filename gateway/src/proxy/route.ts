@@ -6,7 +6,6 @@ import type { RouteDefaults } from '../config/env.js'
 
 export { AUTH_TIERS, type AuthTier } from '../auth/stage.js'
 
-
 /** The names of the identity headers sent upstream (x-gateway-user, -key, -key-name by default). */
 export interface IdentityHeaderNames {
   user: string

@@ -105,7 +105,6 @@ local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if current < tonumber(ARGV[2]) then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 return 1`
 
-
 /** SCAN MATCH treats these as a pattern; a prefix is matched literally. */
 function globEscape (text: string): string {
   return text.replace(/[*?[\\\]]/g, (c) => `\\${c}`)
@@ -154,7 +153,6 @@ function unavailable (err: unknown): GatewayError {
     cause: err
   })
 }
-
 
 /**
  * Connects and returns the Redis store. Commands fail fast while Redis is away (no offline

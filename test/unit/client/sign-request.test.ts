@@ -103,7 +103,10 @@ t.test('inputs are checked, each mistake named', async (t) => {
 t.test('describeRequest and signatureMismatches compare with an INVALID_SIGNATURE answer', async (t) => {
   const mine = describeRequest({ method: 'get', target: '/v1/clients/', timestamp: TS })
   t.same(mine, {
-    timestamp: String(TS), method: 'GET', target: '/v1/clients/', bodyLength: 0,
+    timestamp: String(TS),
+    method: 'GET',
+    target: '/v1/clients/',
+    bodyLength: 0,
     bodySha256: 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
     signingStringLength: 28,
     signingStringSha256: openssl(['dgst', '-sha256', '-r'], `${TS}GET/v1/clients/`).toString().split(' ')[0]

@@ -27,7 +27,7 @@ interface SigningKey {
   alg: Algorithm
 }
 
-async function signingKey(alg: Algorithm = 'EdDSA'): Promise<SigningKey & { jwk: Record<string, unknown> }> {
+async function signingKey (alg: Algorithm = 'EdDSA'): Promise<SigningKey & { jwk: Record<string, unknown> }> {
   const { privateKey, publicKey } =
     alg === 'EdDSA' ? generateKeyPairSync('ed25519') : generateKeyPairSync('ec', { namedCurve: 'P-256' })
   const jwk = await exportJWK(publicKey)
@@ -58,7 +58,7 @@ interface FakeGateway {
   sign: (options?: SignOptions) => Promise<string>
 }
 
-async function fakeGateway(t: Test, alg: Algorithm = 'EdDSA'): Promise<FakeGateway> {
+async function fakeGateway (t: Test, alg: Algorithm = 'EdDSA'): Promise<FakeGateway> {
   const key = await signingKey(alg)
   let response = { status: 200, body: JSON.stringify({ keys: [key.jwk] }) }
   const gateway: FakeGateway = {
@@ -100,23 +100,23 @@ async function fakeGateway(t: Test, alg: Algorithm = 'EdDSA'): Promise<FakeGatew
         // jose's fetch keeps the connection alive; close would wait for it.
         server.closeAllConnections()
         server.close(() => resolve())
-      }),
+      })
   )
   gateway.jwksUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/.well-known/jwks.json`
   return gateway
 }
 
-function withoutUndefined(record: Record<string, unknown>): Record<string, unknown> {
+function withoutUndefined (record: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(record).filter(([, value]) => value !== undefined))
 }
 
 /** An app that requires tokens from this gateway. */
-async function guarded(t: Test, gateway: FakeGateway, options: Partial<IdentityTokenOptions> = {}): Promise<FastifyInstance> {
+async function guarded (t: Test, gateway: FakeGateway, options: Partial<IdentityTokenOptions> = {}): Promise<FastifyInstance> {
   return build(t, { identityToken: { jwksUrl: gateway.jwksUrl, ...options } })
 }
 
 /** GET /v1/clients/ as `user`, with this token in the identity header (none when undefined). */
-async function listWith(app: FastifyInstance, token: string | undefined, user = 'alice', header = HEADER) {
+async function listWith (app: FastifyInstance, token: string | undefined, user = 'alice', header = HEADER) {
   const headers = { ...as(user), ...(token === undefined ? {} : { [header]: token }) }
   return app.inject({ method: 'GET', url: COLLECTION, headers })
 }
@@ -339,7 +339,7 @@ t.test('why a token was refused goes to the log, not to the caller', async (t) =
   const gateway = await fakeGateway(t)
   const lines: string[] = []
   const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
+    write (chunk: Buffer, _encoding, done) {
       lines.push(chunk.toString())
       done()
     },
@@ -387,12 +387,12 @@ t.test('settings from the environment', async (t) => {
       UPSTREAM_IDENTITY_ISSUER: 'gw',
       UPSTREAM_IDENTITY_AUDIENCE: 'http://upstream:8081',
     }),
-    { jwksUrl: 'http://keygate:8080/.well-known/jwks.json', header: 'x-proof', issuer: 'gw', audience: 'http://upstream:8081' },
+    { jwksUrl: 'http://keygate:8080/.well-known/jwks.json', header: 'x-proof', issuer: 'gw', audience: 'http://upstream:8081' }
   )
   t.throws(
     () => identityTokenFromEnv({ UPSTREAM_IDENTITY_AUDIENCE: 'http://upstream:8081' }),
     /UPSTREAM_IDENTITY_AUDIENCE set without UPSTREAM_JWKS_URL/,
-    'a setting without the URL would leave verification silently off',
+    'a setting without the URL would leave verification silently off'
   )
 })
 

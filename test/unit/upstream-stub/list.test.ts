@@ -32,7 +32,7 @@ t.test('newest first, by insertion order even within one millisecond', async (t)
   t.same(new Set(items.map((c) => c.created_at)), new Set([frozen.toISOString()]))
   t.same(
     items.map((c) => c.id),
-    created.map((c) => c.id).reverse(),
+    created.map((c) => c.id).reverse()
   )
 })
 
@@ -74,12 +74,12 @@ t.test('pagination walks every item exactly once, newest first', async (t) => {
       t.same(
         pages.map((p) => p.length),
         Array.from({ length: Math.ceil(total / limit) }, (_, i) => Math.min(limit, total - i * limit)),
-        'page sizes',
+        'page sizes'
       )
       t.same(
         pages.flat().map((c) => c.id),
         created.map((c) => c.id).reverse(),
-        'all items, newest first, no repeats',
+        'all items, newest first, no repeats'
       )
     })
   }

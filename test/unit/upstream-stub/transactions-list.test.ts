@@ -16,11 +16,11 @@ const cursorOf = (text: string): string => Buffer.from(text, 'utf8').toString('b
 const ids = (items: Transaction[]): string[] => items.map((x) => x.id)
 
 /** Every page of a list, following next_cursor. */
-async function walk(
+async function walk (
   t: Parameters<typeof listTransactions>[0],
   app: Parameters<typeof listTransactions>[1],
   user: string,
-  query: Record<string, string>,
+  query: Record<string, string>
 ): Promise<Transaction[][]> {
   const pages: Transaction[][] = []
   let cursor: string | null = null
@@ -100,7 +100,7 @@ t.test('pagination walks every item exactly once, newest first', async (t) => {
       t.same(
         pages.map((p) => p.length),
         Array.from({ length: Math.ceil(total / limit) }, (_, i) => Math.min(limit, total - i * limit)),
-        'page sizes',
+        'page sizes'
       )
       t.same(ids(pages.flat()), ids(created).reverse(), 'all items, newest first, no repeats')
     })

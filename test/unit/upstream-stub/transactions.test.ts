@@ -18,12 +18,12 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{1
 const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000'
 
 /** An app with one client for alice, the usual starting point. */
-async function withClient(t: Test): Promise<{ app: FastifyInstance; client: Client }> {
+async function withClient (t: Test): Promise<{ app: FastifyInstance; client: Client }> {
   const app = await build(t)
   return { app, client: await create(t, app, 'alice') }
 }
 
-async function post(app: FastifyInstance, user: string, payload: unknown) {
+async function post (app: FastifyInstance, user: string, payload: unknown) {
   return app.inject({ method: 'POST', url: TRANSACTIONS, headers: as(user), payload: payload as Record<string, unknown> })
 }
 

@@ -31,7 +31,7 @@ const CreateClientBody = Type.Object(
     }),
     tax_id: Type.String({ pattern: '^[0-9]{5,20}$', errorMessage: 'must be 5-20 digits' }),
   },
-  { additionalProperties: false, errorMessage: 'must be a JSON object' },
+  { additionalProperties: false, errorMessage: 'must be a JSON object' }
 )
 export type CreateClientBody = Static<typeof CreateClientBody>
 
@@ -80,7 +80,7 @@ export const clientsRoutes: FastifyPluginAsyncTypebox<ClientsRoutesOptions> = as
         .code(201)
         .header('location', `/v1/clients/${result.client.id}`)
         .send(result.client)
-    },
+    }
   )
 
   app.get(
@@ -94,7 +94,7 @@ export const clientsRoutes: FastifyPluginAsyncTypebox<ClientsRoutesOptions> = as
       const page = readPageQuery(request.query, errors)
       throwIfFieldErrors(errors, 'query')
       return toPageBody(store.list(userOf(request), page))
-    },
+    }
   )
 
   app.get('/:id', { schema: { params: ClientParams, response: { 200: ClientResource } } }, async (request) => {

@@ -35,7 +35,7 @@ const CreateTransactionBody = Type.Object(
       errorMessage: 'must be an active ISO 4217 currency code in upper case, e.g. "EUR"',
     }),
   },
-  { additionalProperties: false, errorMessage: 'must be a JSON object' },
+  { additionalProperties: false, errorMessage: 'must be a JSON object' }
 )
 export type CreateTransactionBody = Static<typeof CreateTransactionBody>
 
@@ -60,7 +60,7 @@ export interface TransactionsRoutesOptions {
 }
 
 /** The body's client_id when it is a string, whatever else is wrong with the body. */
-function clientIdOf(body: unknown): string | undefined {
+function clientIdOf (body: unknown): string | undefined {
   if (typeof body !== 'object' || body === null || !Object.hasOwn(body, 'client_id')) return undefined
   const value: unknown = (body as { client_id: unknown }).client_id
   return typeof value === 'string' ? value : undefined
@@ -72,7 +72,7 @@ function clientIdOf(body: unknown): string | undefined {
  */
 export const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOptions> = async (
   app,
-  { clients, transactions },
+  { clients, transactions }
 ) => {
   // As for clients: unknown routes under the prefix go through the identity hook.
   app.setNotFoundHandler(notFound)
@@ -104,7 +104,7 @@ export const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOpt
         .code(201)
         .header('location', `/v1/transactions/${transaction.id}`)
         .send(transaction)
-    },
+    }
   )
 
   app.get(
@@ -123,7 +123,7 @@ export const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOpt
       }
       throwIfFieldErrors(errors, 'query')
       return toPageBody(transactions.list(user, { ...page, clientId }))
-    },
+    }
   )
 
   app.get(
@@ -134,6 +134,6 @@ export const transactionsRoutes: FastifyPluginAsyncTypebox<TransactionsRoutesOpt
       // Another user's transaction is indistinguishable from a missing one.
       if (transaction === undefined) throw new ProblemError('NOT_FOUND', 'No such transaction.')
       return transaction
-    },
+    }
   )
 }

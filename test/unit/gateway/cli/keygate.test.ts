@@ -5,7 +5,6 @@ import { keygateCli } from '../../../helpers/cli.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
 import { login, startStack } from '../../../helpers/stack.js'
 
-
 const keygate = keygateCli
 
 t.test('routes check', async (t) => {

@@ -8,7 +8,6 @@ import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis
 import { routeFile } from '../../../helpers/routes.js'
 import { startStack } from '../../../helpers/stack.js'
 
-
 const keygate = async (args: string[], env: Record<string, string>) => await keygateCli(args, '', env)
 
 const ROTATED = /^token signing key rotated in redis:\/\/\S+ \(prefix (\S+)\): new kid ([\w-]{43})\n/

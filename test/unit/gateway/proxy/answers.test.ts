@@ -116,7 +116,7 @@ t.test('the upstream answer reaches the client', async (t) => {
     const first = await new Promise<{ text: string; rest: Promise<string> }>((resolve, reject) => {
       const req = httpRequest({ host: hostname, port, path: '/stream', agent: false }, (res) => {
         let text = ''
-        const rest = new Promise<string>((resolveRest) => { res.on('end', () => { resolveRest(text) }) })
+        const rest = new Promise<string>((resolve) => { res.on('end', () => { resolve(text) }) })
         res.once('data', (chunk: Buffer) => {
           text += chunk.toString()
           res.on('data', (more: Buffer) => { text += more.toString() })

@@ -28,7 +28,10 @@ t.test('forwarding to a recording upstream', async (t) => {
   t.test('client-sent identity headers never reach the upstream', async (t) => {
     const before = recorder.requests.length
     const res = await sendSigned(gw.url, {
-      keys, token, method: 'GET', target: '/v1/clients/',
+      keys,
+      token,
+      method: 'GET',
+      target: '/v1/clients/',
       headers: { 'x-gateway-user': 'mallory', 'X-Gateway-Key': 'forged', 'x-gateway-key-name': 'forged', 'x-gateway-admin': 'true', connection: 'x-gateway-user, authorization' }
     })
     t.equal(res.status, 200)

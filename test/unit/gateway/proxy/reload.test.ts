@@ -35,6 +35,7 @@ t.test('reloads under concurrent traffic lose no request', async (t) => {
   let running = true
   const statuses = new Map<number, number>()
   const worker = async (): Promise<void> => {
+    // eslint-disable-next-line no-unmodified-loop-condition -- the test sets it to false when it is done
     while (running) {
       const status = await get(agent, gw.url, '/svc/x')
       statuses.set(status, (statuses.get(status) ?? 0) + 1)

@@ -36,9 +36,19 @@ t.test('the smallest useful file works as written, with defaults', async (t) => 
   const routes = routesFromDocument(parseRouteText(SMALLEST, 'routes.yaml'), 'routes.yaml', defaults)
   t.equal(routes.length, 2)
   t.match(routes[0], {
-    name: 'routes[0]', prefix: '/v1/clients/', exact: false, upstream: 'http://127.0.0.1:8081', auth: 'signed',
-    methods: [...HTTP_METHODS], rewrite: undefined, bodyLimit: 1048576, timeoutMs: 30000,
-    identityHeaders: DEFAULT_IDENTITY_HEADERS, addHeaders: {}, removeHeaders: [], identityToken: undefined
+    name: 'routes[0]',
+    prefix: '/v1/clients/',
+    exact: false,
+    upstream: 'http://127.0.0.1:8081',
+    auth: 'signed',
+    methods: [...HTTP_METHODS],
+    rewrite: undefined,
+    bodyLimit: 1048576,
+    timeoutMs: 30000,
+    identityHeaders: DEFAULT_IDENTITY_HEADERS,
+    addHeaders: {},
+    removeHeaders: [],
+    identityToken: undefined
   })
   t.same(routes[1]?.methods, ['GET'])
   t.equal(routes[1]?.auth, 'public')
@@ -47,17 +57,31 @@ t.test('the smallest useful file works as written, with defaults', async (t) => 
 t.test('JSON works too, and every field is read', async (t) => {
   const json = JSON.stringify({
     routes: [{
-      name: 'orders', path: '/orders', upstream: 'https://orders.internal:8443/api', auth: 'bearer', methods: ['GET', 'POST'],
-      rewrite: '/v2/orders', timeoutMs: 5000, bodyLimit: 2048,
-      identityHeaders: { user: 'X-User' }, addHeaders: { 'X-Env': 'prod' }, removeHeaders: ['Cookie'],
+      name: 'orders',
+      path: '/orders',
+      upstream: 'https://orders.internal:8443/api',
+      auth: 'bearer',
+      methods: ['GET', 'POST'],
+      rewrite: '/v2/orders',
+      timeoutMs: 5000,
+      bodyLimit: 2048,
+      identityHeaders: { user: 'X-User' },
+      addHeaders: { 'X-Env': 'prod' },
+      removeHeaders: ['Cookie'],
       identityToken: { header: 'X-Proof', ttlSeconds: 60 }
     }]
   })
   const [r] = routesFromDocument(parseRouteText(json, 'routes.json'), 'routes.json', defaults)
   t.match(r, {
-    name: 'orders', prefix: '/orders', exact: true, rewrite: '/v2/orders', timeoutMs: 5000, bodyLimit: 2048,
+    name: 'orders',
+    prefix: '/orders',
+    exact: true,
+    rewrite: '/v2/orders',
+    timeoutMs: 5000,
+    bodyLimit: 2048,
     identityHeaders: { user: 'x-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name' },
-    addHeaders: { 'x-env': 'prod' }, removeHeaders: ['cookie'],
+    addHeaders: { 'x-env': 'prod' },
+    removeHeaders: ['cookie'],
     identityToken: { header: 'x-proof', ttlSeconds: 60, audience: 'https://orders.internal:8443' }
   })
 })
@@ -95,7 +119,7 @@ t.test('bad files and the exact messages they get', async (t) => {
       ['routes.yaml: routes[0].upstream: "localhost:8080" is not an http(s) URL']],
     ['credentials in the upstream', route('prefix: /a/\nupstream: http://user:pw@x\nauth: public'),
       ['routes.yaml: routes[0].upstream: "http://user:pw@x" must be scheme://host[:port][/path] without credentials, query or fragment (send credentials with addHeaders)']],
-    ['two routes, one prefix, a shared method', `routes:\n  - prefix: /a/\n    upstream: http://x\n    auth: public\n    methods: [GET, POST]\n  - prefix: /a/\n    upstream: http://y\n    auth: signed\n    methods: [POST, PUT]\n`,
+    ['two routes, one prefix, a shared method', 'routes:\n  - prefix: /a/\n    upstream: http://x\n    auth: public\n    methods: [GET, POST]\n  - prefix: /a/\n    upstream: http://y\n    auth: signed\n    methods: [POST, PUT]\n',
       ['routes.yaml: routes[1]: prefix "/a/" with POST is already routed by routes[0]; give each method one route']],
     ['shadowing the token endpoint', route('prefix: /v1/auth/\nupstream: http://x\nauth: public'),
       ["routes.yaml: routes[0].prefix: \"/v1/auth/\" would shadow keygate's own /v1/auth/token; route a path outside it"]],
@@ -109,7 +133,7 @@ t.test('bad files and the exact messages they get', async (t) => {
       ["routes.yaml: routes[0].path: \"/v1/api-keys/abc\" would shadow keygate's own /v1/api-keys/...; route a path outside it"]],
     ['YAML that does not parse', 'routes:\n  - prefix: [\n', ['routes.yaml: cannot be parsed: Flow sequence in block collection must be sufficiently indented and end with a ] at line 3, column 1']],
     ['a duplicate key', route(`${ok}\nauth: public`), ['routes.yaml: cannot be parsed: Map keys must be unique at line 5, column 5']],
-    ['every mistake at once, schema and rules, in route order', `routes:\n  - prefix: /d/\n    upstream: ftp://files\n    auth: public\n  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n  - prefix: /v1/auth/\n    upstream: http://x\n    auth: public\n    colour: red\n`, [
+    ['every mistake at once, schema and rules, in route order', 'routes:\n  - prefix: /d/\n    upstream: ftp://files\n    auth: public\n  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n  - prefix: /v1/auth/\n    upstream: http://x\n    auth: public\n    colour: red\n', [
       'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
       'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
       'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)'

@@ -111,7 +111,6 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
     })
   }
 
-
   for (const [kind, make] of Object.entries(factories)) {
     t.test(`${kind} store: key lifecycle (list, revoke, last use, events)`, async (t) => {
       const store = await make(t)
@@ -224,7 +223,7 @@ t.test('redis store: revocations reach every store on the prefix, and a resubscr
   await a.createKey(record('7'.repeat(64)))
   await a.revokeKey('7'.repeat(64), new Date().toISOString())
   await until(() => heard.some((e) => e.type === 'revoked'))
-  t.same(heard, [{ type: 'resync' }, { type: 'revoked', apiKey: '7'.repeat(64) }], "a revocation at A is heard at B")
+  t.same(heard, [{ type: 'resync' }, { type: 'revoked', apiKey: '7'.repeat(64) }], 'a revocation at A is heard at B')
 
   // Kill B's subscriber connection: it reconnects, resubscribes and says resync.
   const admin = new Redis(url)
