@@ -149,7 +149,9 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   let configs = CONFIG_IDS.filter((id) => only.includes(id))
   if (scenario === 'token' || scenario === 'register') {
     // token issuance and key registration are keygate's own endpoints: neither the service nor the bare proxy has one
-    if (onlyGiven && configs.some((id) => id === 'a' || id === 'b' || id === 'e')) throw new UsageError(`--scenario ${scenario}: only keygate answers it; use --only c,d`)
+    if (onlyGiven && configs.some((id) => id === 'a' || id === 'b' || id === 'e')) {
+      throw new UsageError(`--scenario ${scenario}: only keygate answers it; use --only c,d`)
+    }
     configs = configs.filter((id) => id === 'c' || id === 'd')
   }
 
@@ -167,13 +169,17 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
 
   let rate: BenchOptions['rate']
   if (values.rate === 'half') {
-    if (target !== undefined || !configs.includes('b')) throw new UsageError('--rate half: needs configuration b, whose peak it halves (not with --url, and keep b in --only)')
+    if (target !== undefined || !configs.includes('b')) {
+      throw new UsageError('--rate half: needs configuration b, whose peak it halves (not with --url, and keep b in --only)')
+    }
     rate = 'half'
   } else if (values.rate !== undefined) {
     rate = number('rate', values.rate, 0, { min: 1, integer: true })
   }
   const workers = number('workers', values.workers, 1, { min: 1, integer: true })
-  if (target !== undefined && values.workers !== undefined) throw new UsageError('--workers sets the keygate started here; with --url, set KEYGATE_WORKERS on that keygate')
+  if (target !== undefined && values.workers !== undefined) {
+    throw new UsageError('--workers sets the keygate started here; with --url, set KEYGATE_WORKERS on that keygate')
+  }
 
   const logLevel = values['log-level'] ?? 'warn'
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new UsageError(`--log-level: "${logLevel}" is not a log level`)

@@ -14,7 +14,10 @@ import { killAllServicesNow, startService, stopAllServices, type Service } from 
 import { measure, type MeasureOptions } from './measure.js'
 import { deletePrefix, pingRedis, redisClient, redisCpuMicros } from './redis.js'
 import { medianOf, renderHtml, renderTable, TABLE_COLUMNS, tableRows, type BenchReport, type ConfigResult } from './report.js'
-import { buildRequests, createSignedMaterial, ensurePosts, ensureRegistrations, postShare, refreshGets, REGISTRATION_POOL_SIZE, type Destination, type SignedMaterial } from './scenarios.js'
+import {
+  buildRequests, createSignedMaterial, ensurePosts, ensureRegistrations, postShare, refreshGets, REGISTRATION_POOL_SIZE,
+  type Destination, type SignedMaterial
+} from './scenarios.js'
 import { generateBenchKey, signOne, SigningPool, type BenchKey } from './signing.js'
 
 const DEFAULT_OUT = join(tmpdir(), 'keygate-bench')
@@ -98,7 +101,16 @@ async function registerKey (url: string, token: string, key: BenchKey, name: str
   if (status !== 201) throw new Error(`registering the bench key at ${url} failed: ${status} ${JSON.stringify(json)}`)
 }
 
-async function keygateConfig (id: BenchConfig['id'], label: string, url: string, username: string, password: string, key: BenchKey, cpu: MeasureOptions['cpu'], cpuOf: string | null): Promise<BenchConfig> {
+async function keygateConfig (
+  id: BenchConfig['id'],
+  label: string,
+  url: string,
+  username: string,
+  password: string,
+  key: BenchKey,
+  cpu: MeasureOptions['cpu'],
+  cpuOf: string | null
+): Promise<BenchConfig> {
   const config: BenchConfig = {
     id,
     label,
@@ -123,7 +135,8 @@ async function checkRedis (url: string): Promise<void> {
   try {
     await pingRedis(url)
   } catch (err) {
-    throw new Error(`configuration c needs Redis and ${url} does not answer (${(err as Error).message}): start one, set REDIS_URL, or leave c out with --only a,b,d`)
+    throw new Error(`configuration c needs Redis and ${url} does not answer (${(err as Error).message}): ` +
+      'start one, set REDIS_URL, or leave c out with --only a,b,d')
   }
 }
 
@@ -138,7 +151,9 @@ function publicRouteFile (upstream: string): string {
   cleanups.push(async () => { rmSync(dir, { recursive: true, force: true }) })
   const file = join(dir, 'routes.json')
   writeFileSync(file, JSON.stringify({
-    routes: ['/v1/clients/', '/v1/transactions/'].map((prefix) => ({ prefix, upstream, auth: 'public', methods: ['GET', 'POST'], addHeaders: { 'x-gateway-user': 'bench-public' } }))
+    routes: ['/v1/clients/', '/v1/transactions/'].map((prefix) => ({
+      prefix, upstream, auth: 'public', methods: ['GET', 'POST'], addHeaders: { 'x-gateway-user': 'bench-public' }
+    }))
   }))
   return file
 }
@@ -193,7 +208,11 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   const [bare, redisGateway, memoryGateway, publicGateway] = await Promise.all([
     want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }, profiled) : undefined,
     // BENCH_OWNS_PREFIX: should this process die, the gateway deletes the prefix itself
-    want.has('c') ? gateway('c', 'bench-redis', { REDIS_URL: redisUrl, KEYGATE_REDIS_PREFIX: prefix as string, BENCH_OWNS_PREFIX: '1', KEYGATE_WORKERS: String(options.workers) }) : undefined,
+    want.has('c')
+      ? gateway('c', 'bench-redis', {
+        REDIS_URL: redisUrl, KEYGATE_REDIS_PREFIX: prefix as string, BENCH_OWNS_PREFIX: '1', KEYGATE_WORKERS: String(options.workers)
+      })
+      : undefined,
     // the embedded store lives in one process: always one
     want.has('d') ? gateway('d', 'bench-memory', { KEYGATE_WORKERS: '1' }) : undefined,
     want.has('e') ? gateway('e', 'bench-public', { KEYGATE_ROUTES: publicRouteFile(upstream.url), KEYGATE_WORKERS: '1' }) : undefined
@@ -214,7 +233,9 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   })
   if (want.has('a')) configs.push(direct('a', upstream.url, 'bench-direct', { proxy: upstreamCpu }, 'example service'))
   if (bare !== undefined) configs.push(direct('b', bare.url, 'bench-bare', { proxy: bare.cpuMicros, upstream: upstreamCpu }, 'bare proxy'))
-  if (publicGateway !== undefined) configs.push(direct('e', publicGateway.url, 'bench-public', { proxy: publicGateway.cpuMicros, upstream: upstreamCpu }, 'keygate'))
+  if (publicGateway !== undefined) {
+    configs.push(direct('e', publicGateway.url, 'bench-public', { proxy: publicGateway.cpuMicros, upstream: upstreamCpu }, 'keygate'))
+  }
   const redisCpu = async (): Promise<() => Promise<number>> => {
     const redis = redisClient(redisUrl)
     cleanups.push(async () => { redis.disconnect() })
@@ -225,7 +246,16 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   const gateways = await Promise.all([
     redisGateway === undefined
       ? undefined
-      : keygateConfig('c', options.workers > 1 ? `${LABELS.c}, ${options.workers} workers` : LABELS.c, redisGateway.url, 'bench-redis', password, key, { proxy: redisGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() }, options.workers > 1 ? `keygate (primary and ${options.workers} workers)` : 'keygate'),
+      : keygateConfig(
+        'c',
+        options.workers > 1 ? `${LABELS.c}, ${options.workers} workers` : LABELS.c,
+        redisGateway.url,
+        'bench-redis',
+        password,
+        key,
+        { proxy: redisGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() },
+        options.workers > 1 ? `keygate (primary and ${options.workers} workers)` : 'keygate'
+      ),
     memoryGateway === undefined
       ? undefined
       : keygateConfig('d', LABELS.d, memoryGateway.url, 'bench-memory', password, key, { proxy: memoryGateway.cpuMicros, upstream: upstreamCpu }, 'keygate')
@@ -255,7 +285,10 @@ function describe (options: BenchOptions, rate: number | undefined = typeof opti
   const load = rate !== undefined
     ? `${rate.toLocaleString('en-US')} req/s fixed${options.rate === 'half' ? ' (half of b\'s peak)' : ''} on ${options.connections} connections`
     : options.rate === 'half' ? `half of b's peak on ${options.connections} connections` : `${options.connections} connections`
-  return `scenario ${options.scenario}${options.scenario === 'reject' ? ` (${Math.round(options.rejectShare * 100)}% refused${options.rejectKind === 'all' ? '' : `: ${options.rejectKind}`})` : ''}, ` +
+  const refused = options.scenario === 'reject'
+    ? ` (${Math.round(options.rejectShare * 100)}% refused${options.rejectKind === 'all' ? '' : `: ${options.rejectKind}`})`
+    : ''
+  return `scenario ${options.scenario}${refused}, ` +
     `${load}, ${options.duration} s measured after ${options.warmup} s warm-up, ` +
     `${options.rounds} alternating round${options.rounds === 1 ? '' : 's'} (medians); ` +
     `${options.workers > 1 && options.target === undefined ? `keygate on Redis with ${options.workers} worker processes; ` : ''}` +
@@ -270,7 +303,13 @@ async function run (options: BenchOptions): Promise<void> {
   keyReady.catch(() => {})
   const setup: OwnSetup = options.target === undefined
     ? await startOwnConfigs(options, keyReady, say.log)
-    : { configs: [await keygateConfig('t', `keygate at ${options.target.url}`, options.target.url, options.target.user, options.target.password, await keyReady, {}, null)], services: [], redisPrefix: undefined }
+    : {
+        configs: [await keygateConfig(
+          't', `keygate at ${options.target.url}`, options.target.url, options.target.user, options.target.password, await keyReady, {}, null
+        )],
+        services: [],
+        redisPrefix: undefined
+      }
   const { configs } = setup
   const key = await keyReady
   const signer = new SigningPool(key)
@@ -303,7 +342,8 @@ async function run (options: BenchOptions): Promise<void> {
     })
     barePeakRps = peak.rps
     rate = Math.max(1, Math.round(peak.rps / 2))
-    say.done(`b ${bare.label}: peak ${Math.round(peak.rps).toLocaleString('en-US')} req/s; every configuration now runs at ${rate.toLocaleString('en-US')} req/s`)
+    say.done(`b ${bare.label}: peak ${Math.round(peak.rps).toLocaleString('en-US')} req/s; ` +
+      `every configuration now runs at ${rate.toLocaleString('en-US')} req/s`)
   }
 
   for (let round = 1; round <= options.rounds; round++) {
@@ -362,18 +402,25 @@ async function run (options: BenchOptions): Promise<void> {
     const errors = c.rounds.reduce((sum, r) => sum + r.socketErrors + r.timeouts, 0)
     if (errors > 0) warnings.push(`${name}: ${errors} connection errors or timeouts`)
     if (options.scenario === 'token' && (c.median.statuses['429'] ?? 0) > 0) {
-      warnings.push(`${name}: 429 RATE_LIMITED: more logins at once than the gateway lets wait (KEYGATE_LOGIN_CONCURRENCY + KEYGATE_LOGIN_QUEUE), or, with --url, than its per-user limit (KEYGATE_LOGIN_MAX_FAILURES_PER_USER); try fewer --connections`)
+      warnings.push(`${name}: 429 RATE_LIMITED: more logins at once than the gateway lets wait (KEYGATE_LOGIN_CONCURRENCY + KEYGATE_LOGIN_QUEUE), ` +
+        'or, with --url, than its per-user limit (KEYGATE_LOGIN_MAX_FAILURES_PER_USER); try fewer --connections')
     }
     if (options.scenario === 'register') {
       const other = Object.entries(c.median.statuses).filter(([status]) => status !== '201' && status !== '409')
       if (other.length > 0) warnings.push(`${name}: registrations answered other than 201 or 409 DUPLICATE_KEY: ${JSON.stringify(Object.fromEntries(other))}`)
     }
-    if (accepted && c.median.non2xx > 0) warnings.push(`${name}: ${c.median.non2xx} non-2xx responses (median per round) where all should succeed: ${JSON.stringify(c.median.statuses)}`)
+    if (accepted && c.median.non2xx > 0) {
+      warnings.push(`${name}: ${c.median.non2xx} non-2xx responses (median per round) where all should succeed: ${JSON.stringify(c.median.statuses)}`)
+    }
     const inline = c.rounds.reduce((sum, r) => sum + r.inlineSignedPosts, 0)
     if (inline > 0) warnings.push(`${name}: the pool of signed POSTs ran out; ${inline} were signed during the measurement, which slows the load generator`)
     // (with --url the target's own CPU is in "other")
-    if (c.cpuOf !== null && c.median.otherCpuPercent !== null && c.median.otherCpuPercent > 20) warnings.push(`${name}: other work used ${c.median.otherCpuPercent}% of a core during the measurements: the figures are noisy`)
-    if (c.median.generatorCpuPercent > 90) warnings.push(`${name}: the load generator used ${c.median.generatorCpuPercent}% of a core: it may be what limits the rate`)
+    if (c.cpuOf !== null && c.median.otherCpuPercent !== null && c.median.otherCpuPercent > 20) {
+      warnings.push(`${name}: other work used ${c.median.otherCpuPercent}% of a core during the measurements: the figures are noisy`)
+    }
+    if (c.median.generatorCpuPercent > 90) {
+      warnings.push(`${name}: the load generator used ${c.median.generatorCpuPercent}% of a core: it may be what limits the rate`)
+    }
   }
 
   mkdirSync(options.out, { recursive: true })
@@ -450,7 +497,8 @@ function latencyAgainstBare (results: ConfigResult[], rate: number | undefined):
   const diff = (ms: number): string => `${ms >= 0 ? '+' : ''}${ms.toFixed(2)} ms`
   return [
     `at ${rate.toLocaleString('en-US')} req/s, latency over (b): ` +
-      others.map((c) => `${c.id} p50 ${diff((c.median.latency.p50 ?? 0) - (bare.median.latency.p50 ?? 0))}, p99 ${diff((c.median.latency.p99 ?? 0) - (bare.median.latency.p99 ?? 0))}`).join('; '),
+      others.map((c) => `${c.id} p50 ${diff((c.median.latency.p50 ?? 0) - (bare.median.latency.p50 ?? 0))}, ` +
+        `p99 ${diff((c.median.latency.p99 ?? 0) - (bare.median.latency.p99 ?? 0))}`).join('; '),
     ''
   ]
 }

@@ -105,7 +105,9 @@ async function drive (url: string, connections: number, rate: number | undefined
   }
   if (warmup === 0) begin()
   await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon({ url, connections, duration: warmup + duration, requests: withCodes, timeout: 30, ...(rate !== undefined && { overallRate: rate }) }, (err, res) => {
+    const instance = autocannon({
+      url, connections, duration: warmup + duration, requests: withCodes, timeout: 30, ...(rate !== undefined && { overallRate: rate })
+    }, (err, res) => {
       clearTimeout(boundary)
       clearInterval(ticker)
       if (err !== null && err !== undefined) reject(err instanceof Error ? err : new Error(String(err)))

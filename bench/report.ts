@@ -97,7 +97,9 @@ function statusSummary (m: MedianResult): string {
   return parts.length === 0 ? '0' : parts.join(' ')
 }
 
-export const TABLE_COLUMNS = ['config', 'req/s', 'x (b)', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'non-2xx', 'CPU us/req', 'upstream us/req', 'Redis us/req', 'loadgen CPU', 'other CPU'] as const
+export const TABLE_COLUMNS = [
+  'config', 'req/s', 'x (b)', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'non-2xx', 'CPU us/req', 'upstream us/req', 'Redis us/req', 'loadgen CPU', 'other CPU'
+] as const
 
 export function tableRows (configs: ConfigResult[]): string[][] {
   return configs.map(({ id, label, median: m }) => [
@@ -119,7 +121,8 @@ export function tableRows (configs: ConfigResult[]): string[][] {
 
 export function renderTable (header: readonly string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
-  const line = (cells: readonly string[]): string => cells.map((cell, i) => i === 0 ? cell.padEnd(widths[i] as number) : cell.padStart(widths[i] as number)).join('  ').trimEnd()
+  const line = (cells: readonly string[]): string =>
+    cells.map((cell, i) => i === 0 ? cell.padEnd(widths[i] as number) : cell.padStart(widths[i] as number)).join('  ').trimEnd()
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n')
 }
 
@@ -155,12 +158,14 @@ function lineChart (title: string, yLabel: string, xLabels: string[], series: Se
     out.push(`<text x="${x(i).toFixed(1)}" y="${m.top + h + 16}" text-anchor="middle">${escapeHtml(label)}</text>`)
   })
   out.push(`<text x="14" y="${m.top + h / 2}" transform="rotate(-90 14 ${m.top + h / 2})" text-anchor="middle">${escapeHtml(yLabel)}</text>`)
-  out.push(`<line x1="${m.left}" x2="${m.left}" y1="${m.top}" y2="${m.top + h}" stroke="#333"/><line x1="${m.left}" x2="${m.left + w}" y1="${m.top + h}" y2="${m.top + h}" stroke="#333"/>`)
+  out.push(`<line x1="${m.left}" x2="${m.left}" y1="${m.top}" y2="${m.top + h}" stroke="#333"/>` +
+    `<line x1="${m.left}" x2="${m.left + w}" y1="${m.top + h}" y2="${m.top + h}" stroke="#333"/>`)
   series.forEach((s, n) => {
     const path = s.points.map(([px, py], i) => `${i === 0 ? 'M' : 'L'}${x(px).toFixed(1)},${y(py).toFixed(1)}`).join(' ')
     out.push(`<path d="${path}" fill="none" stroke="${s.color}" stroke-width="2"/>`)
     for (const [px, py] of s.points) out.push(`<circle cx="${x(px).toFixed(1)}" cy="${y(py).toFixed(1)}" r="2.5" fill="${s.color}"/>`)
-    out.push(`<rect x="${m.left + w + 14}" y="${m.top + n * 18}" width="12" height="3" fill="${s.color}"/><text x="${m.left + w + 32}" y="${m.top + n * 18 + 5}">${escapeHtml(s.name)}</text>`)
+    out.push(`<rect x="${m.left + w + 14}" y="${m.top + n * 18}" width="12" height="3" fill="${s.color}"/>` +
+      `<text x="${m.left + w + 32}" y="${m.top + n * 18 + 5}">${escapeHtml(s.name)}</text>`)
   })
   out.push('</svg>')
   return out.join('\n')
@@ -193,6 +198,15 @@ export function throughputChart (configs: ConfigResult[]): string {
   })))
 }
 
+/** The paragraph under the HTML table: what its columns measure. */
+const TABLE_NOTE = 'req/s, latency, non-2xx and CPU are medians over rounds. ' +
+  '"CPU us/req" is the CPU time (user + system, all threads) of the process the load goes to, per completed request: ' +
+  'the proxy for b, c, d; the service itself for a. ' +
+  '"upstream us/req" is the example service\'s, "Redis us/req" the Redis server\'s (INFO cpu). ' +
+  '"loadgen CPU" is the load generator\'s own CPU, in % of one core; ' +
+  '"other CPU" what the rest of the machine used meanwhile (other programs; with --url, the target itself), in % of one core: ' +
+  'when it is high, the figures are noisy.'
+
 export function renderHtml (report: BenchReport, header: string): string {
   const rows = tableRows(report.configs)
   const table = `<table><thead><tr>${TABLE_COLUMNS.map((c) => `<th>${escapeHtml(c)}</th>`).join('')}</tr></thead><tbody>${
@@ -209,7 +223,7 @@ pre { background: #f6f6f6; padding: 8px }
 <h1>keygate bench</h1>
 <p>${escapeHtml(header)}</p>
 ${table}
-<p>req/s, latency, non-2xx and CPU are medians over rounds. "CPU us/req" is the CPU time (user + system, all threads) of the process the load goes to, per completed request: the proxy for b, c, d; the service itself for a. "upstream us/req" is the example service's, "Redis us/req" the Redis server's (INFO cpu). "loadgen CPU" is the load generator's own CPU, in % of one core; "other CPU" what the rest of the machine used meanwhile (other programs; with --url, the target itself), in % of one core: when it is high, the figures are noisy.</p>
+<p>${TABLE_NOTE}</p>
 ${report.warnings.length === 0 ? '' : `<h2>Warnings</h2><ul>${report.warnings.map((w) => `<li>${escapeHtml(w)}</li>`).join('')}</ul>`}
 ${latencyChart(report.configs)}
 ${throughputChart(report.configs)}

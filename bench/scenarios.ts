@@ -179,7 +179,13 @@ export function postShare (scenario: Scenario): number {
 }
 
 /** A fresh request list for one autocannon run (autocannon keeps state on the objects). */
-export function buildRequests (scenario: Scenario, destination: Destination, material: SignedMaterial, rejectShare: number, rejectKind: RejectKind = 'all'): autocannon.Request[] {
+export function buildRequests (
+  scenario: Scenario,
+  destination: Destination,
+  material: SignedMaterial,
+  rejectShare: number,
+  rejectKind: RejectKind = 'all'
+): autocannon.Request[] {
   const gets = material.gets
   const get = (i: number): autocannon.Request => getRequest(destination, material, gets[i % gets.length] as Signed)
   switch (scenario) {

@@ -75,13 +75,16 @@ export function loadPrivateKey (privateKey: PrivateKeyInput): KeyObject {
     try {
       key = createPrivateKey({ key: privateKey, format: 'pem' })
     } catch (err) {
-      throw new SigningInputError('privateKey', `not a readable PEM private key (${(err as Error).message}); give the "-----BEGIN PRIVATE KEY-----" text of an RSA key, e.g. from openssl genpkey or keygate keygen`)
+      throw new SigningInputError('privateKey', `not a readable PEM private key (${(err as Error).message}); ` +
+        'give the "-----BEGIN PRIVATE KEY-----" text of an RSA key, e.g. from openssl genpkey or keygate keygen')
     }
   } else {
     throw new SigningInputError('privateKey', 'must be PEM text (string or Buffer) or a KeyObject')
   }
   if (key.type !== 'private') throw new SigningInputError('privateKey', `is a ${key.type} key; signing needs the private key`)
-  if (key.asymmetricKeyType !== 'rsa') throw new SigningInputError('privateKey', `is a ${key.asymmetricKeyType ?? 'unknown'} key; keygate verifies RSA (PKCS#1 v1.5, SHA-256) only`)
+  if (key.asymmetricKeyType !== 'rsa') {
+    throw new SigningInputError('privateKey', `is a ${key.asymmetricKeyType ?? 'unknown'} key; keygate verifies RSA (PKCS#1 v1.5, SHA-256) only`)
+  }
   return key
 }
 
@@ -111,7 +114,8 @@ function checkMethod (method: unknown): string {
 
 function checkTarget (target: unknown): string {
   if (typeof target !== 'string' || !target.startsWith('/')) {
-    throw new SigningInputError('target', 'must be the origin-form request target, "/path" or "/path?query" (no scheme or host): what the request line will carry')
+    throw new SigningInputError('target', 'must be the origin-form request target, "/path" or "/path?query" (no scheme or host): ' +
+      'what the request line will carry')
   }
   const problem = requestTargetProblem(target)
   if (problem !== undefined) throw new SigningInputError('target', `keygate would refuse it: ${problem}`)
@@ -208,8 +212,10 @@ function checkBaseUrl (baseUrl: unknown): string {
   } catch {
     throw new SigningInputError('baseUrl', `${JSON.stringify(baseUrl)} is not a URL; give keygate's origin, e.g. http://127.0.0.1:8080`)
   }
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.pathname !== '/' || url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
-    throw new SigningInputError('baseUrl', 'must be keygate\'s http(s) origin only (scheme, host, port): the path goes in each request\'s target, where it is signed')
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.pathname !== '/' || url.search !== '' || url.hash !== '' ||
+    url.username !== '' || url.password !== '') {
+    throw new SigningInputError('baseUrl', 'must be keygate\'s http(s) origin only (scheme, host, port): ' +
+      'the path goes in each request\'s target, where it is signed')
   }
   return url.origin
 }
@@ -238,7 +244,9 @@ export async function login ({ baseUrl, username, password, fetch: fetchImpl = g
 export interface RegisterKeyInput { baseUrl: string; token: string; name: string; privateKey: PrivateKeyInput; fetch?: Fetch }
 
 /** POST /v1/api-keys for the public half of `privateKey`: `{ message, apiKey, name }`. */
-export async function registerKey ({ baseUrl, token, name, privateKey, fetch: fetchImpl = globalThis.fetch }: RegisterKeyInput): Promise<{ message: string; apiKey: string; name: string }> {
+export async function registerKey (
+  { baseUrl, token, name, privateKey, fetch: fetchImpl = globalThis.fetch }: RegisterKeyInput
+): Promise<{ message: string; apiKey: string; name: string }> {
   return await postJson(fetchImpl, `${checkBaseUrl(baseUrl)}/v1/api-keys`, keyRegistration(name, privateKey), { authorization: `Bearer ${token}` })
 }
 
@@ -269,7 +277,12 @@ export interface KeygateClient {
    */
   fetch: (method: string, target: string, body?: RequestBody | null, init?: Omit<RequestInit, 'method' | 'body'>) => Promise<Response>
   /** as `fetch`, and also what was signed and sent (what the CLI's -v prints) */
-  send: (method: string, target: string, body?: RequestBody | null, init?: Omit<RequestInit, 'method' | 'body'>) => Promise<{ response: Response } & SignedResponseInfo>
+  send: (
+    method: string,
+    target: string,
+    body?: RequestBody | null,
+    init?: Omit<RequestInit, 'method' | 'body'>
+  ) => Promise<{ response: Response } & SignedResponseInfo>
 }
 
 export function createClient (options: ClientOptions): KeygateClient {
@@ -286,7 +299,8 @@ export function createClient (options: ClientOptions): KeygateClient {
     // what it would send must be exactly what is signed.
     const url = new URL(request.target, origin)
     if (url.pathname + url.search !== request.target) {
-      throw new SigningInputError('target', `fetch would send ${JSON.stringify(url.pathname + url.search)} for ${JSON.stringify(request.target)}; send and sign that form instead`)
+      throw new SigningInputError('target', `fetch would send ${JSON.stringify(url.pathname + url.search)} for ${JSON.stringify(request.target)}; ` +
+        'send and sign that form instead')
     }
     const headers = new Headers(init.headers)
     if (request.body.length > 0 && !headers.has('content-type')) headers.set('content-type', 'application/json')

@@ -20,7 +20,8 @@ async function main (): Promise<void> {
   }
   const gateway = await startGateway({ config })
   if (config.workers.requested === 'auto' && config.redisUrl === undefined && config.redisTopology === undefined) {
-    gateway.app.log.warn('KEYGATE_WORKERS=auto: one process only, since the embedded store cannot be shared between processes; set REDIS_URL to run one per core')
+    gateway.app.log.warn('KEYGATE_WORKERS=auto: one process only, since the embedded store cannot be shared between processes; ' +
+      'set REDIS_URL to run one per core')
   }
   reloadRoutesOnSighup(gateway.app)
   closeOnSignals(gateway.close, (message, err) => { gateway.app.log.info({ err }, message) }, config.server.shutdownGraceMs)

@@ -10,7 +10,11 @@ export interface BenchRun { code: number | null; stdout: string; stderr: string 
 
 export async function runBench (args: string[], env: NodeJS.ProcessEnv = {}, entry: string[] = ['bench/cli.ts']): Promise<BenchRun> {
   return await new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', ...entry, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, ['--import', 'tsx', ...entry, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })

@@ -150,7 +150,12 @@ export interface HttpAnswer {
 }
 
 /** One request on a given agent (keep-alive), target sent verbatim. */
-export async function sendOn (agent: Agent, baseUrl: string, target: string, options: { method: string; headers: Record<string, string>; body?: Buffer }): Promise<HttpAnswer> {
+export async function sendOn (
+  agent: Agent,
+  baseUrl: string,
+  target: string,
+  options: { method: string; headers: Record<string, string>; body?: Buffer }
+): Promise<HttpAnswer> {
   const { hostname, port } = new URL(baseUrl)
   const headers = { ...options.headers }
   if (options.body !== undefined) headers['content-length'] = String(options.body.length)

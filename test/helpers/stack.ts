@@ -74,7 +74,13 @@ export async function startTestGateway (t: Teardown, options: StackOptions & { u
     defaultRoutes({ upstream: options.upstreamUrl, bodyLimit: base.bodyLimit, timeoutMs: 30_000 })
   const config = base
   const store = await createStore(config)
-  const app = await buildApp({ config, store, routes, ...(options.now && { now: options.now }), ...(options.logger !== undefined && { logger: options.logger }) })
+  const app = await buildApp({
+    config,
+    store,
+    routes,
+    ...(options.now && { now: options.now }),
+    ...(options.logger !== undefined && { logger: options.logger })
+  })
   const url = await app.listen({ port: options.port ?? 0, host: '127.0.0.1' })
   t.teardown(async () => {
     await app.close()
@@ -112,7 +118,10 @@ export async function registerKey (url: string, token: string, keys: TestKeyPair
 }
 
 /** A signed business request sent exactly as signed. */
-export async function sendSigned (url: string, input: { keys: TestKeyPair; token: string; method: string; target: string; body?: string | Buffer; headers?: Record<string, string> }) {
+export async function sendSigned (
+  url: string,
+  input: { keys: TestKeyPair; token: string; method: string; target: string; body?: string | Buffer; headers?: Record<string, string> }
+) {
   return await send(url, input.target, {
     method: input.method,
     headers: {

@@ -15,8 +15,18 @@ t.test('what Node or Fastify refuse before routing is problem+json too', async (
     ['an overlong UTF-8 dot', 'GET /v1/clients/%c0%ae%c0%ae/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 400, 'INVALID_TARGET'],
     ['an encoded traversal', 'GET /v1/clients/%2e%2e%2fadmin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 400, 'INVALID_TARGET'],
     ['a backslash traversal, encoded', 'GET /v1/clients/..%5cadmin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 400, 'INVALID_TARGET'],
-    ['Content-Length and Transfer-Encoding', 'POST /v1/clients/ HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n', 400, 'MALFORMED_HTTP'],
-    ['two Content-Lengths', 'POST /v1/clients/ HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab', 400, 'MALFORMED_HTTP'],
+    [
+      'Content-Length and Transfer-Encoding',
+      'POST /v1/clients/ HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n',
+      400,
+      'MALFORMED_HTTP'
+    ],
+    [
+      'two Content-Lengths',
+      'POST /v1/clients/ HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab',
+      400,
+      'MALFORMED_HTTP'
+    ],
     ['bare LF line endings', 'GET /v1/clients/ HTTP/1.1\nHost: x\nConnection: close\n\n', 400, 'MALFORMED_HTTP'],
     ['a space before the colon', 'GET /v1/clients/ HTTP/1.1\r\nHost : x\r\nConnection: close\r\n\r\n', 400, 'MALFORMED_HTTP'],
     ['headers over 16 KiB', `GET /v1/clients/ HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20000)}\r\nConnection: close\r\n\r\n`, 431, 'HEADERS_TOO_LARGE']
@@ -42,7 +52,14 @@ t.test('forwarding drops look-alike and hop-by-hop headers and keeps good reques
     method: 'POST',
     target: '/v1/clients/',
     body: '{"a":1}',
-    headers: { expect: '100-continue', 'keep-alive': 'timeout=5', x_gateway_user: 'mallory', X_Gateway_Key: 'forged', 'x-forwarded-for': '6.6.6.6', forwarded: 'for=6.6.6.6' }
+    headers: {
+      expect: '100-continue',
+      'keep-alive': 'timeout=5',
+      x_gateway_user: 'mallory',
+      X_Gateway_Key: 'forged',
+      'x-forwarded-for': '6.6.6.6',
+      forwarded: 'for=6.6.6.6'
+    }
   })
   t.equal(res.status, 200, 'Expect and Keep-Alive from the client do not turn a good request into a 502')
   const seen = recorder.requests.at(-1)!

@@ -17,13 +17,25 @@ const FORGED_IDENTITY: Pairs = [['X-Gateway-User', 'mallory'], ['X-Gateway-Key',
 
 const CASES: Case[] = [
   { name: 'Connection: x-gateway-user, authorization', headers: [['Connection', 'x-gateway-user, authorization'], ...FORGED_IDENTITY] },
-  { name: 'Connection: x-gateway-key, x-gateway-key-name, keep-alive', headers: [['Connection', 'x-gateway-key, x-gateway-key-name, keep-alive'], ...FORGED_IDENTITY] },
+  {
+    name: 'Connection: x-gateway-key, x-gateway-key-name, keep-alive',
+    headers: [['Connection', 'x-gateway-key, x-gateway-key-name, keep-alive'], ...FORGED_IDENTITY]
+  },
   { name: 'Connection: close, x-forwarded-for', headers: [['Connection', 'close, x-forwarded-for'], ['X-Forwarded-For', '6.6.6.6']] },
   { name: 'Connection: X-GATEWAY-USER, X-Gateway-Key (upper case)', headers: [['Connection', 'X-GATEWAY-USER, X-Gateway-Key'], ...FORGED_IDENTITY] },
-  { name: 'two Connection headers naming identity headers', headers: [['Connection', 'keep-alive'], ['Connection', 'x-gateway-user'], ['connection', 'x-gateway-key-name'], ...FORGED_IDENTITY] },
-  { name: 'Connection naming every header the gateway writes', headers: [['Connection', 'x-gateway-user, x-gateway-key, x-gateway-key-name, x-forwarded-for, content-length, host'], ...FORGED_IDENTITY] },
+  {
+    name: 'two Connection headers naming identity headers',
+    headers: [['Connection', 'keep-alive'], ['Connection', 'x-gateway-user'], ['connection', 'x-gateway-key-name'], ...FORGED_IDENTITY]
+  },
+  {
+    name: 'Connection naming every header the gateway writes',
+    headers: [['Connection', 'x-gateway-user, x-gateway-key, x-gateway-key-name, x-forwarded-for, content-length, host'], ...FORGED_IDENTITY]
+  },
   { name: 'Connection with odd spacing and empty members', headers: [['Connection', ' ,x-gateway-user ,, \tx-gateway-key\t,'], ...FORGED_IDENTITY] },
-  { name: 'Connection naming look-alikes', headers: [['Connection', 'x_gateway_user, x_gateway_key'], ['x_gateway_user', 'mallory'], ['x_gateway_key', 'forged']] },
+  {
+    name: 'Connection naming look-alikes',
+    headers: [['Connection', 'x_gateway_user, x_gateway_key'], ['x_gateway_user', 'mallory'], ['x_gateway_key', 'forged']]
+  },
   {
     name: 'each identity header three times, in three cases',
     headers: [
@@ -43,13 +55,18 @@ const CASES: Case[] = [
   { name: 'look-alikes and the real names together', headers: [['x_gateway_user', 'mallory'], ['X-Gateway-User', 'mallory'], ['x-gateway-user', 'mallory']] },
   {
     name: 'every hop-by-hop header at once',
-    headers: [['Connection', 'keep-alive, te, x-gateway-user'], ['Keep-Alive', 'timeout=5'], ['TE', 'trailers'], ['Proxy-Connection', 'keep-alive'], ['Upgrade', 'h2c'], ['Trailer', 'x-gateway-user'], ['X-Forwarded-For', '6.6.6.6'], ['X-Forwarded-Host', 'evil'], ['Forwarded', 'for=6.6.6.6'], ['X-Real-IP', '6.6.6.6'], ...FORGED_IDENTITY]
+    headers: [
+      ['Connection', 'keep-alive, te, x-gateway-user'], ['Keep-Alive', 'timeout=5'], ['TE', 'trailers'], ['Proxy-Connection', 'keep-alive'],
+      ['Upgrade', 'h2c'], ['Trailer', 'x-gateway-user'], ['X-Forwarded-For', '6.6.6.6'], ['X-Forwarded-Host', 'evil'], ['Forwarded', 'for=6.6.6.6'],
+      ['X-Real-IP', '6.6.6.6'], ...FORGED_IDENTITY
+    ]
   }
 ]
 
 const IDENTITY = ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name'] as const
 
-t.test(`${CASES.length} hostile header sets on signed requests: ${CASES.length} succeed, each identity header reaches the upstream exactly once with the gateway's value`, async (t) => {
+t.test(`${CASES.length} hostile header sets on signed requests: ${CASES.length} succeed, ` +
+  'each identity header reaches the upstream exactly once with the gateway\'s value', async (t) => {
   const recorder = await startRecorder(t)
   const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: recorder.url })
   await addUser(gw, 'alice')
@@ -62,7 +79,13 @@ t.test(`${CASES.length} hostile header sets on signed requests: ${CASES.length} 
     t.test(name, async (t) => {
       const body = `{"case":${JSON.stringify(name)}}`
       const auth = signedHeaders({ keys, token, method: 'POST', target: '/v1/clients/', body, timestamp: uniqueTimestamp() })
-      const lines: Pairs = [['Host', 'gateway.test'], ['Content-Type', 'application/json'], ...Object.entries(auth), ...headers, ['Content-Length', String(Buffer.byteLength(body))]]
+      const lines: Pairs = [
+        ['Host', 'gateway.test'],
+        ['Content-Type', 'application/json'],
+        ...Object.entries(auth),
+        ...headers,
+        ['Content-Length', String(Buffer.byteLength(body))]
+      ]
       const raw = `POST /v1/clients/ HTTP/1.1\r\n${lines.map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n${body}`
       const before = recorder.requests.length
       const r = await exchange(gw.url, raw, { untilResponses: 1, timeoutMs: 5000 })
@@ -76,12 +99,19 @@ t.test(`${CASES.length} hostile header sets on signed requests: ${CASES.length} 
         t.equal(names.filter((n) => n === header).length, 1, `${header} exactly once`)
         t.equal(seen.headers[header], expectedValues[header], `${header}: the gateway's value`)
       }
-      t.same(names.filter((n) => n.replaceAll('_', '-').startsWith('x-gateway-')).sort(), [...IDENTITY].sort(), 'no other x-gateway-* header, look-alikes included')
+      t.same(
+        names.filter((n) => n.replaceAll('_', '-').startsWith('x-gateway-')).sort(),
+        [...IDENTITY].sort(),
+        'no other x-gateway-* header, look-alikes included'
+      )
       t.equal(names.filter((n) => n === 'x-forwarded-for').length, 1, 'x-forwarded-for exactly once')
       t.equal(seen.headers['x-forwarded-for'], '127.0.0.1', 'x-forwarded-for: the gateway\'s view of the client')
       t.notOk(names.includes('authorization'), 'no Authorization upstream')
       t.notOk(names.includes('x-api-signature'), 'no X-API-Signature upstream')
-      t.notOk(names.some((n) => ['forwarded', 'x-forwarded-host', 'x-real-ip', 'proxy-connection', 'keep-alive', 'upgrade', 'trailer'].includes(n)), 'no client hop-by-hop or forwarding headers')
+      t.notOk(
+        names.some((n) => ['forwarded', 'x-forwarded-host', 'x-real-ip', 'proxy-connection', 'keep-alive', 'upgrade', 'trailer'].includes(n)),
+        'no client hop-by-hop or forwarding headers'
+      )
     })
   }
 })

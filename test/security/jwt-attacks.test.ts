@@ -95,7 +95,9 @@ const cases: Array<[string, () => Promise<string> | string]> = [
     return JSON.stringify(jws)
   }],
   ['a payload that is not JSON', async () =>
-    await new CompactSign(new TextEncoder().encode(`iss=${issuer}&aud=${audience}&sub=alice`)).setProtectedHeader({ alg: 'EdDSA', kid, typ: 'JWT' }).sign(realKey)]
+    await new CompactSign(new TextEncoder().encode(`iss=${issuer}&aud=${audience}&sub=alice`))
+      .setProtectedHeader({ alg: 'EdDSA', kid, typ: 'JWT' })
+      .sign(realKey)]
 ]
 
 t.test('16 forged tokens: 16 refused with 401 INVALID_TOKEN on a business route and on POST /v1/api-keys', async (t) => {

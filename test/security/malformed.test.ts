@@ -19,7 +19,9 @@ const CONCURRENCY = 16
 
 const ENDPOINTS = ['/v1/auth/token', '/v1/api-keys', '/v1/clients/'] as const
 type Endpoint = typeof ENDPOINTS[number]
-const KINDS = ['bad-json', 'odd-content-type', 'truncated-body', 'huge-headers', 'invalid-target', 'proto-payload', 'broken-framing', 'bad-request-line'] as const
+const KINDS = [
+  'bad-json', 'odd-content-type', 'truncated-body', 'huge-headers', 'invalid-target', 'proto-payload', 'broken-framing', 'bad-request-line'
+] as const
 type Kind = typeof KINDS[number]
 /** none: no credentials; bearer: a valid token; signed: token + a registered key + a signature that does not verify */
 type Auth = 'none' | 'bearer' | 'signed'
@@ -60,7 +62,9 @@ const ODD_CONTENT_TYPES = [
   'application/json\u0000', 'application/json\t; x=1'
 ]
 /** never valid credentials or a valid registration: these must all be refused */
-const ODD_TYPE_BODIES = ['{"username":1,"password":2}', '{"name":"k"}', 'a=1&b=2', '--x\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--x--', '{}', '<a/>']
+const ODD_TYPE_BODIES = [
+  '{"username":1,"password":2}', '{"name":"k"}', 'a=1&b=2', '--x\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--x--', '{}', '<a/>'
+]
 const PROTO_PAYLOADS = [
   '{"__proto__":{"isAdmin":true}}',
   '{"constructor":{"prototype":{"isAdmin":true}}}',
@@ -84,7 +88,9 @@ const INVALID_TARGET_SUFFIXES = [
   ' x', '\u0001', '\u007f', '\u00ff', '{', '}', '"', '<', '>', '|', '\\', '^', '`', '#frag', '%zz', '%', '%4', '%00',
   '%c0%ae%c0%ae/', '%ff', '\t', 'é', '\u0000', '..', '../x', '%2e%2e/x', '?x=%zz', '?\u0001', '//x', '%25%32%65'
 ]
-const INVALID_TARGET_WHOLE = ['*', 'http://evil.example/v1/clients/', 'v1/clients/', '//v1/clients/', '/v1/%2F%2Fclients/', '\\v1\\clients\\', '/V1/CLIENTS/', '/v1/clients']
+const INVALID_TARGET_WHOLE = [
+  '*', 'http://evil.example/v1/clients/', 'v1/clients/', '//v1/clients/', '/v1/%2F%2Fclients/', '\\v1\\clients\\', '/V1/CLIENTS/', '/v1/clients'
+]
 const BAD_METHODS = ['FOO', 'get', 'P0ST', 'POST ', 'CONNECT', 'TRACE', 'PRI', 'G\u0000T', 'POSTPOSTPOSTPOSTPOSTPOSTPOSTPOSTPOSTPOST']
 const BAD_VERSIONS = ['HTTP/1.2', 'HTTP/2.0', 'HTTP/0.9', 'HTTP/1', 'http/1.1', 'HTTP/1.1 extra', 'HTTP/11', '']
 
@@ -125,7 +131,10 @@ function build (shape: Shape, credentials: Credentials): Case {
       const variants = [
         () => Buffer.from(pickOf(BAD_JSON, pick)),
         // valid JSON cut short
-        () => { const json = JSON.stringify({ username: text, password: text, n: [size, { x: text }] }); return Buffer.from(json.slice(0, pick % json.length)) },
+        () => {
+          const json = JSON.stringify({ username: text, password: text, n: [size, { x: text }] })
+          return Buffer.from(json.slice(0, pick % json.length))
+        },
         // raw bytes, mostly not UTF-8
         () => Buffer.from(bytes),
         // a JSON string holding bytes that are not UTF-8
@@ -184,8 +193,14 @@ function build (shape: Shape, credentials: Credentials): Case {
         () => { headers.push(['Transfer-Encoding', 'chunked']); rawBodyAndFraming = Buffer.from(`ffffffffffffffffffff\r\n${payload}\r\n0\r\n\r\n`) },
         () => { headers.push(['Transfer-Encoding', 'chunked']); rawBodyAndFraming = Buffer.from(`${payload.length.toString(16)}\r\n${payload}XX0\r\n\r\n`) },
         () => { headers.push(['Transfer-Encoding', 'chunked']); rawBodyAndFraming = Buffer.from(`${payload.length.toString(16)}\n${payload}\n0\n\n`) },
-        () => { headers.push(['Content-Length', String(payload.length)], ['Transfer-Encoding', 'chunked']); rawBodyAndFraming = Buffer.from(`0\r\n\r\n${payload}`) },
-        () => { headers.push(['Content-Length', `${payload.length}`], ['Content-Length', `${payload.length + 1}`]); rawBodyAndFraming = Buffer.from(payload + 'x') },
+        () => {
+          headers.push(['Content-Length', String(payload.length)], ['Transfer-Encoding', 'chunked'])
+          rawBodyAndFraming = Buffer.from(`0\r\n\r\n${payload}`)
+        },
+        () => {
+          headers.push(['Content-Length', `${payload.length}`], ['Content-Length', `${payload.length + 1}`])
+          rawBodyAndFraming = Buffer.from(payload + 'x')
+        },
         () => { headers.push(['Content-Length', `-${payload.length}`]); rawBodyAndFraming = Buffer.from(payload) },
         () => { headers.push(['Content-Length', `${payload.length}abc`]); rawBodyAndFraming = Buffer.from(payload) },
         () => { headers.push(['Content-Length', '1e3']); rawBodyAndFraming = Buffer.from(payload) },
@@ -232,7 +247,8 @@ function build (shape: Shape, credentials: Credentials): Case {
 const privateKeys = new Map<string, ReturnType<typeof rsaKeyPair>['privateKey']>()
 const privateKeyFor = (c: Credentials): ReturnType<typeof rsaKeyPair>['privateKey'] => privateKeys.get(c.apiKey) as ReturnType<typeof rsaKeyPair>['privateKey']
 
-t.test(`${COUNT} malformed requests over raw sockets: 0 crashes, 0 5xx, 0 forwarded, every answer with a body problem+json, no answer only for truncated requests`, async (t) => {
+t.test(`${COUNT} malformed requests over raw sockets: 0 crashes, 0 5xx, 0 forwarded, ` +
+  'every answer with a body problem+json, no answer only for truncated requests', async (t) => {
   const recorder = await startRecorder(t)
   const errorLines: string[] = []
   const logStream = new Writable({ write (chunk: Buffer, _enc, done) { errorLines.push(chunk.toString()); done() } })
@@ -262,7 +278,8 @@ t.test(`${COUNT} malformed requests over raw sockets: 0 crashes, 0 5xx, 0 forwar
   let silentTruncated = 0
   const describe = (c: Case, r: Exchange): string =>
     `${c.kind} ${c.endpoint} (${c.auth}${c.truncated ? ', truncated' : ''}): ${JSON.stringify(c.bytes.subarray(0, 160).toString('latin1'))} -> ` +
-    `${r.responses.map((x) => x.status).join(',') || 'no answer'}${r.error !== undefined ? ` [${r.error}]` : ''}${r.timedOut ? ' [timed out]' : ''} ${r.raw.subarray(0, 300).toString('latin1')}`
+    `${r.responses.map((x) => x.status).join(',') || 'no answer'}${r.error !== undefined ? ` [${r.error}]` : ''}${r.timedOut ? ' [timed out]' : ''} ` +
+    r.raw.subarray(0, 300).toString('latin1')
   cases.forEach((c, i) => {
     const r = results[i] as Exchange
     const kindTally = byKind.get(c.kind) as Tally

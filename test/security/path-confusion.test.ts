@@ -99,7 +99,9 @@ routes:
         : variant === 'bearer'
           ? { authorization: `Bearer ${token}` }
           : signedHeaders({ keys, token, method: 'GET', target, timestamp: uniqueTimestamp() })
-      const head = `GET ${target} HTTP/1.1\r\nHost: gateway.test\r\n` + Object.entries(auth).map(([k, v]) => `${k}: ${v}\r\n`).join('') + 'Connection: close\r\n\r\n'
+      const head = `GET ${target} HTTP/1.1\r\nHost: gateway.test\r\n` +
+        Object.entries(auth).map(([k, v]) => `${k}: ${v}\r\n`).join('') +
+        'Connection: close\r\n\r\n'
       const before = counts()
       const r = await exchange(gw.url, Buffer.from(head, 'latin1'))
       const after = counts()

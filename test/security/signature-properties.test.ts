@@ -62,14 +62,18 @@ function mutate (parts: Parts, field: Field, position: number, delta: number): P
   return { ...parts, [field]: text.slice(0, at) + changed + text.slice(at + 1) }
 }
 
-t.test(`${MUTATION_RUNS} one-byte mutations of timestamp, method, target or body at the signature stage: ${MUTATION_RUNS} refused with INVALID_SIGNATURE`, async (t) => {
+t.test(`${MUTATION_RUNS} one-byte mutations of timestamp, method, target or body at the signature stage: ` +
+  `${MUTATION_RUNS} refused with INVALID_SIGNATURE`, async (t) => {
   const byField = new Tally()
   let refused = 0
   let originalsAccepted = 0
   const started = performance.now()
   const parts = fc.record({
     timestamp: fc.integer({ min: 1_000_000_000_000, max: 9_999_999_999_999 }).map(String),
-    method: fc.oneof(fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'), fc.string({ unit: fc.constantFrom(...'ABCDEFGHIJKLMNOPQRSTUVWXYZ'), minLength: 1, maxLength: 12 })),
+    method: fc.oneof(
+      fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'),
+      fc.string({ unit: fc.constantFrom(...'ABCDEFGHIJKLMNOPQRSTUVWXYZ'), minLength: 1, maxLength: 12 })
+    ),
     target: fc.string({ unit: fc.constantFrom(...URI_CHARS), maxLength: 200 }).map((rest) => '/' + rest),
     // arbitrary bytes: non-UTF-8 sequences, NUL, lone continuation bytes, all of 0-255
     body: fc.oneof(
@@ -122,14 +126,17 @@ const query = fc.array(fc.oneof(
   { weight: 2, arbitrary: fc.tuple(hex, hex).map(([a, b]) => `%${a}${b}`) }
 ), { maxLength: 40 }).map((units) => units.join(''))
 const target = fc.tuple(fc.array(pathSegment, { maxLength: 3 }), fc.boolean(), fc.option(query, { nil: undefined }))
-  .map(([segments, trailingSlash, q]) => '/v1/clients/' + segments.join('/') + (trailingSlash && segments.length > 0 ? '/' : '') + (q === undefined ? '' : '?' + q))
+  .map(([segments, trailingSlash, q]) =>
+    '/v1/clients/' + segments.join('/') + (trailingSlash && segments.length > 0 ? '/' : '') + (q === undefined ? '' : '?' + q))
 
 const jsonKey = fc.oneof(fc.constantFrom('__proto__', 'constructor', 'prototype', 'name', 'a'), fc.string({ maxLength: 6 }))
 const jsonValue = fc.oneof(fc.integer(), fc.string({ maxLength: 10 }), fc.constant('{"isAdmin":true}'), fc.constant(null))
 /** JSON text with duplicate keys and __proto__ / constructor members, spaced oddly */
 const dupJson = fc.array(fc.tuple(jsonKey, jsonValue, fc.constantFrom('', ' ', '\n', '\t')), { minLength: 1, maxLength: 6 })
   .chain((members) => fc.constant(members.concat(members.slice(0, 1))))
-  .map((members) => '{' + members.map(([k, v, ws]) => `${ws}${JSON.stringify(k)}${ws}:${typeof v === 'string' && v.startsWith('{') ? v : JSON.stringify(v)}`).join(',') + '}')
+  .map((members) => '{' +
+    members.map(([k, v, ws]) => `${ws}${JSON.stringify(k)}${ws}:${typeof v === 'string' && v.startsWith('{') ? v : JSON.stringify(v)}`).join(',') +
+    '}')
 const BOM = Buffer.from([0xef, 0xbb, 0xbf])
 const body = fc.oneof(
   fc.uint8Array({ maxLength: 600 }).map((b) => Buffer.from(b)),
@@ -141,7 +148,9 @@ const body = fc.oneof(
   fc.string({ maxLength: 100 }).map((s) => Buffer.concat([BOM, Buffer.from(s, 'utf8')])),
   fc.constant(Buffer.alloc(0))
 )
-const contentType = fc.constantFrom('application/json', 'application/json; charset=utf-8', 'application/octet-stream', 'text/plain', 'application/x-www-form-urlencoded', undefined)
+const contentType = fc.constantFrom(
+  'application/json', 'application/json; charset=utf-8', 'application/octet-stream', 'text/plain', 'application/x-www-form-urlencoded', undefined
+)
 
 const signAsync = async (data: Buffer): Promise<string> => await new Promise((resolve, reject) => {
   // the callback form signs on libuv's thread pool: the requests of a batch are signed in parallel
@@ -150,7 +159,8 @@ const signAsync = async (data: Buffer): Promise<string> => await new Promise((re
 
 const request = fc.record({ method: fc.constantFrom('POST', 'POST', 'POST', 'POST', 'GET'), target, body, type: contentType })
 
-t.test(`${HTTP_RUNS} generated signed requests over HTTP: ${HTTP_RUNS} accepted, ${HTTP_RUNS} forwarded with the signed method, target and body bytes (SHA-256 equal)`, async (t) => {
+t.test(`${HTTP_RUNS} generated signed requests over HTTP: ${HTTP_RUNS} accepted, ` +
+  `${HTTP_RUNS} forwarded with the signed method, target and body bytes (SHA-256 equal)`, async (t) => {
   const recorder = await startRecorder(t)
   const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: recorder.url })
   await addUser(gw, 'alice')
@@ -187,7 +197,9 @@ t.test(`${HTTP_RUNS} generated signed requests over HTTP: ${HTTP_RUNS} accepted,
       statuses.add(res.status)
       return { method, target, payload, timestamp, res }
     }))
-    if (recorder.requests.length !== before + batch.length) throw new Error(`${recorder.requests.length - before} of ${batch.length} requests reached the upstream`)
+    if (recorder.requests.length !== before + batch.length) {
+      throw new Error(`${recorder.requests.length - before} of ${batch.length} requests reached the upstream`)
+    }
     const seenByTimestamp = new Map(recorder.requests.slice(before).map((seen) => [seen.headers['x-api-timestamp'], seen]))
     for (const { method, target, payload, timestamp, res } of results) {
       if (res.status !== 200) throw new Error(`${method} ${target} (${payload.length} bytes): ${res.status} ${res.body.toString()}`)
@@ -197,7 +209,11 @@ t.test(`${HTTP_RUNS} generated signed requests over HTTP: ${HTTP_RUNS} accepted,
       if (seen.url !== target) throw new Error(`target ${seen.url} forwarded for ${target}`)
       if (sha256(seen.body) !== sha256(payload)) throw new Error(`${target}: body of ${seen.body.length} bytes forwarded for ${payload.length}`)
       forwardedExactly++
-      kinds.add(payload.length === 0 ? 'empty' : payload.subarray(0, 3).equals(BOM) ? 'bom' : !Buffer.from(payload.toString('utf8')).equals(payload) ? 'non-utf8' : 'utf8')
+      kinds.add(payload.length === 0
+        ? 'empty'
+        : payload.subarray(0, 3).equals(BOM)
+          ? 'bom'
+          : !Buffer.from(payload.toString('utf8')).equals(payload) ? 'non-utf8' : 'utf8')
     }
   }), { numRuns: HTTP_RUNS / BATCH })
   const seconds = (performance.now() - started) / 1000
@@ -211,7 +227,8 @@ t.test(`${HTTP_RUNS} generated signed requests over HTTP: ${HTTP_RUNS} accepted,
 // the replay check, and then refused. The gateway now refuses these targets up front, before any
 // check, and nothing is spent.
 const INNER_DOTS = ['/v1/clients/..a', '/v1/clients/a../', '/v1/clients/a../b', '/v1/clients/...', '/v1/clients/%2e%2eb', '/v1/clients/x/..%41']
-t.test(`${INNER_DOTS.length} signed targets with ".." next to a "/": ${INNER_DOTS.length} refused with 400 INVALID_TARGET before any check, 0 forwarded`, async (t) => {
+t.test(`${INNER_DOTS.length} signed targets with ".." next to a "/": ` +
+  `${INNER_DOTS.length} refused with 400 INVALID_TARGET before any check, 0 forwarded`, async (t) => {
   const recorder = await startRecorder(t)
   const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: recorder.url })
   await addUser(gw, 'alice')
@@ -225,7 +242,13 @@ t.test(`${INNER_DOTS.length} signed targets with ".." next to a "/": ${INNER_DOT
     const signature = await signAsync(Buffer.concat([Buffer.from(timestamp + 'POST' + target, 'latin1'), payload]))
     const res = await sendOn(agent, gw.url, target, {
       method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'x-api-key': keys.apiKey, 'x-api-timestamp': timestamp, 'x-api-signature': signature, 'content-type': 'application/json' },
+      headers: {
+        authorization: `Bearer ${token}`,
+        'x-api-key': keys.apiKey,
+        'x-api-timestamp': timestamp,
+        'x-api-signature': signature,
+        'content-type': 'application/json'
+      },
       body: payload
     })
     t.equal(res.status, 400, `${target}: refused`)

@@ -31,7 +31,8 @@ interface Attack {
 
 /** POST /signed/x, signed over `signedBody`, with `framing` header lines and `wire` as what follows the head. */
 function post (signer: Signer, framing: string, signedBody: string, wire: string, eol = '\r\n'): string {
-  const head = `POST /signed/x HTTP/1.1\r\nHost: gateway.test\r\nContent-Type: application/json\r\n${authLines(signer, 'POST', '/signed/x', signedBody)}${framing}`
+  const head = 'POST /signed/x HTTP/1.1\r\nHost: gateway.test\r\nContent-Type: application/json\r\n' +
+    `${authLines(signer, 'POST', '/signed/x', signedBody)}${framing}`
   return (eol === '\r\n' ? head : head.replaceAll('\r\n', eol)) + eol + wire
 }
 
@@ -42,8 +43,14 @@ const teWire = chunk(teBody) + '0\r\n\r\n'
 const obfuscatedTe = (te: string) => (s: Signer): string => post(s, `Content-Length: ${clBody.length}\r\n${te}\r\n`, clBody, clBody)
 
 const ATTACKS: Attack[] = [
-  { name: 'CL.TE: Content-Length then Transfer-Encoding: chunked', bytes: (s) => post(s, `Content-Length: ${clBody.length}\r\nTransfer-Encoding: chunked\r\n`, clBody, clBody) },
-  { name: 'TE.CL: Transfer-Encoding: chunked then Content-Length', bytes: (s) => post(s, 'Transfer-Encoding: chunked\r\nContent-Length: 3\r\n', teBody, teWire) },
+  {
+    name: 'CL.TE: Content-Length then Transfer-Encoding: chunked',
+    bytes: (s) => post(s, `Content-Length: ${clBody.length}\r\nTransfer-Encoding: chunked\r\n`, clBody, clBody)
+  },
+  {
+    name: 'TE.CL: Transfer-Encoding: chunked then Content-Length',
+    bytes: (s) => post(s, 'Transfer-Encoding: chunked\r\nContent-Length: 3\r\n', teBody, teWire)
+  },
   { name: 'CL.TE signed over the chunked view', bytes: (s) => post(s, `Content-Length: ${teWire.length}\r\nTransfer-Encoding: chunked\r\n`, teBody, teWire) },
   { name: 'two equal Content-Lengths', bytes: (s) => post(s, 'Content-Length: 2\r\nContent-Length: 2\r\n', '{}', '{}' + INNER) },
   { name: 'two different Content-Lengths', bytes: (s) => post(s, `Content-Length: 2\r\nContent-Length: ${2 + INNER.length}\r\n`, '{}', '{}' + INNER) },
@@ -67,12 +74,35 @@ const ATTACKS: Attack[] = [
   { name: 'bare LF after Transfer-Encoding (+ CL)', bytes: obfuscatedTe('Transfer-Encoding: chunked\nX-Pad: 1') },
   { name: 'bare LF in the chunk framing', bytes: (s) => post(s, 'Transfer-Encoding: chunked\r\n', '{}', `2\n{}\n0\n\n${INNER}`) },
   { name: 'bare CR as a line ending', bytes: (s) => post(s, 'Content-Length: 2\rTransfer-Encoding: chunked\r\n', '{}', '{}' + INNER) },
-  { name: 'chunk size with a huge leading zero run and an extension', bytes: (s) => post(s, 'Transfer-Encoding: chunked\r\n', teBody, `${'0'.repeat(300)}${Buffer.byteLength(teBody).toString(16)};x=${'y'.repeat(100)}\r\n${teBody}\r\n0\r\n\r\n`) },
-  { name: 'a GET whose Content-Length body is a second request (signed route)', bytes: (s) => `GET /signed/x HTTP/1.1\r\nHost: gateway.test\r\n${authLines(s, 'GET', '/signed/x', '')}Content-Length: ${INNER.length}\r\n\r\n${INNER}` },
-  { name: 'a GET whose Content-Length body is a second request (public route)', bytes: () => `GET /public/x HTTP/1.1\r\nHost: gateway.test\r\nContent-Length: ${INNER.length}\r\n\r\n${INNER}` },
-  { name: 'a GET whose chunked body is a second request (public route)', bytes: () => `GET /public/x HTTP/1.1\r\nHost: gateway.test\r\nTransfer-Encoding: chunked\r\n\r\n${chunk(INNER)}0\r\n\r\n` },
-  { name: 'an unsigned POST whose body is a second request, refused before its body is read', bytes: () => `POST /signed/x HTTP/1.1\r\nHost: gateway.test\r\nContent-Length: ${INNER.length}\r\n\r\n${INNER}` },
-  { name: 'a body over the route limit that holds a second request, refused before it is read', bytes: (s) => post(s, `Content-Length: ${64 + INNER.length}\r\n`, 'x'.repeat(64) + INNER, 'x'.repeat(64) + INNER) }
+  {
+    name: 'chunk size with a huge leading zero run and an extension',
+    bytes: (s) => post(
+      s,
+      'Transfer-Encoding: chunked\r\n',
+      teBody,
+      `${'0'.repeat(300)}${Buffer.byteLength(teBody).toString(16)};x=${'y'.repeat(100)}\r\n${teBody}\r\n0\r\n\r\n`
+    )
+  },
+  {
+    name: 'a GET whose Content-Length body is a second request (signed route)',
+    bytes: (s) => `GET /signed/x HTTP/1.1\r\nHost: gateway.test\r\n${authLines(s, 'GET', '/signed/x', '')}Content-Length: ${INNER.length}\r\n\r\n${INNER}`
+  },
+  {
+    name: 'a GET whose Content-Length body is a second request (public route)',
+    bytes: () => `GET /public/x HTTP/1.1\r\nHost: gateway.test\r\nContent-Length: ${INNER.length}\r\n\r\n${INNER}`
+  },
+  {
+    name: 'a GET whose chunked body is a second request (public route)',
+    bytes: () => `GET /public/x HTTP/1.1\r\nHost: gateway.test\r\nTransfer-Encoding: chunked\r\n\r\n${chunk(INNER)}0\r\n\r\n`
+  },
+  {
+    name: 'an unsigned POST whose body is a second request, refused before its body is read',
+    bytes: () => `POST /signed/x HTTP/1.1\r\nHost: gateway.test\r\nContent-Length: ${INNER.length}\r\n\r\n${INNER}`
+  },
+  {
+    name: 'a body over the route limit that holds a second request, refused before it is read',
+    bytes: (s) => post(s, `Content-Length: ${64 + INNER.length}\r\n`, 'x'.repeat(64) + INNER, 'x'.repeat(64) + INNER)
+  }
 ]
 
 t.test('request smuggling', async (t) => {
@@ -117,32 +147,45 @@ routes:
     t.equal(reached() - before, 0, '0 requests reached an upstream')
   })
 
-  t.test('look-alike framing headers (Transfer_Encoding, Content_Length) are not framing: one request, by Content-Length, the look-alikes dropped', async (t) => {
+  t.test('look-alike framing headers (Transfer_Encoding, Content_Length) are not framing: ' +
+    'one request, by Content-Length, the look-alikes dropped', async (t) => {
     const before = signedUpstream.requests.length
     const publicBefore = publicUpstream.requests.length
-    const r = await exchange(gw.url, Buffer.from(post(signer, `Content-Length: ${clBody.length}\r\nTransfer_Encoding: chunked\r\nContent_Length: 0\r\nConnection: close\r\n`, clBody, clBody), 'latin1'))
+    const framing = `Content-Length: ${clBody.length}\r\nTransfer_Encoding: chunked\r\nContent_Length: 0\r\nConnection: close\r\n`
+    const r = await exchange(gw.url, Buffer.from(post(signer, framing, clBody, clBody), 'latin1'))
     t.same(r.responses.map((res) => res.status), [200], 'one answer')
     t.equal(signedUpstream.requests.length - before, 1, 'one request forwarded')
     t.equal(publicUpstream.requests.length, publicBefore, 'the body was not read as a second request')
     const seen = signedUpstream.requests.at(-1)
     t.equal(seen?.body.toString('latin1'), clBody, 'the signed body, byte for byte')
-    t.same(Object.keys(seen?.headers ?? {}).filter((name) => /^(transfer|content)[-_](encoding|length)$/.test(name)), ['content-length'], 'only the gateway\'s own Content-Length upstream')
+    t.same(
+      Object.keys(seen?.headers ?? {}).filter((name) => /^(transfer|content)[-_](encoding|length)$/.test(name)),
+      ['content-length'],
+      'only the gateway\'s own Content-Length upstream'
+    )
   })
 
   t.test('a correctly pipelined pair on one connection: each authenticated on its own', async (t) => {
     const one = '{"n":1}'
     const two = '{"n":2}'
-    const first = `POST /signed/one HTTP/1.1\r\nHost: gateway.test\r\nContent-Type: application/json\r\n${authLines(signer, 'POST', '/signed/one', one)}Content-Length: ${one.length}\r\n\r\n${one}`
-    const second = `POST /signed/two?x=1 HTTP/1.1\r\nHost: gateway.test\r\nContent-Type: application/json\r\n${authLines(signer, 'POST', '/signed/two?x=1', two)}Content-Length: ${two.length}\r\nConnection: close\r\n\r\n${two}`
+    const first = 'POST /signed/one HTTP/1.1\r\nHost: gateway.test\r\nContent-Type: application/json\r\n' +
+      `${authLines(signer, 'POST', '/signed/one', one)}Content-Length: ${one.length}\r\n\r\n${one}`
+    const second = 'POST /signed/two?x=1 HTTP/1.1\r\nHost: gateway.test\r\nContent-Type: application/json\r\n' +
+      `${authLines(signer, 'POST', '/signed/two?x=1', two)}Content-Length: ${two.length}\r\nConnection: close\r\n\r\n${two}`
     const before = signedUpstream.requests.length
     const both = await exchange(gw.url, first + second)
     t.same(both.responses.map((r) => r.status), [200, 200], 'two signed requests: two answers, both 200')
-    t.same(signedUpstream.requests.slice(before).map((r) => [r.method, r.url, r.body.toString()]), [['POST', '/signed/one', one], ['POST', '/signed/two?x=1', two]], 'both forwarded, in order, as signed')
+    t.same(
+      signedUpstream.requests.slice(before).map((r) => [r.method, r.url, r.body.toString()]),
+      [['POST', '/signed/one', one], ['POST', '/signed/two?x=1', two]],
+      'both forwarded, in order, as signed'
+    )
     t.same(signedUpstream.requests.slice(before).map((r) => r.headers['x-gateway-user']), ['alice', 'alice'])
 
     // the first is signed, the second only carries the token: authentication does not carry over
     const unsigned = `GET /signed/three HTTP/1.1\r\nHost: gateway.test\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`
-    const third = `POST /signed/one HTTP/1.1\r\nHost: gateway.test\r\nContent-Type: application/json\r\n${authLines(signer, 'POST', '/signed/one', one)}Content-Length: ${one.length}\r\n\r\n${one}`
+    const third = 'POST /signed/one HTTP/1.1\r\nHost: gateway.test\r\nContent-Type: application/json\r\n' +
+      `${authLines(signer, 'POST', '/signed/one', one)}Content-Length: ${one.length}\r\n\r\n${one}`
     const mid = signedUpstream.requests.length
     const mixed = await exchange(gw.url, third + unsigned)
     t.same(mixed.responses.map((r) => r.status), [200, 401], 'signed then unsigned: 200 then 401')

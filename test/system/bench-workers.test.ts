@@ -25,7 +25,10 @@ t.test('--workers 2: keygate on Redis as two workers, CPU per request of all of 
   const redisUrl = await testRedisUrl()
   const out = mkdtempSync(join(tmpdir(), 'keygate-bench-test-'))
   t.teardown(() => { rmSync(out, { recursive: true, force: true }) })
-  const run = await bench(['--duration', '1', '--warmup', '0', '--rounds', '1', '--connections', '4', '--only', 'c', '--workers', '2', '--json', '--out', out], { REDIS_URL: redisUrl })
+  const run = await bench(
+    ['--duration', '1', '--warmup', '0', '--rounds', '1', '--connections', '4', '--only', 'c', '--workers', '2', '--json', '--out', out],
+    { REDIS_URL: redisUrl }
+  )
   t.equal(run.code, 0, `exit 0\n${run.stderr}`)
   const report = JSON.parse(run.stdout) as BenchReport
   const c = report.configs[0]

@@ -40,7 +40,13 @@ t.test('with no target: the five configurations, a table, JSON and HTML, nothing
   const columns = (lines[header] ?? '').split(/\s{2,}/)
   t.same(columns.slice(0, 2), ['config', 'req/s'])
   const nonOk = columns.indexOf('non-2xx')
-  for (const [id, label] of [['a', 'example service direct'], ['b', 'fastify + http-proxy, no auth'], ['c', 'keygate, Redis store'], ['d', 'keygate, embedded store'], ['e', 'keygate, public route (no auth)']] as const) {
+  for (const [id, label] of [
+    ['a', 'example service direct'],
+    ['b', 'fastify + http-proxy, no auth'],
+    ['c', 'keygate, Redis store'],
+    ['d', 'keygate, embedded store'],
+    ['e', 'keygate, public route (no auth)']
+  ] as const) {
     const row = lines.find((line) => line.startsWith(`${id}  ${label}`))
     t.ok(row, `a row for ${id}`)
     const cells = (row ?? '').slice(`${id}  ${label}`.length).trim().split(/\s{2,}/)

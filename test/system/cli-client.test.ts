@@ -25,7 +25,10 @@ async function npmStart (t: Test, home: string): Promise<{ url: string; password
   const [command, ...args] = script.split(' ')
   t.equal(command, 'node', 'npm start runs node')
   const port = await freePort()
-  const child = spawn(process.execPath, args, { cwd: root, env: { PATH: process.env.PATH ?? '', HOME: home, PORT: String(port), UPSTREAM_PORT: '0', LOG_LEVEL: 'warn' } })
+  const child = spawn(process.execPath, args, {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', HOME: home, PORT: String(port), UPSTREAM_PORT: '0', LOG_LEVEL: 'warn' }
+  })
   const exited = new Promise((resolve) => child.on('exit', resolve))
   t.teardown(async () => {
     child.kill('SIGTERM')
@@ -135,7 +138,11 @@ t.test('from nothing to a signed GET /v1/clients/ with the CLI alone', async (t)
     const signed = printedSigningString(created.stderr)
     const timestamp = printedHeader(created.stderr, 'x-api-timestamp')
     t.equal(signed.toString(), `${timestamp}POST/v1/clients/${body}`)
-    t.equal(printedHeader(created.stderr, 'x-api-signature'), openssl(['dgst', '-sha256', '-sign', privateFile], signed).toString('base64'), 'the signature openssl makes over the printed string')
+    t.equal(
+      printedHeader(created.stderr, 'x-api-signature'),
+      openssl(['dgst', '-sha256', '-sign', privateFile], signed).toString('base64'),
+      'the signature openssl makes over the printed string'
+    )
     t.equal(printedHeader(created.stderr, 'x-api-key'), apiKey)
     t.match(printedHeader(created.stderr, 'authorization'), /^Bearer .{10}\.\.\.\(redacted\)$/, 'the token is shortened')
     t.match(created.stderr, /^> POST \/v1\/clients\/$/m)
@@ -162,7 +169,12 @@ t.test('from nothing to a signed GET /v1/clients/ with the CLI alone', async (t)
   t.test('keygate accepts openssl-made signatures with the CLI\'s key and refuses tampered ones', async (t) => {
     const ts = String(Date.now())
     const opensslSignature = (text: string): string => openssl(['dgst', '-sha256', '-sign', privateFile], text).toString('base64')
-    const headers = (signature: string, timestamp = ts): Record<string, string> => ({ authorization: `Bearer ${token}`, 'x-api-key': apiKey, 'x-api-timestamp': timestamp, 'x-api-signature': signature })
+    const headers = (signature: string, timestamp = ts): Record<string, string> => ({
+      authorization: `Bearer ${token}`,
+      'x-api-key': apiKey,
+      'x-api-timestamp': timestamp,
+      'x-api-signature': signature
+    })
     const good = opensslSignature(`${ts}GET/v1/clients/?limit=2`)
     t.equal((await send(url, '/v1/clients/?limit=2', { headers: headers(good) })).status, 200, 'openssl\'s signature: accepted')
     const flipped = Buffer.from(good, 'base64')
@@ -172,13 +184,20 @@ t.test('from nothing to a signed GET /v1/clients/ with the CLI alone', async (t)
       ['a bit flipped in the signature', '/v1/clients/?limit=2', headers(flipped.toString('base64'))],
       ['the query changed after signing', '/v1/clients/?limit=3', headers(good)],
       ['the timestamp changed after signing', '/v1/clients/?limit=2', headers(good, String(Number(ts) + 1))],
-      ['the body changed after signing', '/v1/clients/', { ...headers(opensslSignature(`${ts}POST/v1/clients/${body}`)), 'content-type': 'application/json' }, body.replace('Eve', 'Mallory')]
+      [
+        'the body changed after signing',
+        '/v1/clients/',
+        { ...headers(opensslSignature(`${ts}POST/v1/clients/${body}`)), 'content-type': 'application/json' },
+        body.replace('Eve', 'Mallory')
+      ]
     ]
     for (const [label, target, sent, sentBody] of tampered) {
       const res = await send(url, target, { method: sentBody === undefined ? 'GET' : 'POST', headers: sent, ...(sentBody !== undefined && { body: sentBody }) })
       t.equal(res.status, 401, label)
       t.match(res.json(), { code: 'INVALID_SIGNATURE', target, timestamp: sent['x-api-timestamp'] }, `${label}: says what it verified`)
-      if (sentBody !== undefined) t.equal(res.json().bodySha256, createHash('sha256').update(sentBody).digest('hex'), `${label}: the SHA-256 of the body it received`)
+      if (sentBody !== undefined) {
+        t.equal(res.json().bodySha256, createHash('sha256').update(sentBody).digest('hex'), `${label}: the SHA-256 of the body it received`)
+      }
     }
   })
 })

@@ -12,7 +12,11 @@ import { freePort } from '../helpers/redis.js'
 import { addUser, login, registerKey, sendSigned, startTestGateway } from '../helpers/stack.js'
 
 async function startRedis (port: number, dir: string): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''], { stdio: 'ignore' })
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''],
+    { stdio: 'ignore' }
+  )
   for (let i = 0; i < 100; i++) {
     if (spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout?.toString().trim() === 'PONG') return child
     await new Promise((resolve) => setTimeout(resolve, 50))

@@ -21,7 +21,11 @@ for (const storeKind of STORE_KINDS) {
     t.equal((await registerKey(gw.url, bobToken, bobKeys, 'bob laptop')).status, 201)
 
     t.test('POST /v1/auth/token', async (t) => {
-      const ok = await send(gw.url, '/v1/auth/token', { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ username: 'alice', password: 'correct horse battery staple' }) })
+      const ok = await send(gw.url, '/v1/auth/token', {
+        method: 'POST',
+        headers: JSON_HEADERS,
+        body: JSON.stringify({ username: 'alice', password: 'correct horse battery staple' })
+      })
       t.equal(ok.status, 200)
       const body = ok.json<{ token: string; tokenType: string; expiresIn: number }>()
       t.equal(body.tokenType, 'Bearer')
@@ -58,15 +62,24 @@ for (const storeKind of STORE_KINDS) {
     })
 
     t.test('unknown user and wrong password answer alike', async (t) => {
-      const wrong = await send(gw.url, '/v1/auth/token', { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ username: 'alice', password: 'not her password' }) })
-      const unknown = await send(gw.url, '/v1/auth/token', { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ username: 'zed', password: 'not her password' }) })
+      const wrong = await send(gw.url, '/v1/auth/token', {
+        method: 'POST',
+        headers: JSON_HEADERS,
+        body: JSON.stringify({ username: 'alice', password: 'not her password' })
+      })
+      const unknown = await send(gw.url, '/v1/auth/token', {
+        method: 'POST',
+        headers: JSON_HEADERS,
+        body: JSON.stringify({ username: 'zed', password: 'not her password' })
+      })
       t.equal(wrong.status, unknown.status)
       t.equal(wrong.text, unknown.text)
     })
 
     t.test('POST /v1/api-keys', async (t) => {
       const keys = rsaKeyPair()
-      const body = (over: Record<string, unknown> = {}): string => JSON.stringify({ name: 'ci', publicKey: keys.publicPem, signature: signBase64(keys.privateKey, 'ci'), ...over })
+      const body = (over: Record<string, unknown> = {}): string =>
+        JSON.stringify({ name: 'ci', publicKey: keys.publicPem, signature: signBase64(keys.privateKey, 'ci'), ...over })
       const post = async (payload: string, token: string | null) => await send(gw.url, '/v1/api-keys', {
         method: 'POST', headers: { ...JSON_HEADERS, ...(token !== null && { authorization: `Bearer ${token}` }) }, body: payload
       })
@@ -130,7 +143,13 @@ for (const storeKind of STORE_KINDS) {
       t.equal(duplicate.status, 409)
       t.equal(duplicate.json().code, 'CLIENT_EXISTS')
 
-      const invalid = await sendSigned(gw.url, { keys: aliceKeys, token: aliceToken, method: 'POST', target: '/v1/clients/', body: JSON.stringify({ name: '', email: 'nope', tax_id: '12ab' }) })
+      const invalid = await sendSigned(gw.url, {
+        keys: aliceKeys,
+        token: aliceToken,
+        method: 'POST',
+        target: '/v1/clients/',
+        body: JSON.stringify({ name: '', email: 'nope', tax_id: '12ab' })
+      })
       t.equal(invalid.status, 400)
       t.equal(invalid.json().code, 'VALIDATION_FAILED')
       t.same(invalid.json<{ errors: Array<{ field: string }> }>().errors.map((e) => e.field).sort(), ['email', 'name', 'tax_id'])

@@ -16,7 +16,14 @@ async function timed (agent: Agent, url: string, target: string, method: string,
   const { hostname, port } = new URL(url)
   const started = performance.now()
   return await new Promise((resolve) => {
-    const req = request({ host: hostname, port, path: target, method, headers: { ...headers, ...(body !== undefined && { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }) }, agent }, (res) => {
+    const req = request({
+      host: hostname,
+      port,
+      path: target,
+      method,
+      headers: { ...headers, ...(body !== undefined && { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }) },
+      agent
+    }, (res) => {
       let text = ''
       res.on('data', (c: Buffer) => { text += c.toString() })
       res.on('end', () => {
@@ -36,7 +43,12 @@ t.test('Redis down and back, under load', async (t) => {
   t.teardown(async () => { await deletePrefix(redisUrl, prefix) })
   const relay = await startRelay(t, new URL(redisUrl))
   const recorder = await startRecorder(t)
-  const gw = await startTestGateway(t, { store: 'redis', redisPrefix: prefix, upstreamUrl: recorder.url, config: { redisUrl: relay.url, redisCommandTimeoutMs: 500 } })
+  const gw = await startTestGateway(t, {
+    store: 'redis',
+    redisPrefix: prefix,
+    upstreamUrl: recorder.url,
+    config: { redisUrl: relay.url, redisCommandTimeoutMs: 500 }
+  })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()
@@ -91,7 +103,11 @@ t.test('Redis down and back, under load', async (t) => {
 
   const summary = (key: string): string => {
     const list = phase.outcomes.get(key) ?? []
-    const byStatus = list.reduce<Record<string, number>>((acc, o) => { const k = `${o.status}${o.code ? ' ' + o.code : ''}`; acc[k] = (acc[k] ?? 0) + 1; return acc }, {})
+    const byStatus = list.reduce<Record<string, number>>((acc, o) => {
+      const k = `${o.status}${o.code ? ' ' + o.code : ''}`
+      acc[k] = (acc[k] ?? 0) + 1
+      return acc
+    }, {})
     return `${key}: ${JSON.stringify(byStatus)}, max ${Math.max(0, ...list.map((o) => o.ms)).toFixed(0)} ms`
   }
   for (const key of phase.outcomes.keys()) t.comment(summary(key))
@@ -101,10 +117,16 @@ t.test('Redis down and back, under load', async (t) => {
   t.ok(down('GET').length > 10, 'GETs kept coming while Redis was down')
   t.ok(down('GET').every((o) => o.status === 200), `known key, safe method: ${down('GET').length} GETs served without Redis`)
   const posts = down('POST').filter((o) => o.status !== 200)
-  t.ok(posts.length > 0 && posts.every((o) => o.status === 503 && o.code === 'STORE_UNAVAILABLE'), `${posts.length} POSTs that need the store: 503 STORE_UNAVAILABLE`)
+  t.ok(
+    posts.length > 0 && posts.every((o) => o.status === 503 && o.code === 'STORE_UNAVAILABLE'),
+    `${posts.length} POSTs that need the store: 503 STORE_UNAVAILABLE`
+  )
   t.ok(Math.max(...down('POST').map((o) => o.ms)) < 1500, 'none waited on the dead store much beyond the 500 ms command timeout')
   // (POSTs accepted just before the cut may be forwarded before it, or just after.)
-  t.ok(forwardedWhileDown <= down('POST').filter((o) => o.status === 200).length, `no POST was forwarded unless it was accepted (${forwardedWhileDown} forwarded)`)
+  t.ok(
+    forwardedWhileDown <= down('POST').filter((o) => o.status === 200).length,
+    `no POST was forwarded unless it was accepted (${forwardedWhileDown} forwarded)`
+  )
   t.ok(recoveredMs < 3000, `recovered within 3 s (${recoveredMs.toFixed(0)} ms)`)
   const after = [...(phase.outcomes.get('after GET') ?? []), ...(phase.outcomes.get('after POST') ?? [])]
   t.ok(after.length > 0 && after.every((o) => o.status === 200), `after recovery all ${after.length} requests succeed`)

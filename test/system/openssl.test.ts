@@ -39,7 +39,13 @@ for (const storeKind of STORE_KINDS) {
     const postTs = String(Date.now())
     const created = await send(gw.url, '/v1/clients/', {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'x-api-key': apiKey, 'x-api-timestamp': postTs, 'x-api-signature': sign(`${postTs}POST/v1/clients/${body}`) },
+      headers: {
+        'content-type': 'application/json',
+        authorization: `Bearer ${token}`,
+        'x-api-key': apiKey,
+        'x-api-timestamp': postTs,
+        'x-api-signature': sign(`${postTs}POST/v1/clients/${body}`)
+      },
       body
     })
     t.equal(created.status, 201)

@@ -66,7 +66,13 @@ t.test('through Redis Sentinel', async (t) => {
       t.ok(onNewMaster, `gateway ${name} registers keys on the new master without a restart`)
       t.same([...refusals].filter((r) => r !== '503 STORE_UNAVAILABLE'), [], 'and answered nothing but 503 STORE_UNAVAILABLE meanwhile')
     }
-    const after = await sendSigned(a.url, { keys, token, method: 'POST', target: '/v1/clients/', body: JSON.stringify({ name: 'Bo', email: 'bo@example.com', tax_id: '54321' }) })
+    const after = await sendSigned(a.url, {
+      keys,
+      token,
+      method: 'POST',
+      target: '/v1/clients/',
+      body: JSON.stringify({ name: 'Bo', email: 'bo@example.com', tax_id: '54321' })
+    })
     t.equal(after.status, 201, 'and signed writes go through (their replay marks on the new master)')
   })
 
@@ -85,7 +91,14 @@ t.test('through Redis Sentinel', async (t) => {
 
 t.test('sentinels that do not answer stop the start, naming them without a password', async (t) => {
   const port = await freePort()
-  const redisTopology = { mode: 'sentinel' as const, sentinels: [{ host: '127.0.0.1', port }], masterName: 'm', username: undefined, password: 'Pa55-not-shown', sentinelPassword: 'S3ntinel-not-shown' }
+  const redisTopology = {
+    mode: 'sentinel' as const,
+    sentinels: [{ host: '127.0.0.1', port }],
+    masterName: 'm',
+    username: undefined,
+    password: 'Pa55-not-shown',
+    sentinelPassword: 'S3ntinel-not-shown'
+  }
   const refused = createStore({ redisUrl: undefined, redisTopology, redisPrefix: 'x:', redisCommandTimeoutMs: 500 })
   await t.rejects(refused, { message: new RegExp(`^cannot reach Redis at master "m" of sentinels 127\\.0\\.0\\.1:${port}: `) })
   await refused.catch((err: Error) => { t.notMatch(err.message, /Pa55|S3ntinel/) })

@@ -150,7 +150,8 @@ t.test('KEYGATE_WORKERS=2 on Redis: two workers serve, reload, are replaced, and
     file.write(routes(['  - prefix: /extra/', `    upstream: ${slow.url}`, '    auth: public', ''].join('\n')))
     t.equal((await send(gw.url, '/extra/x')).status, 404, 'before the reload: no such route')
     gw.child.kill('SIGHUP')
-    const reloaded = await Promise.all(gw.workers.map(async (pid) => await gw.waitForLine((l) => l.pid === pid && l.msg === 'routes reloaded', `of worker ${pid} reloading`)))
+    const reloaded = await Promise.all(gw.workers.map(async (pid) =>
+      await gw.waitForLine((l) => l.pid === pid && l.msg === 'routes reloaded', `of worker ${pid} reloading`)))
     t.equal(reloaded.length, 2, 'both workers logged "routes reloaded"')
     const pids = new Set<number>()
     for (let i = 0; i < 6; i++) {
@@ -173,8 +174,15 @@ t.test('KEYGATE_WORKERS=2 on Redis: two workers serve, reload, are replaced, and
 
     // the replacement dies too, within 10 s of its start: a crash loop, so its own replacement waits
     process.kill(replaced.worker as number, 'SIGKILL')
-    const again = await gw.waitForLine((l) => l.msg === 'worker exited unexpectedly; starting a replacement' && l.worker === replaced.worker, 'about the second death')
-    t.equal(again.restartInMs, Math.max(250, 2 * (died.restartInMs as number)), `a worker that dies soon after its start is replaced after a longer delay (${String(again.restartInMs)} ms)`)
+    const again = await gw.waitForLine(
+      (l) => l.msg === 'worker exited unexpectedly; starting a replacement' && l.worker === replaced.worker,
+      'about the second death'
+    )
+    t.equal(
+      again.restartInMs,
+      Math.max(250, 2 * (died.restartInMs as number)),
+      `a worker that dies soon after its start is replaced after a longer delay (${String(again.restartInMs)} ms)`
+    )
     const second = await gw.waitForLine((l) => l.msg === 'replacement worker listening' && l.worker !== replaced.worker, 'about the second replacement')
     const replacement = second.worker as number
     t.ok(isRunning(replacement), 'the replacement runs')
@@ -268,16 +276,27 @@ t.test('KEYGATE_WORKERS values', async (t) => {
   t.same(resolveWorkers('1', undefined, false, 8), { count: 1, requested: 1 })
   t.equal(loadConfig({ KEYGATE_WORKERS: '4', REDIS_URL: redisUrl }).workers.count, 4)
   t.equal(loadConfig({}).workers.count, 1, 'the default outside production')
-  t.equal(loadConfig({ KEYGATE_WORKERS: '3', KEYGATE_REDIS_SENTINELS: 's1:26379', KEYGATE_REDIS_SENTINEL_MASTER: 'm' }).workers.count, 3, 'Sentinel is Redis too')
+  t.equal(
+    loadConfig({ KEYGATE_WORKERS: '3', KEYGATE_REDIS_SENTINELS: 's1:26379', KEYGATE_REDIS_SENTINEL_MASTER: 'm' }).workers.count,
+    3,
+    'Sentinel is Redis too'
+  )
   t.equal(loadConfig({ KEYGATE_WORKERS: '3', KEYGATE_REDIS_CLUSTER_NODES: 'n1:6379' }).workers.count, 3, 'and a Cluster')
-  t.equal(loadConfig({ KEYGATE_WORKERS: 'auto', KEYGATE_REDIS_CLUSTER_NODES: 'n1:6379' }).workers.count, Math.min(availableParallelism(), MAX_WORKERS), 'auto on a Cluster: one per core')
+  t.equal(
+    loadConfig({ KEYGATE_WORKERS: 'auto', KEYGATE_REDIS_CLUSTER_NODES: 'n1:6379' }).workers.count,
+    Math.min(availableParallelism(), MAX_WORKERS),
+    'auto on a Cluster: one per core'
+  )
   const refused: Array<[Record<string, string>, RegExp]> = [
     [{ KEYGATE_WORKERS: '0' }, /^KEYGATE_WORKERS: "0" is not allowed/],
     [{ KEYGATE_WORKERS: '1.5', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "1.5" is not allowed/],
     [{ KEYGATE_WORKERS: 'all', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "all" is not allowed/],
     [{ KEYGATE_WORKERS: '1000', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "1000" is not allowed: at most 256/],
     [{ KEYGATE_WORKERS: '2' }, /^KEYGATE_WORKERS: 2 workers need Redis \(REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES\)/],
-    [{ KEYGATE_WORKERS: '2', REDIS_URL: redisUrl, KEYGATE_METRICS_PORT: '9464' }, /^KEYGATE_METRICS_PORT: metrics are per process and 2 workers would share one port/]
+    [
+      { KEYGATE_WORKERS: '2', REDIS_URL: redisUrl, KEYGATE_METRICS_PORT: '9464' },
+      /^KEYGATE_METRICS_PORT: metrics are per process and 2 workers would share one port/
+    ]
   ]
   for (const [env, message] of refused) t.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
 })

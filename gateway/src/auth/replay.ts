@@ -26,7 +26,8 @@ export function replayStage (store: Store, now: () => number = Date.now): AuthSt
       const id = createHash('sha256').update(apiKey).update('\n').update(signature).digest('hex')
       return store.rememberOnce(`replay:${id}`, Math.max(ttlMs, 1)).then((first) => {
         if (!first) {
-          throw new GatewayError('REPLAYED_REQUEST', 'This signed request was already accepted; sign each POST, PUT, PATCH or DELETE anew (a new X-API-Timestamp gives a new signature)')
+          throw new GatewayError('REPLAYED_REQUEST', 'This signed request was already accepted; sign each POST, PUT, PATCH or DELETE anew ' +
+            '(a new X-API-Timestamp gives a new signature)')
         }
       })
     }

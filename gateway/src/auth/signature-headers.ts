@@ -12,9 +12,11 @@ export function signatureHeadersStage (): AuthStage {
       const values = HEADERS.map((name) => request.headers[name])
       const missing = HEADERS.filter((_, i) => typeof values[i] !== 'string' || values[i] === '')
       if (missing.length > 0) {
-        throw new GatewayError('MISSING_SIGNATURE_HEADERS', `Business requests need the X-API-Key, X-API-Timestamp and X-API-Signature headers; missing: ${missing.join(', ')}`, {
-          extra: { missing }
-        })
+        throw new GatewayError(
+          'MISSING_SIGNATURE_HEADERS',
+          `Business requests need the X-API-Key, X-API-Timestamp and X-API-Signature headers; missing: ${missing.join(', ')}`,
+          { extra: { missing } }
+        )
       }
       const [apiKey, timestamp, signature] = values as [string, string, string]
       state.signatureHeaders = { apiKey, timestamp, signature }

@@ -35,8 +35,10 @@ export function verifyRequestSignature (keyObject: KeyObject, request: SignedReq
 }
 
 const ADVICE: Record<SignatureFailure, (keyBits: number, signatureBytes: number) => string> = {
-  'not-base64': () => 'X-API-Signature is not canonical single-line base64 (no line breaks, spaces, or base64url): send the signature bytes in standard base64 on one line',
-  'wrong-length': (bits, bytes) => `X-API-Signature holds ${bytes} bytes, but a signature by the key of X-API-Key (${bits}-bit RSA) holds ${bits / 8}: it was made with another key pair, or damaged on the way`,
+  'not-base64': () => 'X-API-Signature is not canonical single-line base64 (no line breaks, spaces, or base64url): ' +
+    'send the signature bytes in standard base64 on one line',
+  'wrong-length': (bits, bytes) => `X-API-Signature holds ${bytes} bytes, but a signature by the key of X-API-Key (${bits}-bit RSA) ` +
+    `holds ${bits / 8}: it was made with another key pair, or damaged on the way`,
   'does-not-verify': () => 'X-API-Signature does not verify with the key of X-API-Key over the signing string described here. ' +
     'Compare signingStringSha256 with the SHA-256 of the exact bytes you signed. If they differ, compare timestamp, method, target, ' +
     'bodyLength and bodySha256 with yours: the first that differs is the mistake; if all of them match, you signed extra bytes ' +

@@ -18,7 +18,8 @@ export function timestampStage (now: () => number = Date.now): AuthStage {
       }
       const timestampMs = Number(timestamp)
       if (Math.abs(serverTime - timestampMs) > MAX_TIMESTAMP_SKEW_MS) {
-        throw new GatewayError('TIMESTAMP_OUT_OF_RANGE', `X-API-Timestamp is ${Math.round((timestampMs - serverTime) / 1000)} s from server time; at most ${MAX_TIMESTAMP_SKEW_MS / 60000} minutes either way is accepted (GET /v1/time gives the server's time)`, { extra })
+        throw new GatewayError('TIMESTAMP_OUT_OF_RANGE', `X-API-Timestamp is ${Math.round((timestampMs - serverTime) / 1000)} s from server time; ` +
+          `at most ${MAX_TIMESTAMP_SKEW_MS / 60000} minutes either way is accepted (GET /v1/time gives the server's time)`, { extra })
       }
       state.timestampMs = timestampMs
     }

@@ -60,7 +60,9 @@ const ALLOWED: Record<ClientCommand, ReadonlyArray<keyof typeof OPTIONS>> = {
 }
 const POSITIONALS: Record<ClientCommand, [min: number, max: number]> = { keygen: [0, 0], login: [0, 0], register: [0, 0], call: [2, 3] }
 
-type Flags = { [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K] extends { multiple: true } ? string[] : (typeof OPTIONS)[K]['type'] extends 'boolean' ? boolean : string }
+type Flags = {
+  [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K] extends { multiple: true } ? string[] : (typeof OPTIONS)[K]['type'] extends 'boolean' ? boolean : string
+}
 
 function parse (command: ClientCommand, args: string[], usage: string): { flags: Flags; positionals: string[] } {
   let parsed
@@ -238,7 +240,14 @@ async function call (flags: Flags, positionals: string[], io: ClientIo): Promise
 }
 
 /** On INVALID_SIGNATURE, which members of keygate's answer differ from what this CLI signed. */
-function explainInvalidSignature (answer: Buffer, headers: Record<string, string>, body: Buffer | undefined, method: string, target: string, io: ClientIo): void {
+function explainInvalidSignature (
+  answer: Buffer,
+  headers: Record<string, string>,
+  body: Buffer | undefined,
+  method: string,
+  target: string,
+  io: ClientIo
+): void {
   let problem: Record<string, unknown>
   try {
     problem = JSON.parse(answer.toString('utf8')) as Record<string, unknown>
@@ -271,7 +280,8 @@ export async function runClientCommand (command: ClientCommand, args: string[], 
     // fetch's network failures are all "fetch failed"; the cause says which.
     if (err instanceof TypeError && err.message === 'fetch failed') {
       const cause = (err as Error & { cause?: { message?: string; code?: string } }).cause
-      throw new Error(`cannot reach ${baseUrl(flags, io.env)} (${cause?.code ?? cause?.message ?? 'network error'}): is keygate running (npm start)? Set --url or KEYGATE_URL`)
+      throw new Error(`cannot reach ${baseUrl(flags, io.env)} (${cause?.code ?? cause?.message ?? 'network error'}): ` +
+        'is keygate running (npm start)? Set --url or KEYGATE_URL')
     }
     throw err
   }

@@ -130,7 +130,8 @@ async function rotateTokenKey (io: { stdout: NodeJS.WritableStream, env: NodeJS.
   const config = loadConfig(io.env)
   const redis = requireRedis(config)
   if (config.jwt.keyFile !== undefined) {
-    throw new Error('KEYGATE_JWT_KEY_FILE is set: the gateways sign with that file\'s key, not with the key ring on Redis; rotate it by restarting them with a new key file')
+    throw new Error('KEYGATE_JWT_KEY_FILE is set: the gateways sign with that file\'s key, not with the key ring on Redis; ' +
+      'rotate it by restarting them with a new key file')
   }
   // The replaced key must outlive every token it signed: bearer tokens and identity tokens alike.
   const routes = config.routesFile === undefined ? defaultRoutes(config.routeDefaults) : await loadRouteFile(config.routesFile, config.routeDefaults)
@@ -208,7 +209,8 @@ async function runBench (args: string[]): Promise<number> {
   try {
     entry = fileURLToPath(import.meta.resolve('@keygate/bench/cli'))
   } catch {
-    throw new Error('the load tool (@keygate/bench) is not installed: it comes with a checkout of keygate and its dev dependencies (npm ci), not with a production install')
+    throw new Error('the load tool (@keygate/bench) is not installed: ' +
+      'it comes with a checkout of keygate and its dev dependencies (npm ci), not with a production install')
   }
   const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), entry, ...args], { stdio: 'inherit' })
   // Ctrl-C reaches the child through the terminal; the child cleans up and exits

@@ -96,7 +96,13 @@ async function usersCommand (store: Store, command: string | undefined, args: st
     const users = await store.listUsers()
     const rows = await Promise.all(users.map(async (user) => {
       const keys = (await store.listKeys(user.username)).map(withStatus)
-      return { username: user.username, createdAt: user.createdAt, updatedAt: user.updatedAt, activeKeys: keys.filter((k) => k.status === 'active').length, keys: keys.length }
+      return {
+        username: user.username,
+        createdAt: user.createdAt,
+        updatedAt: user.updatedAt,
+        activeKeys: keys.filter((k) => k.status === 'active').length,
+        keys: keys.length
+      }
     }))
     if (json) {
       io.stdout.write(JSON.stringify(rows, null, 2) + '\n')
@@ -121,7 +127,8 @@ async function usersCommand (store: Store, command: string | undefined, args: st
     if (!removed) throw new Error(`no user ${name} in ${where(io.config)}`)
     io.stdout.write(`user ${name} removed from ${where(io.config)}; ${revokedKeys.length} key${revokedKeys.length === 1 ? '' : 's'} revoked ` +
       `(every gateway refuses ${revokedKeys.length === 1 ? 'it' : 'them'} within a second)\n`)
-    io.stdout.write(`bearer tokens already issued to ${name} sign nothing and register nothing, but pass bearer-only routes until they expire (KEYGATE_TOKEN_TTL_SECONDS)\n`)
+    io.stdout.write(`bearer tokens already issued to ${name} sign nothing and register nothing, ` +
+      'but pass bearer-only routes until they expire (KEYGATE_TOKEN_TTL_SECONDS)\n')
     return
   }
   throw new OperatorUsageError(`unknown command: users ${command ?? ''}`)

@@ -23,7 +23,8 @@ export function parseBootstrapUsers (text: string | undefined): BootstrapUser[] 
       throw new ConfigError(`KEYGATE_BOOTSTRAP_USERS: entry ${index + 1} is not name:password (a password may not contain ",")`)
     }
     if (!USERNAME_PATTERN.test(username)) {
-      throw new ConfigError(`KEYGATE_BOOTSTRAP_USERS: entry ${index + 1} has no valid username (letters, digits, . _ @ -, at most 64, starting with a letter or digit)`)
+      throw new ConfigError(`KEYGATE_BOOTSTRAP_USERS: entry ${index + 1} has no valid username ` +
+        '(letters, digits, . _ @ -, at most 64, starting with a letter or digit)')
     }
     return { username, password }
   })

@@ -153,7 +153,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
   // Every worker would open its own listener on the one metrics port, and a scrape would reach
   // whichever worker node:cluster hands it to: counters would jump between scrapes.
   if (workers.count > 1 && e.KEYGATE_METRICS_PORT !== undefined) {
-    throw new ConfigError(`KEYGATE_METRICS_PORT: metrics are per process and ${workers.count} workers would share one port; run with KEYGATE_WORKERS=1 (several gateways behind a balancer, each scraped), or without KEYGATE_METRICS_PORT`)
+    throw new ConfigError(`KEYGATE_METRICS_PORT: metrics are per process and ${workers.count} workers would share one port; ` +
+      'run with KEYGATE_WORKERS=1 (several gateways behind a balancer, each scraped), or without KEYGATE_METRICS_PORT')
   }
   return {
     port: e.PORT ?? DEFAULT_PORT,

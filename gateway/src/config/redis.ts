@@ -91,7 +91,8 @@ export function redisTopologyFrom (e: RedisEnv): RedisTopology | undefined {
   const credentials: RedisCredentials = { username: e.KEYGATE_REDIS_USERNAME, password: e.KEYGATE_REDIS_PASSWORD }
   if (mode === 'KEYGATE_REDIS_SENTINELS') {
     if (e.KEYGATE_REDIS_SENTINEL_MASTER === undefined) {
-      throw new ConfigError('KEYGATE_REDIS_SENTINEL_MASTER: required with KEYGATE_REDIS_SENTINELS: the master name the sentinels monitor (`sentinel monitor NAME ...`)')
+      throw new ConfigError('KEYGATE_REDIS_SENTINEL_MASTER: required with KEYGATE_REDIS_SENTINELS: ' +
+        'the master name the sentinels monitor (`sentinel monitor NAME ...`)')
     }
     return {
       mode: 'sentinel',
@@ -106,7 +107,11 @@ export function redisTopologyFrom (e: RedisEnv): RedisTopology | undefined {
     if (e.KEYGATE_REDIS_PREFIX !== undefined && /[{}]/.test(e.KEYGATE_REDIS_PREFIX)) {
       throw new ConfigError('KEYGATE_REDIS_PREFIX: must not contain { or } with KEYGATE_REDIS_CLUSTER_NODES: keygate places its own hash tags in Redis Cluster')
     }
-    return { mode: 'cluster', nodes: parseRedisNodes('KEYGATE_REDIS_CLUSTER_NODES', e.KEYGATE_REDIS_CLUSTER_NODES as string, DEFAULT_REDIS_PORT), ...credentials }
+    return {
+      mode: 'cluster',
+      nodes: parseRedisNodes('KEYGATE_REDIS_CLUSTER_NODES', e.KEYGATE_REDIS_CLUSTER_NODES as string, DEFAULT_REDIS_PORT),
+      ...credentials
+    }
   }
   return undefined
 }

@@ -23,7 +23,8 @@ export function resolveWorkers (value: string | undefined, nodeEnv: string | und
   if (requested === 'auto') return { count: onRedis ? Math.min(cores, MAX_WORKERS) : 1, requested }
   if (requested > MAX_WORKERS) throw new ConfigError(`KEYGATE_WORKERS: "${requested}" is not allowed: at most ${MAX_WORKERS}`)
   if (requested > 1 && !onRedis) {
-    throw new ConfigError(`KEYGATE_WORKERS: ${requested} workers need Redis (REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES): the embedded in-memory store lives inside one process and cannot be shared between workers; set one, or KEYGATE_WORKERS=1`)
+    throw new ConfigError(`KEYGATE_WORKERS: ${requested} workers need Redis (REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES): ` +
+      'the embedded in-memory store lives inside one process and cannot be shared between workers; set one, or KEYGATE_WORKERS=1')
   }
   return { count: requested, requested }
 }

@@ -209,7 +209,8 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       const parsed = parseRsaPublicKey(publicKey)
       const signatureBytes = decodeBase64(signature)
       if (signatureBytes === undefined || !verifyRsaSha256(parsed.keyObject, Buffer.from(name, 'utf8'), signatureBytes)) {
-        throw new GatewayError('INVALID_SIGNATURE', 'signature is not a base64 RSA-SHA256 signature of the exact bytes of name made with the private half of publicKey', { status: 400 })
+        throw new GatewayError('INVALID_SIGNATURE', 'signature is not a base64 RSA-SHA256 signature of the exact bytes of name ' +
+          'made with the private half of publicKey', { status: 400 })
       }
       const record: KeyRecord = {
         apiKey: parsed.apiKey,
@@ -221,7 +222,9 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       }
       if (!await store.createKey(record)) {
         // Revoked and expired keys stay registered: the same words for all, whoever asks.
-        throw new GatewayError('DUPLICATE_KEY', 'This public key is already registered (a revoked or expired key stays so); generate a new key pair', { extra: { apiKey: parsed.apiKey } })
+        throw new GatewayError('DUPLICATE_KEY', 'This public key is already registered (a revoked or expired key stays so); generate a new key pair', {
+          extra: { apiKey: parsed.apiKey }
+        })
       }
       unknown.delete(parsed.apiKey)
       cache.set(parsed.apiKey, { status: 'active', key: { apiKey: parsed.apiKey, owner, name, keyObject: parsed.keyObject }, expiresAtMs: expiryMs(expires) })

@@ -24,7 +24,8 @@ export interface ParsedPublicKey {
 export function parseRsaPublicKey (text: string): ParsedPublicKey {
   const block = PEM_BLOCK.exec(text.trim() + '\n')
   if (block === null) {
-    throw new GatewayError('INVALID_PUBLIC_KEY', 'publicKey must be one PEM block, "-----BEGIN PUBLIC KEY-----" (SPKI) or "-----BEGIN RSA PUBLIC KEY-----" (PKCS#1)')
+    throw new GatewayError('INVALID_PUBLIC_KEY', 'publicKey must be one PEM block, ' +
+      '"-----BEGIN PUBLIC KEY-----" (SPKI) or "-----BEGIN RSA PUBLIC KEY-----" (PKCS#1)')
   }
   let keyObject: KeyObject
   try {

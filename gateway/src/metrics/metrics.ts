@@ -108,7 +108,8 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
   // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Counter({
     name: METRIC_NAMES.cacheLookups,
-    help: 'Lookups in the in-process caches, by cache (api_key: parsed public keys; token: verified bearer tokens) and result (hit, miss: the store or a signature check answered)',
+    help: 'Lookups in the in-process caches, by cache (api_key: parsed public keys; token: verified bearer tokens) ' +
+      'and result (hit, miss: the store or a signature check answered)',
     labelNames: ['cache', 'result'] as const,
     registers: [registry],
     collect () {

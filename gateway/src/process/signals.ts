@@ -18,7 +18,12 @@ export interface CloseOnSignalsOptions {
  * Ctrl-C or SIGTERM: stop accepting, let in-flight requests finish, exit 0. Past the grace
  * period, or on a second signal, exit 1 at once.
  */
-export function closeOnSignals (close: () => Promise<void>, log: (message: string, err?: unknown) => void, graceMs = DEFAULT_SHUTDOWN_GRACE_MS, options: CloseOnSignalsOptions = {}): void {
+export function closeOnSignals (
+  close: () => Promise<void>,
+  log: (message: string, err?: unknown) => void,
+  graceMs = DEFAULT_SHUTDOWN_GRACE_MS,
+  options: CloseOnSignalsOptions = {}
+): void {
   const secondSignalExits = options.secondSignalExits ?? true
   let closing = false
   const shutdown = (signal: NodeJS.Signals): void => {

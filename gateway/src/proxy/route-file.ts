@@ -141,7 +141,10 @@ function schemaProblems (document: unknown): Problem[] {
 function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, problems: Problem[]): RouteConfig | undefined {
   const at = `routes[${index}]`
   if ((entry.prefix === undefined) === (entry.path === undefined)) {
-    problems.push({ route: index, text: `${at}: give either prefix (a path and everything under it) or path (one exact path), not ${entry.prefix === undefined ? 'neither' : 'both'}` })
+    problems.push({
+      route: index,
+      text: `${at}: give either prefix (a path and everything under it) or path (one exact path), not ${entry.prefix === undefined ? 'neither' : 'both'}`
+    })
     return undefined
   }
   let upstream: URL | undefined
@@ -197,13 +200,20 @@ function ruleProblems (routes: Array<RouteConfig | undefined>): Problem[] {
     }
     for (const reserved of RESERVED_PREFIXES) {
       if ((matches(r.prefix, r.exact, reserved) || matches(reserved, false, r.prefix)) && !catchAll) {
-        problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${reserved} (and every path under it); route a path outside it` })
+        problems.push({
+          route: i,
+          text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${reserved} ` +
+            '(and every path under it); route a path outside it'
+        })
       }
     }
     for (const subtree of RESERVED_SUBTREES) {
       if (!catchAll && !RESERVED_PATHS.some((p) => matches(r.prefix, r.exact, p)) &&
         (r.prefix.startsWith(subtree) || matches(r.prefix, r.exact, subtree))) {
-        problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${subtree}...; route a path outside it` })
+        problems.push({
+          route: i,
+          text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${subtree}...; route a path outside it`
+        })
       }
     }
     for (let j = 0; j < i; j++) {
@@ -211,7 +221,10 @@ function ruleProblems (routes: Array<RouteConfig | undefined>): Problem[] {
       if (other === undefined || other.exact !== r.exact || other.prefix !== r.prefix) continue
       const shared = r.methods.filter((m) => other.methods.includes(m))
       if (shared.length > 0) {
-        problems.push({ route: i, text: `routes[${i}]: ${field} ${JSON.stringify(r.prefix)} with ${shared.join(', ')} is already routed by routes[${j}]; give each method one route` })
+        problems.push({
+          route: i,
+          text: `routes[${i}]: ${field} ${JSON.stringify(r.prefix)} with ${shared.join(', ')} is already routed by routes[${j}]; give each method one route`
+        })
       }
     }
   })

@@ -47,7 +47,10 @@ export interface RouteConfig {
 }
 
 /** A route with every optional setting at its default. */
-export function route (fields: Pick<RouteConfig, 'prefix' | 'upstream' | 'auth'> & Partial<RouteConfig>, defaults: Omit<RouteDefaults, 'upstream'>): RouteConfig {
+export function route (
+  fields: Pick<RouteConfig, 'prefix' | 'upstream' | 'auth'> & Partial<RouteConfig>,
+  defaults: Omit<RouteDefaults, 'upstream'>
+): RouteConfig {
   return {
     name: fields.prefix,
     exact: false,

@@ -16,7 +16,8 @@ export interface RedisClientOptions {
 /** Where a connection goes, for messages and logs: never a password. */
 export function describeRedis (connection: RedisConnection): string {
   if (typeof connection === 'string') return redactUrl(connection)
-  const nodes = (connection.mode === 'sentinel' ? connection.sentinels : connection.nodes).map((n) => `${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}`).join(',')
+  const hosts = connection.mode === 'sentinel' ? connection.sentinels : connection.nodes
+  const nodes = hosts.map((n) => `${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}`).join(',')
   return connection.mode === 'sentinel' ? `master "${connection.masterName}" of sentinels ${nodes}` : `Redis Cluster ${nodes}`
 }
 

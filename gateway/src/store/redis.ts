@@ -2,7 +2,10 @@ import { API_KEY_PATTERN } from '@keygate/client/protocol'
 import { Cluster } from 'ioredis'
 import { GatewayError } from '../errors.js'
 import { connectRedis, createRedisClient, scanKeys, type RedisClient, type RedisConnection } from './redis-connection.js'
-import { newestFirst, type KeyEvent, type KeyEventListener, type KeyRecord, type RevokeResult, type SigningKeyRing, type SigningKeyRotation, type Store, type UserRecord } from './types.js'
+import {
+  newestFirst, type KeyEvent, type KeyEventListener, type KeyRecord, type RevokeResult, type SigningKeyRing, type SigningKeyRotation,
+  type Store, type UserRecord
+} from './types.js'
 
 export type RedisStoreOptions = ({ url: string } | { connection: RedisConnection }) & {
   /** every key this store touches starts with it, so several deployments (or tests) can share a Redis */
@@ -302,7 +305,9 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       return records.sort(newestFirst)
     }),
     revokeKey: async (apiKey, at, owner) => await guarded(async () => {
-      const [outcome, text] = await redis.eval(REVOKE_KEY_SCRIPT, 1, keyKey(apiKey), at, owner ?? '', keyEventsChannel, apiKey) as [RevokeResult['outcome'], string]
+      const [outcome, text] = await redis.eval(
+        REVOKE_KEY_SCRIPT, 1, keyKey(apiKey), at, owner ?? '', keyEventsChannel, apiKey
+      ) as [RevokeResult['outcome'], string]
       if (outcome === 'not-found') return { outcome, record: null }
       const used = await redis.hget(lastUsedKey, apiKey)
       return { outcome, record: parseKeyRecord(text, used) }

@@ -84,7 +84,12 @@ t.test('login, registerKey and a client\'s fetch against a real gateway', async 
   t.match(signingString.toString(), /^\d{13}GET\/v1\/clients\/$/)
   t.match(headers, { authorization: `Bearer ${token}`, 'x-api-key': registered.apiKey, 'x-trace': 'abc' })
 
-  const stranger = createClient({ baseUrl: gw.url, token, privateKey: generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey, apiKey: registered.apiKey })
+  const stranger = createClient({
+    baseUrl: gw.url,
+    token,
+    privateKey: generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey,
+    apiKey: registered.apiKey
+  })
   const refused = await stranger.fetch('GET', '/v1/clients/')
   t.equal(refused.status, 401, 'another key with this apiKey: refused')
   t.match(await refused.json(), { code: 'INVALID_SIGNATURE', target: '/v1/clients/', apiKey: registered.apiKey })

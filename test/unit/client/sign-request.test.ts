@@ -35,20 +35,45 @@ t.test('the same signature as openssl dgst -sha256 -sign over the same bytes', a
   const cases: Array<[string, Omit<SignRequestInput, 'apiKey' | 'privateKey'>, Buffer]> = [
     ['GET, no body', { method: 'GET', target: '/v1/clients/' }, Buffer.from(`${TS}GET/v1/clients/`)],
     ['GET with a query', { method: 'GET', target: '/v1/clients/?limit=10&cursor=a%2Fb' }, Buffer.from(`${TS}GET/v1/clients/?limit=10&cursor=a%2Fb`)],
-    ['POST, a JSON string sent as UTF-8', { method: 'POST', target: '/v1/clients/', body: JSON_BODY }, Buffer.from(`${TS}POST/v1/clients/${JSON_BODY}`, 'utf8')],
-    ['POST, non-UTF-8 bytes in a Buffer', { method: 'POST', target: '/v1/clients/', body: NON_UTF8 }, Buffer.concat([Buffer.from(`${TS}POST/v1/clients/`), NON_UTF8])],
-    ['a Uint8Array view into a larger buffer: only its bytes', { method: 'PUT', target: '/x', body: new Uint8Array(framed.buffer, framed.byteOffset + 1, NON_UTF8.length) }, Buffer.concat([Buffer.from(`${TS}PUT/x`), NON_UTF8])],
+    [
+      'POST, a JSON string sent as UTF-8',
+      { method: 'POST', target: '/v1/clients/', body: JSON_BODY },
+      Buffer.from(`${TS}POST/v1/clients/${JSON_BODY}`, 'utf8')
+    ],
+    [
+      'POST, non-UTF-8 bytes in a Buffer',
+      { method: 'POST', target: '/v1/clients/', body: NON_UTF8 },
+      Buffer.concat([Buffer.from(`${TS}POST/v1/clients/`), NON_UTF8])
+    ],
+    [
+      'a Uint8Array view into a larger buffer: only its bytes',
+      { method: 'PUT', target: '/x', body: new Uint8Array(framed.buffer, framed.byteOffset + 1, NON_UTF8.length) },
+      Buffer.concat([Buffer.from(`${TS}PUT/x`), NON_UTF8])
+    ],
     ['a lower-case method is signed in upper case', { method: 'patch', target: '/v1/clients/1', body: '{}' }, Buffer.from(`${TS}PATCH/v1/clients/1{}`)],
-    ['a body ending in a newline keeps it', { method: 'POST', target: '/v1/clients/', body: `${JSON_BODY}\n` }, Buffer.from(`${TS}POST/v1/clients/${JSON_BODY}\n`)]
+    [
+      'a body ending in a newline keeps it',
+      { method: 'POST', target: '/v1/clients/', body: `${JSON_BODY}\n` },
+      Buffer.from(`${TS}POST/v1/clients/${JSON_BODY}\n`)
+    ]
   ]
   for (const [label, input, bytes] of cases) {
     const expected = opensslSign(bytes)
-    for (const [form, privateKey] of [['PKCS#8 PEM', pem], ['PKCS#1 PEM', pkcs1Pem], ['a Buffer of PEM', Buffer.from(pem)], ['a KeyObject', keyObject]] as const) {
+    for (const [form, privateKey] of [
+      ['PKCS#8 PEM', pem],
+      ['PKCS#1 PEM', pkcs1Pem],
+      ['a Buffer of PEM', Buffer.from(pem)],
+      ['a KeyObject', keyObject]
+    ] as const) {
       const headers = signRequest({ ...input, timestamp: TS, apiKey, privateKey })
       t.same(headers, { 'X-API-Key': apiKey, 'X-API-Timestamp': String(TS), 'X-API-Signature': expected }, `${label}, key as ${form}`)
     }
   }
-  t.equal(signRequest({ method: 'GET', target: '/', apiKey, privateKey: pem, timestamp: String(TS) })['X-API-Signature'], opensslSign(Buffer.from(`${TS}GET/`)), 'a timestamp given as a string')
+  t.equal(
+    signRequest({ method: 'GET', target: '/', apiKey, privateKey: pem, timestamp: String(TS) })['X-API-Signature'],
+    opensslSign(Buffer.from(`${TS}GET/`)),
+    'a timestamp given as a string'
+  )
   const before = Date.now()
   const stamped = Number(signRequest({ method: 'GET', target: '/', apiKey, privateKey: pem })['X-API-Timestamp'])
   t.ok(stamped >= before && stamped <= Date.now(), 'the timestamp defaults to now, in milliseconds')

@@ -16,7 +16,12 @@ t.test('transactions through the default routes', async (t) => {
   await registerKey(gw.url, alice.token, alice.keys)
   await registerKey(gw.url, bob.token, bob.keys)
 
-  const client = await sendSigned(gw.url, { ...alice, method: 'POST', target: '/v1/clients/', body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', tax_id: '12345' }) })
+  const client = await sendSigned(gw.url, {
+    ...alice,
+    method: 'POST',
+    target: '/v1/clients/',
+    body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', tax_id: '12345' })
+  })
   const clientId = client.json<{ id: string }>().id
   const body = JSON.stringify({ client_id: clientId, amount: '10.50', currency: 'EUR' })
   const created = await sendSigned(gw.url, { ...alice, method: 'POST', target: '/v1/transactions/', body })
@@ -30,7 +35,12 @@ t.test('transactions through the default routes', async (t) => {
   const stolen = await sendSigned(gw.url, { ...bob, method: 'POST', target: '/v1/transactions/', body })
   t.equal(stolen.status, 400, "Bob cannot book on Alice's client")
   t.same(stolen.json<{ errors: Array<{ field: string }> }>().errors.map((e) => e.field), ['client_id'])
-  const bad = await sendSigned(gw.url, { ...alice, method: 'POST', target: '/v1/transactions/', body: JSON.stringify({ client_id: clientId, amount: '1e3', currency: 'usd' }) })
+  const bad = await sendSigned(gw.url, {
+    ...alice,
+    method: 'POST',
+    target: '/v1/transactions/',
+    body: JSON.stringify({ client_id: clientId, amount: '1e3', currency: 'usd' })
+  })
   t.same(bad.json<{ errors: Array<{ field: string }> }>().errors.map((e) => e.field).sort(), ['amount', 'currency'])
 })
 
@@ -58,7 +68,13 @@ routes:
   const keys = rsaKeyPair()
   await registerKey(gw.url, token, keys)
 
-  const created = await sendSigned(gw.url, { keys, token, method: 'POST', target: '/v1/clients/', body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', tax_id: '12345' }) })
+  const created = await sendSigned(gw.url, {
+    keys,
+    token,
+    method: 'POST',
+    target: '/v1/clients/',
+    body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', tax_id: '12345' })
+  })
   t.equal(created.status, 201, 'the service accepted the token keygate sent')
   const listed = await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/' })
   t.equal(listed.json<{ items: unknown[] }>().items.length, 1)

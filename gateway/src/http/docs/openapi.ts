@@ -30,7 +30,8 @@ export const TIER_PROBLEMS: Record<AuthTier, readonly DocumentedProblem[]> = {
 /** The generic problem+json answer (RFC 9457), as keygate writes it. */
 export const PROBLEM_SCHEMA: OpenAPIV3_1.SchemaObject = {
   type: 'object',
-  description: 'RFC 9457 problem details. `code` is stable: program against it. Some codes add members (`errors`, `serverTime`, `maxSkewMs`, `missing`, `apiKey`).',
+  description: 'RFC 9457 problem details. `code` is stable: program against it. ' +
+    'Some codes add members (`errors`, `serverTime`, `maxSkewMs`, `missing`, `apiKey`).',
   required: ['type', 'title', 'status', 'detail', 'code'],
   properties: {
     type: { type: 'string', description: '`urn:keygate:problem:` and the code in lower case with dashes' },
@@ -54,7 +55,8 @@ export const SECURITY_SCHEMES: Record<string, OpenAPIV3_1.SecuritySchemeObject> 
     type: 'http',
     scheme: 'bearer',
     bearerFormat: 'JWT',
-    description: 'A token from `POST /v1/auth/token`, sent as `Authorization: Bearer <token>`. EdDSA (or ES256) JWT; the public keys are at `/.well-known/jwks.json`.'
+    description: 'A token from `POST /v1/auth/token`, sent as `Authorization: Bearer <token>`. ' +
+      'EdDSA (or ES256) JWT; the public keys are at `/.well-known/jwks.json`.'
   },
   apiKey: {
     type: 'apiKey',

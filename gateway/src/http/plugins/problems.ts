@@ -82,7 +82,9 @@ function writeProblem (socket: Duplex, error: GatewayError): void {
 
 /** CONNECT (a proxy tunnel request): keygate is no forward proxy. */
 export function refuseConnect (_request: unknown, socket: Duplex): void {
-  writeProblem(socket, new GatewayError('METHOD_NOT_ALLOWED', 'keygate is not a forward proxy; CONNECT is not accepted', { headers: { allow: HTTP_METHODS.join(', ') } }))
+  writeProblem(socket, new GatewayError('METHOD_NOT_ALLOWED', 'keygate is not a forward proxy; CONNECT is not accepted', {
+    headers: { allow: HTTP_METHODS.join(', ') }
+  }))
 }
 
 /** Errors Fastify meets before routing (a path that does not decode): problem+json as well. */

@@ -71,7 +71,9 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     const match = routes.current.match(pathOf(request.raw.url ?? '/'), request.method)
     if (match.kind === 'not-found') throw new GatewayError('NOT_FOUND', `No route for ${request.method} ${pathOf(request.url)}`)
     if (match.kind === 'method-not-allowed') {
-      throw new GatewayError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here; allowed: ${match.allow.join(', ')}`, { headers: { allow: match.allow.join(', ') } })
+      throw new GatewayError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here; allowed: ${match.allow.join(', ')}`, {
+        headers: { allow: match.allow.join(', ') }
+      })
     }
     const { route } = match
     request.forward = { route }

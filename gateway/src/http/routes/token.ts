@@ -22,7 +22,8 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<TokenRoutesOptions> = async 
     },
     schema: {
       summary: 'Log in: username and password for a bearer token',
-      description: 'The same answer for an unknown user as for a wrong password. Failed logins are limited per username and per client address (429 with Retry-After).',
+      description: 'The same answer for an unknown user as for a wrong password. ' +
+        'Failed logins are limited per username and per client address (429 with Retry-After).',
       tags: ['auth'],
       body: TokenRequest,
       response: { 200: TokenResponse }

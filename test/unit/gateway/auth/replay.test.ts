@@ -30,7 +30,11 @@ t.test('the same signed POST sent 100 times concurrently across two gateways: ex
   t.equal(replayed.length, 99, '99 refused with REPLAYED_REQUEST')
   t.equal(recorder.requests.length, 1, '1 forwarded')
 
-  const again = await send(b.url, '/v1/clients/', { method: 'POST', headers: { ...signedHeaders({ keys, token, method: 'POST', target: '/v1/clients/', body }), 'content-type': 'application/json' }, body })
+  const again = await send(b.url, '/v1/clients/', {
+    method: 'POST',
+    headers: { ...signedHeaders({ keys, token, method: 'POST', target: '/v1/clients/', body }), 'content-type': 'application/json' },
+    body
+  })
   t.equal(again.status, 200, 'the same body signed anew (a new timestamp) is a new request')
 
   const getHeaders = signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/' })

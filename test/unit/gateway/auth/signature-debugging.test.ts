@@ -50,24 +50,75 @@ const COMPACT = JSON.stringify(DATA)
 const mistakes: Mistake[] = [
   (() => {
     const clientParts = parts(TS, 'POST', '/v1/clients/', PYTHON_JSON)
-    return { id: 're-serialised-json', method: 'POST', target: '/v1/clients/', timestamp: TS, body: COMPACT, clientParts, signed: joined(clientParts), signer: registered, code: 'INVALID_SIGNATURE', differ: ['bodyLength', 'bodySha256', 'signingStringLength', 'signingStringSha256'] }
+    return {
+      id: 're-serialised-json',
+      method: 'POST',
+      target: '/v1/clients/',
+      timestamp: TS,
+      body: COMPACT,
+      clientParts,
+      signed: joined(clientParts),
+      signer: registered,
+      code: 'INVALID_SIGNATURE',
+      differ: ['bodyLength', 'bodySha256', 'signingStringLength', 'signingStringSha256']
+    }
   })(),
   (() => {
     const clientParts = parts(TS, 'GET', '/v1/clients/')
-    return { id: 'trailing-newline', method: 'GET', target: '/v1/clients/', timestamp: TS, clientParts, signed: `${joined(clientParts)}\n`, signer: registered, code: 'INVALID_SIGNATURE', differ: ['signingStringLength', 'signingStringSha256'] }
+    return {
+      id: 'trailing-newline',
+      method: 'GET',
+      target: '/v1/clients/',
+      timestamp: TS,
+      clientParts,
+      signed: `${joined(clientParts)}\n`,
+      signer: registered,
+      code: 'INVALID_SIGNATURE',
+      differ: ['signingStringLength', 'signingStringSha256']
+    }
   })(),
   (() => {
     const seconds = String(CLOCK / 1000)
     const clientParts = parts(seconds, 'GET', '/v1/clients/')
-    return { id: 'seconds', method: 'GET', target: '/v1/clients/', timestamp: seconds, clientParts, signed: joined(clientParts), signer: registered, code: 'TIMESTAMP_INVALID', differ: [] }
+    return {
+      id: 'seconds',
+      method: 'GET',
+      target: '/v1/clients/',
+      timestamp: seconds,
+      clientParts,
+      signed: joined(clientParts),
+      signer: registered,
+      code: 'TIMESTAMP_INVALID',
+      differ: []
+    }
   })(),
   (() => {
     const clientParts = parts(TS, 'GET', '/v1/clients/')
-    return { id: 'query-left-out', method: 'GET', target: '/v1/clients/?limit=10', timestamp: TS, clientParts, signed: joined(clientParts), signer: registered, code: 'INVALID_SIGNATURE', differ: ['target', 'signingStringLength', 'signingStringSha256'] }
+    return {
+      id: 'query-left-out',
+      method: 'GET',
+      target: '/v1/clients/?limit=10',
+      timestamp: TS,
+      clientParts,
+      signed: joined(clientParts),
+      signer: registered,
+      code: 'INVALID_SIGNATURE',
+      differ: ['target', 'signingStringLength', 'signingStringSha256']
+    }
   })(),
   (() => {
     const clientParts = parts(TS, 'GET', '/v1/clients/')
-    return { id: 'wrong-key-pair', method: 'GET', target: '/v1/clients/', timestamp: TS, clientParts, signed: joined(clientParts), signer: other, code: 'INVALID_SIGNATURE', differ: [] }
+    return {
+      id: 'wrong-key-pair',
+      method: 'GET',
+      target: '/v1/clients/',
+      timestamp: TS,
+      clientParts,
+      signed: joined(clientParts),
+      signer: other,
+      code: 'INVALID_SIGNATURE',
+      differ: []
+    }
   })()
 ]
 
@@ -171,7 +222,12 @@ t.test('the five classic mistakes: what keygate answers, and the guide shows exa
         if (from === -1 || to < from) throw new Error(`the guide has no ${start.trim()} ... ${end} markers`)
         guide = guide.slice(0, from + start.length) + generated + '\n' + guide.slice(to)
       } else {
-        t.equal(guideRegion(guide, m.id), generated, `docs/debugging-signatures.md shows keygate's answer for ${m.id} (regenerate: KEYGATE_WRITE_GUIDE=1 npx tap ${'test/unit/gateway/auth/signature-debugging.test.ts'})`)
+        t.equal(
+          guideRegion(guide, m.id),
+          generated,
+          `docs/debugging-signatures.md shows keygate's answer for ${m.id} ` +
+          `(regenerate: KEYGATE_WRITE_GUIDE=1 npx tap ${'test/unit/gateway/auth/signature-debugging.test.ts'})`
+        )
       }
     })
   }
@@ -189,15 +245,29 @@ t.test('the wrong key pair of another size: the detail says the signature has th
     publicKey: createPublicKey(registered).export({ type: 'spki', format: 'pem' }).toString(),
     signature: sign('sha256', Buffer.from('laptop'), registered).toString('base64')
   })
-  await send(gw.url, '/v1/api-keys', { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: registrationBody })
+  await send(gw.url, '/v1/api-keys', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: registrationBody
+  })
   const ts = String(Date.now())
   const cases: Array<[string, string, RegExp]> = [
-    ['a 3072-bit key signed', sign('sha256', Buffer.from(`${ts}GET/v1/clients/`), big).toString('base64'), /holds 384 bytes, but a signature by the key of X-API-Key \(2048-bit RSA\) holds 256/],
+    [
+      'a 3072-bit key signed',
+      sign('sha256', Buffer.from(`${ts}GET/v1/clients/`), big).toString('base64'),
+      /holds 384 bytes, but a signature by the key of X-API-Key \(2048-bit RSA\) holds 256/
+    ],
     ['not base64', 'not base64!', /not canonical single-line base64/],
-    ['wrapped base64', sign('sha256', Buffer.from(`${ts}GET/v1/clients/`), registered).toString('base64').replace(/(.{64})/g, '$1\n').trim().replaceAll('\n', ' '), /not canonical single-line base64/]
+    [
+      'wrapped base64',
+      sign('sha256', Buffer.from(`${ts}GET/v1/clients/`), registered).toString('base64').replace(/(.{64})/g, '$1\n').trim().replaceAll('\n', ' '),
+      /not canonical single-line base64/
+    ]
   ]
   for (const [label, signature, detail] of cases) {
-    const res = await send(gw.url, '/v1/clients/', { headers: { authorization: `Bearer ${token}`, 'x-api-key': apiKeyOf(registered), 'x-api-timestamp': ts, 'x-api-signature': signature } })
+    const res = await send(gw.url, '/v1/clients/', {
+      headers: { authorization: `Bearer ${token}`, 'x-api-key': apiKeyOf(registered), 'x-api-timestamp': ts, 'x-api-signature': signature }
+    })
     t.equal(res.json().code, 'INVALID_SIGNATURE', label)
     t.match(res.json().detail, detail, label)
     t.equal(res.json().target, '/v1/clients/', `${label}: still says what was verified`)

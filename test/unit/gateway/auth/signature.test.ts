@@ -47,9 +47,27 @@ const accepted: Case[] = [
   { label: 'GET with an empty buffered body', method: 'GET', url: PATH, body: Buffer.alloc(0), signed: TS + 'GET' + PATH },
   { label: 'query string signed and sent', method: 'GET', url: `${PATH}?cursor=abc&limit=10`, signed: `${TS}GET${PATH}?cursor=abc&limit=10` },
   { label: 'percent-encoded query signed as sent', method: 'GET', url: `${PATH}?q=a%20b%2Fc`, signed: `${TS}GET${PATH}?q=a%20b%2Fc` },
-  { label: 'non-UTF-8 body signed over its exact bytes', method: 'POST', url: PATH, body: NON_UTF8, signed: Buffer.concat([Buffer.from(TS + 'POST' + PATH), NON_UTF8]) },
-  { label: 'multi-byte UTF-8 body signed over its UTF-8 bytes', method: 'POST', url: PATH, body: Buffer.from('{"name":"Zoë 名"}'), signed: TS + 'POST' + PATH + '{"name":"Zoë 名"}' },
-  { label: 'body with a trailing newline, signed with it', method: 'POST', url: PATH, body: Buffer.from(JSON_BODY + '\n'), signed: TS + 'POST' + PATH + JSON_BODY + '\n' }
+  {
+    label: 'non-UTF-8 body signed over its exact bytes',
+    method: 'POST',
+    url: PATH,
+    body: NON_UTF8,
+    signed: Buffer.concat([Buffer.from(TS + 'POST' + PATH), NON_UTF8])
+  },
+  {
+    label: 'multi-byte UTF-8 body signed over its UTF-8 bytes',
+    method: 'POST',
+    url: PATH,
+    body: Buffer.from('{"name":"Zoë 名"}'),
+    signed: TS + 'POST' + PATH + '{"name":"Zoë 名"}'
+  },
+  {
+    label: 'body with a trailing newline, signed with it',
+    method: 'POST',
+    url: PATH,
+    body: Buffer.from(JSON_BODY + '\n'),
+    signed: TS + 'POST' + PATH + JSON_BODY + '\n'
+  }
 ]
 
 t.test('signatures over the exact signing string verify', async (t) => {
@@ -66,8 +84,20 @@ const wrapped = (s: string, eol: string): string => (s.match(/.{1,64}/g) ?? []).
 
 const refused: Case[] = [
   { label: 'body changed by one byte', method: 'POST', url: PATH, body: Buffer.from(oneByteChanged), signed: TS + 'POST' + PATH + JSON_BODY },
-  { label: 'trailing newline added to the body after signing', method: 'POST', url: PATH, body: Buffer.from(JSON_BODY + '\n'), signed: TS + 'POST' + PATH + JSON_BODY },
-  { label: 'trailing newline added to the signing string', method: 'POST', url: PATH, body: Buffer.from(JSON_BODY), signed: TS + 'POST' + PATH + JSON_BODY + '\n' },
+  {
+    label: 'trailing newline added to the body after signing',
+    method: 'POST',
+    url: PATH,
+    body: Buffer.from(JSON_BODY + '\n'),
+    signed: TS + 'POST' + PATH + JSON_BODY
+  },
+  {
+    label: 'trailing newline added to the signing string',
+    method: 'POST',
+    url: PATH,
+    body: Buffer.from(JSON_BODY),
+    signed: TS + 'POST' + PATH + JSON_BODY + '\n'
+  },
   { label: 'trailing newline on a GET signing string', method: 'GET', url: PATH, signed: TS + 'GET' + PATH + '\n' },
   { label: 'separators between the parts', method: 'GET', url: PATH, signed: `${TS}\nGET\n${PATH}\n` },
   { label: 'method lowercase in the signing string', method: 'POST', url: PATH, body: Buffer.from(JSON_BODY), signed: TS + 'post' + PATH + JSON_BODY },
@@ -79,12 +109,24 @@ const refused: Case[] = [
   { label: 'query signed but not sent', method: 'GET', url: PATH, signed: `${TS}GET${PATH}?cursor=abc` },
   { label: 'another timestamp signed than sent', method: 'GET', url: PATH, signed: '1700000000001GET' + PATH },
   { label: 'timestamp in seconds signed, milliseconds sent', method: 'GET', url: PATH, signed: '1700000000GET' + PATH },
-  { label: 'non-UTF-8 body signed over its lossy UTF-8 decoding', method: 'POST', url: PATH, body: NON_UTF8, signed: TS + 'POST' + PATH + NON_UTF8.toString('utf8') },
+  {
+    label: 'non-UTF-8 body signed over its lossy UTF-8 decoding',
+    method: 'POST',
+    url: PATH,
+    body: NON_UTF8,
+    signed: TS + 'POST' + PATH + NON_UTF8.toString('utf8')
+  },
   { label: 'body signed but not sent (GET)', method: 'GET', url: PATH, signed: TS + 'GET' + PATH + '{}' },
   { label: 'empty body signed, body sent', method: 'POST', url: PATH, body: Buffer.from(JSON_BODY), signed: TS + 'POST' + PATH },
   { label: 'signed with a different key pair', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, signer: other },
   { label: 'signature not base64', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, mangle: () => 'not base64 at all!' },
-  { label: 'signature as base64url', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, mangle: (s) => Buffer.from(s, 'base64').toString('base64url') + '-_' },
+  {
+    label: 'signature as base64url',
+    method: 'GET',
+    url: PATH,
+    signed: TS + 'GET' + PATH,
+    mangle: (s) => Buffer.from(s, 'base64').toString('base64url') + '-_'
+  },
   { label: 'signature with a space inside', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, mangle: (s) => `${s.slice(0, 100)} ${s.slice(100)}` },
   { label: 'signature with a leading space', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, mangle: (s) => ` ${s}` },
   { label: 'signature with a trailing newline', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, mangle: (s) => `${s}\n` },
@@ -93,9 +135,25 @@ const refused: Case[] = [
   { label: 'empty signature', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, mangle: () => '' },
   { label: 'signature truncated by 4 characters', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, mangle: (s) => s.slice(0, -4) },
   { label: 'signature truncated to half', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, mangle: (s) => s.slice(0, 172) },
-  { label: 'signature with a zero byte prepended', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, mangle: (s) => Buffer.concat([Buffer.alloc(1), Buffer.from(s, 'base64')]).toString('base64') },
+  {
+    label: 'signature with a zero byte prepended',
+    method: 'GET',
+    url: PATH,
+    signed: TS + 'GET' + PATH,
+    mangle: (s) => Buffer.concat([Buffer.alloc(1), Buffer.from(s, 'base64')]).toString('base64')
+  },
   { label: 'signature hex-encoded', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, mangle: (s) => Buffer.from(s, 'base64').toString('hex') },
-  { label: 'signature with one bit flipped', method: 'GET', url: PATH, signed: TS + 'GET' + PATH, mangle: (s) => { const b = Buffer.from(s, 'base64'); b[10] = (b[10] ?? 0) ^ 1; return b.toString('base64') } }
+  {
+    label: 'signature with one bit flipped',
+    method: 'GET',
+    url: PATH,
+    signed: TS + 'GET' + PATH,
+    mangle: (s) => {
+      const b = Buffer.from(s, 'base64')
+      b[10] = (b[10] ?? 0) ^ 1
+      return b.toString('base64')
+    }
+  }
 ]
 
 t.test('anything else is INVALID_SIGNATURE', async (t) => {
@@ -124,7 +182,11 @@ t.test('signingString()', async (t) => {
     ['query kept verbatim', [TS, 'GET', `${PATH}?b=2&a=%20`, undefined], Buffer.from(`${TS}GET${PATH}?b=2&a=%20`)],
     ['method as given', [TS, 'post', PATH, undefined], Buffer.from(`${TS}post${PATH}`)],
     ['body bytes appended unchanged (non-UTF-8)', [TS, 'POST', PATH, NON_UTF8], Buffer.concat([Buffer.from(`${TS}POST${PATH}`), NON_UTF8])],
-    ['UTF-8 body stays UTF-8 (not latin1)', [TS, 'POST', PATH, Buffer.from('é', 'utf8')], Buffer.concat([Buffer.from(`${TS}POST${PATH}`), Buffer.from([0xc3, 0xa9])])],
+    [
+      'UTF-8 body stays UTF-8 (not latin1)',
+      [TS, 'POST', PATH, Buffer.from('é', 'utf8')],
+      Buffer.concat([Buffer.from(`${TS}POST${PATH}`), Buffer.from([0xc3, 0xa9])])
+    ],
     ['trailing whitespace of the body kept', [TS, 'POST', PATH, Buffer.from('{} \r\n')], Buffer.from(`${TS}POST${PATH}{} \r\n`)]
   ]
   for (const [label, args, expected] of cases) {

@@ -43,7 +43,13 @@ t.test('mistakes are named, with what to do', async (t) => {
     ['no user and no token', ['register'], { KEYGATE_USER: '' }, 2, /no user to log in as: give --user NAME \(or KEYGATE_USER\), or a token/],
     ['a wrong password', ['call', 'GET', '/v1/clients/', '--password', 'wrong password'], {}, 1, /^401 INVALID_CREDENTIALS: /],
     ['a registered key again', ['register'], {}, 1, /^409 DUPLICATE_KEY: /],
-    ['nothing listening', ['call', 'GET', '/v1/clients/', '--url', `http://127.0.0.1:${closedPort}`], {}, 1, new RegExp(`^keygate: cannot reach http://127\\.0\\.0\\.1:${closedPort} \\(.*ECONNREFUSED.*\\): is keygate running`)]
+    [
+      'nothing listening',
+      ['call', 'GET', '/v1/clients/', '--url', `http://127.0.0.1:${closedPort}`],
+      {},
+      1,
+      new RegExp(`^keygate: cannot reach http://127\\.0\\.0\\.1:${closedPort} \\(.*ECONNREFUSED.*\\): is keygate running`)
+    ]
   ]
   for (const [label, args, extra, code, message] of cases) {
     const res = await keygateCli(args, '', { ...env, ...extra })
@@ -70,7 +76,9 @@ t.test('on INVALID_SIGNATURE, call names what differs from what it signed (a pro
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     req.on('end', () => {
       const body = chunks.length === 0 ? undefined : JSON.stringify(JSON.parse(Buffer.concat(chunks).toString()), null, 1)
-      const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !['host', 'content-length', 'connection'].includes(name))) as Record<string, string>
+      const headers = Object.fromEntries(
+        Object.entries(req.headers).filter(([name]) => !['host', 'content-length', 'connection'].includes(name))
+      ) as Record<string, string>
       fetch(`${gw.url}${req.url ?? '/'}`, { method: req.method ?? 'GET', headers, ...(body !== undefined && { body }) }).then(async (upstream) => {
         res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'text/plain' })
         res.end(Buffer.from(await upstream.arrayBuffer()))

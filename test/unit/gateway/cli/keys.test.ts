@@ -53,7 +53,10 @@ t.test('users passwd, list, remove and keys list, show, revoke', async (t) => {
   t.test('users list: a table, and JSON for scripts', async (t) => {
     const users = await inProcess(['users', 'list'], env)
     t.equal(users.error, undefined)
-    t.match(users.stdout, /^USERNAME +CREATED +PASSWORD CHANGED +ACTIVE KEYS +KEYS\nalice +\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +\S+ \S+ +2 +2\nbob .* 1 +1\n2 users\n$/)
+    t.match(
+      users.stdout,
+      /^USERNAME +CREATED +PASSWORD CHANGED +ACTIVE KEYS +KEYS\nalice +\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +\S+ \S+ +2 +2\nbob .* 1 +1\n2 users\n$/
+    )
     const json = JSON.parse((await inProcess(['users', 'list', '--json'], env)).stdout) as unknown
     t.match(json, [{ username: 'alice', activeKeys: 2, keys: 2 }, { username: 'bob', activeKeys: 1, keys: 1 }])
   })
@@ -68,10 +71,16 @@ t.test('users passwd, list, remove and keys list, show, revoke', async (t) => {
     ], 'every key, newest first')
     t.equal(lines[4], '3 keys')
     const alices = JSON.parse((await inProcess(['keys', 'list', '--user', 'alice', '--json'], env)).stdout) as Array<Record<string, unknown>>
-    t.same(alices.map((k) => [k.owner, k.apiKey, k.name, k.status, k.lastUsedAt]), [['alice', phone.apiKey, 'phone', 'active', null], ['alice', laptop.apiKey, 'laptop', 'active', null]])
+    t.same(
+      alices.map((k) => [k.owner, k.apiKey, k.name, k.status, k.lastUsedAt]),
+      [['alice', phone.apiKey, 'phone', 'active', null], ['alice', laptop.apiKey, 'laptop', 'active', null]]
+    )
     t.match((await inProcess(['keys', 'list', '--user=bob'], env)).stdout, /\n1 key of bob\n$/)
     const show = await inProcess(['keys', 'show', laptop.apiKey], env)
-    t.match(show.stdout, new RegExp(`^owner: +alice\napiKey: +${laptop.apiKey}\nname: +laptop\ncreatedAt: +\\S+\nlastUsedAt: +-\nstatus: +active\n-----BEGIN PUBLIC KEY-----\n`))
+    t.match(show.stdout, new RegExp(
+      `^owner: +alice\napiKey: +${laptop.apiKey}\nname: +laptop\ncreatedAt: +\\S+\n` +
+      'lastUsedAt: +-\nstatus: +active\n-----BEGIN PUBLIC KEY-----\n'
+    ))
     t.equal(JSON.parse((await inProcess(['keys', 'show', laptop.apiKey, '--json'], env)).stdout).publicKey, laptop.publicPem)
   })
 
@@ -83,7 +92,9 @@ t.test('users passwd, list, remove and keys list, show, revoke', async (t) => {
     // measured from the command's exit: the gateway may have heard it earlier, never later than 1 s
     const since = Date.now()
     let status = 200
-    while (status === 200 && Date.now() - since < 1000) status = (await sendSigned(gw.url, { keys: laptop, token: alice, method: 'GET', target: '/v1/clients/' })).status
+    while (status === 200 && Date.now() - since < 1000) {
+      status = (await sendSigned(gw.url, { keys: laptop, token: alice, method: 'GET', target: '/v1/clients/' })).status
+    }
     t.equal(status, 401, `refused ${Date.now() - since} ms after the command returned`)
     t.match((await inProcess(['keys', 'revoke', laptop.apiKey], env)).stdout, / was already revoked at \d{4}-/)
     t.match((await inProcess(['keys', 'show', laptop.apiKey, '--json'], env)).stdout, /"status": "revoked"/)

@@ -19,7 +19,13 @@ t.test('defaults', async (t) => {
 })
 
 t.test('variables', async (t) => {
-  const config = loadConfig({ PORT: '9000', UPSTREAM_PORT: '9001', REDIS_URL: 'redis://r:6379', KEYGATE_BODY_LIMIT: '2048', KEYGATE_BOOTSTRAP_USERS: 'ann:pw:with:colons,bo:secret' })
+  const config = loadConfig({
+    PORT: '9000',
+    UPSTREAM_PORT: '9001',
+    REDIS_URL: 'redis://r:6379',
+    KEYGATE_BODY_LIMIT: '2048',
+    KEYGATE_BOOTSTRAP_USERS: 'ann:pw:with:colons,bo:secret'
+  })
   t.equal(config.port, 9000)
   t.equal(defaultRoutes(config.routeDefaults)[0]?.upstream, 'http://127.0.0.1:9001', 'UPSTREAM_URL defaults to the UPSTREAM_PORT on this host')
   t.equal(defaultRoutes(config.routeDefaults)[0]?.bodyLimit, 2048)
@@ -85,7 +91,10 @@ t.test('Redis Sentinel and Redis Cluster', async (t) => {
 
   const refused: Array<[Record<string, string>, RegExp]> = [
     [{ REDIS_URL: 'redis://r', KEYGATE_REDIS_CLUSTER_NODES: 'n1' }, /^REDIS_URL and KEYGATE_REDIS_CLUSTER_NODES are set: set exactly one of/],
-    [{ KEYGATE_REDIS_SENTINELS: 's1', KEYGATE_REDIS_SENTINEL_MASTER: 'm', KEYGATE_REDIS_CLUSTER_NODES: 'n1' }, /^KEYGATE_REDIS_SENTINELS and KEYGATE_REDIS_CLUSTER_NODES are set/],
+    [
+      { KEYGATE_REDIS_SENTINELS: 's1', KEYGATE_REDIS_SENTINEL_MASTER: 'm', KEYGATE_REDIS_CLUSTER_NODES: 'n1' },
+      /^KEYGATE_REDIS_SENTINELS and KEYGATE_REDIS_CLUSTER_NODES are set/
+    ],
     [{ KEYGATE_REDIS_SENTINELS: 's1' }, /^KEYGATE_REDIS_SENTINEL_MASTER: required with KEYGATE_REDIS_SENTINELS/],
     [{ KEYGATE_REDIS_SENTINEL_MASTER: 'm' }, /^KEYGATE_REDIS_SENTINEL_MASTER: set, but KEYGATE_REDIS_SENTINELS is not/],
     [{ KEYGATE_REDIS_CLUSTER_NODES: 'n1', KEYGATE_REDIS_SENTINEL_PASSWORD: 'x' }, /^KEYGATE_REDIS_SENTINEL_PASSWORD: set, but KEYGATE_REDIS_SENTINELS is not/],

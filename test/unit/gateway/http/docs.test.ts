@@ -77,11 +77,17 @@ t.test('each operation lists the catalog codes it can answer, as problem+json', 
         t.ok(code in ERRORS, `${method} ${path}: ${code} is a catalog code`)
         if (code !== 'INVALID_SIGNATURE') t.equal(status, ERRORS[code as keyof typeof ERRORS].status, `${method} ${path}: ${code} under its status`)
       }
-      t.same([...new Set(problems.map(([, code]) => code))].sort(), [...operation['x-keygate-errors'] ?? []].sort(), `${method} ${path}: x-keygate-errors lists the same codes`)
+      t.same(
+        [...new Set(problems.map(([, code]) => code))].sort(),
+        [...operation['x-keygate-errors'] ?? []].sort(),
+        `${method} ${path}: x-keygate-errors lists the same codes`
+      )
     }
   }
   const token = documentedProblems(doc.paths['/v1/auth/token']?.post as Operation)
-  for (const expected of [[401, 'INVALID_CREDENTIALS'], [429, 'RATE_LIMITED'], [400, 'VALIDATION_FAILED'], [415, 'UNSUPPORTED_MEDIA_TYPE'], [503, 'STORE_UNAVAILABLE']]) {
+  for (const expected of [
+    [401, 'INVALID_CREDENTIALS'], [429, 'RATE_LIMITED'], [400, 'VALIDATION_FAILED'], [415, 'UNSUPPORTED_MEDIA_TYPE'], [503, 'STORE_UNAVAILABLE']
+  ]) {
     t.ok(token.some(([s, c]) => s === expected[0] && c === expected[1]), `POST /v1/auth/token: ${expected[1]} ${expected[0]}`)
   }
   const register = documentedProblems(doc.paths['/v1/api-keys']?.post as Operation)
@@ -89,7 +95,10 @@ t.test('each operation lists the catalog codes it can answer, as problem+json', 
     t.ok(register.some(([s, c]) => s === expected[0] && c === expected[1]), `POST /v1/api-keys: ${expected[1]} ${expected[0]}`)
   }
   const business = documentedProblems(doc.paths['/v1/clients/']?.post as Operation)
-  for (const code of ['MISSING_TOKEN', 'MISSING_SIGNATURE_HEADERS', 'TIMESTAMP_OUT_OF_RANGE', 'UNKNOWN_API_KEY', 'KEY_OWNER_MISMATCH', 'REPLAYED_REQUEST', 'PAYLOAD_TOO_LARGE', 'UPSTREAM_TIMEOUT']) {
+  for (const code of [
+    'MISSING_TOKEN', 'MISSING_SIGNATURE_HEADERS', 'TIMESTAMP_OUT_OF_RANGE', 'UNKNOWN_API_KEY',
+    'KEY_OWNER_MISMATCH', 'REPLAYED_REQUEST', 'PAYLOAD_TOO_LARGE', 'UPSTREAM_TIMEOUT'
+  ]) {
     t.ok(business.some(([, c]) => c === code), `POST /v1/clients/: ${code}`)
   }
   t.notOk(documentedProblems(doc.paths['/v1/clients/']?.get as Operation).some(([, c]) => c === 'REPLAYED_REQUEST'), 'a GET may repeat: no REPLAYED_REQUEST')
@@ -153,7 +162,9 @@ t.test('/docs is keygate\'s own even under a catch-all route; business traffic s
   t.match(page.text, /swagger-ui-bundle\.js/)
   t.match(String(page.headers['content-security-policy']), /default-src 'self'/, 'the page may load nothing from elsewhere')
   t.match(page.headers['x-request-id'], /^[0-9a-f-]{36}$/)
-  for (const asset of ['/docs/json', '/docs/yaml', '/docs/static/swagger-ui-bundle.js', '/docs/static/swagger-ui.css', '/docs/static/swagger-initializer.js', '/docs/']) {
+  for (const asset of [
+    '/docs/json', '/docs/yaml', '/docs/static/swagger-ui-bundle.js', '/docs/static/swagger-ui.css', '/docs/static/swagger-initializer.js', '/docs/'
+  ]) {
     t.equal((await send(gw.url, asset)).status, 200, `${asset} is served by keygate`)
   }
   t.equal(recorder.requests.length, 0, 'nothing under /docs was forwarded')
@@ -178,8 +189,18 @@ t.test('KEYGATE_DOCS=off: no document, no page', async (t) => {
 
 t.test('a route file may not take /docs or anything under it', async (t) => {
   const at = (prefix: string, exact = false): unknown => ({ routes: [{ [exact ? 'path' : 'prefix']: prefix, upstream: 'http://127.0.0.1:9', auth: 'public' }] })
-  for (const [document, what] of [[at('/docs'), 'prefix /docs'], [at('/docs/'), 'prefix /docs/'], [at('/docs/static/'), 'a prefix inside'], [at('/docs/json', true), 'an exact path inside'], [at('/docs', true), 'the exact path']] as const) {
-    t.throws(() => routesFromDocument(document, 'r.yaml', { ...defaults, upstream: 'http://127.0.0.1:9' }), { message: /would shadow keygate's own \/docs/ }, what)
+  for (const [document, what] of [
+    [at('/docs'), 'prefix /docs'],
+    [at('/docs/'), 'prefix /docs/'],
+    [at('/docs/static/'), 'a prefix inside'],
+    [at('/docs/json', true), 'an exact path inside'],
+    [at('/docs', true), 'the exact path']
+  ] as const) {
+    t.throws(
+      () => routesFromDocument(document, 'r.yaml', { ...defaults, upstream: 'http://127.0.0.1:9' }),
+      { message: /would shadow keygate's own \/docs/ },
+      what
+    )
   }
   for (const prefix of ['/doc', '/docsx/', '/', '/v1/']) {
     t.doesNotThrow(() => routesFromDocument(at(prefix), 'r.yaml', { ...defaults, upstream: 'http://127.0.0.1:9' }), `${prefix} is allowed`)

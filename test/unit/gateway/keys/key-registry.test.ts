@@ -9,7 +9,9 @@ const pair = rsaPair()
 const other = rsaPair()
 const spkiHash = (pemText: string): string =>
   createHash('sha256').update(Buffer.from(pemText.replace(/-----[^-]+-----/g, '').replace(/\s+/g, ''), 'base64')).digest('hex')
-const input = (over: Partial<{ owner: string; name: string; publicKey: string; signature: string }> = {}): { owner: string; name: string; publicKey: string; signature: string } => {
+const input = (
+  over: Partial<{ owner: string; name: string; publicKey: string; signature: string }> = {}
+): { owner: string; name: string; publicKey: string; signature: string } => {
   const name = over.name ?? 'laptop'
   return { owner: 'alice', name, publicKey: pair.spkiPem, signature: signBase64(pair.privateKey, name), ...over }
 }
@@ -81,7 +83,9 @@ t.test('register: a key registered once is a DUPLICATE_KEY in any form, for anyo
   const cases: Array<[string, Partial<{ owner: string; name: string; publicKey: string; signature: string }>]> = [
     ['the same PEM again', {}],
     ['PKCS#1 form of the same key', { publicKey: pair.pkcs1Pem }],
-    ['SPKI re-wrapped on one line with CRLF', { publicKey: `-----BEGIN PUBLIC KEY-----\r\n${pair.spkiPem.replace(/-----[^-]+-----/g, '').replace(/\s+/g, '')}\r\n-----END PUBLIC KEY-----\r\n` }],
+    ['SPKI re-wrapped on one line with CRLF', {
+      publicKey: `-----BEGIN PUBLIC KEY-----\r\n${pair.spkiPem.replace(/-----[^-]+-----/g, '').replace(/\s+/g, '')}\r\n-----END PUBLIC KEY-----\r\n`
+    }],
     ['another name', { name: 'phone', signature: signBase64(pair.privateKey, 'phone') }],
     ['another owner', { owner: 'bob' }]
   ]

@@ -38,7 +38,8 @@ t.test('the same exposition as prom-client\'s Histogram', async (t) => {
   }
   const expected = await exposition(fill, false)
   t.match(expected, /x_seconds_bucket\{le="0.001",route="orders"\}|x_seconds_bucket\{route="orders",le="0.001"\}/)
-  const normalise = (text: string): string[] => text.split('\n').map((line) => line.replace(/\{(.*)\}/, (_, labels: string) => `{${labels.split(',').sort().join(',')}}`)).sort()
+  const normalise = (text: string): string[] =>
+    text.split('\n').map((line) => line.replace(/\{(.*)\}/, (_, labels: string) => `{${labels.split(',').sort().join(',')}}`)).sort()
   t.same(normalise(await exposition(fill, true)), normalise(expected))
 })
 

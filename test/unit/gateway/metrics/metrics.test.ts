@@ -49,7 +49,10 @@ async function scrape (gateway: RunningGateway): Promise<{ samples: Sample[]; te
 }
 
 /** A whole gateway process as main.ts starts it, on Redis under its own prefix. */
-async function startWithMetrics (t: { teardown: (fn: () => unknown) => void }, overrides: Parameters<typeof testConfig>[0] & { routes?: RouteConfig[] } = {}): Promise<RunningGateway> {
+async function startWithMetrics (
+  t: { teardown: (fn: () => unknown) => void },
+  overrides: Parameters<typeof testConfig>[0] & { routes?: RouteConfig[] } = {}
+): Promise<RunningGateway> {
   const redisUrl = await testRedisUrl()
   const prefix = uniquePrefix('metrics')
   t.teardown(async () => { await deletePrefix(redisUrl, prefix) })
@@ -113,13 +116,23 @@ t.test('requests by route and status; auth outcomes by reason; latency histogram
 
   t.equal((await sendSigned(url, { keys, token, method: 'GET', target: '/v1/clients/' })).status, 200)
   t.equal((await sendSigned(url, { keys, token, method: 'GET', target: '/v1/clients/?limit=5' })).status, 200)
-  const created = await sendSigned(url, { keys, token, method: 'POST', target: '/v1/clients/', body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', tax_id: '12345' }) })
+  const created = await sendSigned(url, {
+    keys,
+    token,
+    method: 'POST',
+    target: '/v1/clients/',
+    body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', tax_id: '12345' })
+  })
   t.equal(created.status, 201)
   const badSignature = { ...signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/' }), 'x-api-signature': Buffer.alloc(256, 1).toString('base64') }
   t.equal((await send(url, '/v1/clients/', { headers: badSignature })).status, 401)
   t.equal((await send(url, '/v1/clients/')).status, 401, 'no token')
   t.equal((await sendSigned(url, { keys, token: bobToken, method: 'GET', target: '/v1/transactions/' })).status, 403, 'bob signs with alice\'s key')
-  t.equal((await send(url, '/v1/auth/token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'alice', password: 'not the password' }) })).status, 401)
+  t.equal((await send(url, '/v1/auth/token', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'alice', password: 'not the password' })
+  })).status, 401)
   t.equal((await send(url, '/healthz')).status, 200)
   t.equal((await send(url, '/nowhere/at/all?x=1')).status, 404)
 
@@ -143,7 +156,10 @@ t.test('requests by route and status; auth outcomes by reason; latency histogram
   t.equal(outcome('/v1/auth/token', 'ok'), 2)
   t.equal(outcome('/v1/auth/token', 'INVALID_CREDENTIALS'), 1)
   t.equal(outcome('/v1/api-keys', 'ok'), 1)
-  t.notOk(samples.some((s) => s.name === 'keygate_auth_outcomes_total' && ['/healthz', 'none'].includes(s.labels.route ?? '')), 'routes that do not authenticate have no auth outcome')
+  t.notOk(
+    samples.some((s) => s.name === 'keygate_auth_outcomes_total' && ['/healthz', 'none'].includes(s.labels.route ?? '')),
+    'routes that do not authenticate have no auth outcome'
+  )
 
   t.equal(value(samples, 'keygate_signature_verification_seconds_count'), 4, 'one RSA verification per request that reached the signature stage')
   const signatureSum = value(samples, 'keygate_signature_verification_seconds_sum')

@@ -23,7 +23,13 @@ t.test('two gateways on one Redis', async (t) => {
   const keys = rsaKeyPair()
   t.equal((await registerKey(b.url, tokenFromA, keys)).status, 201, "A's token registers a key at B")
 
-  const created = await sendSigned(a.url, { keys, token: tokenFromB, method: 'POST', target: '/v1/clients/', body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', tax_id: '12345' }) })
+  const created = await sendSigned(a.url, {
+    keys,
+    token: tokenFromB,
+    method: 'POST',
+    target: '/v1/clients/',
+    body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', tax_id: '12345' })
+  })
   t.equal(created.status, 201, "a key registered at B and B's token sign a request at A")
   const listed = await sendSigned(b.url, { keys, token: tokenFromA, method: 'GET', target: '/v1/clients/' })
   t.equal(listed.status, 200)
@@ -36,7 +42,11 @@ t.test('two gateways on one Redis', async (t) => {
   for (let round = 0; round < 5; round++) {
     const fresh = rsaKeyPair()
     const body = JSON.stringify({ name: 'race', publicKey: fresh.publicPem, signature: signBase64(fresh.privateKey, 'race') })
-    const post = async (url: string, token: string) => await send(url, '/v1/api-keys', { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body })
+    const post = async (url: string, token: string) => await send(url, '/v1/api-keys', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body
+    })
     const results = await Promise.all([post(a.url, tokenFromA), post(b.url, tokenFromB), post(a.url, tokenFromB), post(b.url, tokenFromA)])
     t.same(results.map((r) => r.status).sort(), [201, 409, 409, 409], `round ${round}: exactly one registration wins`)
   }

@@ -32,7 +32,13 @@ t.test('forwarding to a recording upstream', async (t) => {
       token,
       method: 'GET',
       target: '/v1/clients/',
-      headers: { 'x-gateway-user': 'mallory', 'X-Gateway-Key': 'forged', 'x-gateway-key-name': 'forged', 'x-gateway-admin': 'true', connection: 'x-gateway-user, authorization' }
+      headers: {
+        'x-gateway-user': 'mallory',
+        'X-Gateway-Key': 'forged',
+        'x-gateway-key-name': 'forged',
+        'x-gateway-admin': 'true',
+        connection: 'x-gateway-user, authorization'
+      }
     })
     t.equal(res.status, 200)
     t.equal(recorder.requests.length, before + 1)
@@ -73,7 +79,8 @@ t.test('forwarding to a recording upstream', async (t) => {
     const headers = signedHeaders({ keys, token, method: 'POST', target: '/v1/clients/', body })
     const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\r\n')
     const chunked = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`
-    const res = await sendRaw(gw.url, `POST /v1/clients/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n${lines}\r\n\r\n${chunked}`)
+    const res = await sendRaw(gw.url, 'POST /v1/clients/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n' +
+      `Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n${lines}\r\n\r\n${chunked}`)
     t.equal(res.status, 200)
     t.equal(last()!.body.toString(), body)
     t.equal(last()!.headers['content-length'], String(body.length))
@@ -84,9 +91,14 @@ t.test('forwarding to a recording upstream', async (t) => {
     const before = recorder.requests.length
     const attempts: Array<[string, () => Promise<{ status: number }>, number]> = [
       ['no credentials', async () => await send(gw.url, '/v1/clients/'), 401],
-      ['bad signature', async () => await send(gw.url, '/v1/clients/', { headers: { ...signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/' }), 'x-api-signature': 'AAAA' } }), 401],
+      ['bad signature', async () => await send(gw.url, '/v1/clients/', {
+        headers: { ...signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/' }), 'x-api-signature': 'AAAA' }
+      }), 401],
       ['body over the limit', async () => await sendSigned(gw.url, { keys, token, method: 'POST', target: '/v1/clients/', body: 'x'.repeat(1025) }), 413],
-      ['a GET with a body', async () => await send(gw.url, '/v1/clients/', { headers: signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/', body: 'x' }), body: 'x' }), 400],
+      ['a GET with a body', async () => await send(gw.url, '/v1/clients/', {
+        headers: signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/', body: 'x' }),
+        body: 'x'
+      }), 400],
       ['a method the route does not allow', async () => await sendSigned(gw.url, { keys, token, method: 'DELETE', target: '/v1/clients/' }), 405],
       ['a dot segment', async () => await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/../admin' }), 400],
       ['an encoded dot segment', async () => await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/%2e%2E/admin' }), 400]

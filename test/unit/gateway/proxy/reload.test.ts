@@ -72,7 +72,11 @@ t.test('a watched file reloads on change', async (t) => {
   const a = await startRecorder(t)
   const b = await startRecorder(t)
   const file = routeFile(t, routesTo(a.url))
-  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: 'http://unused.invalid', config: testConfig({ routesFile: file.path, watchRoutes: true }) })
+  const gw = await startTestGateway(t, {
+    store: 'memory',
+    upstreamUrl: 'http://unused.invalid',
+    config: testConfig({ routesFile: file.path, watchRoutes: true })
+  })
   await send(gw.url, '/svc/1')
   t.equal(a.requests.length, 1)
   file.write(routesTo(b.url))

@@ -91,12 +91,15 @@ t.test('bad files and the exact messages they get', async (t) => {
   const cases: Array<[string, string, string[]]> = [
     ['a misspelt tier', route('prefix: /a/\nupstream: http://127.0.0.1:1\nauth: sigend'),
       ['routes.yaml: routes[0].auth: "sigend" is not one of signed, bearer, public']],
-    ['the third route misspelt', `routes:\n  - ${ok.split('\n').join('\n    ')}\n  - prefix: /b/\n    upstream: http://x\n    auth: public\n  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n`,
+    ['the third route misspelt',
+      `routes:\n  - ${ok.split('\n').join('\n    ')}\n  - prefix: /b/\n    upstream: http://x\n    auth: public\n` +
+      '  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n',
       ['routes.yaml: routes[2].auth: "sigend" is not one of signed, bearer, public']],
     ['no upstream', route('prefix: /a/\nauth: signed'), ['routes.yaml: routes[0].upstream: is required']],
     ['no auth', route('prefix: /a/\nupstream: http://x'), ['routes.yaml: routes[0].auth: is required']],
     ['an unknown field', route(`${ok}\ncolour: red`),
-      ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)']],
+      ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
+        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)']],
     ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
       ['routes.yaml: routes[0].methods[1]: "FETCH" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']],
     ['a method twice', route(`${ok}\nmethods: [GET, GET]`), ['routes.yaml: routes[0].methods: lists an item twice']],
@@ -118,8 +121,11 @@ t.test('bad files and the exact messages they get', async (t) => {
     ['an upstream that is no URL', route('prefix: /a/\nupstream: localhost:8080\nauth: public'),
       ['routes.yaml: routes[0].upstream: "localhost:8080" is not an http(s) URL']],
     ['credentials in the upstream', route('prefix: /a/\nupstream: http://user:pw@x\nauth: public'),
-      ['routes.yaml: routes[0].upstream: "http://user:pw@x" must be scheme://host[:port][/path] without credentials, query or fragment (send credentials with addHeaders)']],
-    ['two routes, one prefix, a shared method', 'routes:\n  - prefix: /a/\n    upstream: http://x\n    auth: public\n    methods: [GET, POST]\n  - prefix: /a/\n    upstream: http://y\n    auth: signed\n    methods: [POST, PUT]\n',
+      ['routes.yaml: routes[0].upstream: "http://user:pw@x" must be scheme://host[:port][/path] without credentials, query or fragment ' +
+        '(send credentials with addHeaders)']],
+    ['two routes, one prefix, a shared method',
+      'routes:\n  - prefix: /a/\n    upstream: http://x\n    auth: public\n    methods: [GET, POST]\n' +
+      '  - prefix: /a/\n    upstream: http://y\n    auth: signed\n    methods: [POST, PUT]\n',
       ['routes.yaml: routes[1]: prefix "/a/" with POST is already routed by routes[0]; give each method one route']],
     ['shadowing the token endpoint', route('prefix: /v1/auth/\nupstream: http://x\nauth: public'),
       ["routes.yaml: routes[0].prefix: \"/v1/auth/\" would shadow keygate's own /v1/auth/token; route a path outside it"]],
@@ -131,13 +137,19 @@ t.test('bad files and the exact messages they get', async (t) => {
       ["routes.yaml: routes[0].prefix: \"/v1/api-keys/\" would shadow keygate's own /v1/api-keys/...; route a path outside it"]],
     ['a path under key revocation', route('path: /v1/api-keys/abc\nupstream: http://x\nauth: public'),
       ["routes.yaml: routes[0].path: \"/v1/api-keys/abc\" would shadow keygate's own /v1/api-keys/...; route a path outside it"]],
-    ['YAML that does not parse', 'routes:\n  - prefix: [\n', ['routes.yaml: cannot be parsed: Flow sequence in block collection must be sufficiently indented and end with a ] at line 3, column 1']],
+    ['YAML that does not parse', 'routes:\n  - prefix: [\n',
+      ['routes.yaml: cannot be parsed: Flow sequence in block collection must be sufficiently indented and end with a ] at line 3, column 1']],
     ['a duplicate key', route(`${ok}\nauth: public`), ['routes.yaml: cannot be parsed: Map keys must be unique at line 5, column 5']],
-    ['every mistake at once, schema and rules, in route order', 'routes:\n  - prefix: /d/\n    upstream: ftp://files\n    auth: public\n  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n  - prefix: /v1/auth/\n    upstream: http://x\n    auth: public\n    colour: red\n', [
-      'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
-      'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
-      'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)'
-    ]]
+    ['every mistake at once, schema and rules, in route order',
+      'routes:\n  - prefix: /d/\n    upstream: ftp://files\n    auth: public\n' +
+      '  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n' +
+      '  - prefix: /v1/auth/\n    upstream: http://x\n    auth: public\n    colour: red\n',
+      [
+        'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
+        'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
+        'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
+          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)'
+      ]]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
 })
@@ -166,6 +178,9 @@ t.test('loadRouteFile names the file; a missing file says so', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'keygate-routes-'))
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   writeFileSync(join(dir, 'platform.yaml'), route('prefix: /a/\nupstream: http://x\nauth: nope'))
-  await t.rejects(loadRouteFile(join(dir, 'platform.yaml'), defaults), { name: 'RouteFileError', message: 'platform.yaml: routes[0].auth: "nope" is not one of signed, bearer, public' })
+  await t.rejects(
+    loadRouteFile(join(dir, 'platform.yaml'), defaults),
+    { name: 'RouteFileError', message: 'platform.yaml: routes[0].auth: "nope" is not one of signed, bearer, public' }
+  )
   await t.rejects(loadRouteFile(join(dir, 'missing.yaml'), defaults), { message: `${join(dir, 'missing.yaml')}: cannot be read: ENOENT` })
 })

@@ -126,7 +126,8 @@ routes:
     t.equal(declared.json().code, 'PAYLOAD_TOO_LARGE')
     const headers = signedHeaders({ keys, token, method: 'POST', target: '/signed/x', body: big })
     const chunks = `40\r\n${big.slice(0, 64)}\r\n25\r\n${big.slice(64)}\r\n0\r\n\r\n`
-    const streamed = await sendRaw(gw.url, `POST /signed/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n${chunks}`)
+    const streamed = await sendRaw(gw.url, 'POST /signed/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n' +
+      `${Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n${chunks}`)
     t.equal(streamed.status, 413, 'a chunked body is cut off at the limit too')
     t.equal(total(), before)
     const fits = await sendSigned(gw.url, { keys, token, method: 'POST', target: '/signed/x', body: 'x'.repeat(100) })

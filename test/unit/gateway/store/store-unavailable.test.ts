@@ -30,7 +30,11 @@ t.test('Redis goes away', async (t) => {
   t.equal(res.headers['retry-after'], '1')
   t.ok(Date.now() - started < 5000, 'answered without waiting on the dead store')
 
-  const loginRes = await send(gw.url, '/v1/auth/token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'alice', password: 'whatever it is' }) })
+  const loginRes = await send(gw.url, '/v1/auth/token', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'alice', password: 'whatever it is' })
+  })
   t.equal(loginRes.status, 503)
   t.equal(loginRes.json().code, 'STORE_UNAVAILABLE')
 

@@ -104,7 +104,9 @@ t.test('signing-key rotation across two gateways on one Redis', async (t) => {
   t.same(await jwksKids(a.url), [rotation.kid, oldKid], 'A publishes both keys, the new one first')
   t.same(await jwksKids(b.url), [rotation.kid, oldKid], 'B publishes both keys, the new one first')
   for (const token of [oldFromA, oldFromB]) {
-    for (const gw of [a, b]) t.equal((await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/' })).status, 200, 'an old token still works after the rotation')
+    for (const gw of [a, b]) {
+      t.equal((await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/' })).status, 200, 'an old token still works after the rotation')
+    }
   }
 
   // A gateway started after the rotation knows the old key too.
@@ -125,7 +127,13 @@ t.test('signing-key rotation across two gateways on one Redis', async (t) => {
     .setIssuer(config.jwt.issuer).setAudience(config.jwt.audience).setSubject('alice')
     .setIssuedAt(now).setExpirationTime(now + 3600).setJti(randomUUID())
     .sign(createPrivateKey(oldPem))
-  for (const gw of [a, b, c]) t.equal((await sendSigned(gw.url, { keys, token: longLived, method: 'GET', target: '/v1/clients/' })).status, 200, 'a long-lived old-key token works before retirement')
+  for (const gw of [a, b, c]) {
+    t.equal(
+      (await sendSigned(gw.url, { keys, token: longLived, method: 'GET', target: '/v1/clients/' })).status,
+      200,
+      'a long-lived old-key token works before retirement'
+    )
+  }
 
   // Retirement: the old key leaves every JWKS at retiresAt, without any re-read.
   const gone = await until(retiresAt - Date.now() + 2000, async () => {
@@ -146,6 +154,8 @@ t.test('signing-key rotation across two gateways on one Redis', async (t) => {
   for (const gw of [a, b]) {
     const fresh = await login(gw.url, 'alice')
     t.equal(kidOf(fresh), rotation.kid)
-    for (const other of [a, b]) t.equal((await sendSigned(other.url, { keys, token: fresh, method: 'GET', target: '/v1/clients/' })).status, 200, 'new tokens keep working')
+    for (const other of [a, b]) {
+      t.equal((await sendSigned(other.url, { keys, token: fresh, method: 'GET', target: '/v1/clients/' })).status, 200, 'new tokens keep working')
+    }
   }
 })

@@ -12,7 +12,10 @@ const STORM = 40
 
 t.test('a storm of logins: bounded password checks, the excess refused at once, other requests unhurt', async (t) => {
   // Failure limits out of the way: this is about the concurrency bound alone.
-  const gw = await startLoginApp(t, { store: 'memory', login: { concurrency: CONCURRENCY, queue: QUEUE, maxFailuresPerUser: 1000, maxFailuresPerAddress: 1000 } })
+  const gw = await startLoginApp(t, {
+    store: 'memory',
+    login: { concurrency: CONCURRENCY, queue: QUEUE, maxFailuresPerUser: 1000, maxFailuresPerAddress: 1000 }
+  })
   // Warm up: the dummy hash for unknown users is made on first use; the first requests are slow.
   await postLogin(gw.url, 'warm-up', 'not the password')
   for (let i = 0; i < 5; i++) await timedGet(gw.url, '/healthz')
@@ -43,7 +46,8 @@ t.test('a storm of logins: bounded password checks, the excess refused at once, 
     'refused: RATE_LIMITED, Retry-After: 1, problem+json')
   const refusal = median(refused.map((a) => a.ms))
   const fastestCheck = Math.min(...checked.map((a) => a.ms))
-  t.comment(`refused in ${refusal.toFixed(1)} ms (median); checked logins took ${fastestCheck.toFixed(0)}-${Math.max(...checked.map((a) => a.ms)).toFixed(0)} ms`)
+  t.comment(`refused in ${refusal.toFixed(1)} ms (median); ` +
+    `checked logins took ${fastestCheck.toFixed(0)}-${Math.max(...checked.map((a) => a.ms)).toFixed(0)} ms`)
   t.ok(refusal < fastestCheck / 4, 'refusals are immediate: no waiting behind scrypt')
 
   t.ok(stillChecking >= 10, `the storm was still running while /healthz was measured (${stillChecking} of 20)`)

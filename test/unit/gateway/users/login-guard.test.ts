@@ -21,10 +21,14 @@ t.test('defaults: 10 per username, 100 per address, 15 minutes, 2 at once, 32 wa
     concurrency: DEFAULT_LOGIN_CONCURRENCY,
     queue: DEFAULT_LOGIN_QUEUE
   })
-  t.same([DEFAULT_LOGIN_MAX_FAILURES_PER_USER, DEFAULT_LOGIN_MAX_FAILURES_PER_ADDRESS, DEFAULT_LOGIN_WINDOW_SECONDS, DEFAULT_LOGIN_CONCURRENCY, DEFAULT_LOGIN_QUEUE],
-    [10, 100, 900, 2, 32])
+  t.same(
+    [DEFAULT_LOGIN_MAX_FAILURES_PER_USER, DEFAULT_LOGIN_MAX_FAILURES_PER_ADDRESS, DEFAULT_LOGIN_WINDOW_SECONDS, DEFAULT_LOGIN_CONCURRENCY, DEFAULT_LOGIN_QUEUE],
+    [10, 100, 900, 2, 32]
+  )
   t.equal(loginLimits({ queue: 0 }).queue, 0, 'no queue at all is allowed')
-  for (const bad of [{ maxFailuresPerUser: 0 }, { maxFailuresPerAddress: -1 }, { windowSeconds: 0.5 }, { concurrency: 0 }, { queue: -1 }, { concurrency: Number.NaN }]) {
+  for (const bad of [
+    { maxFailuresPerUser: 0 }, { maxFailuresPerAddress: -1 }, { windowSeconds: 0.5 }, { concurrency: 0 }, { queue: -1 }, { concurrency: Number.NaN }
+  ]) {
     t.throws(() => loginLimits(bad), RangeError, JSON.stringify(bad))
   }
 })

@@ -14,12 +14,22 @@ t.test('access log', async (t) => {
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()
   await registerKey(gw.url, token, keys, 'alice key')
-  const ok = await sendSigned(gw.url, { keys, token, method: 'POST', target: '/v1/clients/', body: JSON.stringify({ name: 'A', email: 'a@example.com', tax_id: '12345' }) })
+  const ok = await sendSigned(gw.url, {
+    keys,
+    token,
+    method: 'POST',
+    target: '/v1/clients/',
+    body: JSON.stringify({ name: 'A', email: 'a@example.com', tax_id: '12345' })
+  })
   t.equal(ok.status, 201)
   const badSignature = { ...signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/' }), 'x-api-signature': 'QUJD' }
   const deniedResponse = await send(gw.url, '/v1/clients/', { headers: badSignature })
   t.equal(deniedResponse.status, 401)
-  await send(gw.url, '/v1/auth/token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'alice', password: 'a wrong password' }) })
+  await send(gw.url, '/v1/auth/token', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'alice', password: 'a wrong password' })
+  })
   await send(gw.url, '/v1/auth/token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"username":"alice","password":"broken json' })
 
   const requestLines = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request')
@@ -58,7 +68,11 @@ t.test('the configured redaction censors secrets anything might log', async (t) 
   const lines: string[] = []
   const stream = new Writable({ write (chunk: Buffer, _enc, done) { lines.push(chunk.toString()); done() } })
   const gw = await startStack(t, { store: 'memory', logger: { ...loggerOptions('info') as object, stream } })
-  gw.app.log.info({ req: { headers: { authorization: 'Bearer secret-token', 'x-api-signature': 'secret-sig' } }, body: { password: 'secret-pw' }, privateKey: 'secret-key' }, 'careless')
+  gw.app.log.info({
+    req: { headers: { authorization: 'Bearer secret-token', 'x-api-signature': 'secret-sig' } },
+    body: { password: 'secret-pw' },
+    privateKey: 'secret-key'
+  }, 'careless')
   const line = lines.find((l) => l.includes('careless')) ?? ''
   t.ok(line.length > 0)
   for (const secret of ['secret-token', 'secret-sig', 'secret-pw', 'secret-key']) t.notOk(line.includes(secret), secret)

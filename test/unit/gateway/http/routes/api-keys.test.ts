@@ -52,7 +52,10 @@ for (const kind of STORE_KINDS) {
     t.same(items.map((k) => [k.apiKey, k.name, k.status, k.lastUsedAt, k.expiresAt]),
       [[second.apiKey, 'second', 'active', null, expiresAt], [first.apiKey, 'first', 'active', null, undefined]],
       "the caller's keys only, newest first, never used yet, the expiry when set")
-    t.ok(items.every((k) => Date.parse(k.createdAt) <= Date.now() && !('revokedAt' in k) && !('publicKey' in k) && !('owner' in k)), 'createdAt, and nothing more')
+    t.ok(
+      items.every((k) => Date.parse(k.createdAt) <= Date.now() && !('revokedAt' in k) && !('publicKey' in k) && !('owner' in k)),
+      'createdAt, and nothing more'
+    )
 
     // Last use: recorded after a request passes, without a Redis write per request.
     for (let i = 0; i < 3; i++) t.equal((await sendSigned(gw.url, { keys: first, token: alice, method: 'GET', target: '/v1/clients/' })).status, 200)

@@ -1,0 +1,52 @@
+import t from 'tap'
+import type { AuthState } from '../../../../gateway/src/auth/stage.js'
+import { createIdentityTokenIssuer, identityHeaderNames, identityTokenFor } from '../../../../gateway/src/proxy/identity.js'
+import { route } from '../../../../gateway/src/proxy/route.js'
+import type { TokenService } from '../../../../gateway/src/tokens/token-service.js'
+
+const DEFAULTS = { bodyLimit: 1024, timeoutMs: 5000 }
+const withToken = route({ prefix: '/', upstream: 'http://u', auth: 'bearer', identityToken: { header: 'x-proof', ttlSeconds: 60, audience: 'http://u' } }, DEFAULTS)
+const withoutToken = route({ prefix: '/', upstream: 'http://u', auth: 'bearer' }, DEFAULTS)
+
+/** A token service that counts what it signs: the tokens are strings naming their claims. */
+function countingTokens (): { tokens: TokenService; issued: string[] } {
+  const issued: string[] = []
+  const tokens = {
+    issueIdentity: async ({ subject, audience, apiKey }: { subject: string; audience: string; apiKey?: string }) => {
+      const token = `${subject}|${audience}|${apiKey ?? ''}|${issued.length}`
+      issued.push(token)
+      return token
+    }
+  } as unknown as TokenService
+  return { tokens, issued }
+}
+
+t.test('identityHeaderNames: the names a client may never send on the route', async (t) => {
+  t.same(identityHeaderNames(withoutToken), ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name'])
+  t.same(identityHeaderNames(withToken), ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name', 'x-proof'])
+})
+
+t.test('identityTokenFor: only on a route that asks for one, and only for a known user', async (t) => {
+  const { tokens, issued } = countingTokens()
+  const issuer = createIdentityTokenIssuer(tokens)
+  t.equal(identityTokenFor(issuer, withoutToken, { user: 'alice' }), undefined)
+  t.equal(identityTokenFor(issuer, withToken, {}), undefined)
+  t.equal(identityTokenFor(issuer, withToken, null), undefined)
+  const auth: AuthState = { user: 'alice' }
+  t.equal(await identityTokenFor(issuer, withToken, auth), 'alice|http://u||0')
+  t.equal(issued.length, 1)
+})
+
+t.test('tokens are reused for most of their lifetime, per identity', async (t) => {
+  let now = 1_000_000
+  const { tokens, issued } = countingTokens()
+  const issuer = createIdentityTokenIssuer(tokens, () => now)
+  const config = { header: 'x-proof', ttlSeconds: 60, audience: 'http://u' }
+  const first = await issuer.tokenFor(config, 'alice', undefined)
+  t.equal(await issuer.tokenFor(config, 'alice', undefined), first, 'the same identity: the cached token')
+  t.not(await issuer.tokenFor(config, 'bob', undefined), first, 'another user: another token')
+  t.not(await issuer.tokenFor(config, 'alice', 'k'.repeat(64)), first, 'another key: another token')
+  now += 60_000 * 0.75 + 1
+  t.not(await issuer.tokenFor(config, 'alice', undefined), first, 'past three quarters of its lifetime: a new one')
+  t.equal(issued.length, 4)
+})
