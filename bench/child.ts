@@ -8,8 +8,8 @@
 // prefix, so it leaves no key either.
 //   upstream: the example clients service (upstream-stub) on a free port
 //   bare:     buildBareProxy(BENCH_UPSTREAM_URL)
-//   keygate:  the gateway as server.ts starts it, configured by its environment (PORT=0, ...),
-//             with KEYGATE_WORKERS > 1 as server.ts's primary does (cluster.ts)
+//   keygate:  the gateway as main.ts starts it, configured by its environment (PORT=0, ...),
+//             with KEYGATE_WORKERS > 1 as main.ts's primary does (process/cluster.ts)
 import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { pino } from 'pino'

@@ -1,6 +1,6 @@
 // `npm start`: the example clients service and keygate in front of it, in one process, so a
 // newcomer can follow the README walkthrough. Ctrl-C or SIGTERM stops both, gateway first.
-// Always one gateway process (KEYGATE_WORKERS is for server.ts): the demo user is made when the
+// Always one gateway process (KEYGATE_WORKERS is for main.ts): the demo user is made when the
 // store has no user, which one process can decide alone.
 import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../gateway/src/config/env.js'
 import { closeOnSignals, exitWithStartupError, reloadRoutesOnSighup } from '../gateway/src/process/signals.js'

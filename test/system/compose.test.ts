@@ -129,7 +129,7 @@ t.test('the gateway sets only environment variables the code reads', async (t) =
   const names = Object.keys(env)
   t.ok(names.length > 0, 'the gateway service sets environment variables')
   const known = new Set<string>(ENV_VARIABLES)
-  for (const name of names) t.ok(known.has(name), `${name} is one of ENV_VARIABLES in gateway/src/config.ts`)
+  for (const name of names) t.ok(known.has(name), `${name} is one of ENV_VARIABLES in gateway/src/config/env.ts`)
   t.equal(env.HOST, '0.0.0.0', 'the gateway listens on every interface of its container')
   t.ok(Array.isArray(services.gateway?.ports) && services.gateway.ports.map(String).includes(`${env.PORT}:${env.PORT}`),
     'the gateway publishes the port it listens on')

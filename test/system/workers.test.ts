@@ -1,5 +1,5 @@
 // KEYGATE_WORKERS: the gateway as a node:cluster of worker processes on one port, started as a
-// real process tree (server.ts) on the real Redis. Which worker answered a request is read from
+// real process tree (main.ts) on the real Redis. Which worker answered a request is read from
 // its access-log line: pino writes every line with the pid of the process that wrote it.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { Agent, request } from 'node:http'

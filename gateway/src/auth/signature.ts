@@ -5,8 +5,6 @@ import { decodeBase64, verifyRsaSha256 } from '../keys/public-key.js'
 import { sha256Hex } from '../lib/sha256.js'
 import { required, type AuthStage } from './stage.js'
 
-export { signingString } from '@keygate/client/protocol'
-
 const EMPTY = Buffer.alloc(0)
 
 export interface SignedRequest {

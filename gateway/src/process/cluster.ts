@@ -190,7 +190,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
 const PRIMARY_GRACE_MARGIN_MS = 2000
 
 /**
- * KEYGATE_WORKERS > 1: fork the workers and mind them (cluster.ts). SIGHUP goes on to every
+ * KEYGATE_WORKERS > 1: fork the workers and mind them (startCluster). SIGHUP goes on to every
  * worker; SIGTERM or Ctrl-C makes every worker finish its requests, and the primary exits 0 once
  * all have exited cleanly.
  */

@@ -23,12 +23,6 @@ export const BUFFERED_RESPONSE_MAX = 64 * 1024
 /** Hop-by-hop response headers (RFC 9110 §7.6.1): they describe the pooled upstream connection. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'])
 
-/** timeoutMs: for the answer's headers, and then for each gap between its body chunks */
-export interface ForwardRequest extends UpstreamRequest {
-  /** called when the upstream's final answer begins (its status and headers are in) */
-  onResponseHeaders?: () => void
-}
-
 export interface ForwarderOptions {
   /** keep-alive connections per upstream origin */
   connections: number
@@ -145,8 +139,13 @@ export class Forwarder {
   }
 
   /** Sends the request on and answers `reply` with the upstream's answer, or with a problem. */
-  forward (request: ForwardRequest, reply: FastifyReply): void {
-    const handler = new ForwardHandler(reply, request.method, request.onResponseHeaders)
+  /**
+   * Sends `request` (its timeoutMs bounds the wait for the answer's headers, then each gap between
+   * its body chunks) and answers `reply` with what comes back. `onResponseHeaders` is called when
+   * the upstream's final answer begins (its status and headers are in).
+   */
+  forward (request: UpstreamRequest, reply: FastifyReply, onResponseHeaders?: () => void): void {
+    const handler = new ForwardHandler(reply, request.method, onResponseHeaders)
     reply.raw.once('close', handler.clientGone)
     this.#pool(request.origin).dispatch({
       method: request.method as Dispatcher.HttpMethod,

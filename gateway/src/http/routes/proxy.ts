@@ -85,14 +85,17 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
   }
 
   // 2. Authenticate what needs the body; 3. mutate: the identity token, on routes that send one.
-  const finishAuthentication = (request: FastifyRequest): void | Promise<void> => {
+  const addIdentityToken = (request: FastifyRequest): void | Promise<void> => {
     const state = forwardState(request)
-    const authenticated = authenticator.afterBody(request, state.route.auth)
-    const mutate = (): void | Promise<void> => {
-      const token = identityTokenFor(identityTokens, state.route, request.auth)
-      if (token !== undefined) return token.then((value) => { state.identityToken = value })
-    }
-    return authenticated === undefined ? mutate() : authenticated.then(mutate)
+    const token = identityTokenFor(identityTokens, state.route, request.auth)
+    if (token !== undefined) return token.then((value) => { state.identityToken = value })
+  }
+  const finishAuthentication = (request: FastifyRequest): void | Promise<void> => {
+    const { route } = forwardState(request)
+    const authenticated = authenticator.afterBody(request, route.auth)
+    // most routes send no identity token: nothing more to allocate or wait for
+    if (route.identityToken === undefined) return authenticated
+    return authenticated === undefined ? addIdentityToken(request) : authenticated.then(() => addIdentityToken(request))
   }
 
   // 4. Forward.
@@ -103,10 +106,10 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     const body = request.body
     if (Buffer.isBuffer(body) && body.length > 0) state.body = body
     const sentAt = performance.now()
-    forwarder.forward({
-      ...upstreamRequest({ method: request.method, target: request.raw.url ?? '/', headers: request.headers, ip: request.ip }, state, request.auth),
-      onResponseHeaders: () => { metrics.observeUpstreamLatency(state.route, (performance.now() - sentAt) / 1000) }
-    }, reply)
+    const client = { method: request.method, target: request.raw.url ?? '/', headers: request.headers, ip: request.ip }
+    forwarder.forward(upstreamRequest(client, state, request.auth), reply, () => {
+      metrics.observeUpstreamLatency(state.route, (performance.now() - sentAt) / 1000)
+    })
   }
 
   app.addHook('onRequest', asHook(matchAndAuthenticate))

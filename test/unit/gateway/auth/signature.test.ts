@@ -1,6 +1,7 @@
 import { constants, sign } from 'node:crypto'
 import t from 'tap'
-import { signatureStage, signingString } from '../../../../gateway/src/auth/signature.js'
+import { signingString } from '@keygate/client/protocol'
+import { signatureStage } from '../../../../gateway/src/auth/signature.js'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
 import { parseRsaPublicKey } from '../../../../gateway/src/keys/public-key.js'
 import { captureGatewayError, fakeRequest, rsaPair, signBase64, type RsaPair } from '../../../helpers/auth-fixtures.js'
