@@ -56,14 +56,14 @@ export function parseRedisNodes (variable: string, text: string, defaultPort: nu
   })
 }
 
-/**
- * Which Redis, if any: REDIS_URL (one node), KEYGATE_REDIS_SENTINELS (with its master name) or
- * KEYGATE_REDIS_CLUSTER_NODES, exactly one of them. Errors name variables, never their values.
- */
 /** The variables that choose and reach Redis, as read from the environment. */
 export type RedisEnv = Partial<Record<'REDIS_URL' | 'KEYGATE_REDIS_SENTINELS' | 'KEYGATE_REDIS_SENTINEL_MASTER' | 'KEYGATE_REDIS_SENTINEL_PASSWORD' |
   'KEYGATE_REDIS_CLUSTER_NODES' | 'KEYGATE_REDIS_USERNAME' | 'KEYGATE_REDIS_PASSWORD' | 'KEYGATE_REDIS_PREFIX', string>>
 
+/**
+ * Which Redis, if any: REDIS_URL (one node), KEYGATE_REDIS_SENTINELS (with its master name) or
+ * KEYGATE_REDIS_CLUSTER_NODES, exactly one of them. Errors name variables, never their values.
+ */
 export function redisTopologyFrom (e: RedisEnv): RedisTopology | undefined {
   const modes = (['REDIS_URL', 'KEYGATE_REDIS_SENTINELS', 'KEYGATE_REDIS_CLUSTER_NODES'] as const).filter((name) => e[name] !== undefined)
   if (modes.length > 1) {

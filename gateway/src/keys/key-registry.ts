@@ -38,8 +38,10 @@ export interface RegistrationInput {
 export interface KeyRegistry {
   /** the usable key, from the cache or the store; null when unknown, revoked or expired */
   lookup: (apiKey: string) => Promise<RegisteredKey | null>
-  /** the key and whether it may sign at `nowMs`; null when never registered */
-  /** synchronous when the answer is in this process (a cached or known-unknown key): no promise per request */
+  /**
+   * The key and whether it may sign at `nowMs`; null when never registered. Synchronous when the
+   * answer is in this process (a cached or known-unknown key): no promise per request.
+   */
   check: (apiKey: string, nowMs?: number) => KeyCheck | null | Promise<KeyCheck | null>
   register: (input: RegistrationInput) => Promise<KeyRecord>
   /**

@@ -138,10 +138,9 @@ export class Forwarder {
     return pool
   }
 
-  /** Sends the request on and answers `reply` with the upstream's answer, or with a problem. */
   /**
    * Sends `request` (its timeoutMs bounds the wait for the answer's headers, then each gap between
-   * its body chunks) and answers `reply` with what comes back. `onResponseHeaders` is called when
+   * its body chunks) and answers `reply` with the upstream's answer, or with a problem. `onResponseHeaders` is called when
    * the upstream's final answer begins (its status and headers are in).
    */
   forward (request: UpstreamRequest, reply: FastifyReply, onResponseHeaders?: () => void): void {

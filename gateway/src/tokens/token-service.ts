@@ -71,8 +71,7 @@ export interface TokenService {
   issue: (subject: string) => Promise<IssuedToken>
   /** a token for an upstream, proving that keygate forwarded this user's request */
   issueIdentity: (claims: IdentityClaims) => Promise<string>
-  /** the token's subject; INVALID_TOKEN otherwise */
-  /** the token's subject; synchronous when the token is in the verified cache (no promise per request) */
+  /** the token's subject, else INVALID_TOKEN; synchronous when the token is in the verified cache (no promise per request) */
   verify: (token: string) => string | Promise<string>
   /** every key of the ring that still verifies (the current one first) */
   readonly jwks: { keys: JWK[] }
