@@ -9,13 +9,18 @@ FROM node:20-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
 
-# Dependencies first, so code changes do not invalidate the install layer.
+# Dependencies first, so code changes do not invalidate the install layer. The workspaces'
+# package.json files come along: npm ci links @keygate/client (the gateway imports its protocol
+# core) and needs to see @keygate/bench, a dev-only package it then leaves out.
 COPY package.json package-lock.json ./
+COPY client/package.json ./client/
+COPY bench/package.json ./bench/
 RUN npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 
 # Only what the processes run: sources, the launcher, and tsconfig.json (tsx reads it).
 COPY tsconfig.json ./
+COPY client/src/ ./client/src/
 COPY gateway/ ./gateway/
 COPY upstream-stub/ ./upstream-stub/
 COPY scripts/ ./scripts/

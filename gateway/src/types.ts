@@ -1,10 +1,10 @@
-// Fastify declaration merging: what keygate adds to the instance and to requests.
-import type { AuthState } from './auth/stage.js'
+// Fastify declaration merging: the services keygate decorates its instance with. What it adds to
+// requests is declared beside the code that sets it (auth/authenticate.ts, proxy/upstream-request.ts,
+// http/plugins/problems.ts, http/plugins/metrics.ts), so that no layer relies on a higher one.
 import type { KeyRegistry } from './keys/key-registry.js'
 import type { GatewayMetrics } from './metrics/metrics.js'
 import type { LoginGuard } from './users/login-guard.js'
 import type { RouteRegistry } from './proxy/route-registry.js'
-import type { ForwardState } from './proxy/upstream-request.js'
 import type { Store } from './store/index.js'
 import type { TokenService } from './tokens/token-service.js'
 import type { UserService } from './users/user-service.js'
@@ -22,19 +22,5 @@ export interface KeygateServices {
 declare module 'fastify' {
   interface FastifyInstance {
     keygate: KeygateServices
-  }
-  interface FastifyRequest {
-    /** what the auth pipeline established about this request; null outside business routes */
-    auth: AuthState | null
-    /** the error code that denied the request, for the access log */
-    denialReason: string | null
-    /** the request passed authentication (its tier's pipeline, or the login) */
-    authenticated: boolean
-    /** a business request: its route, and its body and identity token once known; null elsewhere */
-    forward: ForwardState | null
-  }
-  interface FastifyContextConfig {
-    /** keygate's own route authenticates its caller: its auth outcome is counted in the metrics */
-    authenticates?: boolean
   }
 }

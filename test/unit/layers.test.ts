@@ -47,7 +47,11 @@ function sources (dir: string): string[] {
     .map((entry) => relative(ROOT, join(entry.parentPath, entry.name)))
 }
 
-const PROTOCOL_PACKAGE = '@keygate/client/protocol'
+/** the client package's own entry points, imported by name */
+const CLIENT_PACKAGE: Record<string, string> = {
+  '@keygate/client': 'client/src/index.ts',
+  '@keygate/client/protocol': 'client/src/protocol/index.ts'
+}
 const IMPORT = /^\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'|^\s*import\s+'([^']+)'/gm
 
 interface Imports { local: string[]; packages: string[] }
@@ -58,7 +62,7 @@ function importsOf (file: string): Imports {
   for (const match of text.matchAll(IMPORT)) {
     const spec = (match[1] ?? match[2]) as string
     if (spec.startsWith('.')) out.local.push(normalize(join(dirname(file), spec)).replace(/\.js$/, '.ts'))
-    else if (spec === PROTOCOL_PACKAGE) out.local.push('client/src/protocol/index.ts')
+    else if (CLIENT_PACKAGE[spec] !== undefined) out.local.push(CLIENT_PACKAGE[spec])
     else out.packages.push(spec)
   }
   return out
@@ -104,5 +108,6 @@ t.test('the layer check sees the code it checks', async (t) => {
   // A regex that silently matched nothing would pass every test above.
   t.ok(graph.get('gateway/src/app.ts')!.local.includes('gateway/src/http/routes/proxy.ts'), 'app.ts -> http/routes/proxy.ts is seen')
   t.ok(graph.get('gateway/src/auth/replay.ts')!.local.includes('client/src/protocol/index.ts'), 'the protocol package import is seen')
+  t.ok(graph.get('gateway/src/cli/client-commands.ts')!.local.includes('client/src/index.ts'), 'the client package import is seen')
   t.ok(graph.get('gateway/src/http/routes/proxy.ts')!.packages.includes('fastify'), 'package imports are seen')
 })

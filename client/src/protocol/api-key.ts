@@ -4,10 +4,6 @@
  */
 export const API_KEY_PATTERN = /^[0-9a-f]{64}$/
 
-export function isApiKey (text: string): boolean {
-  return API_KEY_PATTERN.test(text)
-}
-
 /** The apiKey of a public key, given its DER SubjectPublicKeyInfo and a SHA-256 of the runtime's. */
 export function apiKeyOfSpki (spkiDer: Uint8Array, sha256Hex: (parts: readonly Uint8Array[]) => string): string {
   return sha256Hex([spkiDer])

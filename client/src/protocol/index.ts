@@ -1,7 +1,8 @@
 // The protocol core: the rules a request must follow to pass keygate, shared by the gateway (which
 // enforces them) and the client (which follows them). No dependencies and no runtime-specific
-// imports: it loads as it is in Node, Deno, Bun and browsers.
-export { API_KEY_PATTERN, apiKeyOfSpki, isApiKey } from './api-key.js'
+// imports (no node:, no Buffer), so that, compiled, the same code runs in Node, Deno, Bun and
+// browsers.
+export { API_KEY_PATTERN, apiKeyOfSpki } from './api-key.js'
 export { BODYLESS_METHODS, HTTP_METHODS, METHOD_TOKEN, SAFE_METHODS, type HttpMethod } from './methods.js'
 export { pathOf, requestTargetProblem } from './request-target.js'
 export { describeSigningString, signingString, type Sha256Hex, type SigningStringDetails } from './signing-string.js'

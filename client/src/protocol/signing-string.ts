@@ -1,8 +1,13 @@
-// The seed scheme's signing string, in one place for both sides: the gateway verifies over it and
-// the client signs over it. timestamp + METHOD + raw request target + raw body, no separators.
+// The signing string of the X-API-Key / X-API-Timestamp / X-API-Signature scheme, in one place for
+// both sides: the gateway verifies over it and the client signs over it. timestamp + METHOD + raw
+// request target + raw body, no separators.
 
-/** The same text both sides sign: targets are restricted to URI characters, so ASCII. */
-const ascii = new TextEncoder()
+/**
+ * UTF-8, which is the identity on ASCII: the gateway refuses any target that is not made of URI
+ * characters (requestTargetProblem) and any timestamp that is not digits before it gets here, and
+ * the client checks both before it signs.
+ */
+const utf8 = new TextEncoder()
 const EMPTY = new Uint8Array(0)
 
 /**
@@ -10,7 +15,7 @@ const EMPTY = new Uint8Array(0)
  * undecoded, query included. The body is appended as its own part: no copy of a large body.
  */
 export function signingString (timestamp: string, method: string, target: string, body: Uint8Array | undefined): Uint8Array[] {
-  const head = ascii.encode(timestamp + method + target)
+  const head = utf8.encode(timestamp + method + target)
   return body === undefined || body.length === 0 ? [head] : [head, body]
 }
 

@@ -9,6 +9,15 @@ import type { AuthStage, AuthState, AuthTier } from './stage.js'
 
 export type Pipelines = Record<AuthTier, readonly AuthStage[]>
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** what authentication established about this request (user, key); null until it starts */
+    auth: AuthState | null
+    /** the request passed authentication: its tier's last stage, or a login */
+    authenticated: boolean
+  }
+}
+
 export interface Authenticator {
   /** Starts a request's authentication with `state` (what the route decided, e.g. its replay policy). */
   beforeBody: (request: FastifyRequest, tier: AuthTier, state?: AuthState) => void | Promise<void>
@@ -19,7 +28,7 @@ export interface Authenticator {
 const passed = (request: FastifyRequest): void => { request.authenticated = true }
 
 /** `next` after `pending`: at once when nothing is pending (no promise, no microtask). */
-function then (pending: void | Promise<void>, next: (request: FastifyRequest) => void, request: FastifyRequest): void | Promise<void> {
+function afterwards (pending: void | Promise<void>, next: (request: FastifyRequest) => void, request: FastifyRequest): void | Promise<void> {
   if (pending === undefined) {
     next(request)
     return
@@ -39,11 +48,11 @@ export function createAuthenticator (pipelines: Pipelines): Authenticator {
       request.auth = state
       const { beforeBody, afterBody } = phases[tier]
       // A tier with nothing to check in the body is done once its header checks pass.
-      return afterBody.length === 0 ? then(runStages(beforeBody, request, state), passed, request) : runStages(beforeBody, request, state)
+      return afterBody.length === 0 ? afterwards(runStages(beforeBody, request, state), passed, request) : runStages(beforeBody, request, state)
     },
     afterBody (request, tier) {
       const state = request.auth ?? (request.auth = {})
-      return then(runStages(phases[tier].afterBody, request, state), passed, request)
+      return afterwards(runStages(phases[tier].afterBody, request, state), passed, request)
     }
   }
 }

@@ -1,5 +1,5 @@
 // `npm run keygate -- keygen | login | register | call`: the client developer's commands, built on
-// the client module (keygate/client), so the CLI signs exactly as a program using it would.
+// the client package (@keygate/client), so the CLI signs exactly as a program using it would.
 //
 // Configuration: a flag, else an environment variable, else the default.
 //   --url URL        KEYGATE_URL       keygate's origin (http://127.0.0.1:8080)
@@ -16,7 +16,7 @@ import { parseArgs, promisify } from 'node:util'
 import {
   apiKeyOf, createClient, describeSigningString, KeygateResponseError, loadPrivateKey, login, registerKey,
   signatureMismatches, SigningInputError
-} from '../../../client/src/index.js'
+} from '@keygate/client'
 
 export const CLIENT_COMMANDS = ['keygen', 'login', 'register', 'call'] as const
 export type ClientCommand = (typeof CLIENT_COMMANDS)[number]

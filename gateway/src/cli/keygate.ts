@@ -5,6 +5,7 @@
 //   routes check FILE  validate a route file and print the table of routes it makes
 //   tokens rotate      make a new token-signing key current for every gateway on that Redis
 import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
@@ -205,10 +206,12 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
  * there with the dev dependencies (npm ci) and absent from a production install.
  */
 async function runBench (args: string[]): Promise<number> {
-  let entry: string
+  let entry: string | undefined
   try {
     entry = fileURLToPath(import.meta.resolve('@keygate/bench/cli'))
-  } catch {
+  } catch {}
+  // a production install may keep the workspace's link but not its files
+  if (entry === undefined || !existsSync(entry)) {
     throw new Error('the load tool (@keygate/bench) is not installed: ' +
       'it comes with a checkout of keygate and its dev dependencies (npm ci), not with a production install')
   }

@@ -50,12 +50,8 @@ export function parseRsaPublicKey (text: string): ParsedPublicKey {
   }
 }
 
-/**
- * The apiKey of a key: lowercase hex SHA-256 of its DER SubjectPublicKeyInfo. Given a private key,
- * that of its public half (what a client computes to check which key it holds).
- */
-export function apiKeyOf (key: KeyObject): string {
-  const publicKey = key.type === 'private' ? createPublicKey(key) : key
+/** The apiKey of a public key: lowercase hex SHA-256 of its DER SubjectPublicKeyInfo. */
+export function apiKeyOf (publicKey: KeyObject): string {
   return apiKeyOfSpki(publicKey.export({ type: 'spki', format: 'der' }), sha256Hex)
 }
 

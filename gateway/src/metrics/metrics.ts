@@ -22,7 +22,7 @@ export interface LabelledRoute {
 
 export interface GatewayMetrics {
   readonly registry: Registry
-  /** one finished request: its route label (see routeLabel in plugins/metrics.ts), method and status */
+  /** one finished request: its route label (see routeLabel in http/plugins/metrics.ts), method and status */
   countRequest: (route: string, method: string, status: number) => void
   /** how authentication ended: `ok`, or the catalog code that denied it */
   countAuthOutcome: (route: string, reason: string) => void

@@ -29,6 +29,12 @@ export interface ForwarderOptions {
 }
 
 /**
+ * `tag` names what a request was sent for (the proxy: its route); told, with the seconds it
+ * waited, when the upstream's final answer begins. One function for all requests: no closure each.
+ */
+export type AnswerBegins<Tag> = (tag: Tag, seconds: number) => void
+
+/**
  * The upstream's headers minus its hop-by-hop ones and any it names in `Connection`: its
  * `Connection: keep-alive` describes the gateway's pooled connection, not the client's, and must
  * not override the client's own `Connection: close`.
@@ -53,7 +59,7 @@ function upstreamError (error: Error): GatewayError {
 }
 
 /** One request's trip: collects a small answer, or streams a large one, into the Fastify reply. */
-class ForwardHandler implements Dispatcher.DispatchHandler {
+class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   #controller: Dispatcher.DispatchController | undefined
   #status = 0
   #headers: Record<string, string | string[]> | undefined
@@ -62,7 +68,14 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
   #stream: Readable | undefined
   #done = false
 
-  constructor (private readonly reply: FastifyReply, private readonly method: string, private readonly answerBegins: (() => void) | undefined) {}
+  readonly #sentAt = performance.now()
+
+  constructor (
+    private readonly reply: FastifyReply,
+    private readonly method: string,
+    private readonly answerBegins: AnswerBegins<Tag> | undefined,
+    private readonly tag: Tag
+  ) {}
 
   /** The client went away: nothing to answer, free the upstream connection. */
   readonly clientGone = (): void => {
@@ -75,7 +88,7 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
 
   onResponseStart (controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (statusCode < 200) return // 1xx: informational, the final answer follows
-    this.answerBegins?.()
+    this.answerBegins?.(this.tag, (performance.now() - this.#sentAt) / 1000)
     this.#status = statusCode
     this.#headers = clientResponseHeaders(headers)
     const declared = headers['content-length']
@@ -123,10 +136,10 @@ class ForwardHandler implements Dispatcher.DispatchHandler {
   }
 }
 
-export class Forwarder {
+export class Forwarder<Tag = undefined> {
   readonly #pools = new Map<string, Pool>()
 
-  constructor (private readonly options: ForwarderOptions) {}
+  constructor (private readonly options: ForwarderOptions & { onAnswerBegins?: AnswerBegins<Tag> }) {}
 
   #pool (origin: string): Pool {
     let pool = this.#pools.get(origin)
@@ -140,11 +153,10 @@ export class Forwarder {
 
   /**
    * Sends `request` (its timeoutMs bounds the wait for the answer's headers, then each gap between
-   * its body chunks) and answers `reply` with the upstream's answer, or with a problem. `onResponseHeaders` is called when
-   * the upstream's final answer begins (its status and headers are in).
+   * its body chunks) and answers `reply` with the upstream's answer, or with a problem.
    */
-  forward (request: UpstreamRequest, reply: FastifyReply, onResponseHeaders?: () => void): void {
-    const handler = new ForwardHandler(reply, request.method, onResponseHeaders)
+  forward (request: UpstreamRequest, reply: FastifyReply, tag: Tag): void {
+    const handler = new ForwardHandler(reply, request.method, this.options.onAnswerBegins, tag)
     reply.raw.once('close', handler.clientGone)
     this.#pool(request.origin).dispatch({
       method: request.method as Dispatcher.HttpMethod,

@@ -17,8 +17,15 @@ export interface ForwardState {
   identityToken?: string
 }
 
-/** The client's request, as the upstream request is made from it. */
-export interface ClientRequest {
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** a business request: its route, and its body and identity token once known; null elsewhere */
+    forward: ForwardState | null
+  }
+}
+
+/** The client's request (downstream), as the upstream request is made from it. */
+export interface DownstreamRequest {
   method: string
   /** the raw request target: path, and ?query when there is one */
   target: string
@@ -74,6 +81,10 @@ function compile (route: RouteConfig): CompiledRoute {
 
 /** The path the upstream receives: the route's rewrite applied, under the upstream URL's own path. */
 export function forwardedPath (route: RouteConfig, path: string): string {
+  return rewrite(route, compile(route), path)
+}
+
+function rewrite (route: RouteConfig, compiledRoute: CompiledRoute, path: string): string {
   let rewritten = path
   if (route.rewrite !== undefined) {
     const rest = route.exact ? '' : path.slice(route.prefix.length)
@@ -83,13 +94,16 @@ export function forwardedPath (route: RouteConfig, path: string): string {
     const boundary = !route.prefix.endsWith('/') && route.rewrite.endsWith('/') && rest.startsWith('/')
     rewritten = route.rewrite + (boundary ? rest.slice(1) : rest)
   }
-  return compile(route).basePath + rewritten
+  return compiledRoute.basePath + rewritten
 }
 
 /** Client headers minus anything that could pass for the gateway's word, plus the gateway's own. */
-export function upstreamHeaders (request: ClientRequest, state: ForwardState, auth: AuthState | null): IncomingHttpHeaders {
+export function upstreamHeaders (request: DownstreamRequest, state: ForwardState, auth: AuthState | null): IncomingHttpHeaders {
+  return headersFor(request, state, auth, compile(state.route))
+}
+
+function headersFor (request: DownstreamRequest, state: ForwardState, auth: AuthState | null, { dropped, host }: CompiledRoute): IncomingHttpHeaders {
   const { route, body } = state
-  const { dropped, host } = compile(route)
   const headers = request.headers
   // Headers the client's Connection header names are hop-by-hop: its own, not the upstream's.
   const listed = headers.connection === undefined ? undefined : connectionListed(headers.connection)
@@ -108,14 +122,15 @@ export function upstreamHeaders (request: ClientRequest, state: ForwardState, au
 }
 
 /** The whole upstream request: the route's origin, the rewritten path with the query as sent. */
-export function upstreamRequest (request: ClientRequest, state: ForwardState, auth: AuthState | null): UpstreamRequest {
+export function upstreamRequest (request: DownstreamRequest, state: ForwardState, auth: AuthState | null): UpstreamRequest {
   const path = pathOf(request.target)
+  const compiledRoute = compile(state.route)
   return {
-    origin: compile(state.route).origin,
+    origin: compiledRoute.origin,
     method: request.method,
     // the route's rewrite applies to the path; the query goes on as the client sent it
-    path: forwardedPath(state.route, path) + request.target.slice(path.length),
-    headers: upstreamHeaders(request, state, auth),
+    path: rewrite(state.route, compiledRoute, path) + request.target.slice(path.length),
+    headers: headersFor(request, state, auth, compiledRoute),
     body: state.body,
     timeoutMs: state.route.timeoutMs
   }

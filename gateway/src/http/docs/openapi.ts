@@ -1,7 +1,7 @@
 // The parts of keygate's OpenAPI document that Fastify's route schemas cannot say: the problem+json
 // answers each operation can give (from the ERRORS catalog), the two authentication schemes, and
 // the business routes of the live route table, which are not Fastify routes but entries of the
-// catch-all proxy. plugins/docs.ts puts them together with what @fastify/swagger generates.
+// catch-all proxy. http/plugins/docs.ts puts them together with what @fastify/swagger generates.
 import type { OpenAPIV3_1 } from 'openapi-types'
 import { BODYLESS_METHODS, HTTP_METHODS, SAFE_METHODS } from '@keygate/client/protocol'
 import type { AuthTier, RouteConfig } from '../../proxy/route.js'

@@ -6,6 +6,13 @@ import fp from 'fastify-plugin'
 import type { GatewayMetrics } from '../../metrics/metrics.js'
 import { PROXY_ROUTE_URLS } from '../catch-all.js'
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** keygate's own route authenticates its caller: its auth outcome is counted in the metrics */
+    authenticates?: boolean
+  }
+}
+
 /** requests no route took (404 NOT_FOUND, or refused before routing) */
 export const NO_ROUTE = 'none'
 

@@ -4,8 +4,15 @@ import { STATUS_CODES } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
 import fp from 'fastify-plugin'
-import { HTTP_METHODS } from '@keygate/client/protocol'
+import { HTTP_METHODS, pathOf } from '@keygate/client/protocol'
 import { GatewayError, PROBLEM_CONTENT_TYPE, isGatewayError, type FieldError } from '../../errors.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** the error code that denied the request, for the access log and the metrics */
+    denialReason: string | null
+  }
+}
 
 interface SchemaIssue {
   instancePath: string
@@ -104,7 +111,7 @@ const problems: FastifyPluginAsync = async (app) => {
     return sendProblem(request, reply, error)
   })
   app.setNotFoundHandler((request, reply) => {
-    return sendProblem(request, reply, new GatewayError('NOT_FOUND', `No route for ${request.method} ${request.url.split('?', 1)[0] ?? ''}`))
+    return sendProblem(request, reply, new GatewayError('NOT_FOUND', `No route for ${request.method} ${pathOf(request.url)}`))
   })
 }
 

@@ -11,6 +11,7 @@ import { GatewayError } from '../../errors.js'
 import type { GatewayMetrics } from '../../metrics/metrics.js'
 import { Forwarder } from '../../proxy/forwarder.js'
 import { identityTokenFor, type IdentityTokenIssuer } from '../../proxy/identity.js'
+import type { RouteConfig } from '../../proxy/route.js'
 import type { RouteRegistry } from '../../proxy/route-registry.js'
 import { upstreamRequest, type ForwardState } from '../../proxy/upstream-request.js'
 import { PROXY_ROUTE_URLS } from '../catch-all.js'
@@ -99,17 +100,17 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
   }
 
   // 4. Forward.
-  const forwarder = new Forwarder({ connections: options.upstreamConnections })
+  const forwarder = new Forwarder<RouteConfig>({
+    connections: options.upstreamConnections,
+    onAnswerBegins: (route, seconds) => { metrics.observeUpstreamLatency(route, seconds) }
+  })
   app.addHook('onClose', async () => { await forwarder.close() })
   const handler = (request: FastifyRequest, reply: FastifyReply): void => {
     const state = forwardState(request)
     const body = request.body
     if (Buffer.isBuffer(body) && body.length > 0) state.body = body
-    const sentAt = performance.now()
     const client = { method: request.method, target: request.raw.url ?? '/', headers: request.headers, ip: request.ip }
-    forwarder.forward(upstreamRequest(client, state, request.auth), reply, () => {
-      metrics.observeUpstreamLatency(state.route, (performance.now() - sentAt) / 1000)
-    })
+    forwarder.forward(upstreamRequest(client, state, request.auth), reply, state.route)
   }
 
   app.addHook('onRequest', asHook(matchAndAuthenticate))

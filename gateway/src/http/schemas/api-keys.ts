@@ -30,7 +30,6 @@ export const ApiKeyView = Type.Object({
   expiresAt: Type.Optional(Type.String({ description: 'ISO 8601; absent: the key does not expire' })),
   revokedAt: Type.Optional(Type.String({ description: 'ISO 8601; present once revoked' }))
 })
-export type ApiKeyView = Static<typeof ApiKeyView>
 
 export const ApiKeyList = Type.Object({
   items: Type.Array(ApiKeyView, { description: 'newest first' })

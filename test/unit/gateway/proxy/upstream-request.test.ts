@@ -4,12 +4,14 @@ import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
 import { route, type RouteConfig } from '../../../../gateway/src/proxy/route.js'
-import { forwardedPath, upstreamHeaders, upstreamRequest, type ClientRequest } from '../../../../gateway/src/proxy/upstream-request.js'
+import { forwardedPath, upstreamHeaders, upstreamRequest, type DownstreamRequest } from '../../../../gateway/src/proxy/upstream-request.js'
 
 const DEFAULTS = { bodyLimit: 1024, timeoutMs: 5000 }
 const keyObject = generateKeyPairSync('ed25519').publicKey
 const AUTH: AuthState = { user: 'alice', key: { apiKey: 'a'.repeat(64), owner: 'alice', name: 'laptop', keyObject } }
-const client = (fields: Partial<ClientRequest> = {}): ClientRequest => ({ method: 'GET', target: '/v1/clients/', headers: {}, ip: '127.0.0.9', ...fields })
+const client = (fields: Partial<DownstreamRequest> = {}): DownstreamRequest => ({
+  method: 'GET', target: '/v1/clients/', headers: {}, ip: '127.0.0.9', ...fields
+})
 
 t.test('forwardedPath: the rewrite replaces the prefix only, under the upstream URL\'s own path', async (t) => {
   const cases: Array<[string, Partial<RouteConfig> & { prefix: string; upstream: string }, string, string]> = [
