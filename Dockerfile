@@ -4,7 +4,7 @@
 # There is no build step: the app runs its TypeScript through tsx, which is a runtime
 # dependency (`node --import tsx ...`, as in the package.json scripts), so the production
 # install below is all the image needs.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 
 ENV NODE_ENV=production
 WORKDIR /app

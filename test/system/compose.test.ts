@@ -198,7 +198,7 @@ t.test('the Dockerfile runs unprivileged a file that exists', async (t) => {
   const instructions = dockerInstructions(readFileSync(DOCKERFILE, 'utf8'))
   const all = (keyword: string): Instruction[] => instructions.filter((i) => i.keyword === keyword)
 
-  t.match(all('FROM')[0]?.args ?? '', /^node:20(-bookworm)?-slim\b/, 'the base image is node:20 slim')
+  t.match(all('FROM')[0]?.args ?? '', /^node:24(-bookworm)?-slim\b/, 'the base image is node:24 slim')
 
   const user = all('USER').at(-1)?.args.split(':')[0]
   t.ok(user, 'the Dockerfile sets a USER')

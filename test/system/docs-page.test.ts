@@ -1,30 +1,13 @@
-// The /docs page in a real browser: headless Chromium (Debian's `chromium`) loads it from a
-// running gateway and must show keygate's endpoints and the configured routes, with the error
-// codes of an operation, while fetching nothing from any other host (the page works offline).
-import { existsSync } from 'node:fs'
-import puppeteer, { type Browser } from 'puppeteer-core'
+// The /docs page in a real browser: headless Chromium (see test/helpers/chromium.ts for which one)
+// loads it from a running gateway and must show keygate's endpoints and the configured routes, with
+// the error codes of an operation, while fetching nothing from any other host (the page works offline).
 import t from 'tap'
+import { launchChromium } from '../helpers/chromium.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
 import { startStack } from '../helpers/stack.js'
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-
-async function launch (): Promise<Browser> {
-  return await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    // root in CI containers: Chromium's sandbox needs user namespaces it may not have
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--no-default-browser-check'],
-    timeout: 60_000
-  })
-}
-
 t.test('the /docs page shows every endpoint in Chromium, offline', async (t) => {
-  if (!existsSync(CHROMIUM)) {
-    t.fail(`no Chromium at ${CHROMIUM}: install Debian's package (apt-get install -y chromium) or set CHROMIUM_PATH`)
-    return
-  }
   const recorder = await startRecorder(t)
   const file = routeFile(t, `routes:
   - { name: clients, prefix: /v1/clients/, upstream: ${recorder.url}, auth: signed, methods: [GET, POST] }
@@ -34,8 +17,9 @@ t.test('the /docs page shows every endpoint in Chromium, offline', async (t) => 
   const gw = await startStack(t, { store: 'memory', upstreamUrl: recorder.url, config: { routesFile: file.path } })
   const origin = new URL(gw.url).origin
 
-  const browser = await launch()
+  const browser = await launchChromium()
   t.teardown(async () => { await browser.close() })
+  t.comment(`browser: ${await browser.version()}`)
   const page = await browser.newPage()
   const elsewhere: string[] = []
   const failures: string[] = []
