@@ -193,16 +193,15 @@ t.test('KEYGATE_WORKERS values', async (t) => {
     Math.min(availableParallelism(), MAX_WORKERS),
     'auto on a Cluster: one per core'
   )
+  // the primary serves the one metrics port (test/system/metrics-workers.test.ts)
+  const withMetrics = loadConfig({ KEYGATE_WORKERS: '2', REDIS_URL: redisUrl, KEYGATE_METRICS_PORT: '9464' })
+  t.same([withMetrics.workers.count, withMetrics.metrics.port], [2, 9464], 'workers and a metrics port go together')
   const refused: Array<[Record<string, string>, RegExp]> = [
     [{ KEYGATE_WORKERS: '0' }, /^KEYGATE_WORKERS: "0" is not allowed/],
     [{ KEYGATE_WORKERS: '1.5', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "1.5" is not allowed/],
     [{ KEYGATE_WORKERS: 'all', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "all" is not allowed/],
     [{ KEYGATE_WORKERS: '1000', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "1000" is not allowed: at most 256/],
-    [{ KEYGATE_WORKERS: '2' }, /^KEYGATE_WORKERS: 2 workers need Redis \(REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES\)/],
-    [
-      { KEYGATE_WORKERS: '2', REDIS_URL: redisUrl, KEYGATE_METRICS_PORT: '9464' },
-      /^KEYGATE_METRICS_PORT: metrics are per process and 2 workers would share one port/
-    ]
+    [{ KEYGATE_WORKERS: '2' }, /^KEYGATE_WORKERS: 2 workers need Redis \(REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES\)/]
   ]
   for (const [env, message] of refused) t.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
 })
