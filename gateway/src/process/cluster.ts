@@ -1,4 +1,4 @@
-// KEYGATE_WORKERS > 1: the primary of a node:cluster. It serves nothing itself: it forks the
+// KEYGATE_WORKERS > 1: the primary of a node:cluster. It serves no requests itself: it forks the
 // workers, each a whole gateway as main.ts runs it alone, on one shared port (Node hands the
 // connections out round-robin on Linux). Workers share nothing but the store, exactly as several
 // gateways on one Redis do. The primary forwards SIGHUP (reload the route file) and
