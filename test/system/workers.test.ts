@@ -1,112 +1,18 @@
 // KEYGATE_WORKERS: the gateway as a node:cluster of worker processes on one port, started as a
 // real process tree (main.ts) on the real Redis. Which worker answered a request is read from
 // its access-log line: pino writes every line with the pid of the process that wrote it.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { Agent, request } from 'node:http'
 import { availableParallelism } from 'node:os'
-import { fileURLToPath } from 'node:url'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { restartDelayMs, RESTART_MAX_DELAY_MS } from '../../gateway/src/process/cluster.js'
 import { loadConfig } from '../../gateway/src/config/env.js'
 import { MAX_WORKERS, resolveWorkers } from '../../gateway/src/config/workers.js'
-import { send, type RawResponse } from '../helpers/http.js'
+import { send } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
+import { answeredBy, gone, isRunning, redisEnv, spawnGateway, startCluster } from '../helpers/process-tree.js'
 import { startRecorder } from '../helpers/recorder.js'
-import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { routeFile } from '../helpers/routes.js'
-import { login, PASSWORD, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
-
-const root = fileURLToPath(new URL('../..', import.meta.url))
-const WAIT_MS = 20_000
-
-type LogLine = Record<string, unknown> & { pid: number; msg: string }
-
-interface Gateway {
-  child: ChildProcessWithoutNullStreams
-  lines: LogLine[]
-  stderr: () => string
-  /** the first log line, present or to come, that `match` accepts */
-  waitForLine: (match: (line: LogLine) => boolean, what: string) => Promise<LogLine>
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
-}
-
-function spawnGateway (t: Test, env: Record<string, string>): Gateway {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/main.ts'], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }
-  })
-  t.teardown(() => { child.kill('SIGKILL') })
-  const lines: LogLine[] = []
-  const waiters = new Set<() => void>()
-  let buffered = ''
-  child.stdout.on('data', (chunk: Buffer) => {
-    buffered += chunk.toString()
-    const complete = buffered.split('\n')
-    buffered = complete.pop() ?? ''
-    for (const text of complete) {
-      try { lines.push(JSON.parse(text) as LogLine) } catch { /* not a log line */ }
-    }
-    for (const wake of waiters) wake()
-  })
-  let stderr = ''
-  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.once('exit', (code, signal) => { resolve({ code, signal }); for (const wake of waiters) wake() })
-  })
-  const waitForLine = async (match: (line: LogLine) => boolean, what: string): Promise<LogLine> => await new Promise((resolve, reject) => {
-    const check = (): void => {
-      const found = lines.find(match)
-      if (found !== undefined) { done(); resolve(found) } else if (child.exitCode !== null || child.signalCode !== null) {
-        done()
-        reject(new Error(`the gateway exited before logging ${what}: ${stderr}`))
-      }
-    }
-    const timer = setTimeout(() => { done(); reject(new Error(`no log line ${what} within ${WAIT_MS} ms: ${stderr}`)) }, WAIT_MS)
-    const done = (): void => { clearTimeout(timer); waiters.delete(check) }
-    waiters.add(check)
-    check()
-  })
-  return { child, lines, stderr: () => stderr, waitForLine, exited }
-}
-
-interface Cluster extends Gateway {
-  url: string
-  workers: number[]
-}
-
-async function startCluster (t: Test, env: Record<string, string>): Promise<Cluster> {
-  const gateway = spawnGateway(t, { KEYGATE_WORKERS: '2', ...env })
-  const ready = await gateway.waitForLine((l) => /^keygate listens on /.test(l.msg), 'saying it listens')
-  const url = /^keygate listens on (http:\/\/\S+) /.exec(ready.msg)?.[1] ?? ''
-  return { ...gateway, url, workers: ready.workers as number[] }
-}
-
-function isRunning (pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
-async function gone (pids: number[]): Promise<boolean> {
-  for (let i = 0; i < 100 && pids.some(isRunning); i++) await new Promise((resolve) => setTimeout(resolve, 50))
-  return !pids.some(isRunning)
-}
-
-/** The pid of the worker that answered, from its access-log line (matched by x-request-id). */
-async function answeredBy (gateway: Gateway, res: RawResponse): Promise<number> {
-  const id = res.headers['x-request-id']
-  return (await gateway.waitForLine((l) => l.msg === 'request' && l.reqId === id, `for request ${String(id)}`)).pid
-}
-
-async function redisEnv (t: Test): Promise<Record<string, string>> {
-  const redisUrl = await testRedisUrl()
-  const prefix = uniquePrefix('workers')
-  t.teardown(async () => { await deletePrefix(redisUrl, prefix) })
-  return { REDIS_URL: redisUrl, KEYGATE_REDIS_PREFIX: prefix, KEYGATE_BOOTSTRAP_USERS: `alice:${PASSWORD}` }
-}
+import { login, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
 
 t.test('KEYGATE_WORKERS=2 on Redis: two workers serve, reload, are replaced, and stop cleanly', async (t) => {
   const upstream = await startUpstreamStub(t)
@@ -122,7 +28,7 @@ t.test('KEYGATE_WORKERS=2 on Redis: two workers serve, reload, are replaced, and
     extra
   ].join('\n')
   const file = routeFile(t, routes(''))
-  const gw = await startCluster(t, { ...await redisEnv(t), KEYGATE_ROUTES: file.path, KEYGATE_SHUTDOWN_GRACE_MS: '8000' })
+  const gw = await startCluster(t, { ...await redisEnv(t, 'workers'), KEYGATE_ROUTES: file.path, KEYGATE_SHUTDOWN_GRACE_MS: '8000' })
   t.equal(gw.workers.length, 2, 'the primary names two workers')
   t.equal(new Set([...gw.workers, gw.child.pid]).size, 3, 'each its own process, apart from the primary')
 
@@ -225,7 +131,7 @@ t.test('KEYGATE_WORKERS=2 on Redis: two workers serve, reload, are replaced, and
 })
 
 t.test('workers do not outlive a primary that is killed outright', async (t) => {
-  const gw = await startCluster(t, await redisEnv(t))
+  const gw = await startCluster(t, await redisEnv(t, 'workers'))
   gw.child.kill('SIGKILL')
   await gw.exited
   t.ok(await gone(gw.workers), 'both workers exit when their primary is gone')
@@ -233,7 +139,7 @@ t.test('workers do not outlive a primary that is killed outright', async (t) => 
 
 t.test('a worker that cannot start stops the whole gateway at start, as a single process would', async (t) => {
   const file = routeFile(t, 'routes:\n  - prefix: /x/\n    upstream: ftp://nope\n    auth: public\n')
-  const gw = spawnGateway(t, { ...await redisEnv(t), KEYGATE_WORKERS: '2', KEYGATE_ROUTES: file.path })
+  const gw = spawnGateway(t, { ...await redisEnv(t, 'workers'), KEYGATE_WORKERS: '2', KEYGATE_ROUTES: file.path })
   const { code } = await gw.exited
   t.equal(code, 1, 'exit code 1')
   t.match(gw.stderr(), /upstream/, "the worker's reason is printed")
@@ -287,16 +193,15 @@ t.test('KEYGATE_WORKERS values', async (t) => {
     Math.min(availableParallelism(), MAX_WORKERS),
     'auto on a Cluster: one per core'
   )
+  // the primary serves the one metrics port (test/system/metrics-workers.test.ts)
+  const withMetrics = loadConfig({ KEYGATE_WORKERS: '2', REDIS_URL: redisUrl, KEYGATE_METRICS_PORT: '9464' })
+  t.same([withMetrics.workers.count, withMetrics.metrics.port], [2, 9464], 'workers and a metrics port go together')
   const refused: Array<[Record<string, string>, RegExp]> = [
     [{ KEYGATE_WORKERS: '0' }, /^KEYGATE_WORKERS: "0" is not allowed/],
     [{ KEYGATE_WORKERS: '1.5', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "1.5" is not allowed/],
     [{ KEYGATE_WORKERS: 'all', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "all" is not allowed/],
     [{ KEYGATE_WORKERS: '1000', REDIS_URL: redisUrl }, /^KEYGATE_WORKERS: "1000" is not allowed: at most 256/],
-    [{ KEYGATE_WORKERS: '2' }, /^KEYGATE_WORKERS: 2 workers need Redis \(REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES\)/],
-    [
-      { KEYGATE_WORKERS: '2', REDIS_URL: redisUrl, KEYGATE_METRICS_PORT: '9464' },
-      /^KEYGATE_METRICS_PORT: metrics are per process and 2 workers would share one port/
-    ]
+    [{ KEYGATE_WORKERS: '2' }, /^KEYGATE_WORKERS: 2 workers need Redis \(REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES\)/]
   ]
   for (const [env, message] of refused) t.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
 })

@@ -106,7 +106,10 @@ export interface GatewayConfig {
   watchRoutes: boolean
   /** KEYGATE_DOCS: serve the OpenAPI document at /docs/json and its page at /docs */
   docs: boolean
-  /** the Prometheus listener: none unless KEYGATE_METRICS_PORT is set; on 127.0.0.1 by default */
+  /**
+   * the Prometheus listener: none unless KEYGATE_METRICS_PORT is set; on 127.0.0.1 by default.
+   * With workers, the primary holds it and serves every worker's metrics added up.
+   */
   metrics: { port: number | undefined; host: string }
   /** KEYGATE_WORKERS: how many gateway processes serve the port (1: this process alone) */
   workers: WorkerCount
@@ -150,12 +153,6 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
   const timeoutMs = e.KEYGATE_UPSTREAM_TIMEOUT_MS ?? DEFAULT_UPSTREAM_TIMEOUT_MS
   const redisTopology = redisTopologyFrom(e)
   const workers = resolveWorkers(e.KEYGATE_WORKERS, env.NODE_ENV, e.REDIS_URL !== undefined || redisTopology !== undefined)
-  // Every worker would open its own listener on the one metrics port, and a scrape would reach
-  // whichever worker node:cluster hands it to: counters would jump between scrapes.
-  if (workers.count > 1 && e.KEYGATE_METRICS_PORT !== undefined) {
-    throw new ConfigError(`KEYGATE_METRICS_PORT: metrics are per process and ${workers.count} workers would share one port; ` +
-      'run with KEYGATE_WORKERS=1 (several gateways behind a balancer, each scraped), or without KEYGATE_METRICS_PORT')
-  }
   return {
     port: e.PORT ?? DEFAULT_PORT,
     host: e.HOST ?? DEFAULT_HOST,

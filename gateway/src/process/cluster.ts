@@ -1,21 +1,32 @@
-// KEYGATE_WORKERS > 1: the primary of a node:cluster. It serves nothing itself: it forks the
+// KEYGATE_WORKERS > 1: the primary of a node:cluster. It serves no requests itself: it forks the
 // workers, each a whole gateway as main.ts runs it alone, on one shared port (Node hands the
 // connections out round-robin on Linux). Workers share nothing but the store, exactly as several
 // gateways on one Redis do. The primary forwards SIGHUP (reload the route file) and
 // SIGTERM/SIGINT (finish in-flight requests, then exit) to every worker, replaces a worker that
 // dies unexpectedly (after a growing delay, so a crash loop does not spin), and, when shutting
-// down, exits once every worker has.
+// down, exits once every worker has. With KEYGATE_METRICS_PORT, the primary holds the one metrics
+// listener: a scrape asks every worker for its registry over IPC and serves them added up.
 import cluster, { type Worker } from 'node:cluster'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import { pino } from 'pino'
 import type { GatewayConfig } from '../config/env.js'
+import { startMetricsServer, type MetricsServer } from '../http/metrics-server.js'
+import { aggregateMetrics, type MetricsSnapshot } from '../metrics/aggregate.js'
 import { startGateway, type RunningGateway } from './start.js'
 import { closeOnSignals, reloadRoutes, reloadRoutesOnSighup } from './signals.js'
 
 /** primary -> worker, over the cluster's IPC channel */
-export interface WorkerMessage { type: 'keygate:reload-routes' }
+export type WorkerMessage = { type: 'keygate:reload-routes' } | { type: 'keygate:metrics-request'; id: number }
 export const RELOAD_ROUTES: WorkerMessage = { type: 'keygate:reload-routes' }
+export const METRICS_REQUEST = 'keygate:metrics-request'
+
+/** worker -> primary: its registry, or why it could not read it */
+export type MetricsAnswer = { type: 'keygate:metrics'; id: number } & ({ metrics: MetricsSnapshot } | { error: string })
+export const METRICS_ANSWER = 'keygate:metrics'
+
+/** a scrape fails when a worker has not sent its metrics within this (Prometheus's own timeout is 10 s) */
+export const METRICS_TIMEOUT_MS = 5000
 
 /** a worker that dies within this of its start counts as crashing, and its replacement waits */
 export const STABLE_AFTER_MS = 10_000
@@ -52,6 +63,13 @@ export interface RunningCluster {
   pids: () => number[]
   /** every worker re-reads the route file (one still starting does once it listens) */
   reloadRoutes: () => void
+  /**
+   * The registry of every worker that listens, asked over IPC. A worker that exits before it
+   * answers is left out (its counts went with it); one that does not answer within
+   * METRICS_TIMEOUT_MS, or fails to, fails the whole: a sum without it would look to Prometheus
+   * like counters going back.
+   */
+  metrics: () => Promise<MetricsSnapshot[]>
   /**
    * Every worker finishes its in-flight requests and exits (each within its own
    * KEYGATE_SHUTDOWN_GRACE_MS); resolves true when all exited cleanly. No worker is replaced
@@ -92,6 +110,9 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
   let onAllExited: (() => void) | undefined
   let startup!: { resolve: (url: string) => void; reject: (err: Error) => void }
   const started = new Promise<string>((resolve, reject) => { startup = { resolve, reject } })
+  /** metrics requests in flight: the workers yet to answer, and what those that did sent */
+  const metricsRequests = new Map<number, { waiting: Set<Worker>; snapshots: MetricsSnapshot[]; finish: (err?: Error) => void }>()
+  let metricsRequestId = 0
 
   const kill = (): void => {
     for (const worker of slots.keys()) worker.process.kill('SIGKILL')
@@ -119,6 +140,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
       }
     })
     worker.on('exit', (code, signal) => { onExit(worker, slot, code, signal) })
+    worker.on('message', (message: unknown) => { onMessage(worker, message) })
     // a message to a worker that has just died: its exit is handled above
     worker.on('error', (err) => { log.warn({ worker: worker.process.pid, err: { message: err.message } }, 'worker IPC error') })
   }
@@ -126,8 +148,44 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
     if (worker.isConnected()) worker.send(RELOAD_ROUTES)
   }
 
+  const onMessage = (worker: Worker, message: unknown): void => {
+    const answer = message as Partial<MetricsAnswer> | null
+    if (answer?.type !== METRICS_ANSWER || answer.id === undefined) return
+    const request = metricsRequests.get(answer.id)
+    if (request === undefined || !request.waiting.delete(worker)) return
+    if ('error' in answer) {
+      request.finish(new Error(`worker ${worker.process.pid ?? '?'} could not read its metrics: ${String(answer.error)}`))
+      return
+    }
+    if ('metrics' in answer && answer.metrics !== undefined) request.snapshots.push(answer.metrics)
+    if (request.waiting.size === 0) request.finish()
+  }
+
+  const metrics = async (): Promise<MetricsSnapshot[]> => await new Promise((resolve, reject) => {
+    const id = metricsRequestId++
+    // a worker still starting has nothing to count yet, and may not hear the request
+    const asked = [...slots].filter(([worker, slot]) => slot.listening && worker.isConnected()).map(([worker]) => worker)
+    const snapshots: MetricsSnapshot[] = []
+    const waiting = new Set(asked)
+    const timer = setTimeout(() => {
+      finish(new Error(`${waiting.size} of ${asked.length} workers did not send their metrics within ${METRICS_TIMEOUT_MS} ms`))
+    }, METRICS_TIMEOUT_MS)
+    const finish = (err?: Error): void => {
+      clearTimeout(timer)
+      metricsRequests.delete(id)
+      if (err === undefined) resolve(snapshots)
+      else reject(err)
+    }
+    metricsRequests.set(id, { waiting, snapshots, finish })
+    if (asked.length === 0) finish()
+    for (const worker of asked) worker.send({ type: METRICS_REQUEST, id } satisfies WorkerMessage)
+  })
+
   const onExit = (worker: Worker, slot: Slot, code: number | null, signal: string | null): void => {
     slots.delete(worker)
+    for (const request of metricsRequests.values()) {
+      if (request.waiting.delete(worker) && request.waiting.size === 0) request.finish()
+    }
     const pid = worker.process.pid
     if (state === 'failed') return
     if (state === 'closing') {
@@ -169,6 +227,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
         else slot.reloadPending = true
       }
     },
+    metrics,
     async close () {
       closing ??= new Promise<boolean>((resolve) => {
         state = 'closing'
@@ -199,11 +258,24 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
   const log = pino({ level: config.logLevel, name: 'keygate-primary' })
   const workers = await startCluster({ workers: config.workers.count, log })
   log.info({ workers: workers.pids() }, `keygate listens on ${workers.url} with ${config.workers.count} worker processes`)
+  let metricsServer: MetricsServer | undefined
+  if (config.metrics.port !== undefined) {
+    try {
+      metricsServer = await startMetricsServer(async () => await aggregateMetrics(await workers.metrics()),
+        { port: config.metrics.port, host: config.metrics.host, log })
+    } catch (err) {
+      // as a single gateway does: a metrics port that cannot be had stops the start
+      await workers.close()
+      throw err
+    }
+    log.info(`metrics for Prometheus at ${metricsServer.url}/metrics, every worker's added up`)
+  }
   process.on('SIGHUP', () => {
     log.info({ workers: workers.pids() }, 'SIGHUP: every worker reloads its routes')
     workers.reloadRoutes()
   })
   closeOnSignals(async () => {
+    await metricsServer?.close()
     if (!await workers.close()) throw new Error('a worker did not shut down cleanly')
   }, (message, err) => { log.info({ err }, message) }, config.server.shutdownGraceMs + PRIMARY_GRACE_MARGIN_MS, {
     announce: (signal) => `${signal}: shutting down; every worker's in-flight requests have ${config.server.shutdownGraceMs} ms to finish`
@@ -216,11 +288,28 @@ export async function runWorker (config: GatewayConfig): Promise<void> {
   let gateway: RunningGateway | undefined
   let reloadPending = false
   process.on('message', (message: unknown) => {
-    if ((message as Partial<WorkerMessage> | null)?.type !== RELOAD_ROUTES.type) return
+    const request = message as Partial<WorkerMessage> | null
+    if (request?.type === METRICS_REQUEST && 'id' in request && request.id !== undefined) {
+      void sendMetrics(request.id)
+      return
+    }
+    if (request?.type !== RELOAD_ROUTES.type) return
     if (gateway === undefined) reloadPending = true
     else reloadRoutes(gateway.app, 'reload from the primary')
   })
-  const starting = startGateway({ config })
+  // the primary serves KEYGATE_METRICS_PORT for all workers
+  const starting = startGateway({ config, metricsListener: false })
+  // The primary asks only workers that listen, so `starting` has all but resolved by then.
+  const sendMetrics = async (id: number): Promise<void> => {
+    let answer: MetricsAnswer
+    try {
+      answer = { type: METRICS_ANSWER, id, metrics: await (await starting).app.keygate.metrics.registry.getMetricsAsJSON() }
+    } catch (err) {
+      answer = { type: METRICS_ANSWER, id, error: (err as Error).message }
+    }
+    // the callback takes the error of a channel the primary closed meanwhile: this worker is exiting then
+    process.send?.(answer, undefined, undefined, () => {})
+  }
   closeOnSignals(async () => { await (await starting).close() }, (message, err) => { gateway?.app.log.info({ err }, message) },
     config.server.shutdownGraceMs, { secondSignalExits: false })
   gateway = await starting

@@ -1,5 +1,6 @@
 // One gateway: the app (app.ts) listening on its port, the metrics listener beside it, and a
-// close that stops both. main.ts runs it as a process; the tests run it in theirs.
+// close that stops both. main.ts runs it as a process (and as each worker of a cluster, whose
+// primary holds the one metrics listener); the tests run it in theirs.
 import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import { buildApp, type BuildAppOptions } from '../app.js'
@@ -13,6 +14,11 @@ export interface StartGatewayOptions {
   createDemoUser?: boolean
   /** the routes when there is no route file (BuildAppOptions.routes) */
   routes?: BuildAppOptions['routes']
+  /**
+   * false: no metrics listener even with KEYGATE_METRICS_PORT, as in a cluster worker, whose
+   * metrics the primary gathers (default true)
+   */
+  metricsListener?: boolean
 }
 
 export interface RunningGateway {
@@ -23,14 +29,16 @@ export interface RunningGateway {
   close: () => Promise<void>
 }
 
-export async function startGateway ({ config, logger, createDemoUser = false, routes }: StartGatewayOptions): Promise<RunningGateway> {
+export async function startGateway ({ config, logger, createDemoUser = false, routes, metricsListener = true }: StartGatewayOptions): Promise<RunningGateway> {
   const app = await buildApp({ config, ...(logger !== undefined && { logger }), ...(routes !== undefined && { routes }) })
   let metrics: MetricsServer | undefined
   try {
     if (createDemoUser) await ensureDemoUser(app)
+    // before listening: a cluster's primary asks a worker for its metrics once it listens
+    if (config.metrics.port !== undefined) app.keygate.metrics.includeProcessMetrics()
     const url = await app.listen({ port: config.port, host: config.host })
-    if (config.metrics.port !== undefined) {
-      metrics = await startMetricsServer(app.keygate.metrics, { port: config.metrics.port, host: config.metrics.host, log: app.log })
+    if (config.metrics.port !== undefined && metricsListener) {
+      metrics = await startMetricsServer(app.keygate.metrics.scrape, { port: config.metrics.port, host: config.metrics.host, log: app.log })
       app.log.info(`metrics for Prometheus at ${metrics.url}/metrics`)
     }
     const close = async (): Promise<void> => {

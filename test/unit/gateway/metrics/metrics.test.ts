@@ -9,37 +9,11 @@ import { route, type RouteConfig } from '../../../../gateway/src/proxy/route.js'
 import { startGateway as startProcessGateway, type RunningGateway } from '../../../../gateway/src/process/start.js'
 import { send } from '../../../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../../../helpers/keys.js'
+import { parse, value, type Sample } from '../../../helpers/prometheus.js'
 import { startRecorder } from '../../../helpers/recorder.js'
 import { deletePrefix, freePort, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
 import { startRelay } from '../../../helpers/relay.js'
 import { PASSWORD, login, registerKey, sendSigned, startUpstreamStub, testConfig } from '../../../helpers/stack.js'
-
-interface Sample {
-  name: string
-  labels: Record<string, string>
-  value: number
-}
-
-/** The Prometheus text format, sample lines only (a metric name, optional {labels}, a value). */
-function parse (text: string): Sample[] {
-  const samples: Sample[] = []
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue
-    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line)
-    if (match === null) throw new Error(`not a sample line: ${line}`)
-    const labels: Record<string, string> = {}
-    for (const pair of (match[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[pair[1] as string] = pair[2] as string
-    samples.push({ name: match[1] as string, labels, value: Number(match[3]) })
-  }
-  return samples
-}
-
-/** the value of the one sample with this name and these labels (0 when there is none) */
-function value (samples: Sample[], name: string, labels: Record<string, string> = {}): number {
-  const found = samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
-  if (found.length > 1) throw new Error(`${found.length} samples of ${name} match ${JSON.stringify(labels)}`)
-  return found[0]?.value ?? 0
-}
 
 async function scrape (gateway: RunningGateway): Promise<{ samples: Sample[]; text: string; contentType: string }> {
   if (gateway.metricsUrl === undefined) throw new Error('no metrics listener')

@@ -1,0 +1,61 @@
+// A cluster's metrics added up: two workers' registries, sent as data the way the IPC channel
+// carries them (JSON), aggregate to exactly what one registry that saw every observation shows.
+import t from 'tap'
+import { aggregateMetrics, type MetricsSnapshot } from '../../../../gateway/src/metrics/aggregate.js'
+import { createGatewayMetrics, type GatewayMetrics } from '../../../../gateway/src/metrics/metrics.js'
+import { parse, type Sample } from '../../../helpers/prometheus.js'
+
+interface Counted { keys: { stats: { hits: number; misses: number } }; tokens: { stats: { hits: number; misses: number } }; store: { errors: number } }
+
+function gatewayMetrics (): { metrics: GatewayMetrics; sources: Counted } {
+  const sources: Counted = { keys: { stats: { hits: 0, misses: 0 } }, tokens: { stats: { hits: 0, misses: 0 } }, store: { errors: 0 } }
+  return { metrics: createGatewayMetrics(sources), sources }
+}
+
+const clients = { name: '/v1/clients/' }
+const orders = { name: 'orders' }
+
+/** what happened at one worker; `all` sees it too. Latencies are powers of two, so sums are exact in any order. */
+function traffic (at: ReturnType<typeof gatewayMetrics>, all: ReturnType<typeof gatewayMetrics>, share: number): void {
+  for (const { metrics, sources } of [at, all]) {
+    for (let i = 0; i < 10 * share; i++) {
+      metrics.countRequest('/v1/clients/', 'GET', 200)
+      metrics.countAuthOutcome('/v1/clients/', 'ok')
+      metrics.observeSignatureVerification(2 ** -(12 + (i % 4)))
+      metrics.observeUpstreamLatency(clients, 2 ** -(i % 9))
+    }
+    metrics.countRequest('/v1/clients/', 'GET', 401)
+    metrics.countAuthOutcome('/v1/clients/', 'INVALID_SIGNATURE')
+    sources.keys.stats.hits += 3 * share
+    sources.tokens.stats.misses += share
+    sources.store.errors += share
+  }
+}
+
+const sorted = (samples: Sample[]): Sample[] => [...samples].sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))
+const snapshot = async (metrics: GatewayMetrics): Promise<MetricsSnapshot> =>
+  JSON.parse(JSON.stringify(await metrics.registry.getMetricsAsJSON())) as MetricsSnapshot
+
+t.test('two workers\' registries add up to one that saw everything', async (t) => {
+  const [a, b, all] = [gatewayMetrics(), gatewayMetrics(), gatewayMetrics()]
+  traffic(a, all, 1)
+  traffic(b, all, 2)
+  // a series only one worker has: an orders request that only b forwarded
+  for (const { metrics } of [b, all]) {
+    metrics.countRequest('orders', 'POST', 201)
+    metrics.observeUpstreamLatency(orders, 0.5)
+  }
+
+  const { contentType, body } = await aggregateMetrics([await snapshot(a.metrics), await snapshot(b.metrics)])
+  t.match(contentType, /^text\/plain; version=0\.0\.4/)
+  const expected = parse((await all.metrics.scrape()).body)
+  const aggregated = parse(body)
+  t.same(sorted(aggregated), sorted(expected), 'every series, bucket, sum and count the same')
+  const ordersBuckets = aggregated.filter((s) => s.name === 'keygate_upstream_latency_seconds_bucket' && s.labels.route === 'orders')
+  t.ok(ordersBuckets.length > 0 && ordersBuckets.at(-1)?.value === 1, 'the one-worker series is there')
+  t.ok(aggregated.some((s) => s.name === 'keygate_http_requests_total' && s.labels.status === '200' && s.value === 30), '10 and 20 requests: 30')
+})
+
+t.test('no worker to ask: an empty exposition', async (t) => {
+  t.same(parse((await aggregateMetrics([])).body), [])
+})
