@@ -69,6 +69,16 @@ async function runWalkthrough (t: Test, base: string, password: string): Promise
   }
 }
 
+t.test('the CLI example creates another client than the walkthrough, so a newcomer can follow both in order', async (t) => {
+  const taxIds = (text: string): string[] => [...text.matchAll(/\\?"tax_id\\?":\\?"(\d+)\\?"/g)].map((m) => m[1] as string)
+  const cliBlock = /```sh\n([\s\S]*?)```/.exec(section('For client developers'))?.[1] ?? ''
+  const walkthroughIds = taxIds(walkthrough ?? '')
+  const cliIds = taxIds(cliBlock)
+  t.ok(walkthroughIds.length > 0 && cliIds.length > 0, 'both create a client')
+  // the example service refuses a second client of one user with the same tax_id (409 CLIENT_EXISTS)
+  t.same(cliIds.filter((id) => walkthroughIds.includes(id)), [], 'no tax_id in both')
+})
+
 t.test('the walkthrough works as written', async (t) => {
   const gw = await startStack(t, { store: 'memory' })
   const password = 'walkthrough-password-1'
