@@ -12,6 +12,7 @@ import { pino } from 'pino'
 import type { GatewayConfig } from '../config/env.js'
 import { startGateway, type RunningGateway } from './start.js'
 import { closeOnSignals, reloadRoutes, reloadRoutesOnSighup } from './signals.js'
+import { countRoutes, startupLine } from './startup-line.js'
 
 /** primary -> worker, over the cluster's IPC channel */
 export interface WorkerMessage { type: 'keygate:reload-routes' }
@@ -198,7 +199,9 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
   // the primary logs only its own events (workers starting, exiting, signals): nothing to redact
   const log = pino({ level: config.logLevel, name: 'keygate-primary' })
   const workers = await startCluster({ workers: config.workers.count, log })
-  log.info({ workers: workers.pids() }, `keygate listens on ${workers.url} with ${config.workers.count} worker processes`)
+  // metrics are refused with more than one worker (env.ts), so there is no metrics listener here
+  const line = startupLine(config, { url: workers.url, routes: await countRoutes(config), workers: config.workers.count, metricsUrl: undefined })
+  log.info({ ...line.fields, workers: workers.pids() }, line.message)
   process.on('SIGHUP', () => {
     log.info({ workers: workers.pids() }, 'SIGHUP: every worker reloads its routes')
     workers.reloadRoutes()
