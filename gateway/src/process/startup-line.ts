@@ -28,7 +28,7 @@ export interface StartupLine {
 }
 
 /** The store as the startup line names it. */
-export function storeOf (config: Pick<GatewayConfig, 'redisUrl' | 'redisTopology'>): string {
+function storeOf (config: Pick<GatewayConfig, 'redisUrl' | 'redisTopology'>): string {
   const connection = config.redisUrl ?? config.redisTopology
   return connection === undefined ? 'embedded' : describeRedis(connection)
 }
