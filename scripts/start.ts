@@ -5,6 +5,7 @@
 import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../gateway/src/config/env.js'
 import { closeOnSignals, exitWithStartupError, reloadRoutesOnSighup } from '../gateway/src/process/signals.js'
 import { startGateway } from '../gateway/src/process/start.js'
+import { startupLine } from '../gateway/src/process/startup-line.js'
 import { identityTokenFromEnv } from '../upstream-stub/src/identity-token.js'
 import { startUpstream } from '../upstream-stub/src/server.js'
 
@@ -34,7 +35,10 @@ async function main (): Promise<void> {
   }
   reloadRoutesOnSighup(app)
   const routes = app.keygate.routes.current.routes
-  app.log.info(`keygate listens on ${gateway.url} and forwards ${routes.map((r) => `${r.prefix} to ${r.upstream}`).join(', ')}`)
+  const line = startupLine(config, { url: gateway.url, routes: routes.length, workers: 1, metricsUrl: gateway.metricsUrl })
+  app.log.info(line.fields, line.message)
+  // where the example service landed (UPSTREAM_PORT=0 picks a free port)
+  app.log.info(`forwarding ${routes.map((r) => `${r.prefix} to ${r.upstream}`).join(', ')}`)
   closeOnSignals(async () => {
     await gateway.close()
     await upstream.close()

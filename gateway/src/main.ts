@@ -7,6 +7,7 @@ import { isMainModule } from './lib/is-main-module.js'
 import { runPrimary, runWorker } from './process/cluster.js'
 import { closeOnSignals, exitWithStartupError, reloadRoutesOnSighup } from './process/signals.js'
 import { startGateway } from './process/start.js'
+import { startupLine } from './process/startup-line.js'
 
 async function main (): Promise<void> {
   const config = loadConfig()
@@ -19,6 +20,8 @@ async function main (): Promise<void> {
     return
   }
   const gateway = await startGateway({ config })
+  const line = startupLine(config, { url: gateway.url, routes: gateway.app.keygate.routes.current.routes.length, workers: 1, metricsUrl: gateway.metricsUrl })
+  gateway.app.log.info(line.fields, line.message)
   if (config.workers.requested === 'auto' && config.redisUrl === undefined && config.redisTopology === undefined) {
     gateway.app.log.warn('KEYGATE_WORKERS=auto: one process only, since the embedded store cannot be shared between processes; ' +
       'set REDIS_URL to run one per core')

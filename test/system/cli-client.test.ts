@@ -126,7 +126,7 @@ t.test('from nothing to a signed GET /v1/clients/ with the CLI alone', async (t)
     const lines = stdout.split('\n')
     t.ok(lines.some((line) => /^apiKey: +[0-9a-f]{64} \(once registered\)$/.test(line)), 'keygen printed the apiKey')
     t.ok(lines.some((line) => /^\{"items":\[/.test(line)), 'the GET printed the list')
-    t.ok(lines.some((line) => /^\{"id":"[^"]+","name":"Ada"/.test(line)), 'the POST printed the client')
+    t.ok(lines.some((line) => /^\{"id":"[^"]+","name":"Grace Hopper"/.test(line)), 'the POST printed the client')
     t.equal(statSync(join(fresh, '.keygate', 'default.pem')).mode & 0o777, 0o600)
   })
 

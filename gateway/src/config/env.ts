@@ -1,11 +1,11 @@
 // One schema for the gateway's environment; the config type comes from it. Every variable is
 // documented in the README (a test checks that the README and docker-compose name the same ones).
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { parseBootstrapUsers, type BootstrapUser } from './bootstrap-users.js'
 import { ConfigError } from './config-error.js'
 import { redisTopologyFrom, type RedisTopology } from './redis.js'
-import { resolveWorkers, type WorkerCount } from './workers.js'
+import { MAX_WORKERS, resolveWorkers, type WorkerCount } from './workers.js'
 
 export { ConfigError } from './config-error.js'
 
@@ -31,20 +31,27 @@ export const MAX_HEADER_BYTES = 16 * 1024
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 })
 
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+/** The spellings of every on/off variable: one set, so that no variable takes a word another refuses. */
+export const SWITCH_VALUES = ['true', 'false', 'on', 'off'] as const
+const Switch = Type.Union(SWITCH_VALUES.map((value) => Type.Literal(value)))
+const isOn = (value: typeof SWITCH_VALUES[number] | undefined, byDefault: boolean): boolean =>
+  value === undefined ? byDefault : value === 'true' || value === 'on'
+
 /** The environment, as strings become typed values. Names are the variables' own. */
 export const EnvSchema = Type.Object({
   PORT: Type.Optional(Port),
   HOST: Type.Optional(Type.String({ minLength: 1 })),
   UPSTREAM_PORT: Type.Optional(Port),
-  UPSTREAM_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
-  REDIS_URL: Type.Optional(Type.String({ pattern: '^[Rr][Ee][Dd][Ii][Ss][Ss]?://' })),
+  UPSTREAM_URL: Type.Optional(Type.String({ pattern: '^https?://', allowed: 'an http:// or https:// URL' })),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^[Rr][Ee][Dd][Ii][Ss][Ss]?://', allowed: 'a redis:// or rediss:// URL' })),
   KEYGATE_REDIS_SENTINELS: Type.Optional(Type.String({ minLength: 1 })),
-  KEYGATE_REDIS_SENTINEL_MASTER: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  KEYGATE_REDIS_SENTINEL_MASTER: Type.Optional(Type.String({ minLength: 1, maxLength: 200, allowed: 'a name of at most 200 characters' })),
   KEYGATE_REDIS_SENTINEL_PASSWORD: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_REDIS_USERNAME: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_REDIS_PASSWORD: Type.Optional(Type.String({ minLength: 1 })),
-  KEYGATE_REDIS_PREFIX: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  KEYGATE_REDIS_PREFIX: Type.Optional(Type.String({ minLength: 1, maxLength: 100, allowed: 'a prefix of at most 100 characters' })),
   KEYGATE_REDIS_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 10, maximum: 60_000 })),
   KEYGATE_BOOTSTRAP_USERS: Type.Optional(Type.String()),
   KEYGATE_JWT_KEY_FILE: Type.Optional(Type.String({ minLength: 1 })),
@@ -64,13 +71,13 @@ export const EnvSchema = Type.Object({
   KEYGATE_LOGIN_CONCURRENCY: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
   KEYGATE_LOGIN_QUEUE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
-  KEYGATE_ROUTES_WATCH: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])),
-  KEYGATE_DOCS: Type.Optional(Type.Union([Type.Literal('on'), Type.Literal('off')])),
+  KEYGATE_ROUTES_WATCH: Type.Optional(Switch),
+  KEYGATE_DOCS: Type.Optional(Switch),
   KEYGATE_METRICS_PORT: Type.Optional(Port),
   KEYGATE_METRICS_HOST: Type.Optional(Type.String({ minLength: 1 })),
   // a string, checked here and in resolveWorkers: a number schema would turn "1.5" into 1
-  KEYGATE_WORKERS: Type.Optional(Type.String({ pattern: '^(auto|[1-9][0-9]*)$' })),
-  LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))))
+  KEYGATE_WORKERS: Type.Optional(Type.String({ pattern: '^(auto|[1-9][0-9]*)$', allowed: `auto, or a number of processes from 1 to ${MAX_WORKERS}` })),
+  LOG_LEVEL: Type.Optional(Type.Union(LOG_LEVELS.map((level) => Type.Literal(level))))
 })
 export type Env = Static<typeof EnvSchema>
 export const ENV_VARIABLES = Object.keys(EnvSchema.properties) as Array<keyof Env>
@@ -132,6 +139,23 @@ export interface RouteDefaults {
 const SECRET_VARIABLES = new Set(['REDIS_URL', 'KEYGATE_BOOTSTRAP_USERS', 'KEYGATE_REDIS_PASSWORD', 'KEYGATE_REDIS_SENTINEL_PASSWORD',
   'KEYGATE_REDIS_SENTINELS', 'KEYGATE_REDIS_CLUSTER_NODES'])
 
+/**
+ * What a variable takes, in words, for the error that refuses a value: the values of a list, the
+ * range of a number, or the schema's own `allowed`. TypeBox's messages ("Expected union value")
+ * name none of that.
+ */
+export function allowedValues (schema: TSchema): string | undefined {
+  if (typeof schema.allowed === 'string') return schema.allowed
+  const values = Array.isArray(schema.anyOf) ? (schema.anyOf as TSchema[]).map((member) => member.const as unknown) : []
+  if (values.length > 0 && values.every((value) => typeof value === 'string')) {
+    return `one of ${values.slice(0, -1).join(', ')} or ${String(values.at(-1))}`
+  }
+  if (schema.type === 'integer' && typeof schema.minimum === 'number' && typeof schema.maximum === 'number') {
+    return `a whole number from ${schema.minimum} to ${schema.maximum}`
+  }
+  return undefined
+}
+
 /** Reads and checks the environment; throws a ConfigError naming the variable and what is allowed. */
 export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig {
   const raw: Record<string, unknown> = {}
@@ -144,7 +168,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
   if (first !== undefined) {
     const name = first.path.replace(/^\//, '')
     const shown = SECRET_VARIABLES.has(name) ? 'the value given' : JSON.stringify(raw[name])
-    throw new ConfigError(`${name}: ${shown} is not allowed: ${first.message}`)
+    const allowed = allowedValues(first.schema)
+    throw new ConfigError(`${name}: ${shown} is not allowed: ${allowed === undefined ? first.message : `use ${allowed}`}`)
   }
   const e = converted as Env
   const upstreamPort = e.UPSTREAM_PORT ?? DEFAULT_UPSTREAM_PORT
@@ -185,8 +210,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     },
     routeDefaults: { upstream, bodyLimit, timeoutMs },
     routesFile: e.KEYGATE_ROUTES,
-    watchRoutes: e.KEYGATE_ROUTES_WATCH === 'true',
-    docs: e.KEYGATE_DOCS !== 'off',
+    watchRoutes: isOn(e.KEYGATE_ROUTES_WATCH, false),
+    docs: isOn(e.KEYGATE_DOCS, true),
     metrics: { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST },
     workers
   }

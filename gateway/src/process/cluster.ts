@@ -15,6 +15,7 @@ import { startMetricsServer, type MetricsServer } from '../http/metrics-server.j
 import { aggregateMetrics, type MetricsSnapshot } from '../metrics/aggregate.js'
 import { startGateway, type RunningGateway } from './start.js'
 import { closeOnSignals, reloadRoutes, reloadRoutesOnSighup } from './signals.js'
+import { countRoutes, startupLine } from './startup-line.js'
 
 /** primary -> worker, over the cluster's IPC channel */
 export type WorkerMessage = { type: 'keygate:reload-routes' } | { type: 'keygate:metrics-request'; id: number }
@@ -257,7 +258,6 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
   // the primary logs only its own events (workers starting, exiting, signals): nothing to redact
   const log = pino({ level: config.logLevel, name: 'keygate-primary' })
   const workers = await startCluster({ workers: config.workers.count, log })
-  log.info({ workers: workers.pids() }, `keygate listens on ${workers.url} with ${config.workers.count} worker processes`)
   let metricsServer: MetricsServer | undefined
   if (config.metrics.port !== undefined) {
     try {
@@ -268,8 +268,9 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
       await workers.close()
       throw err
     }
-    log.info(`metrics for Prometheus at ${metricsServer.url}/metrics, every worker's added up`)
   }
+  const line = startupLine(config, { url: workers.url, routes: await countRoutes(config), workers: config.workers.count, metricsUrl: metricsServer?.url })
+  log.info({ ...line.fields, workers: workers.pids() }, line.message)
   process.on('SIGHUP', () => {
     log.info({ workers: workers.pids() }, 'SIGHUP: every worker reloads its routes')
     workers.reloadRoutes()

@@ -58,11 +58,44 @@ export function sendProblem (request: FastifyRequest, reply: FastifyReply, error
   return reply.code(error.statusCode).type(PROBLEM_CONTENT_TYPE).send(error.toProblem())
 }
 
+/** llhttp's codes for a header line it cannot read: where a value broken over lines stops it. */
+const HEADER_LINE_ERRORS = new Set(['HPE_CR_EXPECTED', 'HPE_LF_EXPECTED', 'HPE_INVALID_HEADER_TOKEN'])
+
+/**
+ * The header whose line the parser stopped in, lower case, when the bytes it had show it. A value
+ * broken over lines stops it at the bare LF inside the line (curl sends `$(... | base64)` so), or
+ * on the next line, which starts with whitespace or has no colon: then the line before is blamed.
+ * Undefined when the packet does not hold the line's start (it came in an earlier chunk).
+ */
+export function headerAtFault (packet: Buffer, position: number): string | undefined {
+  const lines = packet.subarray(0, Math.max(0, Math.min(position, packet.length))).toString('latin1').split('\r\n')
+  // lines[0] is the request line, or the end of a line begun in an earlier chunk: never a header here
+  let index = lines.length - 1
+  const current = lines[index] ?? ''
+  if (/^[ \t]/.test(current) || !current.includes(':')) index--
+  const line = index >= 1 ? lines[index] ?? '' : ''
+  const colon = line.indexOf(':')
+  return colon > 0 ? line.slice(0, colon).toLowerCase() : undefined
+}
+
+type ParserError = Error & { code?: string; rawPacket?: unknown; bytesParsed?: unknown }
+
+function malformed (err: ParserError): GatewayError {
+  if (HEADER_LINE_ERRORS.has(err.code ?? '') && Buffer.isBuffer(err.rawPacket) && typeof err.bytesParsed === 'number' &&
+    headerAtFault(err.rawPacket, err.bytesParsed) === 'x-api-signature') {
+    // `base64` and `openssl base64` wrap their output; the header then holds line breaks, which
+    // HTTP/1.1 forbids. Saying so beats a generic framing error for the most common signing slip.
+    return new GatewayError('MALFORMED_HTTP', 'X-API-Signature holds a line break, which no header may: encode the signature in base64 on ' +
+      'one line (base64 -w0, or openssl base64 -A). Plain base64 and openssl base64 break their output into lines')
+  }
+  return new GatewayError('MALFORMED_HTTP', 'The request is not well-formed HTTP/1.1 (framing, header syntax or line endings)')
+}
+
 /**
  * Errors Node's HTTP parser meets before Fastify has a request (smuggling attempts, bare LF,
  * oversized headers): answered as problem+json on the raw socket, and the connection closed.
  */
-export function clientErrorHandler (err: Error & { code?: string }, socket: Duplex): void {
+export function clientErrorHandler (err: ParserError, socket: Duplex): void {
   if (!socket.writable) return
   // The request was already answered (a refusal can go out before its body arrives, and the body
   // then turns out malformed): one request gets one answer; close after it. Node's own
@@ -75,7 +108,7 @@ export function clientErrorHandler (err: Error & { code?: string }, socket: Dupl
     ? new GatewayError('HEADERS_TOO_LARGE', 'The request headers are larger than the gateway accepts')
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? new GatewayError('REQUEST_TIMEOUT', 'The request headers or body did not arrive in time')
-      : new GatewayError('MALFORMED_HTTP', 'The request is not well-formed HTTP/1.1 (framing, header syntax or line endings)')
+      : malformed(err)
   writeProblem(socket, error)
 }
 

@@ -1,6 +1,7 @@
 // The five classic signing mistakes against a real gateway: what keygate answers for each (what
 // it verified, never the expected signature), and docs/debugging-signatures.md showing exactly
-// those answers. The gateway's clock and the keys are fixed, so every answer is deterministic and
+// those answers; and a sixth, a signature broken over lines, sent as the raw bytes curl sends.
+// The gateway's clock and the keys are fixed, so every answer is deterministic and
 // the guide's examples are compared byte for byte: the guide cannot go stale.
 //
 // After a deliberate change to the answers, regenerate the guide's examples with:
@@ -11,6 +12,7 @@ import t from 'tap'
 import { describeSigningString, type SigningStringDetails } from '@keygate/client'
 import { MAX_TIMESTAMP_SKEW_MS } from '@keygate/client/protocol'
 import { send, type RawResponse } from '../../../helpers/http.js'
+import { exchange } from '../../../helpers/security.js'
 import { addUser, login, startStack } from '../../../helpers/stack.js'
 
 const GUIDE = new URL('../../../../docs/debugging-signatures.md', import.meta.url)
@@ -271,5 +273,41 @@ t.test('the wrong key pair of another size: the detail says the signature has th
     t.equal(res.json().code, 'INVALID_SIGNATURE', label)
     t.match(res.json().detail, detail, label)
     t.equal(res.json().target, '/v1/clients/', `${label}: still says what was verified`)
+  }
+})
+
+t.test('a signature broken over lines, as curl sends $(... | base64): the answer names X-API-Signature and the fix', async (t) => {
+  const gw = await startStack(t, { store: 'memory', now: () => CLOCK })
+  await addUser(gw, 'alice')
+  const token = await login(gw.url, 'alice')
+  // GNU base64's output: lines of 76 characters; $(...) drops the last newline, not the others
+  const wrapped = sign('sha256', Buffer.from(`${TS}GET/v1/clients/`), registered).toString('base64').replace(/(.{76})(?=.)/g, '$1\n')
+  t.match(wrapped, /\n/, 'the signature holds line breaks')
+  const { host } = new URL(gw.url)
+  const request = `GET /v1/clients/ HTTP/1.1\r\nHost: ${host}\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n` +
+    `Authorization: Bearer ${token}\r\nX-API-Key: ${apiKeyOf(registered)}\r\nX-API-Timestamp: ${TS}\r\nX-API-Signature: ${wrapped}\r\n\r\n`
+  const answer = await exchange(gw.url, request)
+  t.equal(answer.responses.length, 1, 'one answer, then the connection is closed')
+  const res = answer.responses[0]
+  if (res === undefined) throw new Error(`no answer: ${answer.raw.toString('latin1')}`)
+  const problem = JSON.parse(res.body.toString('utf8')) as Record<string, unknown>
+  t.equal(res.status, 400)
+  t.match(problem, { code: 'MALFORMED_HTTP', status: 400 })
+  t.match(problem.detail, /^X-API-Signature holds a line break/)
+  t.match(problem.detail, /base64 -w0/)
+  t.match(problem.detail, /openssl base64 -A/)
+  t.equal(res.headers.connection, 'close')
+
+  const generated = [`keygate answers \`${res.status}\`, \`${res.headers['content-type'] ?? ''}\`, and closes the connection:`, '',
+    '```json', JSON.stringify(problem, null, 2), '```'].join('\n')
+  const guide = readFileSync(GUIDE, 'utf8')
+  if (process.env.KEYGATE_WRITE_GUIDE === '1') {
+    const [start, end] = markers('line-broken-signature')
+    const from = guide.indexOf(start)
+    const to = guide.indexOf(end)
+    if (from === -1 || to < from) throw new Error(`the guide has no ${start.trim()} ... ${end} markers`)
+    writeFileSync(GUIDE, guide.slice(0, from + start.length) + generated + '\n' + guide.slice(to))
+  } else {
+    t.equal(guideRegion(guide, 'line-broken-signature'), generated, 'docs/debugging-signatures.md shows keygate\'s answer to a line-broken signature')
   }
 })

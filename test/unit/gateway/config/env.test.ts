@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ConfigError, loadConfig } from '../../../../gateway/src/config/env.js'
+import { allowedValues, ConfigError, EnvSchema, ENV_VARIABLES, loadConfig, LOG_LEVELS, SWITCH_VALUES } from '../../../../gateway/src/config/env.js'
 import { parseBootstrapUsers } from '../../../../gateway/src/config/bootstrap-users.js'
 import { defaultRoutes } from '../../../../gateway/src/proxy/route.js'
 
@@ -50,6 +50,54 @@ t.test('bad values are refused, naming the variable', async (t) => {
   }
   t.ok(new ConfigError('x') instanceof Error)
   t.equal(loadConfig({ REDIS_URL: 'REDIS://r:6379' }).redisUrl, 'REDIS://r:6379', 'the scheme is case-insensitive')
+})
+
+t.test('switches take true, false, on and off, each variable alike', async (t) => {
+  const switches: Array<[variable: string, read: (c: ReturnType<typeof loadConfig>) => boolean, byDefault: boolean]> = [
+    ['KEYGATE_ROUTES_WATCH', (c) => c.watchRoutes, false],
+    ['KEYGATE_DOCS', (c) => c.docs, true]
+  ]
+  const spellings: Array<[string, boolean]> = [['true', true], ['on', true], ['false', false], ['off', false]]
+  t.same(spellings.map(([value]) => value).sort(), [...SWITCH_VALUES].sort(), 'every spelling is in the table')
+  for (const [variable, read, byDefault] of switches) {
+    t.equal(read(loadConfig({})), byDefault, `${variable} unset`)
+    for (const [value, on] of spellings) t.equal(read(loadConfig({ [variable]: value })), on, `${variable}=${value}`)
+    for (const value of ['yes', '1', 'TRUE', 'enabled']) {
+      t.throws(() => loadConfig({ [variable]: value }), {
+        name: 'ConfigError',
+        message: `${variable}: "${value}" is not allowed: use one of true, false, on or off`
+      }, `${variable}=${value} is refused, naming the spellings`)
+    }
+  }
+})
+
+t.test('a refused value is answered with what the variable allows', async (t) => {
+  const cases: Array<[Record<string, string>, string]> = [
+    [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL: "verbose" is not allowed: use one of fatal, error, warn, info, debug, trace or silent'],
+    [{ LOG_LEVEL: 'INFO' }, 'LOG_LEVEL: "INFO" is not allowed: use one of fatal, error, warn, info, debug, trace or silent'],
+    [{ KEYGATE_DOCS: 'yes' }, 'KEYGATE_DOCS: "yes" is not allowed: use one of true, false, on or off'],
+    [{ KEYGATE_ROUTES_WATCH: '1' }, 'KEYGATE_ROUTES_WATCH: "1" is not allowed: use one of true, false, on or off'],
+    [{ KEYGATE_WORKERS: 'many' }, 'KEYGATE_WORKERS: "many" is not allowed: use auto, or a number of processes from 1 to 256'],
+    [{ KEYGATE_WORKERS: '0' }, 'KEYGATE_WORKERS: "0" is not allowed: use auto, or a number of processes from 1 to 256'],
+    [{ PORT: 'eighty' }, 'PORT: "eighty" is not allowed: use a whole number from 0 to 65535'],
+    [{ KEYGATE_TOKEN_TTL_SECONDS: '10' }, 'KEYGATE_TOKEN_TTL_SECONDS: "10" is not allowed: use a whole number from 30 to 86400'],
+    [{ UPSTREAM_URL: 'ftp://x' }, 'UPSTREAM_URL: "ftp://x" is not allowed: use an http:// or https:// URL'],
+    [{ REDIS_URL: 'localhost:6379' }, 'REDIS_URL: the value given is not allowed: use a redis:// or rediss:// URL'],
+    [{ KEYGATE_REDIS_PREFIX: 'p'.repeat(101) }, `KEYGATE_REDIS_PREFIX: "${'p'.repeat(101)}" is not allowed: use a prefix of at most 100 characters`]
+  ]
+  for (const [env, message] of cases) t.throws(() => loadConfig(env), { name: 'ConfigError', message }, JSON.stringify(env))
+  t.same(LOG_LEVELS, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+
+  // Every variable with a list of values is in the table above, and every variable's refusal says
+  // what it takes instead of TypeBox's words.
+  const listed = ENV_VARIABLES.filter((name) => Array.isArray(EnvSchema.properties[name].anyOf))
+  t.same(listed.sort(), ['KEYGATE_DOCS', 'KEYGATE_ROUTES_WATCH', 'LOG_LEVEL'], 'the variables that take a list of values')
+  for (const name of listed) t.ok(cases.some(([env]) => name in env), `${name} has a case`)
+  for (const name of ENV_VARIABLES) {
+    const schema = EnvSchema.properties[name]
+    const constrained = schema.type !== 'string' || schema.pattern !== undefined || schema.maxLength !== undefined
+    if (constrained) t.type(allowedValues(schema), 'string', `${name} says what it allows`)
+  }
 })
 
 t.test('an error never quotes a secret', async (t) => {

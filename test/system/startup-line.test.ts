@@ -1,0 +1,127 @@
+// The startup line, as an operator reads it in the first lines of a real process's stdout (pino
+// JSON lines): where keygate listens, on which store (never a password), with how many routes and
+// workers, on which metrics port, and that there is no admin port. main.ts alone, main.ts as a
+// cluster's primary, and npm start (scripts/start.ts) all say it, once.
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import t, { type Test } from 'tap'
+import { describeRedis } from '../../gateway/src/store/redis-connection.js'
+import { send } from '../helpers/http.js'
+import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
+import { routeFile } from '../helpers/routes.js'
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+const WAIT_MS = 30_000
+
+interface StartupFacts { url: string; store: string; routes: number; workers: number; metricsPort: number | 'off'; adminPort: string }
+type LogLine = Record<string, unknown> & { pid: number; msg: string; startup?: StartupFacts }
+
+interface Started {
+  pid: number
+  /** the startup line */
+  line: LogLine
+  /** SIGTERM, then every line the process tree wrote, once it has exited */
+  stop: () => Promise<{ code: number | null; lines: LogLine[] }>
+}
+
+/** Starts `script` as its own process and resolves with its startup line. */
+async function start (t: Test, script: string, env: Record<string, string>): Promise<Started> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: root, env: { PATH: process.env.PATH ?? '', PORT: '0', ...env } })
+  t.teardown(() => { child.kill('SIGKILL') })
+  const lines: LogLine[] = []
+  let buffered = ''
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  // 'close', not 'exit': by then stdout has given every line
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => { resolve(code) }))
+  const line = await new Promise<LogLine>((resolve, reject) => {
+    const timer = setTimeout(() => { reject(new Error(`${script} logged no startup line within ${WAIT_MS} ms: ${stderr}`)) }, WAIT_MS)
+    child.stdout.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString()
+      const complete = buffered.split('\n')
+      buffered = complete.pop() ?? ''
+      for (const text of complete) {
+        let parsed: LogLine
+        try { parsed = JSON.parse(text) as LogLine } catch { continue }
+        lines.push(parsed)
+        if (parsed.startup !== undefined) { clearTimeout(timer); resolve(parsed) }
+      }
+    })
+    void exited.then((code) => { clearTimeout(timer); reject(new Error(`${script} exited (${code}) before its startup line: ${stderr}`)) })
+  })
+  return {
+    pid: child.pid ?? 0,
+    line,
+    stop: async () => {
+      child.kill('SIGTERM')
+      const code = await exited
+      return { code, lines }
+    }
+  }
+}
+
+/** A Redis URL with a password in it: the test Redis's own, or one it accepts (a user without a password takes any). */
+async function redisWithPassword (t: Test): Promise<{ env: Record<string, string>; url: string; password: string }> {
+  const base = await testRedisUrl()
+  const url = new URL(base)
+  if (url.password === '') {
+    url.username = 'default'
+    url.password = 'Startup-Secret-42'
+  }
+  const prefix = uniquePrefix('startup')
+  t.teardown(async () => { await deletePrefix(base, prefix) })
+  return { env: { REDIS_URL: url.toString(), KEYGATE_REDIS_PREFIX: prefix }, url: url.toString(), password: decodeURIComponent(url.password) }
+}
+
+t.test('main.ts on the embedded store, with a metrics listener: one line says where and with what', async (t) => {
+  const gw = await start(t, 'gateway/src/main.ts', { KEYGATE_METRICS_PORT: '0' })
+  const facts = gw.line.startup
+  t.match(gw.line, { level: 30, pid: gw.pid })
+  t.match(facts, { url: /^http:\/\/127\.0\.0\.1:\d+$/, store: 'embedded', routes: 2, workers: 1, metricsPort: Number, adminPort: 'off' })
+  t.equal((await send(facts?.url ?? '', '/healthz')).status, 200, 'the url is where it serves')
+  t.equal((await send(`http://127.0.0.1:${String(facts?.metricsPort)}`, '/metrics')).status, 200, 'the metrics port is where the metrics are')
+  t.equal(gw.line.msg, `keygate listens on ${facts?.url ?? ''} (store embedded, 2 routes, 1 worker, metrics on port ${String(facts?.metricsPort)}, admin off)`)
+  const { code, lines } = await gw.stop()
+  t.equal(code, 0)
+  t.equal(lines.filter((l) => l.startup !== undefined).length, 1, 'said once')
+})
+
+t.test('main.ts on Redis with a route file: the store named without its password, the file\'s routes counted', async (t) => {
+  const redis = await redisWithPassword(t)
+  const file = routeFile(t, [
+    'routes:',
+    '  - { prefix: /a/, upstream: "http://127.0.0.1:9", auth: public }',
+    '  - { prefix: /b/, upstream: "http://127.0.0.1:9", auth: bearer }',
+    '  - { path: /c, upstream: "http://127.0.0.1:9", auth: signed }',
+    ''
+  ].join('\n'))
+  const gw = await start(t, 'gateway/src/main.ts', { ...redis.env, KEYGATE_ROUTES: file.path })
+  t.match(gw.line.startup, { store: describeRedis(redis.url), routes: 3, workers: 1, metricsPort: 'off', adminPort: 'off' })
+  t.match(gw.line.msg, / \(store redis:\/\/.*127\.0\.0\.1:\d+.*, 3 routes, 1 worker, metrics off, admin off\)$/)
+  t.notOk(JSON.stringify(gw.line).includes(redis.password), 'the Redis password is not in the line')
+  t.equal((await gw.stop()).code, 0)
+})
+
+t.test('main.ts as a cluster\'s primary: the primary says it for its workers, which do not', async (t) => {
+  const redis = await redisWithPassword(t)
+  const gw = await start(t, 'gateway/src/main.ts', { ...redis.env, KEYGATE_WORKERS: '2' })
+  t.equal(gw.line.pid, gw.pid, 'the primary logs it')
+  t.match(gw.line, { name: 'keygate-primary' })
+  t.match(gw.line.startup, { store: describeRedis(redis.url), routes: 2, workers: 2, metricsPort: 'off', adminPort: 'off' })
+  t.match(gw.line.msg, /^keygate listens on http:\/\/\S+ \(store .*, 2 routes, 2 workers, metrics off, admin off\)$/)
+  t.notOk(JSON.stringify(gw.line).includes(redis.password), 'the Redis password is not in the line')
+  t.equal((await send(gw.line.startup?.url ?? '', '/healthz')).status, 200, 'the workers serve the url')
+  const { code, lines } = await gw.stop()
+  t.equal(code, 0)
+  t.same(lines.filter((l) => l.startup !== undefined).map((l) => l.pid), [gw.pid], 'said once, by the primary alone')
+})
+
+t.test('npm start: the same line, then where the example service listens', async (t) => {
+  const gw = await start(t, 'scripts/start.ts', { UPSTREAM_PORT: '0' })
+  t.match(gw.line.startup, { url: /^http:\/\/127\.0\.0\.1:\d+$/, store: 'embedded', routes: 2, workers: 1, metricsPort: 'off', adminPort: 'off' })
+  t.equal((await send(gw.line.startup?.url ?? '', '/healthz')).status, 200)
+  const { code, lines } = await gw.stop()
+  t.equal(code, 0)
+  t.equal(lines.filter((l) => l.startup !== undefined).length, 1, 'said once')
+  t.ok(lines.some((l) => /^forwarding \/v1\/clients\/ to http:\/\/127\.0\.0\.1:\d+/.test(l.msg)), 'and where the routes go')
+})

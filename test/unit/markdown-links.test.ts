@@ -1,0 +1,94 @@
+// The documentation stands on its own: every link in README.md, SECURITY.md and docs/*.md leads to
+// a file of this repository (and to a heading in it, when it names one), never to another site or
+// outside the checkout, so it reads the same offline, in a fork and in a tarball. Code blocks and
+// code spans are examples, not links (http://127.0.0.1:8080 there is fine).
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { dirname, join, relative, resolve, sep } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const DOCUMENTS = ['README.md', 'SECURITY.md', ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)]
+
+/** The Markdown outside fenced code blocks, code spans and HTML comments: where links are links. */
+function prose (markdown: string): string {
+  return markdown
+    .replace(/^(```|~~~)[^\n]*\n[\s\S]*?^\1[ \t]*$/gm, '')
+    .replace(/<!--[\s\S]*?-->/g, '')
+    .replace(/(`+)[\s\S]*?\1/g, '')
+}
+
+/** Every link target: inline links and images, reference definitions, autolinks and bare URLs (GitHub links those too). */
+function linkTargets (markdown: string): string[] {
+  const text = prose(markdown)
+  return [...new Set([
+    ...[...text.matchAll(/\]\(\s*<?([^)\s>]*)>?(?:\s+"[^"]*")?\s*\)/g)].map((m) => m[1] as string),
+    ...[...text.matchAll(/^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)/gm)].map((m) => m[1] as string),
+    ...[...text.matchAll(/<([a-z][a-z0-9+.-]*:[^>\s]*)>/gi)].map((m) => m[1] as string),
+    ...[...text.matchAll(/(?<![(<\w])((?:https?|ftp):\/\/[^\s)>\]]+|www\.[^\s)>\]]+)/gi)].map((m) => (m[1] as string).replace(/[.,;:!?]+$/, ''))
+  ])]
+}
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes. */
+function slug (heading: string): string {
+  return heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-')
+}
+
+function anchorsOf (markdown: string): Set<string> {
+  const seen = new Map<string, number>()
+  const anchors = new Set<string>()
+  for (const [, heading] of prose(markdown).matchAll(/^#{1,6}\s+(.+?)\s*#*\s*$/gm)) {
+    const base = slug(heading as string)
+    const count = seen.get(base) ?? 0
+    seen.set(base, count + 1)
+    anchors.add(count === 0 ? base : `${base}-${count}`)
+  }
+  return anchors
+}
+
+/** What is wrong with one link of `document`, or undefined when it leads somewhere in the repository. */
+function problemWith (document: string, target: string): string | undefined {
+  if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('//') || /^www\./i.test(target)) return 'leads outside the repository'
+  const [path = '', anchor] = target.split('#', 2)
+  const file = path === '' ? join(ROOT, document) : resolve(ROOT, dirname(document), decodeURIComponent(path))
+  if (relative(ROOT, file).startsWith(`..${sep}`) || relative(ROOT, file) === '..') return 'leads outside the repository'
+  if (!existsSync(file)) return `names ${relative(ROOT, file)}, which does not exist`
+  if (anchor !== undefined && anchor !== '' && statSync(file).isFile() && file.endsWith('.md') &&
+    !anchorsOf(readFileSync(file, 'utf8')).has(decodeURIComponent(anchor))) {
+    return `names #${anchor}, which is no heading of ${relative(ROOT, file)}`
+  }
+  return undefined
+}
+
+t.test('the link finder sees links and only links', async (t) => {
+  const sample = [
+    'See [the guide](docs/a.md#x), ![a chart](docs/b.svg "title"), <https://example.com/a> and https://example.org.',
+    '[ref]: http://example.net/ref',
+    'In code: `curl http://127.0.0.1:8080/healthz` and `[x](http://in.code)`.',
+    '```sh',
+    'curl -s http://127.0.0.1:8080/v1/time   # [y](https://in.block)',
+    '```',
+    '<!-- [z](https://in.comment) -->'
+  ].join('\n')
+  t.same(linkTargets(sample).sort(), ['docs/a.md#x', 'docs/b.svg', 'http://example.net/ref', 'https://example.com/a', 'https://example.org'].sort())
+  t.equal(slug('Keys: list, revoke, expire, rotate'), 'keys-list-revoke-expire-rotate')
+  t.equal(slug('Debugging `INVALID_SIGNATURE`'), 'debugging-invalid_signature')
+  t.equal(problemWith('README.md', 'https://nodejs.org/api/cluster.html'), 'leads outside the repository')
+  t.equal(problemWith('README.md', '../shared/SPEC.md'), 'leads outside the repository')
+  t.match(problemWith('README.md', 'docs/nothing-here.md'), /does not exist/)
+  t.match(problemWith('README.md', '#no-such-heading'), /no heading of README\.md/)
+  t.equal(problemWith('README.md', '#errors'), undefined)
+  t.equal(problemWith('docs/scaling.md', '../SECURITY.md'), undefined)
+})
+
+t.test('every link in the documentation leads to a file of the repository', async (t) => {
+  t.ok(DOCUMENTS.includes('docs/debugging-signatures.md'), 'docs/*.md are read')
+  for (const document of DOCUMENTS) {
+    const targets = linkTargets(readFileSync(join(ROOT, document), 'utf8'))
+    const broken = targets.flatMap((target) => {
+      const problem = problemWith(document, target)
+      return problem === undefined ? [] : [`${target}: ${problem}`]
+    })
+    t.same(broken, [], `${document}: ${targets.length} links`)
+  }
+})
