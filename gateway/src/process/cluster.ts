@@ -268,6 +268,7 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
       await workers.close()
       throw err
     }
+    log.info(`metrics for Prometheus at ${metricsServer.url}/metrics, every worker's added up`)
   }
   const line = startupLine(config, { url: workers.url, routes: await countRoutes(config), workers: config.workers.count, metricsUrl: metricsServer?.url })
   log.info({ ...line.fields, workers: workers.pids() }, line.message)
