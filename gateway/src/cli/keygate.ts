@@ -4,23 +4,25 @@
 //   users passwd|remove NAME, users list, keys list|show|revoke: see cli/operator.ts
 //   routes check FILE  validate a route file and print the table of routes it makes
 //   tokens rotate      make a new token-signing key current for every gateway on that Redis
+//
+// It starts fast: only what every command needs is imported up front; the store, the config
+// schema, the route file parser and the operator commands load when a command needs them.
 import { spawn } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { CLIENT_COMMANDS, ClientUsageError, RequestFailed, runClientCommand, type ClientCommand } from './client-commands.js'
-import { ConfigError, loadConfig } from '../config/env.js'
+import { ConfigError } from '../config/config-error.js'
+import type { GatewayConfig } from '../config/env.js'
 import { GatewayError } from '../errors.js'
 import { isMainModule } from '../lib/is-main-module.js'
 import { formatTable } from '../lib/table.js'
-import { defaultRoutes, type RouteConfig } from '../proxy/route.js'
-import { loadRouteFile } from '../proxy/route-file.js'
-import { OperatorUsageError, checkOperatorArgs, runOperatorCommand } from './operator.js'
-import { createStore, redisConnection } from '../store/index.js'
-import { describeRedis, type RedisConnection } from '../store/redis-connection.js'
-import { DEFAULT_RETIRE_MARGIN_MS, retireAfterMs, rotateStoredSigningKey } from '../tokens/signing-key-ring.js'
-import { createUserService } from '../users/user-service.js'
+import type { RouteConfig } from '../proxy/route.js'
+import type { RedisConnection } from '../store/redis-connection.js'
+
+/** the commands, for `--help` and for a "did you mean" */
+export const COMMANDS = [...CLIENT_COMMANDS, 'users', 'keys', 'routes', 'tokens', 'bench'] as const
 
 const USAGE = `usage: npm run keygate -- keygen [--out DIR] [--name NAME]
        npm run keygate -- login [--url URL] [--user USER] [--password PASSWORD]
@@ -77,8 +79,39 @@ there instead, and restart to get a new signing key.`
 
 export class UsageError extends Error {}
 
+/** keygate's version, from its package.json */
+export function keygateVersion (): string {
+  return (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version
+}
+
+/** The known command closest to a mistyped one (at most two edits away), if any. */
+export function closestCommand (typed: string): string | undefined {
+  const distance = (a: string, b: string): number => {
+    let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+    for (let i = 1; i <= a.length; i++) {
+      const current = [i]
+      for (let j = 1; j <= b.length; j++) {
+        current[j] = Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1))
+      }
+      previous = current
+    }
+    return previous[b.length] ?? Infinity
+  }
+  let best: { command: string; distance: number } | undefined
+  for (const command of COMMANDS) {
+    const d = distance(typed.toLowerCase(), command)
+    if (d <= 2 && (best === undefined || d < best.distance)) best = { command, distance: d }
+  }
+  return best?.command
+}
+
+async function loadConfig (env: NodeJS.ProcessEnv): Promise<GatewayConfig> {
+  return (await import('../config/env.js')).loadConfig(env)
+}
+
 /** The gateways' Redis, which the store-changing commands need. */
-function requireRedis (config: ReturnType<typeof loadConfig>): RedisConnection {
+async function requireRedis (config: GatewayConfig): Promise<RedisConnection> {
+  const { redisConnection } = await import('../store/index.js')
   const connection = redisConnection(config)
   if (connection === undefined) throw new UsageError(`REDIS_URL is not set (nor KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES).\n\n${USAGE}`)
   return connection
@@ -121,15 +154,19 @@ export function formatRouteTable (routes: readonly RouteConfig[]): string {
 }
 
 async function checkRoutes (file: string, io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
-  const routes = await loadRouteFile(file, loadConfig(io.env).routeDefaults)
+  const { loadRouteFile } = await import('../proxy/route-file.js')
+  const routes = await loadRouteFile(file, (await loadConfig(io.env)).routeDefaults)
   io.stdout.write(formatRouteTable(routes))
   io.stdout.write(`${file}: ${routes.length} route${routes.length === 1 ? '' : 's'}, valid\n`)
 }
 
 /** Rotates the signing key on the gateways' Redis; prints the new kid and when the old key retires. */
 async function rotateTokenKey (io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
-  const config = loadConfig(io.env)
-  const redis = requireRedis(config)
+  const config = await loadConfig(io.env)
+  const redis = await requireRedis(config)
+  const [{ defaultRoutes }, { loadRouteFile }, { createStore }, { describeRedis }, { DEFAULT_RETIRE_MARGIN_MS, retireAfterMs, rotateStoredSigningKey }] =
+    await Promise.all([import('../proxy/route.js'), import('../proxy/route-file.js'), import('../store/index.js'),
+      import('../store/redis-connection.js'), import('../tokens/signing-key-ring.js')])
   if (config.jwt.keyFile !== undefined) {
     throw new Error('KEYGATE_JWT_KEY_FILE is set: the gateways sign with that file\'s key, not with the key ring on Redis; ' +
       'rotate it by restarting them with a new key file')
@@ -161,6 +198,18 @@ export interface CliIo {
 
 export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin, stdout: process.stdout, env: process.env }): Promise<void> {
   const [group, command, name, ...rest] = argv
+  if (group === undefined || group === 'help' || group === '--help' || group === '-h') {
+    io.stdout.write(`${USAGE}\n`)
+    return
+  }
+  if (group === '--version' || group === 'version') {
+    io.stdout.write(`keygate ${keygateVersion()}\n`)
+    return
+  }
+  if (!(COMMANDS as readonly string[]).includes(group)) {
+    const near = closestCommand(group)
+    throw new UsageError(`keygate: unknown command "${group}"${near === undefined ? '' : `; did you mean "${near}"?`} (keygate --help lists them)`)
+  }
   if ((CLIENT_COMMANDS as readonly string[]).includes(group ?? '')) {
     return await runClientCommand(group as ClientCommand, argv.slice(1), {
       ...io,
@@ -173,10 +222,11 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
   if (group === 'tokens' && command === 'rotate' && name === undefined) return await rotateTokenKey(io)
   if (group === 'keys' || (group === 'users' && command !== 'add')) {
     const args = argv.slice(2)
+    const { OperatorUsageError, checkOperatorArgs, runOperatorCommand } = await import('./operator.js')
     try {
       checkOperatorArgs(group, command, args)
-      const config = loadConfig(io.env)
-      requireRedis(config)
+      const config = await loadConfig(io.env)
+      await requireRedis(config)
       return await runOperatorCommand(group, command, args, {
         stdout: io.stdout,
         config,
@@ -187,8 +237,10 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
     }
   }
   if (group !== 'users' || command !== 'add' || name === undefined || rest.length > 0) throw new UsageError(USAGE)
-  const config = loadConfig(io.env)
-  const redis = requireRedis(config)
+  const config = await loadConfig(io.env)
+  const redis = await requireRedis(config)
+  const [{ createStore }, { describeRedis }, { createUserService }] =
+    await Promise.all([import('../store/index.js'), import('../store/redis-connection.js'), import('../users/user-service.js')])
   const store = await createStore(config)
   try {
     const password = await readPassword(io.stdin, io.stdout)

@@ -57,3 +57,26 @@ t.test('users add', async (t) => {
     t.match(res.stderr, message, name)
   }
 })
+
+t.test('help, version, and a mistyped command answered in one line', async (t) => {
+  const { readFileSync } = await import('node:fs')
+  const version = (JSON.parse(readFileSync(new URL('../../../../package.json', import.meta.url), 'utf8')) as { version: string }).version
+  for (const args of [['--help'], ['-h'], ['help'], []]) {
+    const res = await keygate(args, '', {})
+    t.equal(res.code, 0, `${args.join(' ') || '(nothing)'}: exit 0`)
+    t.match(res.stdout, /^usage: npm run keygate -- keygen/, `${args.join(' ') || '(nothing)'}: the usage on stdout`)
+    t.equal(res.stderr, '')
+  }
+  const shown = await keygate(['--version'], '', {})
+  t.same([shown.code, shown.stdout, shown.stderr], [0, `keygate ${version}\n`, ''])
+  const cases: Array<[string, string]> = [
+    ['kegen', 'keygate: unknown command "kegen"; did you mean "keygen"? (keygate --help lists them)\n'],
+    ['Users', 'keygate: unknown command "Users"; did you mean "users"? (keygate --help lists them)\n'],
+    ['rout', 'keygate: unknown command "rout"; did you mean "routes"? (keygate --help lists them)\n'],
+    ['frobnicate', 'keygate: unknown command "frobnicate" (keygate --help lists them)\n']
+  ]
+  for (const [typed, line] of cases) {
+    const res = await keygate([typed, 'x'], '', {})
+    t.same([res.code, res.stderr, res.stdout], [2, line, ''], `${typed}: one line, exit 2, no usage dump`)
+  }
+})
