@@ -1,48 +1,6 @@
-// `npm start`: the example clients service and keygate in front of it, in one process, so a
-// newcomer can follow the README walkthrough. Ctrl-C or SIGTERM stops both, gateway first.
-// Always one gateway process (KEYGATE_WORKERS is for main.ts): the demo user is made when the
-// store has no user, which one process can decide alone.
-import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../gateway/src/config/env.js'
-import { closeOnSignals, exitWithStartupError, reloadRoutesOnSighup } from '../gateway/src/process/signals.js'
-import { startGateway } from '../gateway/src/process/start.js'
-import { startupLine } from '../gateway/src/process/startup-line.js'
-import { identityTokenFromEnv } from '../upstream-stub/src/identity-token.js'
-import { startUpstream } from '../upstream-stub/src/server.js'
+// `npm start`: keygate in front of the example clients service (gateway/src/process/demo.ts, which
+// `keygate demo` runs too).
+import { demo } from '../gateway/src/process/demo.js'
+import { exitWithStartupError } from '../gateway/src/process/signals.js'
 
-async function main (): Promise<void> {
-  const loaded = loadConfig()
-  const upstreamPort = Number(process.env.UPSTREAM_PORT ?? DEFAULT_UPSTREAM_PORT)
-  const upstream = await startUpstream({
-    port: upstreamPort,
-    host: '127.0.0.1',
-    logger: { level: loaded.logLevel },
-    identityToken: identityTokenFromEnv(process.env)
-  })
-  // Without UPSTREAM_URL the routes go to the stub just started (UPSTREAM_PORT=0 picks a free port).
-  const config = process.env.UPSTREAM_URL === undefined
-    ? { ...loaded, routeDefaults: { ...loaded.routeDefaults, upstream: upstream.url } }
-    : loaded
-  let gateway
-  try {
-    gateway = await startGateway({ config, createDemoUser: true })
-  } catch (err) {
-    await upstream.close()
-    throw err
-  }
-  const { app } = gateway
-  if (config.workers.count > 1) {
-    app.log.warn(`npm start runs one gateway process, beside the example service; KEYGATE_WORKERS=${config.workers.requested} applies to npm run start:gateway`)
-  }
-  reloadRoutesOnSighup(app)
-  const routes = app.keygate.routes.current.routes
-  const line = startupLine(config, { url: gateway.url, routes: routes.length, workers: 1, metricsUrl: gateway.metricsUrl })
-  app.log.info(line.fields, line.message)
-  // where the example service landed (UPSTREAM_PORT=0 picks a free port)
-  app.log.info(`forwarding ${routes.map((r) => `${r.prefix} to ${r.upstream}`).join(', ')}`)
-  closeOnSignals(async () => {
-    await gateway.close()
-    await upstream.close()
-  }, (message, err) => { app.log.info({ err }, message) }, config.server.shutdownGraceMs)
-}
-
-main().catch(exitWithStartupError)
+demo().catch(exitWithStartupError)

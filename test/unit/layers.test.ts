@@ -13,6 +13,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['client/src/protocol/', 0],
   ['client/src/', 1],
   ['gateway/src/errors.ts', 1],
+  // the example service, which keygate demo runs: it imports nothing of keygate's
+  ['upstream-stub/src/', 1],
   ['gateway/src/lib/', 1],
   ['gateway/src/config/', 2],
   ['gateway/src/store/', 3],

@@ -22,9 +22,11 @@ import type { RouteConfig } from '../proxy/route.js'
 import type { RedisConnection } from '../store/redis-connection.js'
 
 /** the commands, for `--help` and for a "did you mean" */
-export const COMMANDS = [...CLIENT_COMMANDS, 'users', 'keys', 'routes', 'tokens', 'bench'] as const
+export const COMMANDS = ['serve', 'demo', ...CLIENT_COMMANDS, 'users', 'keys', 'routes', 'tokens', 'bench'] as const
 
-const USAGE = `usage: npm run keygate -- keygen [--out DIR] [--name NAME]
+const USAGE = `usage: npm run keygate -- serve
+       npm run keygate -- demo
+       npm run keygate -- keygen [--out DIR] [--name NAME]
        npm run keygate -- login [--url URL] [--user USER] [--password PASSWORD]
        npm run keygate -- register [--name NAME] [--key FILE] [--url URL] [--user USER --password PASSWORD | --token TOKEN]
        npm run keygate -- call METHOD TARGET [BODY | @FILE | @-] [-v] [-H 'Name: value']... [--key FILE] [--url ...]
@@ -35,6 +37,11 @@ const USAGE = `usage: npm run keygate -- keygen [--out DIR] [--name NAME]
        npm run keygate -- routes check FILE
        npm run keygate -- tokens rotate
        npm run keygate -- bench [--url URL --user USER --password PASSWORD] [options]
+
+To run keygate:
+  serve              the gateway, configured by its environment (PORT, UPSTREAM_URL, REDIS_URL,
+                     KEYGATE_ROUTES, ...: see the README), as npm run start:gateway runs it
+  demo               the gateway in front of the example clients service, as npm start runs it
 
 For client developers:
   keygen             make an RSA-2048 key pair: DIR/NAME.pem (private, mode 0600) and DIR/NAME.pub.pem;
@@ -218,6 +225,7 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
       readPassword: async () => await readPassword(io.stdin, process.stderr)
     }, USAGE)
   }
+  if (group === 'serve' || group === 'demo') throw new UsageError(`keygate ${group} takes no arguments: it is configured by its environment (see the README)`)
   if (group === 'routes' && command === 'check' && name !== undefined && rest.length === 0) return await checkRoutes(name, io)
   if (group === 'tokens' && command === 'rotate' && name === undefined) return await rotateTokenKey(io)
   if (group === 'keys' || (group === 'users' && command !== 'add')) {
@@ -276,7 +284,16 @@ async function runBench (args: string[]): Promise<number> {
   })
 }
 
-if (isMainModule(import.meta.url) && process.argv[2] === 'bench') {
+const SERVERS: Record<string, () => Promise<void>> = {
+  serve: async () => { await (await import('../process/serve.js')).serve() },
+  demo: async () => { await (await import('../process/demo.js')).demo() }
+}
+
+const server = process.argv.length === 3 ? SERVERS[process.argv[2] ?? ''] : undefined
+if (isMainModule(import.meta.url) && server !== undefined) {
+  // this process is the gateway: it handles its own signals (process/signals.ts)
+  server().catch(async (err: unknown) => { (await import('../process/signals.js')).exitWithStartupError(err) })
+} else if (isMainModule(import.meta.url) && process.argv[2] === 'bench') {
   runBench(process.argv.slice(3)).then((code) => process.exit(code), (err: unknown) => {
     process.stderr.write(`keygate: ${(err as Error).message}\n`)
     process.exit(1)
