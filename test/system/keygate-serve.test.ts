@@ -1,43 +1,20 @@
 // `keygate serve` and `keygate demo`: the gateway run by the command itself, so the process a
 // supervisor signals is the gateway (no npm in between to orphan it): SIGHUP reloads its routes,
 // SIGTERM stops it with exit code 0 and frees its port.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { connect } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { send } from '../helpers/http.js'
+import { exitOn, startListening, type Listening } from '../helpers/listening.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
 import { login } from '../helpers/stack.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
-interface Started { child: ChildProcessWithoutNullStreams; url: string; stdout: () => string; stderr: () => string }
-
-async function keygate (verb: string, env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/cli/keygate.ts', verb], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }
-  })
-  let stdout = ''
-  let stderr = ''
-  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-      const match = /keygate listens on (http:\/\/[0-9.:]+)/.exec(stdout)
-      if (match !== null) resolve(match[1] as string)
-    })
-    child.on('exit', (code) => { reject(new Error(`keygate ${verb} exited with ${code}: ${stderr}`)) })
-  })
-  return { child, url, stdout: () => stdout, stderr: () => stderr }
-}
-
-async function exitOn (child: ChildProcessWithoutNullStreams, signal: NodeJS.Signals): Promise<number | null> {
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
-  child.kill(signal)
-  return await exited
-}
+const keygate = async (verb: string, env: Record<string, string>): Promise<Listening> =>
+  await startListening('gateway/src/cli/keygate.ts', [verb], env)
 
 async function portAnswers (url: string): Promise<boolean> {
   const { hostname, port } = new URL(url)

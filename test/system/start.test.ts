@@ -1,40 +1,13 @@
 // `npm start` as a newcomer meets it: both services come up, a store without users gets a demo
 // user whose password is printed once, the walkthrough's first step works with it, and SIGTERM
 // stops everything cleanly.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
+import { exitOn, startListening, type Listening } from '../helpers/listening.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { login } from '../helpers/stack.js'
 
-const root = fileURLToPath(new URL('../..', import.meta.url))
-
-interface Started { child: ChildProcessWithoutNullStreams; url: string; stderr: () => string }
-
-async function start (env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/start.ts'], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', PORT: '0', UPSTREAM_PORT: '0', ...env }
-  })
-  let stdout = ''
-  let stderr = ''
-  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-      const match = /keygate listens on (http:\/\/[0-9.:]+)/.exec(stdout)
-      if (match !== null) resolve(match[1] as string)
-    })
-    child.on('exit', (code) => { reject(new Error(`npm start exited with ${code}: ${stderr}`)) })
-  })
-  return { child, url, stderr: () => stderr }
-}
-
-async function stop (child: ChildProcessWithoutNullStreams): Promise<number | null> {
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
-  child.kill('SIGTERM')
-  return await exited
-}
+const start = async (env: Record<string, string>): Promise<Listening> => await startListening('scripts/start.ts', [], { UPSTREAM_PORT: '0', ...env })
+const stop = async (child: Listening['child']): Promise<number | null> => await exitOn(child, 'SIGTERM')
 
 t.test('npm start on the embedded store', async (t) => {
   const { child, url, stderr } = await start({})

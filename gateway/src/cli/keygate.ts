@@ -8,7 +8,7 @@
 // It starts fast: only what every command needs is imported up front; the store, the config
 // schema, the route file parser and the operator commands load when a command needs them.
 import { spawn } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
@@ -18,6 +18,7 @@ import type { GatewayConfig } from '../config/env.js'
 import { GatewayError } from '../errors.js'
 import { isMainModule } from '../lib/is-main-module.js'
 import { formatTable } from '../lib/table.js'
+import { keygateVersion } from '../lib/version.js'
 import type { RouteConfig } from '../proxy/route.js'
 import type { RedisConnection } from '../store/redis-connection.js'
 
@@ -85,11 +86,6 @@ nothing to change: the embedded store lives inside a gateway process; use KEYGAT
 there instead, and restart to get a new signing key.`
 
 export class UsageError extends Error {}
-
-/** keygate's version, from its package.json */
-export function keygateVersion (): string {
-  return (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version
-}
 
 /** The known command closest to a mistyped one (at most two edits away), if any. */
 export function closestCommand (typed: string): string | undefined {

@@ -4,11 +4,11 @@
 // `config.problems`; the business routes come from the live route table at each request, so a
 // reload shows at once. Registered before every route (it learns routes as they are added), and
 // its paths are ordinary Fastify routes, which the router matches before the proxy's catch-all.
-import { readFileSync } from 'node:fs'
 import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyPluginAsync, FastifySchema } from 'fastify'
 import fp from 'fastify-plugin'
+import { keygateVersion } from '../../lib/version.js'
 import type { RouteRegistry } from '../../proxy/route-registry.js'
 import {
   BUSINESS_TAG, COMMON_PROBLEMS, DOCUMENT_DESCRIPTION, ERRORS_EXTENSION, PROBLEM_SCHEMA, SECURITY_SCHEMES,
@@ -33,15 +33,13 @@ const PROBLEMS_EXTENSION = 'x-keygate-problems'
 const CONTENT_SECURITY_POLICY = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
   "connect-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'; form-action 'none'"
 
-const version = (JSON.parse(readFileSync(new URL('../../../../package.json', import.meta.url), 'utf8')) as { version: string }).version
-
 type Paths = Record<string, Record<string, OperationObject | unknown>>
 
 const docs: FastifyPluginAsync<{ routes: RouteRegistry }> = async (app, { routes }) => {
   const swaggerOptions: FastifyDynamicSwaggerOptions = {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'keygate', version, description: DOCUMENT_DESCRIPTION },
+      info: { title: 'keygate', version: keygateVersion(), description: DOCUMENT_DESCRIPTION },
       tags: [
         { name: 'auth', description: 'Log in, register signing keys' },
         { name: BUSINESS_TAG, description: 'The configured routes to the services behind keygate' },
