@@ -28,7 +28,7 @@ const running = new Set<ChildProcess>()
 export async function startService (name: string, role: Role, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<Service> {
   const child = fork(CHILD_ENTRY, [role], {
     env,
-    execArgv: ['--import', TSX, ...nodeArgs],
+    execArgv: ['--conditions=keygate-source', '--import', TSX, ...nodeArgs],
     // stdout (the gateway's log lines) is dropped, so logging costs the child what it costs in
     // production and nothing here; stderr is kept to explain a failed start
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],

@@ -10,7 +10,7 @@ export interface BenchRun { code: number | null; stdout: string; stderr: string 
 
 export async function runBench (args: string[], env: NodeJS.ProcessEnv = {}, entry: string[] = ['bench/cli.ts']): Promise<BenchRun> {
   return await new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', ...entry, ...args], {
+    const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', ...entry, ...args], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe']

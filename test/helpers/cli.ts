@@ -8,7 +8,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url))
 export interface CliResult { code: number | null; stdout: string; stderr: string }
 
 export async function keygateCli (args: string[], stdin: string, env: Record<string, string>): Promise<CliResult> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/cli/keygate.ts', ...args], {
+  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', 'gateway/src/cli/keygate.ts', ...args], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', ...env }
   })

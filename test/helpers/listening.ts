@@ -9,7 +9,7 @@ export interface Listening { child: ChildProcessWithoutNullStreams; url: string;
 
 /** `script` and `args` run under tsx from the repository root. */
 export async function startListening (script: string, args: string[], env: Record<string, string>): Promise<Listening> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', script, ...args], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }
   })

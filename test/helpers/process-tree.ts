@@ -24,7 +24,7 @@ export interface Gateway {
 }
 
 export function spawnGateway (t: Test, env: Record<string, string>): Gateway {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/main.ts'], {
+  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', 'gateway/src/main.ts'], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }
   })

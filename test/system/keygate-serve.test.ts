@@ -58,7 +58,7 @@ t.test('keygate demo: the example service behind the gateway, with a demo user',
 })
 
 t.test('serve and demo take no arguments', async (t) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/cli/keygate.ts', 'serve', '--port', '1'], {
+  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', 'gateway/src/cli/keygate.ts', 'serve', '--port', '1'], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '' }
   })

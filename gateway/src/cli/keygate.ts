@@ -271,7 +271,7 @@ async function runBench (args: string[]): Promise<number> {
     throw new Error('the load tool (@keygate/bench) is not installed: ' +
       'it comes with a checkout of keygate and its dev dependencies (npm ci), not with a production install')
   }
-  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), entry, ...args], { stdio: 'inherit' })
+  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', import.meta.resolve('tsx'), entry, ...args], { stdio: 'inherit' })
   // Ctrl-C reaches the child through the terminal; the child cleans up and exits
   process.on('SIGINT', () => {})
   return await new Promise((resolve, reject) => {

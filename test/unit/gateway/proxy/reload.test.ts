@@ -93,7 +93,7 @@ t.test('SIGHUP reloads a running gateway; a bad file keeps the old routes', asyn
   const b = await startRecorder(t)
   const file = routeFile(t, routesTo(a.url))
   const root = fileURLToPath(new URL('../../../..', import.meta.url))
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/main.ts'], {
+  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', 'gateway/src/main.ts'], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', PORT: '0', KEYGATE_ROUTES: file.path, LOG_LEVEL: 'info' }
   })
@@ -132,7 +132,7 @@ t.test('SIGHUP reloads a running gateway; a bad file keeps the old routes', asyn
 t.test('a gateway does not start on a bad route file, and says why', async (t) => {
   const file = routeFile(t, INVALID)
   const root = fileURLToPath(new URL('../../../..', import.meta.url))
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/src/main.ts'], {
+  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', 'gateway/src/main.ts'], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', PORT: '0', KEYGATE_ROUTES: file.path }
   })
