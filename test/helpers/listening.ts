@@ -1,6 +1,7 @@
 // A keygate process started by a test as an operator starts it (npm start, keygate serve, keygate
 // demo): given only PATH, PORT=0 and `env`; resolved once its startup line names its URL.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { connect } from 'node:net'
 import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
@@ -9,10 +10,14 @@ export interface Listening { child: ChildProcessWithoutNullStreams; url: string;
 
 /** `script` and `args` run under tsx from the repository root. */
 export async function startListening (script: string, args: string[], env: Record<string, string>): Promise<Listening> {
-  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', script, ...args], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }
-  })
+  return await startCommand(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', script, ...args], env, root)
+}
+
+/** Any command that starts keygate (an installed `keygate serve`, say), run in `cwd`. */
+/** `detached`: in a process group of its own, as a terminal runs a command (see `interruptGroup`). */
+export async function startCommand (command: string, args: string[], env: Record<string, string>, cwd: string,
+  { detached = false } = {}): Promise<Listening> {
+  const child = spawn(command, args, { cwd, detached, env: { PATH: process.env.PATH ?? '', PORT: '0', ...env } })
   let stdout = ''
   let stderr = ''
   child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
@@ -22,7 +27,7 @@ export async function startListening (script: string, args: string[], env: Recor
       const match = /keygate listens on (http:\/\/[0-9.:]+)/.exec(stdout)
       if (match !== null) resolve(match[1] as string)
     })
-    child.on('exit', (code) => { reject(new Error(`${[script, ...args].join(' ')} exited with ${code}: ${stderr}`)) })
+    child.on('exit', (code) => { reject(new Error(`${[command, ...args].join(' ')} exited with ${code}: ${stderr}`)) })
   })
   return { child, url, stdout: () => stdout, stderr: () => stderr }
 }
@@ -32,4 +37,21 @@ export async function exitOn (child: ChildProcessWithoutNullStreams, signal: Nod
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
   child.kill(signal)
   return await exited
+}
+
+/** Ctrl-C in a terminal: SIGINT to the child's whole process group (started `detached`); resolves with its exit code. */
+export async function interruptGroup (child: ChildProcessWithoutNullStreams): Promise<number | null> {
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
+  process.kill(-(child.pid as number), 'SIGINT')
+  return await exited
+}
+
+/** Whether something accepts connections at `url`'s host and port. */
+export async function portAnswers (url: string): Promise<boolean> {
+  const { hostname, port } = new URL(url)
+  return await new Promise((resolve) => {
+    const socket = connect(Number(port), hostname)
+    socket.once('connect', () => { socket.destroy(); resolve(true) })
+    socket.once('error', () => { resolve(false) })
+  })
 }

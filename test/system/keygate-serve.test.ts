@@ -2,11 +2,10 @@
 // supervisor signals is the gateway (no npm in between to orphan it): SIGHUP reloads its routes,
 // SIGTERM stops it with exit code 0 and frees its port.
 import { spawn } from 'node:child_process'
-import { connect } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { send } from '../helpers/http.js'
-import { exitOn, startListening, type Listening } from '../helpers/listening.js'
+import { exitOn, portAnswers, startListening, type Listening } from '../helpers/listening.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
 import { login } from '../helpers/stack.js'
@@ -15,15 +14,6 @@ const root = fileURLToPath(new URL('../..', import.meta.url))
 
 const keygate = async (verb: string, env: Record<string, string>): Promise<Listening> =>
   await startListening('gateway/src/cli/keygate.ts', [verb], env)
-
-async function portAnswers (url: string): Promise<boolean> {
-  const { hostname, port } = new URL(url)
-  return await new Promise((resolve) => {
-    const socket = connect(Number(port), hostname)
-    socket.once('connect', () => { socket.destroy(); resolve(true) })
-    socket.once('error', () => { resolve(false) })
-  })
-}
 
 t.test('keygate serve: the gateway of the environment, reloaded on SIGHUP, stopped on SIGTERM', async (t) => {
   const recorder = await startRecorder(t)

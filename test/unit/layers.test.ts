@@ -49,11 +49,21 @@ function sources (dir: string): string[] {
     .map((entry) => relative(ROOT, join(entry.parentPath, entry.name)))
 }
 
-/** the client package's own entry points, imported by name */
-const CLIENT_PACKAGE: Record<string, string> = {
-  '@keygate/client': 'client/src/index.ts',
-  '@keygate/client/protocol': 'client/src/protocol/index.ts'
+type ConditionalTargets = Record<string, Record<string, string> | string>
+function sourcesOf (map: ConditionalTargets, prefix: string, base: string): Array<[string, string]> {
+  return Object.entries(map).flatMap(([name, target]) => typeof target === 'string' || target['keygate-source'] === undefined
+    ? []
+    : [[prefix + name.replace(/^\.\/?/, ''), normalize(join(base, target['keygate-source']))]])
 }
+/**
+ * the client package's entry points, imported by name: the package's own (`@keygate/client`, its
+ * exports) and keygate's subpath imports of it (`#client`, which the keygate package compiles in),
+ * each mapped to the source file its keygate-source condition names
+ */
+const CLIENT_PACKAGE: Record<string, string> = Object.fromEntries([
+  ...sourcesOf((JSON.parse(readFileSync(join(ROOT, 'client/package.json'), 'utf8')) as { exports: ConditionalTargets }).exports, '@keygate/client/', 'client'),
+  ...sourcesOf((JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { imports: ConditionalTargets }).imports, '', '.')
+].map(([name, file]) => [name.replace(/\/$/, ''), file]))
 const IMPORT = /^\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'|^\s*import\s+'([^']+)'/gm
 
 interface Imports { local: string[]; packages: string[] }
@@ -112,4 +122,13 @@ t.test('the layer check sees the code it checks', async (t) => {
   t.ok(graph.get('gateway/src/auth/replay.ts')!.local.includes('client/src/protocol/index.ts'), 'the protocol package import is seen')
   t.ok(graph.get('gateway/src/cli/client-commands.ts')!.local.includes('client/src/index.ts'), 'the client package import is seen')
   t.ok(graph.get('gateway/src/http/routes/proxy.ts')!.packages.includes('fastify'), 'package imports are seen')
+})
+
+t.test('the client entry points the graph follows', async (t) => {
+  t.same(CLIENT_PACKAGE, {
+    '@keygate/client': 'client/src/index.ts',
+    '@keygate/client/protocol': 'client/src/protocol/index.ts',
+    '#client': 'client/src/index.ts',
+    '#client/protocol': 'client/src/protocol/index.ts'
+  })
 })

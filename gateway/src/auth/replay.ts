@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { MAX_TIMESTAMP_SKEW_MS, SAFE_METHODS } from '@keygate/client/protocol'
+import { MAX_TIMESTAMP_SKEW_MS, SAFE_METHODS } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import type { Store } from '../store/index.js'
 import { required, type AuthStage } from './stage.js'

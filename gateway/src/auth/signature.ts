@@ -1,5 +1,5 @@
 import type { KeyObject } from 'node:crypto'
-import { describeSigningString, signingString, type SigningStringDetails } from '@keygate/client/protocol'
+import { describeSigningString, signingString, type SigningStringDetails } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import { decodeBase64, verifyRsaSha256 } from '../keys/public-key.js'
 import { sha256Hex } from '../lib/sha256.js'

@@ -1,4 +1,4 @@
-import { looksLikeSeconds, MAX_TIMESTAMP_SKEW_MS, MILLISECONDS_TIMESTAMP as MILLIS } from '@keygate/client/protocol'
+import { looksLikeSeconds, MAX_TIMESTAMP_SKEW_MS, MILLISECONDS_TIMESTAMP as MILLIS } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import { required, type AuthStage } from './stage.js'
 

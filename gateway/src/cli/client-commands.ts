@@ -16,7 +16,7 @@ import { parseArgs, promisify } from 'node:util'
 import {
   apiKeyOf, createClient, describeSigningString, KeygateResponseError, loadPrivateKey, login, registerKey,
   signatureMismatches, SigningInputError
-} from '@keygate/client'
+} from '#client'
 
 export const CLIENT_COMMANDS = ['keygen', 'login', 'register', 'call'] as const
 export type ClientCommand = (typeof CLIENT_COMMANDS)[number]

@@ -1,4 +1,6 @@
-// `npm run keygate -- <command>`: client developers' and operators' commands.
+#!/usr/bin/env node
+// `keygate <command>` (in a checkout: `npm run keygate -- <command>`): the gateway, and client
+// developers' and operators' commands.
 //   keygen | login | register | call   sign and send as a client (client-commands.ts)
 //   users add NAME     create NAME, or set its password (read from stdin), on the gateways' Redis
 //   users passwd|remove NAME, users list, keys list|show|revoke: see cli/operator.ts
@@ -16,6 +18,7 @@ import { CLIENT_COMMANDS, ClientUsageError, RequestFailed, runClientCommand, typ
 import { ConfigError } from '../config/config-error.js'
 import type { GatewayConfig } from '../config/env.js'
 import { GatewayError } from '../errors.js'
+import { keygateCommand } from '../lib/command-name.js'
 import { isMainModule } from '../lib/is-main-module.js'
 import { formatTable } from '../lib/table.js'
 import { keygateVersion } from '../lib/version.js'
@@ -25,19 +28,20 @@ import type { RedisConnection } from '../store/redis-connection.js'
 /** the commands, for `--help` and for a "did you mean" */
 export const COMMANDS = ['serve', 'demo', ...CLIENT_COMMANDS, 'users', 'keys', 'routes', 'tokens', 'bench'] as const
 
-const USAGE = `usage: npm run keygate -- serve
-       npm run keygate -- demo
-       npm run keygate -- keygen [--out DIR] [--name NAME]
-       npm run keygate -- login [--url URL] [--user USER] [--password PASSWORD]
-       npm run keygate -- register [--name NAME] [--key FILE] [--url URL] [--user USER --password PASSWORD | --token TOKEN]
-       npm run keygate -- call METHOD TARGET [BODY | @FILE | @-] [-v] [-H 'Name: value']... [--key FILE] [--url ...]
-       npm run keygate -- users add|passwd|remove NAME
-       npm run keygate -- users list [--json]
-       npm run keygate -- keys list [--user NAME] [--json]
-       npm run keygate -- keys show|revoke APIKEY
-       npm run keygate -- routes check FILE
-       npm run keygate -- tokens rotate
-       npm run keygate -- bench [--url URL --user USER --password PASSWORD] [options]
+const CMD = keygateCommand()
+const USAGE = `usage: ${CMD} serve
+       ${CMD} demo
+       ${CMD} keygen [--out DIR] [--name NAME]
+       ${CMD} login [--url URL] [--user USER] [--password PASSWORD]
+       ${CMD} register [--name NAME] [--key FILE] [--url URL] [--user USER --password PASSWORD | --token TOKEN]
+       ${CMD} call METHOD TARGET [BODY | @FILE | @-] [-v] [-H 'Name: value']... [--key FILE] [--url ...]
+       ${CMD} users add|passwd|remove NAME
+       ${CMD} users list [--json]
+       ${CMD} keys list [--user NAME] [--json]
+       ${CMD} keys show|revoke APIKEY
+       ${CMD} routes check FILE
+       ${CMD} tokens rotate
+       ${CMD} bench [--url URL --user USER --password PASSWORD] [options]
 
 To run keygate:
   serve              the gateway, configured by its environment (PORT, UPSTREAM_URL, REDIS_URL,
@@ -62,7 +66,7 @@ For client developers:
 
 For operators:
   users add NAME     create user NAME, or change its password (read from stdin:
-                     typed at a prompt, or piped: printf %s "$PASSWORD" | npm run keygate -- users add NAME)
+                     typed at a prompt, or piped: printf %s "$PASSWORD" | ${CMD} users add NAME)
   users passwd NAME  change the password of the existing user NAME (read as for users add)
   users remove NAME  remove user NAME and revoke every key of theirs (every gateway refuses them
                      within a second); tokens already issued pass bearer-only routes until they expire

@@ -6,7 +6,7 @@
 // (the subscription was re-established) the whole cache goes. Expiry needs no announcement: the
 // cached entry holds the expiry time and the check compares a number.
 import { createPublicKey, type KeyObject } from 'node:crypto'
-import { API_KEY_PATTERN } from '@keygate/client/protocol'
+import { API_KEY_PATTERN } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import type { KeyEvent, KeyRecord, RevokeResult, Store } from '../store/index.js'
 import { LruCache, type CacheStats } from '../lib/lru-cache.js'

@@ -1,7 +1,7 @@
 // Parsing and proving the RSA public keys clients register. The apiKey is the hex SHA-256 of the
 // key's DER SubjectPublicKeyInfo: one key gives one apiKey whatever its PEM form or wrapping.
 import { createPublicKey, createVerify, verify, type KeyObject } from 'node:crypto'
-import { apiKeyOfSpki } from '@keygate/client/protocol'
+import { apiKeyOfSpki } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import { sha256Hex } from '../lib/sha256.js'
 

@@ -4,7 +4,7 @@
 // prom-client metrics at scrape time (`collect`). The latency histograms observe into a series
 // held per route (fast-histogram.ts). Measured: bench/metrics-overhead.ts.
 import { Counter, Registry, collectDefaultMetrics } from 'prom-client'
-import { HTTP_METHODS } from '@keygate/client/protocol'
+import { HTTP_METHODS } from '#client/protocol'
 import type { CacheStats } from '../lib/lru-cache.js'
 import { FastHistogram, type Series } from './fast-histogram.js'
 

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp, type BuildAppOptions } from '../app.js'
 import type { GatewayConfig } from '../config/env.js'
 import { startMetricsServer, type MetricsServer } from '../http/metrics-server.js'
+import { keygateCommand } from '../lib/command-name.js'
 
 export interface StartGatewayOptions {
   config: GatewayConfig
@@ -67,7 +68,7 @@ async function ensureDemoUser (app: FastifyInstance): Promise<void> {
     `    password: ${password}`,
     '',
     '  It is shown only this once. Add real users with KEYGATE_BOOTSTRAP_USERS or',
-    '  `npm run keygate -- users add NAME`.',
+    `  \`${keygateCommand()} users add NAME\`.`,
     '',
     ''
   ].join('\n'))

@@ -10,7 +10,7 @@ import { parse as parseYaml } from 'yaml'
 import { routeMatchesPath as matches } from './route-table.js'
 import { AUTH_TIERS, DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
 import { ConfigError, type RouteDefaults } from '../config/env.js'
-import { HTTP_METHODS } from '@keygate/client/protocol'
+import { HTTP_METHODS } from '#client/protocol'
 
 const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 const HeaderName = Type.String({ pattern: HEADER_NAME, maxLength: 100, description: 'an HTTP header name' })

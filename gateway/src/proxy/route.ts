@@ -1,6 +1,6 @@
 // The route model: what a route file entry becomes once checked, and the routes keygate serves
 // without a route file. Plain data, read by the route table, the proxy and the docs.
-import { HTTP_METHODS } from '@keygate/client/protocol'
+import { HTTP_METHODS } from '#client/protocol'
 import type { AuthTier, ReplayPolicy } from '../auth/stage.js'
 import type { RouteDefaults } from '../config/env.js'
 

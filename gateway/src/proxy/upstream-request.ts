@@ -3,7 +3,7 @@
 // header, the route's own header changes, and then the gateway's identity headers, written last
 // (identity.ts). The body is the exact bytes received.
 import type { IncomingHttpHeaders } from 'node:http'
-import { BODYLESS_METHODS, pathOf } from '@keygate/client/protocol'
+import { BODYLESS_METHODS, pathOf } from '#client/protocol'
 import type { AuthState } from '../auth/stage.js'
 import { connectionListed } from '../lib/http-headers.js'
 import { identityHeaderNames, writeIdentity } from './identity.js'

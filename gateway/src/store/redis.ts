@@ -1,4 +1,4 @@
-import { API_KEY_PATTERN } from '@keygate/client/protocol'
+import { API_KEY_PATTERN } from '#client/protocol'
 import { Cluster } from 'ioredis'
 import { GatewayError } from '../errors.js'
 import { connectRedis, createRedisClient, scanKeys, type RedisClient, type RedisConnection } from './redis-connection.js'

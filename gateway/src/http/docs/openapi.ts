@@ -3,7 +3,7 @@
 // the business routes of the live route table, which are not Fastify routes but entries of the
 // catch-all proxy. http/plugins/docs.ts puts them together with what @fastify/swagger generates.
 import type { OpenAPIV3_1 } from 'openapi-types'
-import { BODYLESS_METHODS, HTTP_METHODS, SAFE_METHODS } from '@keygate/client/protocol'
+import { BODYLESS_METHODS, HTTP_METHODS, SAFE_METHODS } from '#client/protocol'
 import type { AuthTier, RouteConfig } from '../../proxy/route.js'
 import { ERRORS, problemType, type ErrorCode } from '../../errors.js'
 

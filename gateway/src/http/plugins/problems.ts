@@ -4,7 +4,7 @@ import { STATUS_CODES } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
 import fp from 'fastify-plugin'
-import { HTTP_METHODS, pathOf } from '@keygate/client/protocol'
+import { HTTP_METHODS, pathOf } from '#client/protocol'
 import { GatewayError, PROBLEM_CONTENT_TYPE, isGatewayError, type FieldError } from '../../errors.js'
 
 declare module 'fastify' {

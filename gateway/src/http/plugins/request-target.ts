@@ -1,6 +1,6 @@
 // The request-target rules (the protocol core's requestTargetProblem) enforced before any other
 // check: a target the rules refuse is 400 INVALID_TARGET, a bodyless method with a body 400.
-import { BODYLESS_METHODS, requestTargetProblem } from '@keygate/client/protocol'
+import { BODYLESS_METHODS, requestTargetProblem } from '#client/protocol'
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { GatewayError } from '../../errors.js'

@@ -5,7 +5,7 @@
 // is buffered (up to the route's limit) so the signature is checked over the exact bytes, and
 // those same bytes are forwarded.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import { HTTP_METHODS, pathOf } from '@keygate/client/protocol'
+import { HTTP_METHODS, pathOf } from '#client/protocol'
 import { asHook, type Authenticator } from '../../auth/authenticate.js'
 import { GatewayError } from '../../errors.js'
 import type { GatewayMetrics } from '../../metrics/metrics.js'

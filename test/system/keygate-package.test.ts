@@ -1,0 +1,78 @@
+// The keygate package as an operator installs it, outside any checkout: `npm pack`, then
+// `npm install --omit=dev` of the tarball in a new project. What runs is compiled JavaScript on
+// plain node (no tsx, esbuild or TypeScript installed), and the `keygate` command on the PATH
+// serves a backend, handles its own signals, and answers --help, --version and typos.
+import { execFile } from 'node:child_process'
+import { existsSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { send } from '../helpers/http.js'
+import { rsaKeyPair } from '../helpers/keys.js'
+import { exitOn, interruptGroup, portAnswers, startCommand } from '../helpers/listening.js'
+import { installInScratch, stageBuild } from '../helpers/packages.js'
+import { login, PASSWORD, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
+
+const run = promisify(execFile)
+
+t.test('the packed keygate installs with --omit=dev and its keygate command fronts a backend', async (t) => {
+  const stage = await stageBuild(t)
+  const tarball = await stage.pack()
+  const { stdout: listing } = await run('tar', ['-tzf', tarball])
+  const files = listing.trim().split('\n')
+  t.same(files.filter((f) => /\.ts$|\/test\/|\.tsx?\.map$/.test(f)), [], 'no TypeScript sources, no tests in the tarball')
+  t.ok(files.includes('package/dist/gateway/src/cli/keygate.js'), 'the compiled CLI is in it')
+  t.ok(files.includes('package/dist/client/src/protocol/index.js'), 'and the protocol code the gateway imports, compiled in')
+
+  const project = await installInScratch(t, tarball, ['--omit=dev'])
+  const installed = readdirSync(join(project, 'node_modules'))
+  for (const devOnly of ['tsx', 'esbuild', 'typescript', '@keygate', 'tap']) {
+    t.notOk(installed.includes(devOnly), `${devOnly} is not installed`)
+  }
+  const bin = join(project, 'node_modules', '.bin', 'keygate')
+  t.ok(existsSync(bin), 'npm put a keygate command in node_modules/.bin')
+  const env = { PATH: `${join(project, 'node_modules', '.bin')}:${process.env.PATH ?? ''}` }
+
+  const version = await run('keygate', ['--version'], { cwd: project, env })
+  t.equal(version.stdout, 'keygate 0.1.0\n', '--version')
+  const started = process.hrtime.bigint()
+  const help = await run('keygate', ['--help'], { cwd: project, env })
+  const helpMs = Number(process.hrtime.bigint() - started) / 1e6
+  t.match(help.stdout, /^usage: keygate serve\n {7}keygate demo\n/, '--help names the installed command')
+  t.ok(helpMs < 1000, `--help answers in well under a second (${helpMs.toFixed(0)} ms)`)
+  const typo = await run('keygate', ['serv'], { cwd: project, env }).catch((err: { code: number; stdout: string; stderr: string }) => err)
+  t.match(typo, { code: 2, stdout: '' })
+  t.match(typo.stderr, /^keygate: unknown command "serv"; did you mean "serve"\? \(keygate --help lists them\)\n$/, 'a typo: one line with the nearest command')
+  const bench = await run('keygate', ['bench'], { cwd: project, env }).catch((err: { code: number; stderr: string }) => err)
+  t.match(bench, { code: 1 })
+  t.match(bench.stderr, /not installed/, 'keygate bench says the load tool is not part of a production install')
+
+  const upstreamUrl = await startUpstreamStub(t)
+  const gw = await startCommand('npx', ['keygate', 'serve'], {
+    ...env, UPSTREAM_URL: upstreamUrl, KEYGATE_BOOTSTRAP_USERS: `alice:${PASSWORD}`
+  }, project, { detached: true })
+  t.teardown(() => { try { process.kill(-(gw.child.pid as number), 'SIGKILL') } catch {} })
+  t.match(gw.stdout(), /keygate listens on http:\/\/127\.0\.0\.1:\d+/, 'npx keygate serve logs its startup line')
+  const token = await login(gw.url, 'alice')
+  const keys = rsaKeyPair()
+  t.equal((await registerKey(gw.url, token, keys)).status, 201, 'a key registers')
+  const created = await sendSigned(gw.url, { keys, token, method: 'POST', target: '/v1/clients/', body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', tax_id: '12345678' }) })
+  t.equal(created.status, 201, 'a signed POST goes through to the backend')
+  const { id } = created.json<{ id: string }>()
+  const read = await sendSigned(gw.url, { keys, token, method: 'GET', target: `/v1/clients/${id}` })
+  t.equal(read.status, 200)
+  t.match(read.json(), { id, name: 'Ada' }, 'and reads back what the backend stored')
+  t.equal((await send(gw.url, `/v1/clients/${id}`, { headers: { authorization: `Bearer ${token}` } })).status, 401, 'unsigned: refused')
+  // npm does not pass SIGTERM on to what it runs (a supervisor must run the command itself, below);
+  // in a terminal, Ctrl-C reaches the whole process group, the gateway included.
+  await interruptGroup(gw.child)
+  t.match(gw.stdout(), /SIGINT: shutting down/, 'Ctrl-C on npx keygate serve: the gateway shuts down (npm\'s own exit code is npm\'s)')
+  t.equal(await portAnswers(gw.url), false, 'and its port is free')
+
+  // What a supervisor starts: the command itself, with no npm in between.
+  const direct = await startCommand(bin, ['serve'], { PATH: process.env.PATH ?? '' }, project)
+  t.teardown(() => { direct.child.kill('SIGKILL') })
+  t.equal((await send(direct.url, '/healthz')).status, 200)
+  t.equal(await exitOn(direct.child, 'SIGTERM'), 0, 'SIGTERM to the keygate command: exit code 0')
+  t.equal(await portAnswers(direct.url), false, 'and its port is free')
+})
