@@ -1,29 +1,38 @@
 # One image for both processes of the compose file: the gateway (default CMD) and the example
-# upstream stub (override the command with upstream-stub/src/server.ts).
+# upstream service (command: node dist/upstream-stub/src/server.js).
 #
-# There is no build step: the app runs its TypeScript through tsx, which is a runtime
-# dependency (`node --import tsx ...`, as in the package.json scripts), so the production
-# install below is all the image needs.
-FROM node:24-bookworm-slim
+# Two stages. The build stage installs everything and compiles the TypeScript (npm run build);
+# the runtime stage holds the compiled JavaScript and the production dependencies only: no
+# TypeScript, tsx or esbuild, and the files it runs are read-only to the unprivileged process.
 
+# ---- build ----
+FROM node:24-bookworm-slim AS build
+WORKDIR /src
+# Dependencies first, so code changes do not invalidate the install layer. The workspaces'
+# package.json files come along: npm ci needs them to match the lockfile.
+COPY package.json package-lock.json ./
+COPY client/package.json ./client/
+COPY bench/package.json ./bench/
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY client/tsconfig.json ./client/
+COPY client/src/ ./client/src/
+COPY gateway/src/ ./gateway/src/
+COPY upstream-stub/src/ ./upstream-stub/src/
+RUN npm run build
+
+# ---- runtime ----
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
-
-# Dependencies first, so code changes do not invalidate the install layer. The workspaces'
-# package.json files come along: npm ci links @keygate/client (the gateway imports its protocol
-# core) and needs to see @keygate/bench, a dev-only package it then leaves out.
 COPY package.json package-lock.json ./
 COPY client/package.json ./client/
 COPY bench/package.json ./bench/
 RUN npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
-
-# Only what the processes run: sources, the launcher, and tsconfig.json (tsx reads it).
-COPY tsconfig.json ./
-COPY client/src/ ./client/src/
-COPY gateway/ ./gateway/
-COPY upstream-stub/ ./upstream-stub/
-COPY scripts/ ./scripts/
+# The compiled gateway, the example service and the client code they import; the example routes.
+COPY --from=build /src/dist/ ./dist/
+COPY gateway/examples/ ./gateway/examples/
 
 # The files stay root-owned (read-only to the process); the process runs unprivileged.
 USER node
@@ -39,4 +48,4 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 
 # Exec form: node is PID 1 and gets SIGTERM itself; both servers handle it and shut down cleanly.
-CMD ["node", "--import", "tsx", "gateway/src/main.ts"]
+CMD ["node", "dist/gateway/src/main.js"]

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { parse } from 'yaml'
 import { ENV_VARIABLES } from '../../gateway/src/config/env.js'
+import { copyOf, dockerStages, execForm, type Stage } from '../helpers/dockerfile.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const COMPOSE_FILE = join(ROOT, 'docker-compose.yml')
@@ -53,35 +54,6 @@ function commandOf (service: Service | undefined): string[] {
   if (command === undefined || command === null) return []
   if (Array.isArray(command)) return command.map(String)
   return String(command).trim().split(/\s+/)
-}
-
-interface Instruction { keyword: string, args: string }
-
-/** Dockerfile instructions with line continuations joined and comments dropped. */
-function dockerInstructions (text: string): Instruction[] {
-  const logical: string[] = []
-  let current = ''
-  for (const raw of text.split('\n')) {
-    const line = raw.trim()
-    if (current === '' && (line === '' || line.startsWith('#'))) continue
-    if (line.startsWith('#')) continue
-    if (line.endsWith('\\')) {
-      current += line.slice(0, -1) + ' '
-      continue
-    }
-    logical.push(current + line)
-    current = ''
-  }
-  if (current.trim() !== '') logical.push(current)
-  return logical.map((line) => {
-    const match = /^(\S+)\s*(.*)$/.exec(line.trim())
-    return { keyword: (match?.[1] ?? '').toUpperCase(), args: (match?.[2] ?? '').trim() }
-  })
-}
-
-/** The script a `node [flags] file.ts` command runs: its first argument ending in .ts. */
-function scriptOf (argv: string[]): string | undefined {
-  return argv.find((arg) => /\.[cm]?[jt]s$/.test(arg))
 }
 
 function filesUnder (dir: string): string[] {
@@ -145,10 +117,8 @@ t.test('the upstream service sets only variables the stub reads, and runs a file
   t.equal(env.HOST, '0.0.0.0', 'the stub listens on every interface of its container')
 
   const argv = commandOf(services.upstream)
-  t.same(argv.slice(0, 3), ['node', '--import', 'tsx'], 'the stub runs through tsx like npm run start:upstream')
-  const script = scriptOf(argv)
-  t.ok(script, 'the upstream command names a script')
-  t.ok(script !== undefined && existsSync(join(ROOT, script)), `${script} exists in the repository`)
+  t.same(argv, ['node', 'dist/upstream-stub/src/server.js'], 'the stub runs compiled, on plain node')
+  t.ok(existsSync(join(ROOT, 'upstream-stub/src/server.ts')), 'compiled from upstream-stub/src/server.ts')
 })
 
 t.test('the gateway reaches redis and upstream by their service names', async (t) => {
@@ -193,45 +163,42 @@ t.test('no password is built in', async (t) => {
   }
 })
 
-t.test('the Dockerfile runs unprivileged a file that exists', async (t) => {
+t.test('the Dockerfile builds in one stage and runs compiled code, unprivileged, in a slim one', async (t) => {
   t.ok(existsSync(DOCKERFILE), 'Dockerfile exists at the repository root')
-  const instructions = dockerInstructions(readFileSync(DOCKERFILE, 'utf8'))
-  const all = (keyword: string): Instruction[] => instructions.filter((i) => i.keyword === keyword)
+  const stages = dockerStages(DOCKERFILE)
+  t.equal(stages.length, 2, 'two stages: build and runtime')
+  const [build, runtime] = stages as [Stage, Stage]
+  t.equal(build.name, 'build')
+  for (const stage of stages) t.match(stage.image, /^node:24(-bookworm)?-slim$/, `stage ${stage.name ?? '(runtime)'} is on node:24 slim`)
+  t.ok(build.all('RUN').some((i) => /\bnpm run build\b/.test(i.args)), 'the build stage runs npm run build')
 
-  t.match(all('FROM')[0]?.args ?? '', /^node:24(-bookworm)?-slim\b/, 'the base image is node:24 slim')
-
-  const user = all('USER').at(-1)?.args.split(':')[0]
-  t.ok(user, 'the Dockerfile sets a USER')
+  const user = runtime.all('USER').at(-1)?.args.split(':')[0]
+  t.ok(user, 'the runtime stage sets a USER')
   t.notOk(user === undefined || user === 'root' || user === '0', `the final USER (${user}) is not root`)
 
-  const cmd = all('CMD').at(-1)
-  t.ok(cmd, 'the Dockerfile has a CMD')
-  let argv: unknown
-  try { argv = JSON.parse(cmd?.args ?? '') } catch { argv = undefined }
-  t.ok(Array.isArray(argv), 'CMD is in exec (JSON array) form, so node gets SIGTERM itself')
-  const cmdArgv = Array.isArray(argv) ? argv.map(String) : []
-  t.same(cmdArgv.slice(0, 3), ['node', '--import', 'tsx'], 'CMD runs node with the tsx loader')
-  const script = scriptOf(cmdArgv)
-  t.ok(script !== undefined && existsSync(join(ROOT, script)), `the CMD script ${script} exists in the repository`)
-  t.equal(script, 'gateway/src/main.ts', 'the default CMD runs the gateway')
+  const cmdArgv = execForm(runtime.all('CMD').at(-1)?.args)
+  t.ok(cmdArgv, 'CMD is in exec (JSON array) form, so node gets SIGTERM itself')
+  t.same(cmdArgv, ['node', 'dist/gateway/src/main.js'], 'CMD runs the compiled gateway on plain node')
+  t.ok(existsSync(join(ROOT, 'gateway/src/main.ts')), 'which is compiled from gateway/src/main.ts')
+  t.ok(runtime.all('COPY').some((i) => copyOf(i).from === 'build' && copyOf(i).sources.includes('/src/dist/')),
+    'the runtime stage takes dist/ from the build stage')
 
-  const env = all('ENV').map((i) => i.args).join(' ')
+  const env = runtime.all('ENV').map((i) => i.args).join(' ')
   t.match(env, /\bHOST=0\.0\.0\.0\b/, 'ENV HOST=0.0.0.0')
-  t.ok(all('EXPOSE').some((i) => i.args.split(/\s+/).includes('8080')), 'EXPOSE 8080')
+  t.match(env, /\bNODE_ENV=production\b/, 'ENV NODE_ENV=production')
+  t.ok(runtime.all('EXPOSE').some((i) => i.args.split(/\s+/).includes('8080')), 'EXPOSE 8080')
 
-  // --omit=dev must keep the loader the CMD depends on.
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> }
-  const install = all('RUN').map((i) => i.args).join(' ')
-  t.match(install, /npm ci\b.*--omit=dev/, 'dependencies come from npm ci --omit=dev')
-  t.ok(pkg.dependencies?.tsx, 'tsx is a runtime dependency, so the production install has it')
+  t.match(runtime.all('RUN').map((i) => i.args).join(' '), /npm ci\b.*--omit=dev/, 'runtime dependencies come from npm ci --omit=dev')
+  for (const devTool of ['tsx', 'typescript', 'esbuild']) t.notOk(pkg.dependencies?.[devTool], `${devTool} is not a runtime dependency`)
 
-  // Every COPY source exists in the build context.
-  for (const copy of all('COPY')) {
-    const parts = copy.args.split(/\s+/).filter((p) => !p.startsWith('--'))
-    for (const source of parts.slice(0, -1)) t.ok(existsSync(join(ROOT, source)), `COPY source ${source} exists`)
+  for (const copy of stages.flatMap((stage) => stage.all('COPY'))) {
+    const { from, sources } = copyOf(copy)
+    if (from !== undefined) continue
+    for (const source of sources) t.ok(existsSync(join(ROOT, source)), `COPY source ${source} exists`)
   }
 
-  const health = all('HEALTHCHECK').at(-1)?.args ?? ''
+  const health = runtime.all('HEALTHCHECK').at(-1)?.args ?? ''
   t.match(health, /\/healthz/, 'the HEALTHCHECK probes /healthz')
   t.notMatch(health, /\b(curl|wget)\b/, 'the HEALTHCHECK uses no tool the slim image lacks')
   const gatewaySources = filesUnder(join(ROOT, 'gateway/src')).filter((f) => f.endsWith('.ts'))
