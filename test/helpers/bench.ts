@@ -3,6 +3,7 @@
 // 50 s, so a test fails instead of waiting for tap's timeout.
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -10,7 +11,7 @@ export interface BenchRun { code: number | null; stdout: string; stderr: string 
 
 export async function runBench (args: string[], env: NodeJS.ProcessEnv = {}, entry: string[] = ['bench/cli.ts']): Promise<BenchRun> {
   return await new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', ...entry, ...args], {
+    const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, ...entry, ...args], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe']

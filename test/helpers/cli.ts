@@ -2,13 +2,14 @@
 // environment (and PATH), `stdin` written and closed.
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
 export interface CliResult { code: number | null; stdout: string; stderr: string }
 
 export async function keygateCli (args: string[], stdin: string, env: Record<string, string>): Promise<CliResult> {
-  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', 'gateway/src/cli/keygate.ts', ...args], {
+  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/cli/keygate.ts', ...args], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', ...env }
   })

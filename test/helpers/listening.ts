@@ -3,6 +3,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { connect } from 'node:net'
 import { fileURLToPath } from 'node:url'
+import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -10,7 +11,7 @@ export interface Listening { child: ChildProcessWithoutNullStreams; url: string;
 
 /** `script` and `args` run under tsx from the repository root. */
 export async function startListening (script: string, args: string[], env: Record<string, string>): Promise<Listening> {
-  return await startCommand(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', script, ...args], env, root)
+  return await startCommand(process.execPath, [...TYPESCRIPT_NODE_ARGS, script, ...args], env, root)
 }
 
 /** Any command that starts keygate (an installed `keygate serve`, say), run in `cwd`. */

@@ -8,6 +8,7 @@ import type { Test } from 'tap'
 import type { RawResponse } from './http.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from './redis.js'
 import { PASSWORD } from './stack.js'
+import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const WAIT_MS = 20_000
@@ -24,7 +25,7 @@ export interface Gateway {
 }
 
 export function spawnGateway (t: Test, env: Record<string, string>): Gateway {
-  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', 'gateway/src/main.ts'], {
+  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/main.ts'], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }
   })

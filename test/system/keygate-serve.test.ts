@@ -9,6 +9,7 @@ import { exitOn, portAnswers, startListening, type Listening } from '../helpers/
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
 import { login } from '../helpers/stack.js'
+import { TYPESCRIPT_NODE_ARGS } from '../helpers/typescript-node.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -48,7 +49,7 @@ t.test('keygate demo: the example service behind the gateway, with a demo user',
 })
 
 t.test('serve and demo take no arguments', async (t) => {
-  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', 'gateway/src/cli/keygate.ts', 'serve', '--port', '1'], {
+  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/cli/keygate.ts', 'serve', '--port', '1'], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '' }
   })

@@ -9,6 +9,7 @@ import t from 'tap'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
 import { startTestGateway, testConfig } from '../helpers/stack.js'
+import { TYPESCRIPT_NODE_ARGS } from '../helpers/typescript-node.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -37,7 +38,7 @@ t.test('slowloris: a client that drips its headers is cut off at the headers tim
 t.test('SIGTERM with 500 requests in flight: all 500 complete, new requests are refused, exit within the grace period', async (t) => {
   const slow = await startRecorder(t, { delayMs: 700 })
   const file = routeFile(t, `routes:\n  - prefix: /slow/\n    upstream: ${slow.url}\n    auth: public\n`)
-  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', 'gateway/src/main.ts'], {
+  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/main.ts'], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', PORT: '0', KEYGATE_ROUTES: file.path, KEYGATE_SHUTDOWN_GRACE_MS: '8000' }
   })

@@ -9,6 +9,7 @@ import { describeRedis } from '../../gateway/src/store/redis-connection.js'
 import { send } from '../helpers/http.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { routeFile } from '../helpers/routes.js'
+import { TYPESCRIPT_NODE_ARGS } from '../helpers/typescript-node.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const WAIT_MS = 30_000
@@ -26,7 +27,7 @@ interface Started {
 
 /** Starts `script` as its own process and resolves with its startup line. */
 async function start (t: Test, script: string, env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, ['--conditions=keygate-source', '--import', 'tsx', script], { cwd: root, env: { PATH: process.env.PATH ?? '', PORT: '0', ...env } })
+  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, script], { cwd: root, env: { PATH: process.env.PATH ?? '', PORT: '0', ...env } })
   t.teardown(() => { child.kill('SIGKILL') })
   const lines: LogLine[] = []
   let buffered = ''
