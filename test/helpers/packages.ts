@@ -37,7 +37,9 @@ export async function stageBuild (t: Teardown): Promise<Staged> {
     pack: async (workspace) => {
       const out = mkdtempSync(join(tmpdir(), 'keygate-pack-'))
       t.teardown(() => { rmSync(out, { recursive: true, force: true }) })
-      const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', out, ...(workspace === undefined ? [] : ['-w', workspace])], { cwd: dir })
+      // --ignore-scripts: built above, no need for prepack to build again
+      const args = ['pack', '--json', '--ignore-scripts', '--pack-destination', out, ...(workspace === undefined ? [] : ['-w', workspace])]
+      const { stdout } = await run('npm', args, { cwd: dir })
       const [packed] = JSON.parse(stdout) as Array<{ filename: string }>
       if (packed === undefined) throw new Error(`npm pack made nothing: ${stdout}`)
       return join(out, packed.filename)
