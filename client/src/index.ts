@@ -9,14 +9,12 @@
 import { type Bytes, concatBytes, fromBase64, isArrayBuffer, isUint8Array, ownBytes, sha256Hex, utf8 } from './bytes.js'
 import { pem } from './der.js'
 import { KeygateResponseError, SigningInputError } from './errors.js'
-import {
-  type CryptoKeyLike, importSigningKey, type KeyInput, type KeyObjectLike, prepareKey, preparePrivateKey, type PrivateKeyInput, publicHalfReadable,
-  publicSpki, signBase64, verifies, type WebCryptoKey
-} from './keys.js'
+import { importSigningKey, prepareKey, preparePrivateKey, publicHalfReadable, publicSpki, signBase64, verifies, type WebCryptoKey } from './keys.js'
 import {
   API_KEY_PATTERN, apiKeyOfSpki, BODYLESS_METHODS, describeSigningString as describeWith, looksLikeSeconds, METHOD_TOKEN,
   MILLISECONDS_TIMESTAMP, requestTargetProblem, signingString, type SigningStringDetails
 } from './protocol/index.js'
+import type { CryptoKeyLike, KeyInput, KeyObjectLike, PrivateKeyInput } from './types.js'
 
 export { KeygateResponseError, SigningInputError, signingString, type CryptoKeyLike, type KeyInput, type KeyObjectLike, type PrivateKeyInput }
 export type { SigningStringDetails }
