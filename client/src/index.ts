@@ -6,7 +6,7 @@
 // targets with the gateway's own request-target rules (both in ./protocol), so a request it signs
 // is one keygate accepts. Only what every runtime has: WebCrypto (globalThis.crypto.subtle), fetch,
 // TextEncoder, btoa and atob. No dependencies, no node: imports, no Buffer.
-import { type Bytes, concatBytes, fromBase64, isArrayBuffer, isUint8Array, ownBytes, sha256Hex, utf8 } from './bytes.js'
+import { type Bytes, concatBytes, fromBase64, isArrayBuffer, isUint8Array, ownBytes, sha256Hex, subtle, utf8 } from './bytes.js'
 import { pem } from './der.js'
 import { KeygateResponseError, SigningInputError } from './errors.js'
 import { importSigningKey, prepareKey, preparePrivateKey, publicHalfReadable, publicSpki, signBase64, verifies, type WebCryptoKey } from './keys.js'
@@ -319,6 +319,7 @@ export function createClient (options: ClientOptions): KeygateClient {
       'give apiKey, what registerKey returned (or await apiKeyOf(keyPair.publicKey))')
   }
   const fetchImpl = checkFetch(options.fetch)
+  subtle() // a runtime without WebCrypto (a browser page on plain http:// other than localhost) is said at once, too
 
   let signingKey: Promise<WebCryptoKey> | undefined
   let apiKey: Promise<string> | undefined

@@ -95,7 +95,7 @@ async function exists (path: string): Promise<boolean> {
   return await stat(path).then(() => true, () => false)
 }
 
-/** The key file's PEM, checked (a SigningInputError names what is wrong) before anything is asked or sent. */
+/** The key file's PEM, checked (the error names the file and what is wrong with it) before anything is asked or sent. */
 async function readPrivateKey (file: string): Promise<Buffer> {
   let pem: Buffer
   try {
@@ -103,7 +103,12 @@ async function readPrivateKey (file: string): Promise<Buffer> {
   } catch {
     throw new ClientUsageError(`no private key at ${file}: make one with \`npm run keygate -- keygen\`, or name yours with --key FILE (or KEYGATE_KEY)`)
   }
-  await importPrivateKey(pem)
+  try {
+    await importPrivateKey(pem)
+  } catch (err) {
+    if (err instanceof SigningInputError) throw new ClientUsageError(`key file ${file}: ${err.message.replace(/^privateKey: /, '')}`)
+    throw err
+  }
   return pem
 }
 
