@@ -1,36 +1,44 @@
-// @keygate/client: sign requests for keygate from any Node.js project.
+// @keygate/client: sign requests for keygate from Node.js (20+), Deno, Bun and browsers.
 //
 //   import { signRequest, createClient } from '@keygate/client'
 //
 // It builds the signing string with the very function the gateway verifies with, and checks
 // targets with the gateway's own request-target rules (both in ./protocol), so a request it signs
-// is one keygate accepts. Only node:crypto and global fetch: no gateway at runtime.
-import { createHash, createPrivateKey, createPublicKey, createSign, KeyObject } from 'node:crypto'
+// is one keygate accepts. Only what every runtime has: WebCrypto (globalThis.crypto.subtle), fetch,
+// TextEncoder, btoa and atob. No dependencies, no node: imports, no Buffer.
+import { type Bytes, concatBytes, fromBase64, isArrayBuffer, isUint8Array, ownBytes, sha256Hex, subtle, utf8 } from './bytes.js'
+import { pem } from './der.js'
+import { KeygateResponseError, SigningInputError } from './errors.js'
+import { importSigningKey, prepareKey, preparePrivateKey, publicHalfReadable, publicSpki, signBase64, verifies, type WebCryptoKey } from './keys.js'
 import {
   API_KEY_PATTERN, apiKeyOfSpki, BODYLESS_METHODS, describeSigningString as describeWith, looksLikeSeconds, METHOD_TOKEN,
   MILLISECONDS_TIMESTAMP, requestTargetProblem, signingString, type SigningStringDetails
 } from './protocol/index.js'
+import type { CryptoKeyLike, KeyInput, KeyObjectLike, PrivateKeyInput } from './types.js'
 
-export { signingString, type SigningStringDetails }
-
-function sha256Hex (parts: readonly Uint8Array[]): string {
-  const hash = createHash('sha256')
-  for (const part of parts) hash.update(part)
-  return hash.digest('hex')
-}
+export { KeygateResponseError, SigningInputError, signingString, type CryptoKeyLike, type KeyInput, type KeyObjectLike, type PrivateKeyInput }
+export type { SigningStringDetails }
 
 /** What a signing string is made of (see SigningStringDetails), as keygate describes it. */
-export function describeSigningString (timestamp: string, method: string, target: string, body: Uint8Array | undefined): SigningStringDetails {
-  return describeWith(timestamp, method, target, body, sha256Hex)
+export async function describeSigningString (timestamp: string, method: string, target: string, body: Uint8Array | undefined): Promise<SigningStringDetails> {
+  return await describeWith(timestamp, method, target, body, sha256Hex)
 }
 
 /**
  * The apiKey of a key: lowercase hex SHA-256 of its DER SubjectPublicKeyInfo. Given a private key,
  * that of its public half (what a client computes to check which key it holds).
  */
-export function apiKeyOf (key: KeyObject): string {
-  const publicKey = key.type === 'private' ? createPublicKey(key) : key
-  return apiKeyOfSpki(publicKey.export({ type: 'spki', format: 'der' }), sha256Hex)
+export async function apiKeyOf (key: KeyInput): Promise<string> {
+  return await apiKeyOfSpki(await publicSpki(prepareKey(key, 'key'), 'key'), sha256Hex)
+}
+
+/**
+ * The private key as a WebCrypto CryptoKey (RSASSA-PKCS1-v1_5, SHA-256, not extractable), to
+ * check a key early or import it once for many `signRequest` calls. A CryptoKey given is returned
+ * as it is.
+ */
+export async function importPrivateKey (privateKey: PrivateKeyInput): Promise<CryptoKeyLike> {
+  return await importSigningKey(preparePrivateKey(privateKey))
 }
 
 /** The three headers of a signed business request (the bearer token goes in Authorization). */
@@ -40,8 +48,8 @@ export interface SignatureHeaders {
   'X-API-Signature': string
 }
 
-export type RequestBody = string | Uint8Array
-export type PrivateKeyInput = string | Buffer | KeyObject
+/** The exact bytes to send: a string is sent as UTF-8. */
+export type RequestBody = string | Uint8Array | ArrayBuffer
 
 export interface SignRequestInput {
   /** the HTTP method; sent and signed in upper case */
@@ -52,47 +60,19 @@ export interface SignRequestInput {
   body?: RequestBody | null | undefined
   /** the apiKey POST /v1/api-keys returned */
   apiKey: string
-  /** the RSA private key: PEM text (PKCS#8 or PKCS#1) or a KeyObject */
+  /** the RSA private key: PEM text (PKCS#8 or PKCS#1), a CryptoKey or a KeyObject */
   privateKey: PrivateKeyInput
   /** milliseconds since the Unix epoch; default Date.now() */
   timestamp?: number | string | undefined
 }
 
-/** A mistake in what was given to the client: says which input and how to fix it. */
-export class SigningInputError extends TypeError {
-  override name = 'SigningInputError'
-  constructor (readonly input: string, message: string) {
-    super(`${input}: ${message}`)
-  }
-}
-
-/** PEM text or a KeyObject -> an RSA private KeyObject, or a SigningInputError saying what it is instead. */
-export function loadPrivateKey (privateKey: PrivateKeyInput): KeyObject {
-  let key: KeyObject
-  if (privateKey instanceof KeyObject) {
-    key = privateKey
-  } else if (typeof privateKey === 'string' || Buffer.isBuffer(privateKey)) {
-    try {
-      key = createPrivateKey({ key: privateKey, format: 'pem' })
-    } catch (err) {
-      throw new SigningInputError('privateKey', `not a readable PEM private key (${(err as Error).message}); ` +
-        'give the "-----BEGIN PRIVATE KEY-----" text of an RSA key, e.g. from openssl genpkey or keygate keygen')
-    }
-  } else {
-    throw new SigningInputError('privateKey', 'must be PEM text (string or Buffer) or a KeyObject')
-  }
-  if (key.type !== 'private') throw new SigningInputError('privateKey', `is a ${key.type} key; signing needs the private key`)
-  if (key.asymmetricKeyType !== 'rsa') {
-    throw new SigningInputError('privateKey', `is a ${key.asymmetricKeyType ?? 'unknown'} key; keygate verifies RSA (PKCS#1 v1.5, SHA-256) only`)
-  }
-  return key
-}
-
-function bodyBytes (body: RequestBody | null | undefined): Buffer {
-  if (body === undefined || body === null) return Buffer.alloc(0)
-  if (typeof body === 'string') return Buffer.from(body, 'utf8')
-  if (body instanceof Uint8Array) return Buffer.from(body.buffer, body.byteOffset, body.byteLength)
-  throw new SigningInputError('body', 'must be a string or bytes (Buffer, Uint8Array): the exact bytes that will be sent; serialise objects yourself, once')
+function bodyBytes (body: RequestBody | null | undefined): Bytes {
+  if (body === undefined || body === null) return new Uint8Array(0)
+  if (typeof body === 'string') return utf8(body)
+  if (isUint8Array(body)) return ownBytes(body)
+  if (isArrayBuffer(body)) return new Uint8Array(body)
+  throw new SigningInputError('body', 'must be a string or bytes (Uint8Array, Buffer, ArrayBuffer): the exact bytes that will be sent; ' +
+    'serialise objects yourself, once')
 }
 
 function checkTimestamp (timestamp: number | string | undefined): string {
@@ -122,7 +102,19 @@ function checkTarget (target: unknown): string {
   return target
 }
 
-interface CheckedRequest { method: string; target: string; body: Buffer; timestamp: string }
+function checkApiKey (apiKey: unknown): string {
+  if (typeof apiKey !== 'string' || !API_KEY_PATTERN.test(apiKey)) {
+    throw new SigningInputError('apiKey', 'must be the 64 lowercase hex characters POST /v1/api-keys returned (await apiKeyOf(privateKey) computes it)')
+  }
+  return apiKey
+}
+
+function checkToken (token: unknown): string {
+  if (typeof token !== 'string' || token === '') throw new SigningInputError('token', 'must be the bearer token from POST /v1/auth/token (see login)')
+  return token
+}
+
+interface CheckedRequest { method: string; target: string; body: Bytes; timestamp: string }
 
 function checkRequest (input: Pick<SignRequestInput, 'method' | 'target' | 'body' | 'timestamp'>): CheckedRequest {
   const method = checkMethod(input.method)
@@ -132,39 +124,36 @@ function checkRequest (input: Pick<SignRequestInput, 'method' | 'target' | 'body
   return { method, target, body, timestamp: checkTimestamp(input.timestamp) }
 }
 
-function sign (key: KeyObject, parts: readonly Uint8Array[]): string {
-  const signer = createSign('sha256')
-  for (const part of parts) signer.update(part)
-  return signer.sign(key).toString('base64')
+/** The signing string as one run of bytes: WebCrypto signs one buffer. */
+function signingBytes (request: CheckedRequest): Bytes {
+  return concatBytes(signingString(request.timestamp, request.method, request.target, request.body))
 }
 
-function signChecked (request: CheckedRequest, apiKey: unknown, key: KeyObject): SignatureHeaders {
-  if (typeof apiKey !== 'string' || !API_KEY_PATTERN.test(apiKey)) {
-    throw new SigningInputError('apiKey', 'must be the 64 lowercase hex characters POST /v1/api-keys returned (apiKeyOf(privateKey) computes it)')
-  }
-  return {
-    'X-API-Key': apiKey,
-    'X-API-Timestamp': request.timestamp,
-    'X-API-Signature': sign(key, signingString(request.timestamp, request.method, request.target, request.body))
-  }
+async function signatureHeaders (request: CheckedRequest, apiKey: string, key: WebCryptoKey, bytes: Bytes): Promise<SignatureHeaders> {
+  return { 'X-API-Key': apiKey, 'X-API-Timestamp': request.timestamp, 'X-API-Signature': await signBase64(key, bytes) }
 }
 
 /**
  * The X-API-Key, X-API-Timestamp and X-API-Signature headers of one business request. Send the
- * method in upper case, the target and the body exactly as given here.
+ * method in upper case, the target and the body exactly as given here. A PEM or KeyObject key is
+ * imported on each call: for many requests, use createClient, or importPrivateKey once.
  */
-export function signRequest (input: SignRequestInput): SignatureHeaders {
+export async function signRequest (input: SignRequestInput): Promise<SignatureHeaders> {
   const request = checkRequest(input)
-  return signChecked(request, input.apiKey, loadPrivateKey(input.privateKey))
+  const key = preparePrivateKey(input.privateKey)
+  const apiKey = checkApiKey(input.apiKey)
+  return await signatureHeaders(request, apiKey, await importSigningKey(key), signingBytes(request))
 }
 
 /**
  * What you signed, described as keygate describes what it verified in an INVALID_SIGNATURE
  * answer: compare the two with `signatureMismatches`.
  */
-export function describeRequest (input: Pick<SignRequestInput, 'method' | 'target' | 'body'> & { timestamp: number | string }): SigningStringDetails {
+export async function describeRequest (
+  input: Pick<SignRequestInput, 'method' | 'target' | 'body'> & { timestamp: number | string }
+): Promise<SigningStringDetails> {
   const request = checkRequest(input)
-  return describeSigningString(request.timestamp, request.method, request.target, request.body)
+  return await describeSigningString(request.timestamp, request.method, request.target, request.body)
 }
 
 const COMPARED = ['timestamp', 'method', 'target', 'bodyLength', 'bodySha256', 'signingStringLength', 'signingStringSha256'] as const
@@ -174,36 +163,42 @@ export function signatureMismatches (mine: SigningStringDetails, problem: Record
   return COMPARED.filter((member) => problem[member] !== mine[member])
 }
 
-/** The registration `signature`: base64 RSA-SHA256 over the exact UTF-8 bytes of the key name. */
-export function signKeyName (name: string, privateKey: PrivateKeyInput): string {
+function checkName (name: unknown): string {
   if (typeof name !== 'string' || name.length === 0) throw new SigningInputError('name', 'must be a non-empty string')
-  return sign(loadPrivateKey(privateKey), [Buffer.from(name, 'utf8')])
+  return name
+}
+
+/** The registration `signature`: base64 RSA-SHA256 over the exact UTF-8 bytes of the key name. */
+export async function signKeyName (name: string, privateKey: PrivateKeyInput): Promise<string> {
+  const bytes = utf8(checkName(name))
+  return await signBase64(await importSigningKey(preparePrivateKey(privateKey)), bytes)
 }
 
 export interface KeyRegistrationBody { name: string; publicKey: string; signature: string }
 
-/** The whole POST /v1/api-keys body for a private key: its public half as SPKI PEM, and the name signed. */
-export function keyRegistration (name: string, privateKey: PrivateKeyInput): KeyRegistrationBody {
-  const key = loadPrivateKey(privateKey)
-  return {
-    name,
-    publicKey: createPublicKey(key).export({ type: 'spki', format: 'pem' }).toString(),
-    signature: signKeyName(name, key)
+/**
+ * The whole POST /v1/api-keys body for a private key: its public half as SPKI PEM, and the name
+ * signed. `publicKey` is needed only with a non-extractable CryptoKey, whose public half cannot be
+ * read (give keyPair.publicKey); when given, it must be the private key's other half.
+ */
+export async function keyRegistration (name: string, privateKey: PrivateKeyInput, publicKey?: KeyInput): Promise<KeyRegistrationBody> {
+  const nameBytes = utf8(checkName(name))
+  const key = preparePrivateKey(privateKey)
+  const givenPublic = publicKey === undefined ? undefined : prepareKey(publicKey, 'publicKey')
+  if (givenPublic === undefined && !publicHalfReadable(key)) {
+    throw new SigningInputError('publicKey', 'privateKey is a non-extractable CryptoKey, whose public half cannot be read: ' +
+      'give publicKey too (keyPair.publicKey)')
   }
+  const signature = await signBase64(await importSigningKey(key), nameBytes)
+  const spki = await publicSpki(givenPublic ?? key, givenPublic === undefined ? 'privateKey' : 'publicKey')
+  if (givenPublic !== undefined && !await verifies(spki, fromBase64(signature) ?? new Uint8Array(0), nameBytes)) {
+    throw new SigningInputError('publicKey', 'is not the public half of privateKey: its signature does not verify with it')
+  }
+  return { name, publicKey: pem('PUBLIC KEY', spki), signature }
 }
 
-/** keygate answered with an error: its status and problem+json body. */
-export class KeygateResponseError extends Error {
-  override name = 'KeygateResponseError'
-  readonly code: string | undefined
-  constructor (readonly status: number, readonly problem: Record<string, unknown>) {
-    const code = typeof problem.code === 'string' ? problem.code : undefined
-    super(`${status}${code === undefined ? '' : ` ${code}`}: ${typeof problem.detail === 'string' ? problem.detail : JSON.stringify(problem)}`)
-    this.code = code
-  }
-}
-
-type Fetch = typeof globalThis.fetch
+/** What fetch the client calls: the global one by default, or any function like it. */
+export type FetchFunction = (input: URL, init: RequestInit) => Promise<Response>
 
 function checkBaseUrl (baseUrl: unknown): string {
   let url: URL
@@ -220,7 +215,15 @@ function checkBaseUrl (baseUrl: unknown): string {
   return url.origin
 }
 
-async function postJson<T> (fetchImpl: Fetch, url: string, body: unknown, headers: Record<string, string> = {}): Promise<T> {
+function checkFetch (fetchImpl: unknown): FetchFunction {
+  const chosen = fetchImpl ?? (globalThis as { fetch?: unknown }).fetch
+  if (typeof chosen !== 'function') {
+    throw new SigningInputError('fetch', fetchImpl === undefined ? 'this runtime has no global fetch: pass one as fetch' : 'must be a fetch function')
+  }
+  return chosen as FetchFunction
+}
+
+async function postJson<T> (fetchImpl: FetchFunction, url: URL, body: unknown, headers: Record<string, string> = {}): Promise<T> {
   const res = await fetchImpl(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
   const text = await res.text()
   let parsed: unknown
@@ -233,21 +236,35 @@ async function postJson<T> (fetchImpl: Fetch, url: string, body: unknown, header
   return parsed as T
 }
 
-export interface LoginInput { baseUrl: string; username: string; password: string; fetch?: Fetch }
+export interface LoginInput { baseUrl: string; username: string; password: string; fetch?: FetchFunction | undefined }
 
 /** POST /v1/auth/token: a bearer token (valid for `expiresIn` seconds, 15 minutes by default). */
-export async function login ({ baseUrl, username, password, fetch: fetchImpl = globalThis.fetch }: LoginInput): Promise<{ token: string; expiresIn: number }> {
-  const { token, expiresIn } = await postJson<{ token: string; expiresIn: number }>(fetchImpl, `${checkBaseUrl(baseUrl)}/v1/auth/token`, { username, password })
+export async function login ({ baseUrl, username, password, fetch: fetchImpl }: LoginInput): Promise<{ token: string; expiresIn: number }> {
+  const url = new URL('/v1/auth/token', checkBaseUrl(baseUrl))
+  const { token, expiresIn } = await postJson<{ token: string; expiresIn: number }>(checkFetch(fetchImpl), url, { username, password })
   return { token, expiresIn }
 }
 
-export interface RegisterKeyInput { baseUrl: string; token: string; name: string; privateKey: PrivateKeyInput; fetch?: Fetch }
+export interface RegisterKeyInput {
+  baseUrl: string
+  /** the bearer token from `login` */
+  token: string
+  /** the key's name, unique among the user's keys */
+  name: string
+  privateKey: PrivateKeyInput
+  /** only with a non-extractable CryptoKey: its public half (see keyRegistration) */
+  publicKey?: KeyInput | undefined
+  fetch?: FetchFunction | undefined
+}
 
 /** POST /v1/api-keys for the public half of `privateKey`: `{ message, apiKey, name }`. */
 export async function registerKey (
-  { baseUrl, token, name, privateKey, fetch: fetchImpl = globalThis.fetch }: RegisterKeyInput
+  { baseUrl, token, name, privateKey, publicKey, fetch: fetchImpl }: RegisterKeyInput
 ): Promise<{ message: string; apiKey: string; name: string }> {
-  return await postJson(fetchImpl, `${checkBaseUrl(baseUrl)}/v1/api-keys`, keyRegistration(name, privateKey), { authorization: `Bearer ${token}` })
+  const url = new URL('/v1/api-keys', checkBaseUrl(baseUrl))
+  const bearer = checkToken(token)
+  const send = checkFetch(fetchImpl)
+  return await postJson(send, url, await keyRegistration(name, privateKey, publicKey), { authorization: `Bearer ${bearer}` })
 }
 
 export interface ClientOptions {
@@ -255,45 +272,63 @@ export interface ClientOptions {
   baseUrl: string
   /** the bearer token from POST /v1/auth/token (see `login`) */
   token: string
+  /** imported once, on the first request */
   privateKey: PrivateKeyInput
-  /** default: the apiKey of privateKey's public half, which is what registration returned */
-  apiKey?: string
+  /**
+   * default: the apiKey of privateKey's public half, which is what registration returned.
+   * Required with a non-extractable CryptoKey, whose public half cannot be read.
+   */
+  apiKey?: string | undefined
   /** default: the global fetch */
-  fetch?: Fetch
+  fetch?: FetchFunction | undefined
 }
 
 export interface SignedResponseInfo {
   /** the bytes that were signed: timestamp + METHOD + target + body */
-  signingString: Buffer
-  /** every header sent, the Authorization value included */
+  signingString: Uint8Array
+  /** every header sent, the Authorization value included, names in lower case */
   headers: Record<string, string>
 }
 
+/** fetch's options, but for the method and the body: those are fetch's and send's own arguments, which are signed. */
+export type ClientRequestInit = Omit<RequestInit, 'method' | 'body'>
+
 export interface KeygateClient {
-  readonly apiKey: string
+  /** The apiKey the client sends: options.apiKey, else the SHA-256 of the key's public half, computed once. */
+  apiKey: () => Promise<string>
   /**
    * Signs and sends one business request. The body is sent as given (a string as UTF-8), with
    * `Content-Type: application/json` unless `init.headers` names another. Any status resolves.
    */
-  fetch: (method: string, target: string, body?: RequestBody | null, init?: Omit<RequestInit, 'method' | 'body'>) => Promise<Response>
+  fetch: (method: string, target: string, body?: RequestBody | null, init?: ClientRequestInit) => Promise<Response>
   /** as `fetch`, and also what was signed and sent (what the CLI's -v prints) */
-  send: (
-    method: string,
-    target: string,
-    body?: RequestBody | null,
-    init?: Omit<RequestInit, 'method' | 'body'>
-  ) => Promise<{ response: Response } & SignedResponseInfo>
+  send: (method: string, target: string, body?: RequestBody | null, init?: ClientRequestInit) => Promise<{ response: Response } & SignedResponseInfo>
 }
 
+/**
+ * A client for one keygate, user and key. Synchronous: it checks every option at once (a mistake
+ * throws a SigningInputError here), and imports the key on the first request, once.
+ */
 export function createClient (options: ClientOptions): KeygateClient {
   const origin = checkBaseUrl(options.baseUrl)
-  if (typeof options.token !== 'string' || options.token === '') throw new SigningInputError('token', 'must be the bearer token from POST /v1/auth/token')
-  const key = loadPrivateKey(options.privateKey)
-  const apiKey = options.apiKey ?? apiKeyOf(key)
-  const fetchImpl = options.fetch ?? globalThis.fetch
+  const token = checkToken(options.token)
+  const key = preparePrivateKey(options.privateKey)
+  const givenApiKey = options.apiKey === undefined ? undefined : checkApiKey(options.apiKey)
+  if (givenApiKey === undefined && !publicHalfReadable(key)) {
+    throw new SigningInputError('apiKey', 'privateKey is a non-extractable CryptoKey, whose public half (and so its apiKey) cannot be read: ' +
+      'give apiKey, what registerKey returned (or await apiKeyOf(keyPair.publicKey))')
+  }
+  const fetchImpl = checkFetch(options.fetch)
+  subtle() // a runtime without WebCrypto (a browser page on plain http:// other than localhost) is said at once, too
+
+  let signingKey: Promise<WebCryptoKey> | undefined
+  let apiKey: Promise<string> | undefined
+  const importedKey = async (): Promise<WebCryptoKey> => await (signingKey ??= importSigningKey(key))
+  const clientApiKey = async (): Promise<string> =>
+    await (apiKey ??= givenApiKey !== undefined ? Promise.resolve(givenApiKey) : publicSpki(key, 'privateKey').then((spki) => sha256Hex([spki])))
 
   const send: KeygateClient['send'] = async (method, target, body, init = {}) => {
-    if ((init as RequestInit).body !== undefined) throw new SigningInputError('init.body', 'pass the body as the third argument, so that it is signed')
+    if ((init as { body?: unknown }).body !== undefined) throw new SigningInputError('init.body', 'pass the body as the third argument, so that it is signed')
     const request = checkRequest({ method, target, body })
     // fetch's URL parser re-encodes some characters (a ' in a query) and drops an empty "?":
     // what it would send must be exactly what is signed.
@@ -304,17 +339,22 @@ export function createClient (options: ClientOptions): KeygateClient {
     }
     const headers = new Headers(init.headers)
     if (request.body.length > 0 && !headers.has('content-type')) headers.set('content-type', 'application/json')
-    headers.set('authorization', `Bearer ${options.token}`)
-    for (const [name, value] of Object.entries(signChecked(request, apiKey, key))) headers.set(name, value)
-    const response = await fetchImpl(url, { ...init, method: request.method, headers, ...(request.body.length > 0 && { body: request.body }) })
-    return {
-      response,
-      signingString: Buffer.concat(signingString(request.timestamp, request.method, request.target, request.body)),
-      headers: Object.fromEntries(headers.entries())
-    }
+    headers.set('authorization', `Bearer ${token}`)
+    const bytes = signingBytes(request)
+    const signed = await signatureHeaders(request, await clientApiKey(), await importedKey(), bytes)
+    for (const [name, value] of Object.entries(signed)) headers.set(name, value)
+    const response = await fetchImpl(url, {
+      ...init,
+      method: request.method,
+      headers,
+      ...(request.body.length > 0 && { body: request.body })
+    })
+    const sent: Record<string, string> = {}
+    headers.forEach((value, name) => { sent[name] = value })
+    return { response, signingString: bytes, headers: sent }
   }
   return {
-    apiKey,
+    apiKey: clientApiKey,
     send,
     fetch: async (method, target, body, init) => (await send(method, target, body, init)).response
   }

@@ -27,7 +27,10 @@ interface Started {
 
 /** Starts `script` as its own process and resolves with its startup line. */
 async function start (t: Test, script: string, env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, script], { cwd: root, env: { PATH: process.env.PATH ?? '', PORT: '0', ...env } })
+  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, script], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }
+  })
   t.teardown(() => { child.kill('SIGKILL') })
   const lines: LogLine[] = []
   let buffered = ''

@@ -5,5 +5,5 @@
 export { API_KEY_PATTERN, apiKeyOfSpki } from './api-key.js'
 export { BODYLESS_METHODS, HTTP_METHODS, METHOD_TOKEN, SAFE_METHODS, type HttpMethod } from './methods.js'
 export { pathOf, requestTargetProblem } from './request-target.js'
-export { describeSigningString, signingString, type Sha256Hex, type SigningStringDetails } from './signing-string.js'
+export { describeSigningString, signingString, type Sha256Hex, type Sha256HexAsync, type SigningStringDetails } from './signing-string.js'
 export { looksLikeSeconds, MAX_TIMESTAMP_SKEW_MS, MILLISECONDS_TIMESTAMP } from './timestamp.js'

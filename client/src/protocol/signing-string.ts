@@ -38,19 +38,33 @@ export interface SigningStringDetails {
 
 /** lowercase hex SHA-256 of the parts, hashed in turn: each runtime brings its own */
 export type Sha256Hex = (parts: readonly Uint8Array[]) => string
+/** the same, for runtimes whose hash is asynchronous (WebCrypto's crypto.subtle.digest) */
+export type Sha256HexAsync = (parts: readonly Uint8Array[]) => Promise<string>
 
-/** Costs two hashes over the body: for failures and debugging, never for a request that verifies. */
+/**
+ * Costs two hashes over the body: for failures and debugging, never for a request that verifies.
+ * With a synchronous hash (the gateway's node:crypto) the answer is synchronous; with an
+ * asynchronous one (the client's WebCrypto), a promise of it.
+ */
 export function describeSigningString (timestamp: string, method: string, target: string, body: Uint8Array | undefined,
-  sha256Hex: Sha256Hex): SigningStringDetails {
+  sha256Hex: Sha256Hex): SigningStringDetails
+export function describeSigningString (timestamp: string, method: string, target: string, body: Uint8Array | undefined,
+  sha256Hex: Sha256HexAsync): Promise<SigningStringDetails>
+export function describeSigningString (timestamp: string, method: string, target: string, body: Uint8Array | undefined,
+  sha256Hex: Sha256Hex | Sha256HexAsync): SigningStringDetails | Promise<SigningStringDetails> {
   const bytes = body ?? EMPTY
   const parts = signingString(timestamp, method, target, bytes)
-  return {
+  const details = (bodySha256: string, signingStringSha256: string): SigningStringDetails => ({
     timestamp,
     method,
     target,
     bodyLength: bytes.length,
-    bodySha256: sha256Hex([bytes]),
+    bodySha256,
     signingStringLength: parts.reduce((sum, part) => sum + part.length, 0),
-    signingStringSha256: sha256Hex(parts)
-  }
+    signingStringSha256
+  })
+  const bodyHash = sha256Hex([bytes])
+  const wholeHash = sha256Hex(parts)
+  if (typeof bodyHash === 'string' && typeof wholeHash === 'string') return details(bodyHash, wholeHash)
+  return Promise.all([bodyHash, wholeHash]).then(([bodySha256, signingStringSha256]) => details(bodySha256, signingStringSha256))
 }

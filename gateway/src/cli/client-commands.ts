@@ -8,13 +8,13 @@
 //   --token T        KEYGATE_TOKEN     a bearer token from `login`, instead of logging in each time
 //   --key FILE       KEYGATE_KEY       the private key (~/.keygate/NAME.pem)
 //   --name NAME                       the key's name: its files and its registered name (default)
-import { generateKeyPair, type KeyObject } from 'node:crypto'
+import { generateKeyPair } from 'node:crypto'
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { homedir } from 'node:os'
 import { basename, join, resolve } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import {
-  apiKeyOf, createClient, describeSigningString, KeygateResponseError, loadPrivateKey, login, registerKey,
+  apiKeyOf, createClient, describeSigningString, importPrivateKey, KeygateResponseError, login, registerKey,
   signatureMismatches, SigningInputError
 } from '#client'
 
@@ -95,14 +95,21 @@ async function exists (path: string): Promise<boolean> {
   return await stat(path).then(() => true, () => false)
 }
 
-async function readPrivateKey (file: string): Promise<KeyObject> {
+/** The key file's PEM, checked (the error names the file and what is wrong with it) before anything is asked or sent. */
+async function readPrivateKey (file: string): Promise<Buffer> {
   let pem: Buffer
   try {
     pem = await readFile(file)
   } catch {
     throw new ClientUsageError(`no private key at ${file}: make one with \`npm run keygate -- keygen\`, or name yours with --key FILE (or KEYGATE_KEY)`)
   }
-  return loadPrivateKey(pem)
+  try {
+    await importPrivateKey(pem)
+  } catch (err) {
+    if (err instanceof SigningInputError) throw new ClientUsageError(`key file ${file}: ${err.message.replace(/^privateKey: /, '')}`)
+    throw err
+  }
+  return pem
 }
 
 async function password (flags: Flags, io: ClientIo): Promise<string> {
@@ -142,7 +149,7 @@ async function keygen (flags: Flags, io: ClientIo): Promise<void> {
   io.stdout.write([
     `private key: ${privateFile} (mode 0600; never share it)`,
     `public key:  ${publicFile}`,
-    `apiKey:      ${apiKeyOf(publicKey)} (once registered)`,
+    `apiKey:      ${await apiKeyOf(publicKey)} (once registered)`,
     `next:        npm run keygate -- register${flags.name === undefined ? '' : ` --name ${name}`}${flags.out === undefined ? '' : ` --key ${privateFile}`}`,
     ''
   ].join('\n'))
@@ -168,7 +175,8 @@ async function register (flags: Flags, io: ClientIo): Promise<void> {
 }
 
 /** Bytes as a person can read them: JSON-style escapes, so a newline shows as \n. */
-export function escapeBytes (bytes: Buffer): string {
+export function escapeBytes (data: Uint8Array): string {
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength)
   let text: string
   try {
     // ignoreBOM: keep a byte order mark (a classic invisible difference) rather than drop it
@@ -234,20 +242,20 @@ async function call (flags: Flags, positionals: string[], io: ClientIo): Promise
   io.stdout.write(answer)
   if (answer.length > 0 && answer[answer.length - 1] !== 0x0a) io.stdout.write('\n')
   if (response.status >= 400) {
-    explainInvalidSignature(answer, headers, body, method, target, io)
+    await explainInvalidSignature(answer, headers, body, method, target, io)
     throw new RequestFailed()
   }
 }
 
 /** On INVALID_SIGNATURE, which members of keygate's answer differ from what this CLI signed. */
-function explainInvalidSignature (
+async function explainInvalidSignature (
   answer: Buffer,
   headers: Record<string, string>,
   body: Buffer | undefined,
   method: string,
   target: string,
   io: ClientIo
-): void {
+): Promise<void> {
   let problem: Record<string, unknown>
   try {
     problem = JSON.parse(answer.toString('utf8')) as Record<string, unknown>
@@ -255,7 +263,7 @@ function explainInvalidSignature (
     return
   }
   if (problem.code !== 'INVALID_SIGNATURE') return
-  const mine = describeSigningString(headers['x-api-timestamp'] ?? '', method.toUpperCase(), target, body)
+  const mine = await describeSigningString(headers['x-api-timestamp'] ?? '', method.toUpperCase(), target, body)
   const differ = signatureMismatches(mine, problem)
   io.stderr.write(differ.length === 0
     ? `keygate verified the very signing string this CLI signed: the key registered as ${headers['x-api-key'] ?? ''} is not the one that signed\n`

@@ -1,8 +1,8 @@
-// keygate/client's signing, checked against the openssl command line on the same inputs (RSA
-// PKCS#1 v1.5 is deterministic: the same key and bytes give the same signature), and against the
-// gateway's own verification function for arbitrary bodies and targets.
+// @keygate/client's signing (WebCrypto), checked against the openssl command line on the same
+// inputs (RSA PKCS#1 v1.5 is deterministic: the same key and bytes give the same signature), against
+// node:crypto, and against the gateway's own verification function for arbitrary bodies and targets.
 import { execFileSync } from 'node:child_process'
-import { createPrivateKey, createPublicKey } from 'node:crypto'
+import { createHash, createPrivateKey, createPublicKey, createVerify, generateKeyPairSync, webcrypto } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -11,7 +11,8 @@ import t from 'tap'
 import { verifyRequestSignature } from '../../../gateway/src/auth/signature.js'
 import { requestTargetProblem } from '@keygate/client/protocol'
 import {
-  apiKeyOf, describeRequest, keyRegistration, signatureMismatches, signKeyName, signRequest, SigningInputError, type SignRequestInput
+  apiKeyOf, type CryptoKeyLike, describeRequest, importPrivateKey, keyRegistration, signatureMismatches, signKeyName, signRequest, SigningInputError,
+  type SignRequestInput
 } from '../../../client/src/index.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-client-'))
@@ -25,6 +26,19 @@ const keyObject = createPrivateKey(pem)
 const publicKey = createPublicKey(keyObject)
 const apiKey = openssl(['dgst', '-sha256', '-r'], openssl(['pkey', '-in', keyFile, '-pubout', '-outform', 'DER'])).toString().split(' ')[0] ?? ''
 const opensslSign = (data: Buffer): string => openssl(['dgst', '-sha256', '-sign', keyFile], data).toString('base64')
+const RSA = { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' }
+// A CryptoKey as a WebCrypto program holds it: imported from the PKCS#8 DER, not extractable.
+const cryptoKey = await webcrypto.subtle.importKey('pkcs8', keyObject.export({ type: 'pkcs8', format: 'der' }), RSA, false, ['sign'])
+
+/** The error `fn` throws or rejects with (a passing call fails the test). */
+async function rejection (fn: () => unknown): Promise<unknown> {
+  try {
+    await fn()
+  } catch (err) {
+    return err
+  }
+  throw new Error('expected an error')
+}
 
 const TS = 1790000000000
 const JSON_BODY = '{"name":"Zoë Ada","email":"ada@example.com","tax_id":"12345678"}'
@@ -63,34 +77,89 @@ t.test('the same signature as openssl dgst -sha256 -sign over the same bytes', a
       ['PKCS#8 PEM', pem],
       ['PKCS#1 PEM', pkcs1Pem],
       ['a Buffer of PEM', Buffer.from(pem)],
-      ['a KeyObject', keyObject]
+      ['a KeyObject', keyObject],
+      ['a CryptoKey', cryptoKey]
     ] as const) {
-      const headers = signRequest({ ...input, timestamp: TS, apiKey, privateKey })
+      const headers = await signRequest({ ...input, timestamp: TS, apiKey, privateKey })
       t.same(headers, { 'X-API-Key': apiKey, 'X-API-Timestamp': String(TS), 'X-API-Signature': expected }, `${label}, key as ${form}`)
     }
+    const signature = (await signRequest({ ...input, timestamp: TS, apiKey, privateKey: pkcs1Pem }))['X-API-Signature']
+    t.ok(createVerify('sha256').update(bytes).verify(publicKey, signature, 'base64'), `${label}: node:crypto verifies it over the exact bytes`)
   }
   t.equal(
-    signRequest({ method: 'GET', target: '/', apiKey, privateKey: pem, timestamp: String(TS) })['X-API-Signature'],
+    (await signRequest({ method: 'GET', target: '/', apiKey, privateKey: pem, timestamp: String(TS) }))['X-API-Signature'],
     opensslSign(Buffer.from(`${TS}GET/`)),
     'a timestamp given as a string'
   )
+  t.equal(
+    (await signRequest({ method: 'PUT', target: '/x', body: new Uint8Array(NON_UTF8).buffer, apiKey, privateKey: pem, timestamp: TS }))['X-API-Signature'],
+    opensslSign(Buffer.concat([Buffer.from(`${TS}PUT/x`), NON_UTF8])),
+    'an ArrayBuffer body'
+  )
   const before = Date.now()
-  const stamped = Number(signRequest({ method: 'GET', target: '/', apiKey, privateKey: pem })['X-API-Timestamp'])
+  const stamped = Number((await signRequest({ method: 'GET', target: '/', apiKey, privateKey: pem }))['X-API-Timestamp'])
   t.ok(stamped >= before && stamped <= Date.now(), 'the timestamp defaults to now, in milliseconds')
 })
 
+t.test('importPrivateKey: a non-extractable RSASSA-PKCS1-v1_5 SHA-256 CryptoKey, from every input form', async (t) => {
+  for (const [form, input] of [['PKCS#8 PEM', pem], ['PKCS#1 PEM', pkcs1Pem], ['a KeyObject', keyObject], ['a Buffer of PEM', Buffer.from(pem)]] as const) {
+    const key = await importPrivateKey(input) as CryptoKeyLike & { algorithm: { hash?: { name: string } } }
+    t.match(key, { type: 'private', extractable: false, usages: ['sign'], algorithm: { name: 'RSASSA-PKCS1-v1_5', hash: { name: 'SHA-256' } } }, form)
+    t.equal(Object.getPrototypeOf(key), Object.getPrototypeOf(cryptoKey), `${form}: a WebCrypto CryptoKey`)
+  }
+  t.equal(await importPrivateKey(cryptoKey), cryptoKey, 'a CryptoKey is returned as it is')
+})
+
+t.test('apiKeyOf: the SHA-256 of the DER SPKI, as node:crypto and openssl compute it, from either half in every form', async (t) => {
+  const nodeApiKey = createHash('sha256').update(publicKey.export({ type: 'spki', format: 'der' })).digest('hex')
+  t.equal(nodeApiKey, apiKey, 'node:crypto and openssl agree')
+  const extractable = await webcrypto.subtle.importKey('pkcs8', keyObject.export({ type: 'pkcs8', format: 'der' }), RSA, true, ['sign'])
+  const publicCryptoKey = await webcrypto.subtle.importKey('spki', publicKey.export({ type: 'spki', format: 'der' }), RSA, true, ['verify'])
+  const forms: Array<[string, Parameters<typeof apiKeyOf>[0]]> = [
+    ['public PEM (SPKI)', publicKey.export({ type: 'spki', format: 'pem' }).toString()],
+    ['public PEM (PKCS#1, BEGIN RSA PUBLIC KEY)', publicKey.export({ type: 'pkcs1', format: 'pem' }).toString()],
+    ['private PEM (PKCS#8)', pem],
+    ['private PEM (PKCS#1, BEGIN RSA PRIVATE KEY)', pkcs1Pem],
+    ['private PEM with CRLF line ends', pem.replaceAll('\n', '\r\n')],
+    ['a public KeyObject', publicKey],
+    ['a private KeyObject', keyObject],
+    ['a public CryptoKey', publicCryptoKey],
+    ['an extractable private CryptoKey', extractable],
+    ['a Buffer of PEM', Buffer.from(pem)]
+  ]
+  for (const [form, key] of forms) t.equal(await apiKeyOf(key), nodeApiKey, form)
+  t.match(await rejection(() => apiKeyOf(cryptoKey)), { input: 'key', message: /non-extractable private CryptoKey.*keyPair\.publicKey/ },
+    'a non-extractable private CryptoKey: its public half cannot be read, and the error says what to give')
+  t.match(await rejection(() => apiKeyOf(generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }))),
+    { input: 'key', message: /is an EC key; keygate verifies RSA/ }, 'an EC public key')
+})
+
 t.test('registration helpers agree with openssl', async (t) => {
-  t.equal(apiKeyOf(keyObject), apiKey, 'apiKeyOf(private key) is the SHA-256 of the DER SPKI of its public half')
-  t.equal(apiKeyOf(publicKey), apiKey, 'and of the public key itself')
-  t.equal(signKeyName('my laptop', pem), opensslSign(Buffer.from('my laptop')))
-  t.equal(signKeyName('Zoë', pem), opensslSign(Buffer.from('Zoë', 'utf8')), 'the name\'s UTF-8 bytes')
-  const body = keyRegistration('my laptop', pem)
-  t.same(body, { name: 'my laptop', publicKey: openssl(['pkey', '-in', keyFile, '-pubout']).toString(), signature: opensslSign(Buffer.from('my laptop')) })
+  t.equal(await signKeyName('my laptop', pem), opensslSign(Buffer.from('my laptop')))
+  t.equal(await signKeyName('Zoë', pem), opensslSign(Buffer.from('Zoë', 'utf8')), 'the name\'s UTF-8 bytes')
+  const expected = { name: 'my laptop', publicKey: openssl(['pkey', '-in', keyFile, '-pubout']).toString(), signature: opensslSign(Buffer.from('my laptop')) }
+  for (const [form, key] of [['PKCS#8 PEM', pem], ['PKCS#1 PEM', pkcs1Pem], ['a KeyObject', keyObject]] as const) {
+    t.same(await keyRegistration('my laptop', key), expected, form)
+  }
+  t.same(await keyRegistration('my laptop', cryptoKey, publicKey), expected, 'a non-extractable CryptoKey, with its public half given')
+  t.match(await rejection(() => keyRegistration('my laptop', cryptoKey)), { input: 'publicKey', message: /give publicKey too/ },
+    'a non-extractable CryptoKey alone: its public half is asked for')
+  const stranger = generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey
+  t.match(await rejection(() => keyRegistration('my laptop', pem, stranger)), { input: 'publicKey', message: /not the public half of privateKey/ },
+    'another key\'s public half')
+  t.match(await rejection(() => signKeyName('', pem)), { input: 'name' })
 })
 
 t.test('inputs are checked, each mistake named', async (t) => {
   const good: SignRequestInput = { method: 'GET', target: '/v1/clients/', apiKey, privateKey: pem, timestamp: TS }
-  const ecKey = (await import('node:crypto')).generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey
+  const ecKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey
+  const ecCryptoKey = (await webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, false, ['sign', 'verify'])).privateKey
+  const pssCryptoKey = await webcrypto.subtle.importKey('pkcs8', keyObject.export({ type: 'pkcs8', format: 'der' }),
+    { name: 'RSA-PSS', hash: 'SHA-256' }, false, ['sign'])
+  const sha1CryptoKey = await webcrypto.subtle.importKey('pkcs8', keyObject.export({ type: 'pkcs8', format: 'der' }),
+    { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-1' }, false, ['sign'])
+  const encrypted = (type: 'pkcs8' | 'pkcs1'): string => keyObject.export({ type, format: 'pem', cipher: 'aes-256-cbc', passphrase: 'secret' }).toString()
+  const brokenBase64 = pem.replace(/\n[A-Za-z0-9+/]{10}/, '\n!!!!!!!!!!')
   const cases: Array<[string, Partial<SignRequestInput> | Record<string, unknown>, string, RegExp]> = [
     ['an absolute URL as target', { target: 'http://127.0.0.1:8080/v1/clients/' }, 'target', /origin-form/],
     ['a target without its leading slash', { target: 'v1/clients/' }, 'target', /origin-form/],
@@ -109,24 +178,36 @@ t.test('inputs are checked, each mistake named', async (t) => {
     ['a short apiKey', { apiKey: 'abc' }, 'apiKey', /64 lowercase hex/],
     ['not a PEM', { privateKey: 'hello' }, 'privateKey', /not a readable PEM private key/],
     ['a public key', { privateKey: publicKey }, 'privateKey', /is a public key/],
-    ['an EC key', { privateKey: ecKey }, 'privateKey', /is a ec key; keygate verifies RSA/],
+    ['a public PEM', { privateKey: publicKey.export({ type: 'spki', format: 'pem' }) }, 'privateKey', /is a public key/],
+    ['a public CryptoKey', { privateKey: await webcrypto.subtle.importKey('spki', publicKey.export({ type: 'spki', format: 'der' }), RSA, true, ['verify']) },
+      'privateKey', /is a public CryptoKey; signing needs the private key/],
+    ['an EC KeyObject', { privateKey: ecKey }, 'privateKey', /is an EC key; keygate verifies RSA \(PKCS#1 v1\.5, SHA-256\) only: make an RSA key/],
+    ['an EC key as PKCS#8 PEM', { privateKey: ecKey.export({ type: 'pkcs8', format: 'pem' }) }, 'privateKey', /is an EC key; keygate verifies RSA/],
+    ['an EC key as SEC1 PEM (BEGIN EC PRIVATE KEY)', { privateKey: ecKey.export({ type: 'sec1', format: 'pem' }) }, 'privateKey', /is an EC key/],
+    ['an Ed25519 key', { privateKey: generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }) }, 'privateKey',
+      /is an Ed25519 key; keygate verifies RSA/],
+    ['an ECDSA CryptoKey', { privateKey: ecCryptoKey }, 'privateKey', /is an ECDSA CryptoKey; keygate verifies RSASSA-PKCS1-v1_5 with SHA-256/],
+    ['an RSA-PSS CryptoKey', { privateKey: pssCryptoKey }, 'privateKey', /is an RSA-PSS SHA-256 CryptoKey; .*name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256'/],
+    ['an RSASSA CryptoKey with SHA-1', { privateKey: sha1CryptoKey }, 'privateKey', /is an RSASSA-PKCS1-v1_5 SHA-1 CryptoKey/],
+    ['an encrypted PKCS#8 PEM', { privateKey: encrypted('pkcs8') }, 'privateKey',
+      /is an encrypted private key \(BEGIN ENCRYPTED PRIVATE KEY\); decrypt it first \(openssl pkey .*passphrase/],
+    ['an encrypted PKCS#1 PEM', { privateKey: encrypted('pkcs1') }, 'privateKey', /is an encrypted private key \(Proc-Type: 4,ENCRYPTED\); decrypt it first/],
+    ['a PEM whose body is not base64', { privateKey: brokenBase64 }, 'privateKey', /not a readable PEM private key \(its "PRIVATE KEY" body is not base64\)/],
+    ['a certificate', { privateKey: '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n' }, 'privateKey', /holds "CERTIFICATE", not a key/],
+    ['DER bytes', { privateKey: keyObject.export({ type: 'pkcs8', format: 'der' }) }, 'privateKey', /DER\? convert it to PEM/],
+    ['a secret KeyObject', { privateKey: (await import('node:crypto')).createSecretKey(Buffer.alloc(32)) }, 'privateKey', /is a secret \(symmetric\) key/],
     ['a number as key', { privateKey: 42 }, 'privateKey', /PEM text/]
   ]
   for (const [label, change, input, message] of cases) {
-    let error: unknown
-    try {
-      signRequest({ ...good, ...change } as SignRequestInput)
-    } catch (err) {
-      error = err
-    }
+    const error = await rejection(() => signRequest({ ...good, ...change } as SignRequestInput))
     t.ok(error instanceof SigningInputError, `${label}: a SigningInputError`)
     t.match(error, { input, message }, label)
   }
-  t.ok(signRequest(good), 'the good input signs')
+  t.ok(await signRequest(good), 'the good input signs')
 })
 
 t.test('describeRequest and signatureMismatches compare with an INVALID_SIGNATURE answer', async (t) => {
-  const mine = describeRequest({ method: 'get', target: '/v1/clients/', timestamp: TS })
+  const mine = await describeRequest({ method: 'get', target: '/v1/clients/', timestamp: TS })
   t.same(mine, {
     timestamp: String(TS),
     method: 'GET',
@@ -136,7 +217,7 @@ t.test('describeRequest and signatureMismatches compare with an INVALID_SIGNATUR
     signingStringLength: 28,
     signingStringSha256: openssl(['dgst', '-sha256', '-r'], `${TS}GET/v1/clients/`).toString().split(' ')[0]
   })
-  const theirs = { ...describeRequest({ method: 'GET', target: '/v1/clients/?limit=10', timestamp: TS }), code: 'INVALID_SIGNATURE' }
+  const theirs = { ...await describeRequest({ method: 'GET', target: '/v1/clients/?limit=10', timestamp: TS }), code: 'INVALID_SIGNATURE' }
   t.same(signatureMismatches(mine, theirs), ['target', 'signingStringLength', 'signingStringSha256'])
   t.same(signatureMismatches(mine, { ...mine }), [])
 })
@@ -150,11 +231,11 @@ t.test('property: whatever signRequest signs, the gateway\'s verification accept
     .filter((candidate) => requestTargetProblem(candidate) === undefined)
   const body = fc.oneof(fc.uint8Array({ maxLength: 2000 }), fc.string({ unit: 'binary', maxLength: 500 }))
   let checked = 0
-  fc.assert(fc.property(
+  await fc.assert(fc.asyncProperty(
     fc.constantFrom('POST', 'PUT', 'PATCH', 'DELETE', 'post', 'Patch'), target, body,
     fc.integer({ min: 1_000_000_000_000, max: 999_999_999_999_999 }),
-    (method, target, body, timestamp) => {
-      const headers = signRequest({ method, target, body, timestamp, apiKey, privateKey: keyObject })
+    async (method, target, body, timestamp) => {
+      const headers = await signRequest({ method, target, body, timestamp, apiKey, privateKey: cryptoKey })
       const bytes = Buffer.from(typeof body === 'string' ? Buffer.from(body, 'utf8') : body)
       const request = { timestamp: headers['X-API-Timestamp'], method: method.toUpperCase(), target, body: bytes, signature: headers['X-API-Signature'] }
       if (verifyRequestSignature(publicKey, request) !== undefined) return false

@@ -127,18 +127,18 @@ const mistakes: Mistake[] = [
 const MEMBERS: Array<keyof SigningStringDetails> = ['timestamp', 'method', 'target', 'bodyLength', 'bodySha256', 'signingStringLength', 'signingStringSha256']
 
 /** What the client signed, described as keygate describes what it verified. */
-function clientView (m: Mistake): SigningStringDetails {
+async function clientView (m: Mistake): Promise<SigningStringDetails> {
   const p = m.clientParts
-  const described = describeSigningString(p.timestamp, p.method, p.target, Buffer.from(p.body))
+  const described = await describeSigningString(p.timestamp, p.method, p.target, Buffer.from(p.body))
   return { ...described, signingStringLength: Buffer.byteLength(m.signed), signingStringSha256: sha256(m.signed) }
 }
 
 /** The guide's generated region for one mistake: the answer, and the comparison table. */
-function region (m: Mistake, res: RawResponse): string {
+async function region (m: Mistake, res: RawResponse): Promise<string> {
   const problem = res.json()
   const lines = [`keygate answers \`${res.status}\`, \`${res.headers['content-type'] ?? ''}\`:`, '', '```json', JSON.stringify(problem, null, 2), '```']
   if (problem.code === 'INVALID_SIGNATURE') {
-    const mine = clientView(m)
+    const mine = await clientView(m)
     lines.push('', '| Member | You signed | keygate verified | |', '|---|---|---|---|')
     for (const member of MEMBERS) {
       const same = mine[member] === problem[member]
@@ -207,7 +207,7 @@ t.test('the five classic mistakes: what keygate answers, and the guide shows exa
           signingStringLength: Buffer.byteLength(m.timestamp + m.method + m.target) + body.length,
           signingStringSha256: sha256(Buffer.concat([Buffer.from(m.timestamp + m.method + m.target), body]))
         })
-        const mine = clientView(m)
+        const mine = await clientView(m)
         t.same(MEMBERS.filter((member) => mine[member] !== problem[member]), m.differ, 'the members that differ point at the mistake')
         // Never the expected signature, in any encoding.
         const expected = sign('sha256', Buffer.concat([Buffer.from(m.timestamp + m.method + m.target), body]), registered)
@@ -216,7 +216,7 @@ t.test('the five classic mistakes: what keygate answers, and the guide shows exa
         }
       }
 
-      const generated = region(m, res)
+      const generated = await region(m, res)
       if (writing) {
         const [start, end] = markers(m.id)
         const from = guide.indexOf(start)

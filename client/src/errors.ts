@@ -1,0 +1,18 @@
+/** A mistake in what was given to the client: `input` names which input, the message how to fix it. */
+export class SigningInputError extends TypeError {
+  override name = 'SigningInputError'
+  constructor (readonly input: string, message: string) {
+    super(`${input}: ${message}`)
+  }
+}
+
+/** keygate answered with an error: its status and problem+json body. */
+export class KeygateResponseError extends Error {
+  override name = 'KeygateResponseError'
+  readonly code: string | undefined
+  constructor (readonly status: number, readonly problem: Record<string, unknown>) {
+    const code = typeof problem.code === 'string' ? problem.code : undefined
+    super(`${status}${code === undefined ? '' : ` ${code}`}: ${typeof problem.detail === 'string' ? problem.detail : JSON.stringify(problem)}`)
+    this.code = code
+  }
+}

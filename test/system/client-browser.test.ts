@@ -1,0 +1,187 @@
+// @keygate/client in a real browser: headless Chromium (see test/helpers/chromium.ts for which one)
+// loads the built module (client/tsconfig.json compiled, as npm run build -w @keygate/client does)
+// from a <script type="module"> and signs with the page's WebCrypto, against a running gateway that
+// accepts what it signs. The page is same-origin with the gateway, so no CORS is involved: it is
+// served at the gateway's origin by request interception, as are the module's files; every other
+// request to that origin goes to the gateway, and nothing may go anywhere else.
+import { execFile } from 'node:child_process'
+import { createVerify, generateKeyPairSync } from 'node:crypto'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, normalize, sep } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { launchChromium } from '../helpers/chromium.js'
+import { addUser, PASSWORD, startStack } from '../helpers/stack.js'
+
+t.setTimeout(300_000)
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+const TS = 1_790_000_000_000
+
+/** The page: imports the client as a browser program would, runs the whole flow, and leaves what the user would see in window.result. */
+const PAGE_SCRIPT = `
+import { apiKeyOf, createClient, keyRegistration, login, registerKey, signRequest, SigningInputError } from '/__client/index.js'
+
+const input = JSON.parse(document.getElementById('input').textContent)
+const baseUrl = location.origin
+const answer = async (response) => ({ status: response.status, body: await response.json() })
+const out = {}
+try {
+  const { token } = await login({ baseUrl, username: 'alice', password: input.password })
+
+  // 1. A PKCS#8 PEM private key, as a web app might hold one
+  out.registration = await keyRegistration('browser pem', input.pem)
+  const registered = await registerKey({ baseUrl, token, name: 'browser pem', privateKey: input.pem })
+  out.apiKeys = [registered.apiKey, await apiKeyOf(input.pem), await apiKeyOf(input.pkcs1)]
+  const client = createClient({ baseUrl, token, privateKey: input.pem })
+  const ada = JSON.stringify({ name: 'Ada Lovelace', email: 'ada@example.com', tax_id: '31415926' })
+  const created = await answer(await client.fetch('POST', '/v1/clients/', ada))
+  out.created = created
+  out.fetched = await answer(await client.fetch('GET', '/v1/clients/' + created.body.id))
+  const fixed = { method: 'POST', target: '/v1/clients/', body: input.fixedBody, apiKey: registered.apiKey, timestamp: input.ts }
+  out.fixed = await signRequest({ ...fixed, privateKey: input.pem })
+  out.fixedPkcs1 = await signRequest({ ...fixed, privateKey: input.pkcs1 })
+
+  // A signature with one bit flipped, sent with the page's own fetch
+  const headers = await signRequest({ method: 'GET', target: '/v1/clients/' + created.body.id, apiKey: registered.apiKey, privateKey: input.pem })
+  const bytes = [...atob(headers['X-API-Signature'])].map((c) => c.charCodeAt(0))
+  bytes[10] ^= 0x01
+  out.tampered = await answer(await fetch('/v1/clients/' + created.body.id, {
+    headers: { ...headers, 'X-API-Signature': btoa(String.fromCharCode(...bytes)), authorization: 'Bearer ' + token }
+  }))
+
+  // 2. A non-extractable CryptoKey made by the page: its public half registered as SPKI PEM
+  const pair = await crypto.subtle.generateKey(
+    { name: 'RSASSA-PKCS1-v1_5', modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' }, false, ['sign', 'verify'])
+  const spki = new Uint8Array(await crypto.subtle.exportKey('spki', pair.publicKey))
+  const publicPem = '-----BEGIN PUBLIC KEY-----\\n' + btoa(String.fromCharCode(...spki)).match(/.{1,64}/g).join('\\n') + '\\n-----END PUBLIC KEY-----\\n'
+  const second = await registerKey({ baseUrl, token, name: 'browser cryptokey', privateKey: pair.privateKey, publicKey: publicPem })
+  out.cryptoKeyApiKeys = [second.apiKey, await apiKeyOf(pair.publicKey), await apiKeyOf(publicPem)]
+  out.extractable = pair.privateKey.extractable
+  const webClient = createClient({ baseUrl, token, privateKey: pair.privateKey, apiKey: second.apiKey })
+  const grace = JSON.stringify({ name: 'Grace Hopper', email: 'grace@example.com', tax_id: '27182818' })
+  const made = await answer(await webClient.fetch('POST', '/v1/clients/', grace))
+  out.cryptoKeyCreated = made
+  out.cryptoKeyFetched = await answer(await webClient.fetch('GET', '/v1/clients/' + made.body.id))
+  try {
+    createClient({ baseUrl, token, privateKey: pair.privateKey })
+  } catch (err) {
+    out.mistake = { isSigningInputError: err instanceof SigningInputError, input: err.input, message: err.message }
+  }
+} catch (err) {
+  out.error = String(err && err.stack ? err.stack : err)
+}
+window.result = out
+`
+
+t.test('the built client signs in Chromium with WebCrypto, from a PEM key and from a non-extractable CryptoKey, and keygate accepts it', async (t) => {
+  const gw = await startStack(t, { store: 'memory' })
+  await addUser(gw, 'alice')
+  const origin = new URL(gw.url).origin
+
+  // The built module, compiled into a scratch directory so that no other test's build races with this one.
+  const dist = mkdtempSync(join(tmpdir(), 'keygate-client-dist-'))
+  t.teardown(() => { rmSync(dist, { recursive: true, force: true }) })
+  await promisify(execFile)(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'client/tsconfig.json', '--outDir', dist], { cwd: root })
+  t.ok(existsSync(join(dist, 'index.js')) && existsSync(join(dist, 'protocol/index.js')), 'the client is built')
+
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
+  const fixedBody = '{"name":"Zoë","email":"zoe@example.com","tax_id":"12345678"}'
+  const input = {
+    password: PASSWORD,
+    pem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    pkcs1: privateKey.export({ type: 'pkcs1', format: 'pem' }).toString(),
+    fixedBody,
+    ts: TS
+  }
+  const html = '<!doctype html><meta charset="utf-8"><title>keygate client</title>' +
+    `<script type="application/json" id="input">${JSON.stringify(input).replaceAll('<', '\\u003c')}</script>` +
+    `<script type="module">${PAGE_SCRIPT}</script>`
+
+  const browser = await launchChromium()
+  t.teardown(async () => { await browser.close() })
+  t.comment(`browser: ${await browser.version()}`)
+  const page = await browser.newPage()
+  const served: string[] = []
+  const elsewhere: string[] = []
+  const failures: string[] = []
+  await page.setRequestInterception(true)
+  page.on('request', (request) => {
+    const url = new URL(request.url())
+    if (url.origin !== origin) {
+      elsewhere.push(url.href)
+      void request.abort()
+    } else if (url.pathname === '/__page.html') {
+      void request.respond({ status: 200, contentType: 'text/html; charset=utf-8', body: html })
+    } else if (url.pathname.startsWith('/__client/')) {
+      const file = normalize(join(dist, decodeURIComponent(url.pathname.slice('/__client/'.length))))
+      if (file.startsWith(dist + sep) && file.endsWith('.js') && existsSync(file)) {
+        served.push(url.pathname)
+        void request.respond({ status: 200, contentType: 'text/javascript; charset=utf-8', body: readFileSync(file) })
+      } else {
+        void request.respond({ status: 404, contentType: 'text/plain', body: 'not found' })
+      }
+    } else {
+      void request.continue()
+    }
+  })
+  page.on('pageerror', (err) => { failures.push(`page error: ${err instanceof Error ? err.message : String(err)}`) })
+  page.on('requestfailed', (request) => { if (!elsewhere.includes(request.url())) failures.push(`failed: ${request.url()}`) })
+
+  await page.goto(`${gw.url}/__page.html`, { timeout: 60_000 })
+  await page.waitForFunction('window.result !== undefined', { timeout: 120_000 })
+  const result = await page.evaluate('window.result') as Record<string, unknown> & {
+    error?: string
+    registration: { name: string; publicKey: string; signature: string }
+    apiKeys: string[]
+    created: { status: number; body: Record<string, unknown> }
+    fetched: { status: number; body: Record<string, unknown> }
+    fixed: Record<string, string>
+    fixedPkcs1: Record<string, string>
+    tampered: { status: number; body: Record<string, unknown> }
+    cryptoKeyApiKeys: string[]
+    cryptoKeyCreated: { status: number; body: Record<string, unknown> }
+    cryptoKeyFetched: { status: number; body: Record<string, unknown> }
+  }
+  t.equal(result.error, undefined, 'the page ran the whole flow without an error')
+
+  t.equal(result.registration.publicKey, publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+    'keyRegistration: the public half, as node:crypto writes it')
+  t.ok(createVerify('sha256').update('browser pem').verify(publicKey, result.registration.signature, 'base64'), 'and the name signed')
+  const [registered, own, ofPkcs1] = result.apiKeys
+  t.match(registered, /^[0-9a-f]{64}$/, 'registerKey from the page: keygate answered an apiKey')
+  t.equal(own, registered, 'apiKeyOf(pem) in the page is the apiKey keygate computed')
+  t.equal(ofPkcs1, registered, 'and so is apiKeyOf of the PKCS#1 PEM ("BEGIN RSA PRIVATE KEY") of the same key')
+
+  t.equal(result.created.status, 201, 'the signed POST /v1/clients/ is accepted')
+  t.match(result.created.body, { id: String, name: 'Ada Lovelace', email: 'ada@example.com', tax_id: '31415926' }, 'and creates the client')
+  t.equal(result.fetched.status, 200, 'the signed GET /v1/clients/{id} is accepted')
+  t.same(result.fetched.body, result.created.body, 'and answers the created client')
+
+  t.same(Object.keys(result.fixed), ['X-API-Key', 'X-API-Timestamp', 'X-API-Signature'])
+  const signed = Buffer.from(`${TS}POST/v1/clients/${fixedBody}`, 'utf8')
+  t.ok(createVerify('sha256').update(signed).verify(publicKey, result.fixed['X-API-Signature'] ?? '', 'base64'),
+    'node:crypto verifies the page\'s signature over the exact UTF-8 bytes of the signing string')
+  t.same(result.fixedPkcs1, result.fixed, 'the PKCS#1 PEM of the key signs alike')
+
+  t.equal(result.tampered.status, 401, 'a signature with one bit flipped is refused')
+  t.match(result.tampered.body, { code: 'INVALID_SIGNATURE', apiKey: registered, method: 'GET' }, 'with INVALID_SIGNATURE')
+
+  const [cryptoKeyApiKey, ...computed] = result.cryptoKeyApiKeys
+  t.match(cryptoKeyApiKey, /^[0-9a-f]{64}$/, 'a page-made key pair registers with its public half given as SPKI PEM')
+  t.same(computed, [cryptoKeyApiKey, cryptoKeyApiKey], 'apiKeyOf(publicKey) and apiKeyOf(public PEM) agree with keygate')
+  t.not(cryptoKeyApiKey, registered)
+  t.equal(result.extractable, false, 'the private CryptoKey is not extractable')
+  t.equal(result.cryptoKeyCreated.status, 201, 'a POST signed with the non-extractable CryptoKey is accepted')
+  t.match(result.cryptoKeyCreated.body, { id: String, name: 'Grace Hopper', tax_id: '27182818' })
+  t.equal(result.cryptoKeyFetched.status, 200)
+  t.same(result.cryptoKeyFetched.body, result.cryptoKeyCreated.body, 'and the GET of the client it created')
+  t.match(result.mistake, { isSigningInputError: true, input: 'apiKey', message: /non-extractable CryptoKey/ },
+    'createClient with that key and no apiKey throws a SigningInputError at once')
+
+  t.ok(served.includes('/__client/index.js') && served.includes('/__client/protocol/index.js'), 'the page loaded the built module\'s files')
+  t.same(elsewhere, [], 'the page asked no other origin for anything')
+  t.same(failures, [], 'no script error or failed request')
+})

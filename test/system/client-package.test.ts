@@ -1,0 +1,271 @@
+// @keygate/client as a client developer gets it: built, packed by npm, installed from the tarball
+// into an empty project outside this repository, and run by plain Node.js (no TypeScript loader, no
+// keygate-source condition: the tarball's dist/) against a real gateway, from an ES module and
+// from CommonJS, on the Node.js that runs the tests and on an older one when the machine has one
+// (Node.js 20, which client programs may still run). Then its declarations, compiled by a consumer
+// with TypeScript's default libraries and no @types/node, and by one with @types/node and no DOM.
+import { execFile } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { delimiter, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { addUser, PASSWORD, startStack } from '../helpers/stack.js'
+
+// npm pack and install, four Node.js runs and two TypeScript compilations on a shared 2-core machine
+t.setTimeout(600_000)
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+const run = promisify(execFile)
+const MAX_TARBALL_BYTES = 100 * 1024
+/** What the children see: no NODE_OPTIONS (no keygate-source condition, no tsx), nothing of this checkout. */
+const childEnv = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir() }
+
+/** The value exports of @keygate/client; consumer.ts below uses each, and the test checks this list against the built module. */
+const VALUE_EXPORTS = [
+  'KeygateResponseError', 'SigningInputError', 'apiKeyOf', 'createClient', 'describeRequest', 'describeSigningString', 'importPrivateKey',
+  'keyRegistration', 'login', 'registerKey', 'signKeyName', 'signRequest', 'signatureMismatches', 'signingString'
+]
+
+/** A `node` on PATH (outside any node_modules) of another version than this one: the system's Node.js 20 here. */
+async function otherNode (): Promise<{ path: string; version: string } | undefined> {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir === '' || dir.split(/[\\/]/).includes('node_modules')) continue
+    const candidate = join(dir, 'node')
+    if (!existsSync(candidate)) continue
+    const version = await run(candidate, ['--version']).then(({ stdout }) => stdout.trim(), () => undefined)
+    if (version !== undefined && version !== process.version) return { path: candidate, version }
+  }
+  return undefined
+}
+
+const scratch = mkdtempSync(join(tmpdir(), 'keygate-client-package-'))
+t.teardown(() => { rmSync(scratch, { recursive: true, force: true }) })
+const project = join(scratch, 'consumer')
+let tarball = ''
+
+t.test('built and packed: a small tarball of JavaScript, declarations and the README, with no dependencies', async (t) => {
+  await run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'client/tsconfig.json'], { cwd: root })
+  const { stdout } = await run('npm', ['pack', '-w', '@keygate/client', '--pack-destination', scratch, '--json'], { cwd: root, env: process.env })
+  const [packed] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>
+  if (packed === undefined) throw new Error(`npm pack said: ${stdout}`)
+  tarball = join(scratch, packed.filename)
+  const size = statSync(tarball).size
+  t.ok(size < MAX_TARBALL_BYTES, `the tarball is ${size} bytes, under ${MAX_TARBALL_BYTES}`)
+  const files = packed.files.map((file) => file.path).sort()
+  t.ok(files.includes('dist/index.js') && files.includes('dist/index.d.ts') && files.includes('dist/protocol/index.js'), 'it holds the built module')
+  t.ok(files.includes('README.md'), 'and the README')
+  t.same(files.filter((file) => !/^dist\/.*\.(js|d\.ts)$/.test(file) && file !== 'README.md' && file !== 'package.json'), [],
+    'nothing but dist/*.js, dist/*.d.ts, README.md and package.json')
+  t.same(files.filter((file) => /\.ts$/.test(file) && !file.endsWith('.d.ts')), [], 'no TypeScript source')
+  t.same(files.filter((file) => /(^|\/)(test|tests|__tests__)\/|\.(test|spec)\./.test(file)), [], 'no test')
+
+  const unpacked = join(scratch, 'unpacked')
+  mkdirSync(unpacked)
+  await run('tar', ['-xzf', tarball, '-C', unpacked])
+  const manifest = JSON.parse(readFileSync(join(unpacked, 'package/package.json'), 'utf8')) as Record<string, unknown>
+  for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies', 'bundleDependencies']) {
+    t.equal(manifest[field], undefined, `package.json has no ${field}`)
+  }
+  t.equal(manifest.type, 'module')
+})
+
+t.test('installed into an empty project, it is all node_modules holds', async (t) => {
+  mkdirSync(project)
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }))
+  // --offline with an empty cache of its own: the tarball is all there is to install
+  const env = { ...childEnv, npm_config_cache: join(scratch, 'npm-cache') }
+  await run('npm', ['install', tarball, '--no-audit', '--no-fund', '--offline'], { cwd: project, env })
+  t.same(readdirSync(join(project, 'node_modules')).filter((name) => !name.startsWith('.')), ['@keygate'])
+  t.same(readdirSync(join(project, 'node_modules/@keygate')), ['client'])
+  const script = 'console.log(JSON.stringify(Object.keys(await import("@keygate/client")).sort()))'
+  const exported = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: project, env: childEnv })
+  t.same(JSON.parse(exported.stdout), [...VALUE_EXPORTS].sort(), 'the built module exports exactly what consumer.ts uses')
+})
+
+const ESM_SCRIPT = `import { generateKeyPairSync } from 'node:crypto'
+import { apiKeyOf, createClient, login, registerKey, SigningInputError } from '@keygate/client'
+
+const [baseUrl, password, taxId] = process.argv.slice(2)
+const pem = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs1', format: 'pem' })
+const { token } = await login({ baseUrl, username: 'alice', password })
+const registered = await registerKey({ baseUrl, token, name: 'esm ' + process.version, privateKey: pem })
+const client = createClient({ baseUrl, token, privateKey: pem })
+const created = await client.fetch('POST', '/v1/clients/', JSON.stringify({ name: 'Ada Lovelace', email: 'ada@example.com', tax_id: taxId }))
+const createdBody = await created.json()
+const fetched = await client.fetch('GET', '/v1/clients/' + createdBody.id)
+let refused
+try {
+  createClient({ baseUrl, token, privateKey: 'not a key' })
+} catch (err) {
+  refused = err instanceof SigningInputError ? err.input : String(err)
+}
+console.log(JSON.stringify({
+  version: process.version,
+  apiKey: registered.apiKey === await client.apiKey() && registered.apiKey === await apiKeyOf(pem),
+  created: created.status,
+  createdBody,
+  fetched: fetched.status,
+  fetchedBody: await fetched.json(),
+  refused
+}))
+`
+
+const CJS_SCRIPT = `const { generateKeyPairSync } = require('node:crypto')
+const { createClient, login, registerKey } = require('@keygate/client')
+
+async function main () {
+  const [baseUrl, password, taxId] = process.argv.slice(2)
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
+  const { token } = await login({ baseUrl, username: 'alice', password })
+  const registered = await registerKey({ baseUrl, token, name: 'cjs ' + process.version, privateKey })
+  const client = createClient({ baseUrl, token, privateKey })
+  const created = await client.fetch('POST', '/v1/clients/', JSON.stringify({ name: 'Ada Lovelace', email: 'ada@example.com', tax_id: taxId }))
+  const createdBody = await created.json()
+  const fetched = await client.fetch('GET', '/v1/clients/' + createdBody.id)
+  console.log(JSON.stringify({
+    version: process.version,
+    apiKey: registered.apiKey === await client.apiKey(),
+    created: created.status,
+    createdBody,
+    fetched: fetched.status,
+    fetchedBody: await fetched.json()
+  }))
+}
+main().catch((err) => { console.error(err); process.exit(1) })
+`
+
+t.test('plain Node.js scripts, ESM and CommonJS, log in, register a key and send signed requests to a real gateway', async (t) => {
+  const gw = await startStack(t, { store: 'memory' })
+  await addUser(gw, 'alice')
+  writeFileSync(join(project, 'sign.mjs'), ESM_SCRIPT)
+  writeFileSync(join(project, 'sign.cjs'), CJS_SCRIPT)
+
+  const older = await otherNode()
+  const nodes = [{ path: process.execPath, version: process.version }]
+  if (older === undefined) {
+    t.pass(`NO second Node.js on PATH (only ${process.version}): the client was NOT run on an older Node.js`)
+  } else if (Number(/^v(\d+)/.exec(older.version)?.[1]) < 20) {
+    t.pass(`the other Node.js on PATH, ${older.path}, is ${older.version}, older than the client supports (20): NOT run on it`)
+  } else {
+    nodes.push(older)
+  }
+  let taxId = 10_000_000
+  for (const node of nodes) {
+    for (const script of ['sign.mjs', 'sign.cjs']) {
+      const id = String(taxId++)
+      const { stdout, stderr } = await run(node.path, [script, gw.url, PASSWORD, id], { cwd: project, env: childEnv })
+      const out = JSON.parse(stdout) as Record<string, unknown>
+      const label = `${script} on Node.js ${node.version}`
+      t.equal(out.version, node.version, `${label}: runs on that Node.js`)
+      t.equal(out.apiKey, true, `${label}: the apiKey registration returned is the key's own`)
+      t.equal(out.created, 201, `${label}: the signed POST /v1/clients/ is accepted and creates the client`)
+      t.match(out.createdBody, { id: String, name: 'Ada Lovelace', email: 'ada@example.com', tax_id: id }, `${label}: the created client`)
+      t.equal(out.fetched, 200, `${label}: the signed GET /v1/clients/{id} is accepted`)
+      t.same(out.fetchedBody, out.createdBody, `${label}: and answers the created client`)
+      if (script === 'sign.mjs') t.equal(out.refused, 'privateKey', `${label}: a mistake is a SigningInputError naming the input`)
+      t.notMatch(stderr, /Error/, `${label}: no error on stderr`)
+    }
+  }
+})
+
+const COMMON_TS = `import {
+  apiKeyOf, createClient, describeRequest, describeSigningString, importPrivateKey, KeygateResponseError, keyRegistration, login, registerKey,
+  signatureMismatches, signingString, signKeyName, signRequest, SigningInputError,
+  type ClientOptions, type ClientRequestInit, type CryptoKeyLike, type FetchFunction, type KeygateClient, type KeyInput, type KeyObjectLike,
+  type KeyRegistrationBody, type LoginInput, type PrivateKeyInput, type RegisterKeyInput, type RequestBody, type SignatureHeaders,
+  type SignedResponseInfo, type SigningStringDetails, type SignRequestInput
+} from '@keygate/client'
+import { API_KEY_PATTERN, HTTP_METHODS, requestTargetProblem, type HttpMethod } from '@keygate/client/protocol'
+
+export async function everything (baseUrl: string, pem: string, key: PrivateKeyInput, publicKey: KeyInput): Promise<string[]> {
+  const loginInput: LoginInput = { baseUrl, username: 'alice', password: 'secret' }
+  const { token, expiresIn }: { token: string; expiresIn: number } = await login(loginInput)
+  const registration: RegisterKeyInput = { baseUrl, token, name: 'laptop', privateKey: pem, publicKey }
+  const { apiKey } = await registerKey(registration)
+  const body: RequestBody = new Uint8Array([123, 125])
+  const input: SignRequestInput = { method: 'POST', target: '/v1/clients/', body, apiKey, privateKey: key, timestamp: Date.now() }
+  const headers: SignatureHeaders = await signRequest(input)
+  const imported: CryptoKeyLike = await importPrivateKey(pem)
+  const registrationBody: KeyRegistrationBody = await keyRegistration('laptop', imported, publicKey)
+  const signature: string = await signKeyName('laptop', pem)
+  const ownApiKey: string = await apiKeyOf(publicKey)
+  const myFetch: FetchFunction = async (url, init) => await fetch(url, init)
+  const options: ClientOptions = { baseUrl, token, privateKey: imported, apiKey: ownApiKey, fetch: myFetch }
+  const client: KeygateClient = createClient(options)
+  const init: ClientRequestInit = { headers: { 'x-trace': '1' } }
+  const response: Response = await client.fetch('GET', '/v1/clients/', null, init)
+  const sent: { response: Response } & SignedResponseInfo = await client.send('POST', '/v1/clients/', new ArrayBuffer(2), init)
+  const bytes: Uint8Array = sent.signingString
+  const parts: Uint8Array[] = signingString('1790000000000', 'GET', '/', undefined)
+  const mine: SigningStringDetails = await describeRequest({ method: 'GET', target: '/', timestamp: 1790000000000 })
+  const described: SigningStringDetails = await describeSigningString('1790000000000', 'GET', '/', bytes)
+  const problem = await response.json() as Record<string, unknown>
+  const differing: string[] = signatureMismatches(mine, problem)
+  const method: HttpMethod = HTTP_METHODS[0]
+  const errors: Error[] = [new SigningInputError('target', 'x'), new KeygateResponseError(401, { code: 'INVALID_SIGNATURE' })]
+  const notes: Array<string | undefined> = [(errors[0] as SigningInputError).input, (errors[1] as KeygateResponseError).code]
+  const keyObject: KeyObjectLike | undefined = undefined
+  return [String(expiresIn), headers['X-API-Signature'], registrationBody.publicKey, signature, await client.apiKey(), described.target, method,
+    String(API_KEY_PATTERN.test(apiKey)), String(requestTargetProblem('/')), String(parts.length), ...differing, ...notes.map(String), String(keyObject)]
+}
+`
+
+const BROWSER_TS = `import { everything } from './common.js'
+
+// TypeScript's default libraries (the DOM's CryptoKey, no Node.js): a WebCrypto key pair.
+const pair = await crypto.subtle.generateKey(
+  { name: 'RSASSA-PKCS1-v1_5', modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' }, false, ['sign', 'verify'])
+const key: CryptoKey = pair.privateKey
+console.log(await everything('http://127.0.0.1:8080', '-----BEGIN PRIVATE KEY-----', key, pair.publicKey))
+`
+
+const NODE_TS = `import { generateKeyPairSync, webcrypto } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { everything } from './common.js'
+
+// @types/node, no DOM: a KeyObject, a Buffer of PEM, and Node.js's WebCrypto key.
+const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
+console.log(await everything('http://127.0.0.1:8080', 'pem', privateKey, publicKey))
+console.log(await everything('http://127.0.0.1:8080', 'pem', readFileSync('key.pem'), readFileSync('key.pub.pem')))
+const pair = await webcrypto.subtle.generateKey(
+  { name: 'RSASSA-PKCS1-v1_5', modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' }, false, ['sign', 'verify'])
+console.log(await everything('http://127.0.0.1:8080', 'pem', pair.privateKey, pair.publicKey))
+`
+
+t.test('the declarations compile in a TypeScript project with the default libraries and no @types/node, and in one with @types/node and no DOM',
+  async (t) => {
+    const ts = join(project, 'ts')
+    mkdirSync(ts)
+    writeFileSync(join(ts, 'common.ts'), COMMON_TS)
+    writeFileSync(join(ts, 'browser.ts'), BROWSER_TS)
+    writeFileSync(join(ts, 'node.ts'), NODE_TS)
+    const options = { strict: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', noEmit: true }
+    writeFileSync(join(ts, 'tsconfig.default-libs.json'), JSON.stringify({ compilerOptions: { ...options, types: [] }, files: ['common.ts', 'browser.ts'] }))
+    writeFileSync(join(ts, 'tsconfig.node.json'), JSON.stringify({
+      compilerOptions: { ...options, lib: ['ES2022'], types: ['node'] },
+      files: ['common.ts', 'node.ts']
+    }))
+    const tsc = join(root, 'node_modules/typescript/bin/tsc')
+    const compile = async (config: string): Promise<{ code: number; out: string }> =>
+      await run(process.execPath, [tsc, '-p', config], { cwd: ts }).then(({ stdout }) => ({ code: 0, out: stdout }),
+        (err: { code?: number; stdout?: string }) => ({ code: err.code ?? -1, out: err.stdout ?? String(err) }))
+
+    const defaultLibs = await compile('tsconfig.default-libs.json')
+    t.same(defaultLibs, { code: 0, out: '' }, 'default libraries (DOM), types: [] (no @types/node): tsc exits 0')
+
+    // @types/node from this checkout (it brings undici-types, which it resolves beside its real path)
+    mkdirSync(join(project, 'node_modules/@types'))
+    symlinkSync(join(root, 'node_modules/@types/node'), join(project, 'node_modules/@types/node'), 'dir')
+    const nodeTypes = await compile('tsconfig.node.json')
+    t.same(nodeTypes, { code: 0, out: '' }, 'lib ["ES2022"] (no DOM) with @types/node: tsc exits 0')
+
+    // The check checks: a misuse of the API (the apiKey used without await) is an error under both.
+    writeFileSync(join(ts, 'common.ts'), `${COMMON_TS}\nexport const wrong: string = apiKeyOf('pem')\n`)
+    for (const config of ['tsconfig.default-libs.json', 'tsconfig.node.json']) {
+      const broken = await compile(config)
+      t.not(broken.code, 0, `${config}: a Promise<string> where a string is due fails`)
+      t.match(broken.out, /common\.ts.*error TS2322/, `${config}: and tsc says where`)
+    }
+  })
