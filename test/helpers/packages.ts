@@ -19,11 +19,21 @@ export interface Staged {
   /** the copy of the checkout, built */
   dir: string
   /** `npm pack` of the package (the root, keygate, or a workspace) into a folder of its own */
-  pack: (workspace?: string) => Promise<string>
+  pack: (workspace?: string) => Promise<Packed>
 }
 
-/** Copies the checkout (its node_modules linked, not copied) and runs `npm run build` there. */
-export async function stageBuild (t: Teardown): Promise<Staged> {
+export interface Packed {
+  /** the tarball's path */
+  path: string
+  /** the paths of the files in it, relative to the package */
+  files: string[]
+}
+
+/**
+ * Copies the checkout (its node_modules linked, not copied) and runs `npm run build` there: for
+ * every package, or for `workspace` only.
+ */
+export async function stageBuild (t: Teardown, workspace?: string): Promise<Staged> {
   const dir = mkdtempSync(join(tmpdir(), 'keygate-stage-'))
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   cpSync(ROOT, dir, {
@@ -31,7 +41,7 @@ export async function stageBuild (t: Teardown): Promise<Staged> {
     filter: (source) => !relative(ROOT, source).split(sep).some((part) => NOT_COPIED.has(part))
   })
   symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir')
-  await run('npm', ['run', 'build'], { cwd: dir, maxBuffer: 16 << 20 })
+  await run('npm', ['run', 'build', ...(workspace === undefined ? [] : ['-w', workspace])], { cwd: dir, maxBuffer: 16 << 20 })
   return {
     dir,
     pack: async (workspace) => {
@@ -40,9 +50,9 @@ export async function stageBuild (t: Teardown): Promise<Staged> {
       // --ignore-scripts: built above, no need for prepack to build again
       const args = ['pack', '--json', '--ignore-scripts', '--pack-destination', out, ...(workspace === undefined ? [] : ['-w', workspace])]
       const { stdout } = await run('npm', args, { cwd: dir })
-      const [packed] = JSON.parse(stdout) as Array<{ filename: string }>
+      const [packed] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>
       if (packed === undefined) throw new Error(`npm pack made nothing: ${stdout}`)
-      return join(out, packed.filename)
+      return { path: join(out, packed.filename), files: packed.files.map((file) => file.path) }
     }
   }
 }

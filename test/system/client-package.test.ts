@@ -11,6 +11,7 @@ import { delimiter, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
+import { stageBuild } from '../helpers/packages.js'
 import { addUser, PASSWORD, startStack } from '../helpers/stack.js'
 
 // npm pack and install, four Node.js runs and two TypeScript compilations on a shared 2-core machine
@@ -40,20 +41,20 @@ async function otherNode (): Promise<{ path: string; version: string } | undefin
   return undefined
 }
 
+/** the whole file's: the tarball outlives the subtest that packs it */
+const suite = t
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-client-package-'))
 t.teardown(() => { rmSync(scratch, { recursive: true, force: true }) })
 const project = join(scratch, 'consumer')
 let tarball = ''
 
 t.test('built and packed: a small tarball of JavaScript, declarations and the README, with no dependencies', async (t) => {
-  await run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'client/tsconfig.json'], { cwd: root })
-  const { stdout } = await run('npm', ['pack', '-w', '@keygate/client', '--pack-destination', scratch, '--json'], { cwd: root, env: process.env })
-  const [packed] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>
-  if (packed === undefined) throw new Error(`npm pack said: ${stdout}`)
-  tarball = join(scratch, packed.filename)
+  // built and packed from a copy of the checkout (helpers/packages.ts): the checkout is not written to
+  const packed = await (await stageBuild(suite, '@keygate/client')).pack('@keygate/client')
+  tarball = packed.path
   const size = statSync(tarball).size
   t.ok(size < MAX_TARBALL_BYTES, `the tarball is ${size} bytes, under ${MAX_TARBALL_BYTES}`)
-  const files = packed.files.map((file) => file.path).sort()
+  const files = [...packed.files].sort()
   t.ok(files.includes('dist/index.js') && files.includes('dist/index.d.ts') && files.includes('dist/protocol/index.js'), 'it holds the built module')
   t.ok(files.includes('README.md'), 'and the README')
   t.same(files.filter((file) => !/^dist\/.*\.(js|d\.ts)$/.test(file) && file !== 'README.md' && file !== 'package.json'), [],
