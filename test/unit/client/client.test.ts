@@ -8,16 +8,7 @@ import t from 'tap'
 import { apiKeyOf, createClient, KeygateResponseError, login, registerKey, SigningInputError } from '@keygate/client'
 import * as direct from '../../../client/src/index.js'
 import { addUser, PASSWORD, startStack } from '../../helpers/stack.js'
-
-/** The error `fn` throws or rejects with (a passing call fails the test). */
-async function rejection (fn: () => unknown): Promise<unknown> {
-  try {
-    await fn()
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected an error')
-}
+import { rejection } from '../../helpers/rejection.js'
 
 /** The error `fn` throws synchronously. */
 function thrown (fn: () => unknown): unknown {

@@ -14,6 +14,7 @@ import {
   apiKeyOf, type CryptoKeyLike, describeRequest, importPrivateKey, keyRegistration, signatureMismatches, signKeyName, signRequest, SigningInputError,
   type SignRequestInput
 } from '../../../client/src/index.js'
+import { rejection } from '../../helpers/rejection.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-client-'))
 t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
@@ -29,16 +30,6 @@ const opensslSign = (data: Buffer): string => openssl(['dgst', '-sha256', '-sign
 const RSA = { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' }
 // A CryptoKey as a WebCrypto program holds it: imported from the PKCS#8 DER, not extractable.
 const cryptoKey = await webcrypto.subtle.importKey('pkcs8', keyObject.export({ type: 'pkcs8', format: 'der' }), RSA, false, ['sign'])
-
-/** The error `fn` throws or rejects with (a passing call fails the test). */
-async function rejection (fn: () => unknown): Promise<unknown> {
-  try {
-    await fn()
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected an error')
-}
 
 const TS = 1790000000000
 const JSON_BODY = '{"name":"Zoë Ada","email":"ada@example.com","tax_id":"12345678"}'
