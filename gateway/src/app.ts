@@ -7,6 +7,7 @@ import { bearerTokenStage } from './auth/bearer.js'
 import { signedPipeline } from './auth/pipeline.js'
 import { MAX_HEADER_BYTES, type GatewayConfig } from './config/env.js'
 import { accessLogPlugin } from './http/plugins/access-log.js'
+import { clientAddressPlugin } from './http/plugins/client-address.js'
 import { docsPlugin } from './http/plugins/docs.js'
 import { metricsPlugin } from './http/plugins/metrics.js'
 import { clientErrorHandler, frameworkErrors, problemsPlugin, refuseConnect } from './http/plugins/problems.js'
@@ -118,6 +119,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     public: []
   })
 
+  // First: every later hook, log line and limit reads the client's address (request.ip) from it.
+  await app.register(clientAddressPlugin, config.clientAddress)
   await app.register(problemsPlugin)
   // CONNECT never reaches Fastify: Node hands it to 'connect' listeners, or drops the connection.
   app.server.on('connect', refuseConnect)

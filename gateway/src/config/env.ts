@@ -2,9 +2,11 @@
 // documented in the README (a test checks that the README and docker-compose name the same ones).
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { CLIENT_ADDRESS_HEADERS } from '../lib/client-address.js'
 import { parseBootstrapUsers, type BootstrapUser } from './bootstrap-users.js'
 import { ConfigError } from './config-error.js'
 import { redisTopologyFrom, type RedisTopology } from './redis.js'
+import { clientAddressFrom, type ClientAddressConfig } from './trusted-proxies.js'
 import { MAX_WORKERS, resolveWorkers, type WorkerCount } from './workers.js'
 
 export { ConfigError } from './config-error.js'
@@ -42,6 +44,9 @@ const isOn = (value: typeof SWITCH_VALUES[number] | undefined, byDefault: boolea
 export const EnvSchema = Type.Object({
   PORT: Type.Optional(Port),
   HOST: Type.Optional(Type.String({ minLength: 1 })),
+  // checked entry by entry in config/trusted-proxies.ts, which names the entry it refuses
+  KEYGATE_TRUSTED_PROXIES: Type.Optional(Type.String()),
+  KEYGATE_TRUSTED_PROXY_HEADER: Type.Optional(Type.Union(CLIENT_ADDRESS_HEADERS.map((name) => Type.Literal(name)))),
   UPSTREAM_PORT: Type.Optional(Port),
   UPSTREAM_URL: Type.Optional(Type.String({ pattern: '^https?://', allowed: 'an http:// or https:// URL' })),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^[Rr][Ee][Dd][Ii][Ss][Ss]?://', allowed: 'a redis:// or rediss:// URL' })),
@@ -85,6 +90,8 @@ export const ENV_VARIABLES = Object.keys(EnvSchema.properties) as Array<keyof En
 export interface GatewayConfig {
   port: number
   host: string
+  /** KEYGATE_TRUSTED_PROXIES, KEYGATE_TRUSTED_PROXY_HEADER: who may say who the client is */
+  clientAddress: ClientAddressConfig
   /** one Redis node; unset (and no redisTopology): the embedded in-memory store */
   redisUrl: string | undefined
   /** Redis through Sentinel or a Redis Cluster; set only when redisUrl is not */
@@ -181,6 +188,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
   return {
     port: e.PORT ?? DEFAULT_PORT,
     host: e.HOST ?? DEFAULT_HOST,
+    clientAddress: clientAddressFrom(e),
     redisUrl: e.REDIS_URL,
     redisTopology,
     redisPrefix: e.KEYGATE_REDIS_PREFIX ?? DEFAULT_REDIS_PREFIX,

@@ -5,6 +5,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { BODYLESS_METHODS, pathOf } from '#client/protocol'
 import type { AuthState } from '../auth/stage.js'
+import type { ProxyHop } from '../lib/client-address.js'
 import { connectionListed } from '../lib/http-headers.js'
 import { identityHeaderNames, writeIdentity } from './identity.js'
 import type { RouteConfig } from './route.js'
@@ -32,6 +33,8 @@ export interface DownstreamRequest {
   headers: IncomingHttpHeaders
   /** the client's address */
   ip: string
+  /** through a trusted proxy: the forwarding headers to pass on (http/plugins/client-address.ts) */
+  proxyHop?: ProxyHop | null
 }
 
 export interface UpstreamRequest {
@@ -47,7 +50,7 @@ export interface UpstreamRequest {
 /**
  * Never forwarded from the client: keygate's own credentials, framing the gateway sets itself,
  * hop-by-hop headers (undici refuses some, which would turn a good request into a 502), and the
- * forwarding headers the gateway writes itself.
+ * forwarding headers the gateway writes itself (from a trusted proxy, it passes that proxy's on).
  */
 const NEVER_FORWARDED = new Set(['authorization', 'x-api-signature', 'content-length', 'transfer-encoding', 'expect',
   'keep-alive', 'upgrade', 'proxy-connection', 'http2-settings', 'te', 'trailer', 'forwarded', 'x-forwarded-for',
@@ -61,6 +64,8 @@ interface CompiledRoute {
   basePath: string
   /** client headers never forwarded on this route */
   dropped: Set<string>
+  /** the route's removeHeaders: a trusted proxy's forwarding headers are not passed on either */
+  removed: Set<string>
 }
 const compiled = new WeakMap<RouteConfig, CompiledRoute>()
 
@@ -72,7 +77,8 @@ function compile (route: RouteConfig): CompiledRoute {
       origin: upstream.origin,
       host: upstream.host,
       basePath: upstream.pathname.replace(/\/$/, ''),
-      dropped: new Set([...NEVER_FORWARDED, ...identityHeaderNames(route), ...route.removeHeaders])
+      dropped: new Set([...NEVER_FORWARDED, ...identityHeaderNames(route), ...route.removeHeaders]),
+      removed: new Set(route.removeHeaders)
     }
     compiled.set(route, result)
   }
@@ -102,7 +108,7 @@ export function upstreamHeaders (request: DownstreamRequest, state: ForwardState
   return headersFor(request, state, auth, compile(state.route))
 }
 
-function headersFor (request: DownstreamRequest, state: ForwardState, auth: AuthState | null, { dropped, host }: CompiledRoute): IncomingHttpHeaders {
+function headersFor (request: DownstreamRequest, state: ForwardState, auth: AuthState | null, { dropped, removed, host }: CompiledRoute): IncomingHttpHeaders {
   const { route, body } = state
   const headers = request.headers
   // Headers the client's Connection header names are hop-by-hop: its own, not the upstream's.
@@ -114,8 +120,14 @@ function headersFor (request: DownstreamRequest, state: ForwardState, auth: Auth
     if (normalised.startsWith('x-gateway-') || dropped.has(normalised) || listed?.includes(name) === true) continue
     out[name] = headers[name]
   }
+  // From a trusted proxy: its X-Forwarded-Proto and -Host (or its Forwarded, keygate's hop added),
+  // and its X-Forwarded-For chain with its own address; from anyone else, only the client's address.
+  const hop = request.proxyHop
+  if (hop != null) {
+    for (const name in hop.headers) if (!removed.has(name)) out[name] = hop.headers[name]
+  }
   Object.assign(out, route.addHeaders)
-  out['x-forwarded-for'] = request.ip
+  out['x-forwarded-for'] = hop?.forwardedFor ?? request.ip
   if (!BODYLESS_METHODS.has(request.method)) out['content-length'] = String(body?.length ?? 0)
   writeIdentity(out, route, auth, state.identityToken)
   return out

@@ -1,6 +1,6 @@
-// One log line per request, written when the response is done: who (user, key), what (and the
-// business route that took it), the outcome and, for a denial, the reason code. Never a header
-// value, token, signature or body. reqId, on every line, is the x-request-id of the answer.
+// One log line per request, written when the response is done: who (client address, user, key),
+// what (and the business route that took it), the outcome and, for a denial, the reason code.
+// Never a header value, token, signature or body. reqId, on every line, is the x-request-id of the answer.
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 
@@ -9,6 +9,8 @@ const accessLog: FastifyPluginAsync = async (app) => {
     const auth = request.auth
     request.log.info({
       method: request.method,
+      // the client's address (behind a trusted proxy, the one it reports): an IP address, never header text
+      ip: request.ip,
       url: request.url,
       route: request.forward?.route.name,
       status: reply.statusCode,

@@ -109,7 +109,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     const state = forwardState(request)
     const body = request.body
     if (Buffer.isBuffer(body) && body.length > 0) state.body = body
-    const client = { method: request.method, target: request.raw.url ?? '/', headers: request.headers, ip: request.ip }
+    const client = { method: request.method, target: request.raw.url ?? '/', headers: request.headers, ip: request.ip, proxyHop: request.proxyHop }
     forwarder.forward(upstreamRequest(client, state, request.auth), reply, state.route)
   }
 

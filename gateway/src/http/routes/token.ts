@@ -29,7 +29,8 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<TokenRoutesOptions> = async 
       response: { 200: TokenResponse }
     }
   }, async (request, reply) => {
-    // request.ip: the socket's peer (no trust-proxy), which a client cannot choose by a header.
+    // request.ip: the socket's peer, or behind a trusted proxy the client it reports
+    // (http/plugins/client-address.ts); never an address a client chose by a header.
     const username = await guard.login(request.body.username, request.body.password, request.ip)
     markLoggedIn(request)
     reply.header('cache-control', 'no-store')

@@ -79,6 +79,21 @@ t.test('upstreamHeaders: a route\'s own identity header names and identity token
   t.same(headers, { host: 'u', 'x-forwarded-for': '127.0.0.9', 'x-user': 'alice', 'x-key': 'a'.repeat(64), 'x-key-name': 'laptop', 'x-proof': 'jwt' })
 })
 
+t.test('upstreamHeaders: through a trusted proxy, its chain and forwarding headers; the route\'s own headers still win', async (t) => {
+  const r = route({ prefix: '/', upstream: 'http://u', auth: 'public', removeHeaders: ['x-forwarded-host'], addHeaders: { 'x-forwarded-proto': 'https' } }, DEFAULTS)
+  const proxied = client({
+    ip: '203.0.113.7',
+    headers: { 'x-forwarded-for': '203.0.113.7', 'x-forwarded-proto': 'http', 'x-forwarded-host': 'api.example.com', forwarded: 'for=6.6.6.6' },
+    proxyHop: { forwardedFor: '203.0.113.7, 127.0.0.1', headers: { 'x-forwarded-proto': 'http', 'x-forwarded-host': 'api.example.com' } }
+  })
+  t.same(upstreamHeaders(proxied, { route: r }, null), { host: 'u', 'x-forwarded-proto': 'https', 'x-forwarded-for': '203.0.113.7, 127.0.0.1' },
+    'the chain with the proxy; X-Forwarded-Host removed by the route, X-Forwarded-Proto set by it; the client\'s copies never')
+  t.same(upstreamHeaders(client({ proxyHop: null, headers: { 'x-forwarded-proto': 'http' } }), { route: r }, null),
+    { host: 'u', 'x-forwarded-proto': 'https', 'x-forwarded-for': '127.0.0.9' }, 'no trusted proxy: the client\'s address alone')
+  const addsFor = route({ prefix: '/', upstream: 'http://u', auth: 'public', addHeaders: { 'x-forwarded-for': 'forged' } }, DEFAULTS)
+  t.equal(upstreamHeaders(client(), { route: addsFor }, null)['x-forwarded-for'], '127.0.0.9', 'X-Forwarded-For is always the gateway\'s')
+})
+
 t.test('upstreamRequest: origin, rewritten path with the query as sent, body and timeout', async (t) => {
   const r = route({ prefix: '/reports/', upstream: 'https://reports.internal:8443/base/', auth: 'bearer', rewrite: '/v2/', timeoutMs: 1234 }, DEFAULTS)
   const body = Buffer.from('x')

@@ -41,7 +41,7 @@ t.test('access log', async (t) => {
     ['POST', '/v1/auth/token', 401, 'INVALID_CREDENTIALS'],
     ['POST', '/v1/auth/token', 400, 'VALIDATION_FAILED']
   ], 'one line per request, with the denial reason code')
-  t.match(requestLines[2], { user: 'alice', apiKey: keys.apiKey, reqId: String, route: '/v1/clients/' })
+  t.match(requestLines[2], { user: 'alice', apiKey: keys.apiKey, reqId: String, route: '/v1/clients/', ip: '127.0.0.1' })
   // A signed request refused at the last stage: the line names the request, who, which key and why.
   const denied = requestLines[3] ?? {}
   t.match(denied, { reqId: String, user: 'alice', apiKey: keys.apiKey, reason: 'INVALID_SIGNATURE', route: '/v1/clients/', status: 401 })
