@@ -39,7 +39,8 @@ export const RouteEntrySchema = Type.Object({
     header: Type.Optional(HeaderName),
     ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 3600 })),
     audience: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 }))
-  }, { additionalProperties: false }))
+  }, { additionalProperties: false })),
+  allowMatrixParams: Type.Optional(Type.Boolean())
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
 
@@ -103,6 +104,8 @@ function message (error: ValueError): string {
       return `${where}: must be a whole number, not ${shown}`
     case ValueErrorType.Array:
       return `${where}: must be a list, not ${shown}`
+    case ValueErrorType.Boolean:
+      return `${where}: must be true or false, not ${shown}`
     case ValueErrorType.Object:
       return `${where === '' ? 'the file' : where}: must be a mapping of fields, not ${shown}`
     case ValueErrorType.StringPattern:
@@ -177,6 +180,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     addHeaders: Object.fromEntries(Object.entries(entry.addHeaders ?? {}).map(([name, value]) => [name.toLowerCase(), value])),
     removeHeaders: (entry.removeHeaders ?? []).map((name) => name.toLowerCase()),
     ...(entry.replay !== undefined && { replay: entry.replay }),
+    ...(entry.allowMatrixParams !== undefined && { allowMatrixParams: entry.allowMatrixParams }),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {
@@ -187,10 +191,20 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
   }, defaults)
 }
 
+/** The rules of one route's paths: matrix parameters only below a prefix. */
+function routePathProblems (r: RouteConfig, i: number): Problem[] {
+  const problems: Problem[] = []
+  if (r.exact && r.allowMatrixParams) {
+    problems.push({ route: i, text: `routes[${i}].allowMatrixParams: an exact path takes no matrix parameters; only a prefix route does, below its prefix` })
+  }
+  return problems
+}
+
 function ruleProblems (routes: Array<RouteConfig | undefined>): Problem[] {
   const problems: Problem[] = []
   routes.forEach((r, i) => {
     if (r === undefined) return
+    problems.push(...routePathProblems(r, i))
     const field = r.exact ? 'path' : 'prefix'
     const catchAll = !r.exact && CATCH_ALL_PREFIXES.includes(r.prefix)
     for (const reserved of RESERVED_PATHS) {

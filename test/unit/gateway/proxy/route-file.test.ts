@@ -69,9 +69,14 @@ t.test('JSON works too, and every field is read', async (t) => {
       addHeaders: { 'X-Env': 'prod' },
       removeHeaders: ['Cookie'],
       identityToken: { header: 'X-Proof', ttlSeconds: 60 }
+    }, {
+      prefix: '/files/',
+      upstream: 'http://files.internal',
+      auth: 'public',
+      allowMatrixParams: true
     }]
   })
-  const [r] = routesFromDocument(parseRouteText(json, 'routes.json'), 'routes.json', defaults)
+  const [r, files] = routesFromDocument(parseRouteText(json, 'routes.json'), 'routes.json', defaults)
   t.match(r, {
     name: 'orders',
     prefix: '/orders',
@@ -82,8 +87,10 @@ t.test('JSON works too, and every field is read', async (t) => {
     identityHeaders: { user: 'x-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name' },
     addHeaders: { 'x-env': 'prod' },
     removeHeaders: ['cookie'],
-    identityToken: { header: 'x-proof', ttlSeconds: 60, audience: 'https://orders.internal:8443' }
+    identityToken: { header: 'x-proof', ttlSeconds: 60, audience: 'https://orders.internal:8443' },
+    allowMatrixParams: false
   })
+  t.match(files, { allowMatrixParams: true })
 })
 
 t.test('bad files and the exact messages they get', async (t) => {
@@ -99,7 +106,7 @@ t.test('bad files and the exact messages they get', async (t) => {
     ['no auth', route('prefix: /a/\nupstream: http://x'), ['routes.yaml: routes[0].auth: is required']],
     ['an unknown field', route(`${ok}\ncolour: red`),
       ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)']],
+        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams)']],
     ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
       ['routes.yaml: routes[0].methods[1]: "FETCH" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']],
     ['a method twice', route(`${ok}\nmethods: [GET, GET]`), ['routes.yaml: routes[0].methods: lists an item twice']],
@@ -148,8 +155,18 @@ t.test('bad files and the exact messages they get', async (t) => {
         'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
         'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
         'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)'
+          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams)'
       ]]
+  ]
+  for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
+})
+
+t.test('matrix parameters: a boolean, on prefix routes', async (t) => {
+  const cases: Array<[string, string, string[]]> = [
+    ['allowMatrixParams not a boolean', route('prefix: /a/\nupstream: http://x\nauth: public\nallowMatrixParams: yes'),
+      ['routes.yaml: routes[0].allowMatrixParams: must be true or false, not "yes"']],
+    ['allowMatrixParams on an exact path', route('path: /a\nupstream: http://x\nauth: public\nallowMatrixParams: true'),
+      ['routes.yaml: routes[0].allowMatrixParams: an exact path takes no matrix parameters; only a prefix route does, below its prefix']]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
 })
