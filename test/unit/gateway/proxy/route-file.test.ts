@@ -171,6 +171,51 @@ t.test('matrix parameters: a boolean, on prefix routes', async (t) => {
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
 })
 
+t.test('canonical paths, rewrites that glue segments, identity header names', async (t) => {
+  const cases: Array<[string, string, string[]]> = [
+    ['a rewrite gluing segments', route('name: reports\nprefix: /reports/\nupstream: http://x\nauth: bearer\nrewrite: /v1/clients'),
+      ['routes.yaml: routes[0].rewrite: "/v1/clients" glues segments: the prefix "/reports/" ends in "/" and the rewrite does not, ' +
+        'so /reports/-admin would be forwarded as /v1/clients-admin; end both in "/" or neither']],
+    ['the reverse: a segment prefix rewritten to a path ending in "/"', route('prefix: /status\nupstream: http://x\nauth: public\nrewrite: /health/'),
+      ['routes.yaml: routes[0].rewrite: "/health/" ends in "/" and the prefix "/status" does not, so /status would be forwarded as /health/, ' +
+        'another path; end both in "/" or neither']],
+    ['a catch-all rewritten without its slash', route('prefix: /\nupstream: http://x\nauth: public\nrewrite: /api'),
+      ['routes.yaml: routes[0].rewrite: "/api" glues segments: the prefix "/" ends in "/" and the rewrite does not, ' +
+        'so /-admin would be forwarded as /api-admin; end both in "/" or neither']],
+    ['a prefix with an encoded unreserved character', route('prefix: /v1/%63lients/\nupstream: http://x\nauth: public'),
+      ['routes.yaml: routes[0].prefix: "/v1/%63lients/" can never match: The request path has an encoded unreserved character %63 (\'c\'): ' +
+        'send it unencoded']],
+    ['a path with an empty segment', route('path: /a//b\nupstream: http://x\nauth: public'),
+      ['routes.yaml: routes[0].path: "/a//b" can never match: The request path has an empty segment ("//"), which servers merge: ' +
+        'send the path with single slashes']],
+    ['a prefix with ";"', route('prefix: /a;v=1/\nupstream: http://x\nauth: public'),
+      ['routes.yaml: routes[0].prefix: "/a;v=1/" can never match: The path has a ";" (matrix parameters), which routes are matched without ' +
+        'and backends drop; a route takes them below its prefix with allowMatrixParams']],
+    ['a rewrite with an encoded slash', route('prefix: /a/\nupstream: http://x\nauth: public\nrewrite: /b%2Fc/'),
+      ['routes.yaml: routes[0].rewrite: "/b%2Fc/" is not a canonical path: The request path has an encoded "/" (%2F), which one server reads ' +
+        'as a segment boundary and another as part of a segment: keygate refuses it; send such a value in the query']],
+    ['a rewrite with a dot segment', route('prefix: /a/\nupstream: http://x\nauth: public\nrewrite: /b/../c/'),
+      ['routes.yaml: routes[0].rewrite: "/b/../c/" is not a canonical path: The request path has a "." or ".." segment, or ".." next to a "/" ' +
+        '(plain or percent-encoded); send the normalised path']],
+    ['an identity header with "_"', route('prefix: /a/\nupstream: http://x\nauth: bearer\nidentityHeaders: { user: x_user }'),
+      ['routes.yaml: routes[0].identityHeaders.user: "x_user" is not an HTTP header name without "_" (CGI-style servers read x_user and x-user ' +
+        'as one header; use "-")']],
+    ['an identity token header with "_"', route('prefix: /a/\nupstream: http://x\nauth: bearer\nidentityToken: { header: X_Proof }'),
+      ['routes.yaml: routes[0].identityToken.header: "X_Proof" is not an HTTP header name without "_" (CGI-style servers read x_user and x-user ' +
+        'as one header; use "-")']]
+  ]
+  for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
+
+  const fine = `routes:
+  - { prefix: /reports/, upstream: http://x, auth: signed, rewrite: /v1/clients/ }
+  - { prefix: /status, upstream: http://x, auth: public, rewrite: /health }
+  - { path: /me, upstream: http://x, auth: bearer, rewrite: /v2/users/me }
+  - { prefix: /files/, upstream: http://x, auth: public, allowMatrixParams: true }
+  - { prefix: /x/, upstream: http://x, auth: public, rewrite: /, identityHeaders: { user: X-User-Name } }
+`
+  t.same(problems(fine), [], 'rewrites ending in "/" with their prefix or not at all, exact paths rewritten whole, matrix parameters under a prefix')
+})
+
 t.test('allowed: the same prefix split by method, catch-alls over keygate\'s endpoints, exact beside prefix', async (t) => {
   const yaml = `routes:
   - prefix: /a/
