@@ -10,6 +10,7 @@ import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value'
 import { parse as parseYaml } from 'yaml'
 import { routeMatchesPath as matches } from './route-table.js'
 import { AUTH_TIERS, DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
+import { OVERRIDE_HEADERS } from './upstream-request.js'
 import { ConfigError, type RouteDefaults } from '../config/env.js'
 import { HTTP_METHODS, requestTargetProblem } from '#client/protocol'
 
@@ -47,7 +48,8 @@ export const RouteEntrySchema = Type.Object({
     ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 3600 })),
     audience: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 }))
   }, { additionalProperties: false })),
-  allowMatrixParams: Type.Optional(Type.Boolean())
+  allowMatrixParams: Type.Optional(Type.Boolean()),
+  keepHeaders: Type.Optional(Type.Array(HeaderName, { uniqueItems: true }))
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
 
@@ -188,6 +190,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     removeHeaders: (entry.removeHeaders ?? []).map((name) => name.toLowerCase()),
     ...(entry.replay !== undefined && { replay: entry.replay }),
     ...(entry.allowMatrixParams !== undefined && { allowMatrixParams: entry.allowMatrixParams }),
+    keepHeaders: (entry.keepHeaders ?? []).map((name) => name.toLowerCase()),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {
@@ -210,7 +213,7 @@ function pathProblem (value: string): string | undefined {
 /**
  * The rules of one route's paths: canonical (a prefix keygate refuses every request for could
  * never match; a rewrite must not make a path a backend reads as another), a rewrite that does
- * not glue segments, matrix parameters only below a prefix.
+ * not glue segments, matrix parameters only below a prefix, keepHeaders only of the stripped ones.
  */
 function routePathProblems (r: RouteConfig, i: number): Problem[] {
   const problems: Problem[] = []
@@ -241,6 +244,15 @@ function routePathProblems (r: RouteConfig, i: number): Problem[] {
   if (r.exact && r.allowMatrixParams) {
     problems.push({ route: i, text: `routes[${i}].allowMatrixParams: an exact path takes no matrix parameters; only a prefix route does, below its prefix` })
   }
+  r.keepHeaders.forEach((name, j) => {
+    if (!OVERRIDE_HEADERS.includes(name)) {
+      problems.push({
+        route: i,
+        text: `routes[${i}].keepHeaders[${j}]: ${JSON.stringify(name)} is not one of the headers keygate strips (${OVERRIDE_HEADERS.join(', ')}); ` +
+          'other client headers are forwarded anyway'
+      })
+    }
+  })
   return problems
 }
 

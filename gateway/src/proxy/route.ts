@@ -46,6 +46,8 @@ export interface RouteConfig {
   replay: ReplayPolicy
   /** take paths with ";" (matrix parameters) below the prefix; refused (400 INVALID_TARGET) otherwise */
   allowMatrixParams: boolean
+  /** headers that change a request's meaning (upstream-request.ts) forwarded on this route anyway (lower-case names) */
+  keepHeaders: string[]
 }
 
 /** A route with every optional setting at its default. */
@@ -66,6 +68,7 @@ export function route (
     identityToken: undefined,
     replay: 'reject',
     allowMatrixParams: false,
+    keepHeaders: [],
     ...fields
   }
 }

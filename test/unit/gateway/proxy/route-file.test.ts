@@ -68,7 +68,8 @@ t.test('JSON works too, and every field is read', async (t) => {
       identityHeaders: { user: 'X-User' },
       addHeaders: { 'X-Env': 'prod' },
       removeHeaders: ['Cookie'],
-      identityToken: { header: 'X-Proof', ttlSeconds: 60 }
+      identityToken: { header: 'X-Proof', ttlSeconds: 60 },
+      keepHeaders: ['X-HTTP-Method-Override']
     }, {
       prefix: '/files/',
       upstream: 'http://files.internal',
@@ -88,9 +89,10 @@ t.test('JSON works too, and every field is read', async (t) => {
     addHeaders: { 'x-env': 'prod' },
     removeHeaders: ['cookie'],
     identityToken: { header: 'x-proof', ttlSeconds: 60, audience: 'https://orders.internal:8443' },
-    allowMatrixParams: false
+    allowMatrixParams: false,
+    keepHeaders: ['x-http-method-override']
   })
-  t.match(files, { allowMatrixParams: true })
+  t.match(files, { allowMatrixParams: true, keepHeaders: [] })
 })
 
 t.test('bad files and the exact messages they get', async (t) => {
@@ -106,7 +108,7 @@ t.test('bad files and the exact messages they get', async (t) => {
     ['no auth', route('prefix: /a/\nupstream: http://x'), ['routes.yaml: routes[0].auth: is required']],
     ['an unknown field', route(`${ok}\ncolour: red`),
       ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams)']],
+        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams, keepHeaders)']],
     ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
       ['routes.yaml: routes[0].methods[1]: "FETCH" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']],
     ['a method twice', route(`${ok}\nmethods: [GET, GET]`), ['routes.yaml: routes[0].methods: lists an item twice']],
@@ -155,7 +157,7 @@ t.test('bad files and the exact messages they get', async (t) => {
         'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
         'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
         'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams)'
+          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams, keepHeaders)'
       ]]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
@@ -167,6 +169,21 @@ t.test('matrix parameters: a boolean, on prefix routes', async (t) => {
       ['routes.yaml: routes[0].allowMatrixParams: must be true or false, not "yes"']],
     ['allowMatrixParams on an exact path', route('path: /a\nupstream: http://x\nauth: public\nallowMatrixParams: true'),
       ['routes.yaml: routes[0].allowMatrixParams: an exact path takes no matrix parameters; only a prefix route does, below its prefix']]
+  ]
+  for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
+})
+
+t.test('keepHeaders: only the headers keygate strips, any case', async (t) => {
+  const cases: Array<[string, string, string[]]> = [
+    ['keepHeaders naming a header keygate does not strip', route('prefix: /a/\nupstream: http://x\nauth: public\nkeepHeaders: [X-HTTP-Method, X-Forwarded-For]'),
+      ['routes.yaml: routes[0].keepHeaders[1]: "x-forwarded-for" is not one of the headers keygate strips (x-http-method-override, x-http-method, ' +
+        'x-method-override, x-original-url, x-rewrite-url); other client headers are forwarded anyway']],
+    ['keepHeaders not a list', route('prefix: /a/\nupstream: http://x\nauth: public\nkeepHeaders: x-http-method'),
+      ['routes.yaml: routes[0].keepHeaders: must be a list, not "x-http-method"']],
+    ['a header twice', route('prefix: /a/\nupstream: http://x\nauth: public\nkeepHeaders: [x-http-method, x-http-method]'),
+      ['routes.yaml: routes[0].keepHeaders: lists an item twice']],
+    ['every one of them, in any case', route('prefix: /a/\nupstream: http://x\nauth: public\n' +
+      'keepHeaders: [X-HTTP-Method-Override, x-http-method, X-Method-Override, X-ORIGINAL-URL, x-rewrite-url]'), []]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
 })
