@@ -225,6 +225,8 @@ t.test('the gateway runs with a mounted route file that is valid, for the servic
   const source = join(ROOT, mount?.[0] ?? 'missing')
   t.ok(existsSync(source), `${mount?.[0]} exists`)
   const routes = await loadRouteFile(source, { upstream: 'http://unused', bodyLimit: 1024, timeoutMs: 1000 })
+  const { routeWarnings } = await import('../../gateway/src/proxy/route-aliases.js')
+  t.same(routeWarnings(routes).map((w) => w.text), [], 'no route forwards into a stronger route\'s path space')
   const services = Object.keys(compose.services)
   for (const route of routes) {
     t.ok(services.includes(new URL(route.upstream).hostname), `${route.name} goes to a compose service`)

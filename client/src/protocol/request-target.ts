@@ -3,6 +3,11 @@
 // Stricter still, for the path-confusion cases a proxy must not forward differently than it
 // verified: only origin-form ("/path?query"), no fragment, well-formed %XX, and no "." or ".."
 // segment, plain or percent-encoded (a URL parser would fold them away after verification).
+// Canonical paths: routes match the raw path but backends normalise it, so no path may hold a
+// form a backend reads as another path: an encoded unreserved character (%63 is "c"), an encoded
+// "/" or "\", an empty segment ("//"), or a "." or ".." segment behind matrix parameters (".;x",
+// which Tomcat and Spring read as "."). A ";" itself is the route's call (allowMatrixParams), so
+// the gateway checks it after matching; the query, after "?", is left as it is.
 
 // RFC 3986 pchar plus "/" and "?", and "%" checked below. Everything else is refused.
 const ORIGIN_FORM = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]*$/
@@ -27,6 +32,46 @@ export function requestTargetProblem (target: string): string | undefined {
   const slashed = decoded.replaceAll('\\', '/')
   if (slashed.split('/').some((segment) => segment === '.') || slashed.includes('/..') || slashed.includes('../')) {
     return 'The request path has a "." or ".." segment, or ".." next to a "/" (plain or percent-encoded); send the normalised path'
+  }
+  return canonicalPathProblem(path)
+}
+
+const UNRESERVED = /^[A-Za-z0-9\-._~]$/
+const PERCENT_ENCODED = /%([0-9A-Fa-f]{2})/g
+
+/**
+ * Why a path (no query) that passed the other rules is not in canonical form: a form a backend
+ * reads as another path. A ";" (matrix parameters) is allowed here: whether a path may carry them
+ * is the route's call; but the segment before it is checked as if the ";..." were not there.
+ */
+function canonicalPathProblem (path: string): string | undefined {
+  if (path.includes('%')) {
+    for (const [escape, hex] of path.matchAll(PERCENT_ENCODED)) {
+      const code = parseInt(hex as string, 16)
+      if (code === 0x2f || code === 0x5c) {
+        const what = code === 0x2f ? '"/"' : '"\\"'
+        return `The request path has an encoded ${what} (${escape}), which one server reads as a segment boundary and another as part of a segment: ` +
+          'keygate refuses it; send such a value in the query'
+      }
+      const char = String.fromCharCode(code)
+      if (UNRESERVED.test(char)) {
+        return `The request path has an encoded unreserved character ${escape} ('${char}'): send it unencoded`
+      }
+    }
+  }
+  if (path.includes('//')) return 'The request path has an empty segment ("//"), which servers merge: send the path with single slashes'
+  if (path.includes(';')) {
+    const segments = path.split('/')
+    for (let i = 1; i < segments.length; i++) {
+      const segment = segments[i] as string
+      const semicolon = segment.indexOf(';')
+      if (semicolon === -1) continue
+      const name = segment.slice(0, semicolon)
+      if (name === '') return 'The request path has a segment of matrix parameters only ("/;..."), which servers read as an empty segment'
+      if (name === '.' || name === '..') {
+        return `The request path has a "${name}" segment before matrix parameters ("${segment}"), which servers read as "${name}"`
+      }
+    }
   }
   return undefined
 }

@@ -1,7 +1,8 @@
 // The route file (KEYGATE_ROUTES): YAML or JSON, checked against one schema, then against the
 // rules a schema cannot say (one of prefix/path, http(s) upstreams, no two routes for one
-// prefix and method, no route over keygate's own endpoints). Every mistake is reported at once,
-// each naming the file, the route and the field, and saying what is allowed.
+// prefix and method, no route over keygate's own endpoints, canonical paths, no rewrite that
+// glues segments). Every mistake is reported at once, each naming the file, the route and the
+// field, and saying what is allowed.
 import { readFile } from 'node:fs/promises'
 import { basename } from 'node:path'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
@@ -9,11 +10,18 @@ import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value'
 import { parse as parseYaml } from 'yaml'
 import { routeMatchesPath as matches } from './route-table.js'
 import { AUTH_TIERS, DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
+import { OVERRIDE_HEADERS } from './upstream-request.js'
 import { ConfigError, type RouteDefaults } from '../config/env.js'
-import { HTTP_METHODS } from '#client/protocol'
+import { HTTP_METHODS, requestTargetProblem } from '#client/protocol'
 
 const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 const HeaderName = Type.String({ pattern: HEADER_NAME, maxLength: 100, description: 'an HTTP header name' })
+/** CGI-style servers read x_user and x-user as one header: an identity header's client copy could pass as it. */
+const IdentityHeaderName = Type.String({
+  pattern: HEADER_NAME.replace('_', ''),
+  maxLength: 100,
+  description: 'an HTTP header name without "_" (CGI-style servers read x_user and x-user as one header; use "-")'
+})
 const HeaderValue = Type.String({ pattern: '^[\\x20-\\x7E\\t]*$', maxLength: 4096, description: 'printable ASCII' })
 const Path = Type.String({ pattern: '^/[A-Za-z0-9\\-._~!$&\'()*+,;=:@/%]*$', maxLength: 2048, description: 'a path starting with /' })
 
@@ -28,18 +36,20 @@ export const RouteEntrySchema = Type.Object({
   timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
   bodyLimit: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
   identityHeaders: Type.Optional(Type.Object({
-    user: Type.Optional(HeaderName),
-    key: Type.Optional(HeaderName),
-    keyName: Type.Optional(HeaderName)
+    user: Type.Optional(IdentityHeaderName),
+    key: Type.Optional(IdentityHeaderName),
+    keyName: Type.Optional(IdentityHeaderName)
   }, { additionalProperties: false })),
   addHeaders: Type.Optional(Type.Record(Type.String({ pattern: HEADER_NAME }), HeaderValue)),
   removeHeaders: Type.Optional(Type.Array(HeaderName)),
   replay: Type.Optional(Type.Union([Type.Literal('reject'), Type.Literal('allow')])),
   identityToken: Type.Optional(Type.Object({
-    header: Type.Optional(HeaderName),
+    header: Type.Optional(IdentityHeaderName),
     ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 3600 })),
     audience: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 }))
-  }, { additionalProperties: false }))
+  }, { additionalProperties: false })),
+  allowMatrixParams: Type.Optional(Type.Boolean()),
+  keepHeaders: Type.Optional(Type.Array(HeaderName, { uniqueItems: true }))
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
 
@@ -103,6 +113,8 @@ function message (error: ValueError): string {
       return `${where}: must be a whole number, not ${shown}`
     case ValueErrorType.Array:
       return `${where}: must be a list, not ${shown}`
+    case ValueErrorType.Boolean:
+      return `${where}: must be true or false, not ${shown}`
     case ValueErrorType.Object:
       return `${where === '' ? 'the file' : where}: must be a mapping of fields, not ${shown}`
     case ValueErrorType.StringPattern:
@@ -177,6 +189,8 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     addHeaders: Object.fromEntries(Object.entries(entry.addHeaders ?? {}).map(([name, value]) => [name.toLowerCase(), value])),
     removeHeaders: (entry.removeHeaders ?? []).map((name) => name.toLowerCase()),
     ...(entry.replay !== undefined && { replay: entry.replay }),
+    ...(entry.allowMatrixParams !== undefined && { allowMatrixParams: entry.allowMatrixParams }),
+    keepHeaders: (entry.keepHeaders ?? []).map((name) => name.toLowerCase()),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {
@@ -187,10 +201,66 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
   }, defaults)
 }
 
+/** Why a prefix, path or rewrite is not a canonical path (one a request may hold, ";" aside), or undefined. */
+function pathProblem (value: string): string | undefined {
+  if (value.includes(';')) {
+    return 'The path has a ";" (matrix parameters), which routes are matched without and backends drop; ' +
+      'a route takes them below its prefix with allowMatrixParams'
+  }
+  return requestTargetProblem(value)
+}
+
+/**
+ * The rules of one route's paths: canonical (a prefix keygate refuses every request for could
+ * never match; a rewrite must not make a path a backend reads as another), a rewrite that does
+ * not glue segments, matrix parameters only below a prefix, keepHeaders only of the stripped ones.
+ */
+function routePathProblems (r: RouteConfig, i: number): Problem[] {
+  const problems: Problem[] = []
+  const field = r.exact ? 'path' : 'prefix'
+  const prefixProblem = pathProblem(r.prefix)
+  if (prefixProblem !== undefined) {
+    problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} can never match: ${prefixProblem}` })
+  }
+  const rewriteProblem = r.rewrite === undefined ? undefined : pathProblem(r.rewrite)
+  if (rewriteProblem !== undefined) {
+    problems.push({ route: i, text: `routes[${i}].rewrite: ${JSON.stringify(r.rewrite)} is not a canonical path: ${rewriteProblem}` })
+  }
+  // A prefix ending in "/" hands on a rest that starts a segment ("-admin" of /reports/-admin),
+  // which a rewrite not ending in "/" would glue onto its last segment (/v1/clients-admin). A
+  // prefix without one hands on "" or "/...", which a rewrite ending in "/" would turn into
+  // another path (/status into /health/). So: both end in "/", or neither.
+  if (!r.exact && r.rewrite !== undefined && rewriteProblem === undefined && r.prefix.endsWith('/') !== r.rewrite.endsWith('/')) {
+    const [prefix, rewrite] = [JSON.stringify(r.prefix), JSON.stringify(r.rewrite)]
+    problems.push({
+      route: i,
+      text: r.prefix.endsWith('/')
+        ? `routes[${i}].rewrite: ${rewrite} glues segments: the prefix ${prefix} ends in "/" and the rewrite does not, ` +
+          `so ${r.prefix}-admin would be forwarded as ${r.rewrite}-admin; end both in "/" or neither`
+        : `routes[${i}].rewrite: ${rewrite} ends in "/" and the prefix ${prefix} does not, so ${r.prefix} would be forwarded as ${r.rewrite}, ` +
+          'another path; end both in "/" or neither'
+    })
+  }
+  if (r.exact && r.allowMatrixParams) {
+    problems.push({ route: i, text: `routes[${i}].allowMatrixParams: an exact path takes no matrix parameters; only a prefix route does, below its prefix` })
+  }
+  r.keepHeaders.forEach((name, j) => {
+    if (!OVERRIDE_HEADERS.includes(name)) {
+      problems.push({
+        route: i,
+        text: `routes[${i}].keepHeaders[${j}]: ${JSON.stringify(name)} is not one of the headers keygate strips (${OVERRIDE_HEADERS.join(', ')}); ` +
+          'other client headers are forwarded anyway'
+      })
+    }
+  })
+  return problems
+}
+
 function ruleProblems (routes: Array<RouteConfig | undefined>): Problem[] {
   const problems: Problem[] = []
   routes.forEach((r, i) => {
     if (r === undefined) return
+    problems.push(...routePathProblems(r, i))
     const field = r.exact ? 'path' : 'prefix'
     const catchAll = !r.exact && CATCH_ALL_PREFIXES.includes(r.prefix)
     for (const reserved of RESERVED_PATHS) {

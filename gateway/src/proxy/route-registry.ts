@@ -1,11 +1,13 @@
 // The live route table: loaded at start, swapped whole on reload (SIGHUP, or a change of the file
 // when watching). A reload that fails leaves the running table in place and says why; requests
-// in flight keep the route they were matched to.
+// in flight keep the route they were matched to. Each load logs its warnings (a weaker route
+// forwarding into a stronger one's path space: route-aliases.ts) and goes ahead.
 import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname } from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
 import type { GatewayConfig } from '../config/env.js'
 import { defaultRoutes, type RouteConfig } from './route.js'
+import { routeWarnings } from './route-aliases.js'
 import { loadRouteFile } from './route-file.js'
 import { RouteTable } from './route-table.js'
 
@@ -25,7 +27,12 @@ const WATCH_DEBOUNCE_MS = 100
 export async function createRouteRegistry (config: Pick<GatewayConfig, 'routesFile' | 'routeDefaults' | 'watchRoutes'>, log: FastifyBaseLogger,
   builtIn: readonly RouteConfig[] = defaultRoutes(config.routeDefaults)): Promise<RouteRegistry> {
   const file = config.routesFile
-  let current = new RouteTable(file === undefined ? builtIn : await loadRouteFile(file, config.routeDefaults))
+  const warn = (routes: readonly RouteConfig[]): void => {
+    for (const { weak, strong, text } of routeWarnings(routes)) log.warn({ file, route: weak.name, stronger: strong.name }, `route warning: ${text}`)
+  }
+  const loaded = file === undefined ? builtIn : await loadRouteFile(file, config.routeDefaults)
+  warn(loaded)
+  let current = new RouteTable(loaded)
   let watcher: FSWatcher | undefined
   // Reloads run one at a time, in order, so the last write of the file is the one that wins.
   let queue: Promise<unknown> = Promise.resolve()
@@ -36,6 +43,7 @@ export async function createRouteRegistry (config: Pick<GatewayConfig, 'routesFi
       const routes = await loadRouteFile(file, config.routeDefaults)
       current = new RouteTable(routes)
       log.info({ file, routes: routes.map((r) => r.name) }, 'routes reloaded')
+      warn(routes)
       return { ok: true, routes }
     } catch (err) {
       log.error({ file, err: { message: (err as Error).message } }, 'route reload refused; the previous routes stay in force')

@@ -44,6 +44,10 @@ export interface RouteConfig {
   identityToken: IdentityTokenConfig | undefined
   /** signed routes: refuse (default) or allow a repeat of an accepted signed POST, PUT, PATCH, DELETE */
   replay: ReplayPolicy
+  /** take paths with ";" (matrix parameters) below the prefix; refused (400 INVALID_TARGET) otherwise */
+  allowMatrixParams: boolean
+  /** headers that change a request's meaning (upstream-request.ts) forwarded on this route anyway (lower-case names) */
+  keepHeaders: string[]
 }
 
 /** A route with every optional setting at its default. */
@@ -63,6 +67,8 @@ export function route (
     removeHeaders: [],
     identityToken: undefined,
     replay: 'reject',
+    allowMatrixParams: false,
+    keepHeaders: [],
     ...fields
   }
 }

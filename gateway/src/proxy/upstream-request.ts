@@ -1,6 +1,7 @@
 // What the upstream receives for a verified request: the route's rewrite applied to the path, the
 // client's headers minus anything that could pass for the gateway's word or for a hop-by-hop
-// header, the route's own header changes, and then the gateway's identity headers, written last
+// header, or change the request's meaning (method and URL overrides: OVERRIDE_HEADERS), the
+// route's own header changes, and then the gateway's identity headers, written last
 // (identity.ts). The body is the exact bytes received.
 import type { IncomingHttpHeaders } from 'node:http'
 import { BODYLESS_METHODS, pathOf } from '#client/protocol'
@@ -56,6 +57,13 @@ const NEVER_FORWARDED = new Set(['authorization', 'x-api-signature', 'content-le
   'keep-alive', 'upgrade', 'proxy-connection', 'http2-settings', 'te', 'trailer', 'forwarded', 'x-forwarded-for',
   'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'host', 'connection'])
 
+/**
+ * Headers that tell an upstream honouring them to act on another method or path than the request
+ * line's, which is what the signature covers: never forwarded, on any route, unless the route
+ * names one in keepHeaders. (Underscore spellings count too: names are compared with "_" as "-".)
+ */
+export const OVERRIDE_HEADERS: readonly string[] = ['x-http-method-override', 'x-http-method', 'x-method-override', 'x-original-url', 'x-rewrite-url']
+
 /** What every request of a route needs and the route config does not spell out: computed once per route. */
 interface CompiledRoute {
   origin: string
@@ -77,7 +85,8 @@ function compile (route: RouteConfig): CompiledRoute {
       origin: upstream.origin,
       host: upstream.host,
       basePath: upstream.pathname.replace(/\/$/, ''),
-      dropped: new Set([...NEVER_FORWARDED, ...identityHeaderNames(route), ...route.removeHeaders]),
+      dropped: new Set([...NEVER_FORWARDED, ...OVERRIDE_HEADERS.filter((name) => !route.keepHeaders.includes(name)),
+        ...identityHeaderNames(route), ...route.removeHeaders]),
       removed: new Set(route.removeHeaders)
     }
     compiled.set(route, result)

@@ -11,8 +11,9 @@ t.test('routes check', async (t) => {
   const good = await keygate(['routes', 'check', 'gateway/examples/routes.yaml'], '', {})
   t.equal(good.code, 0, good.stderr)
   t.match(good.stdout, /^MATCH +METHODS +AUTH +UPSTREAM/)
-  t.match(good.stdout, /\/reports\/\* +GET +bearer\+identity-token +http:\/\/upstream:8081 +\/v1\/clients\/\*/)
+  t.match(good.stdout, /\/reports\/\* +GET +signed\+identity-token +http:\/\/upstream:8081 +\/v1\/clients\/\*/)
   t.match(good.stdout, /gateway\/examples\/routes\.yaml: 4 routes, valid\n$/)
+  t.notMatch(good.stdout + good.stderr, /warning/i, 'the shipped example: no warning')
   const { mkdtempSync, writeFileSync } = await import('node:fs')
   const { join } = await import('node:path')
   const { tmpdir } = await import('node:os')
@@ -22,6 +23,21 @@ t.test('routes check', async (t) => {
   t.equal(bad.code, 1)
   t.equal(bad.stderr, 'bad.yaml: routes[0].auth: "sigend" is not one of signed, bearer, public\n')
   t.equal(bad.stdout, '')
+
+  // a weaker route forwarding into a stronger one's path space: warned, naming both; still valid
+  writeFileSync(join(dir, 'alias.yaml'), 'routes:\n  - { name: clients, prefix: /v1/clients/, upstream: http://u, auth: signed }\n' +
+    '  - { name: reports, prefix: /reports/, upstream: http://u, auth: bearer, rewrite: /v1/clients/ }\n')
+  const alias = await keygate(['routes', 'check', join(dir, 'alias.yaml')], '', {})
+  t.equal(alias.code, 0, 'a warning is not fatal')
+  t.match(alias.stdout, new RegExp(`${join(dir, 'alias.yaml')}: warning: reports \\(bearer\\) forwards into the path space of clients \\(signed\\) on http://u: `))
+  t.match(alias.stdout, /alias\.yaml: 2 routes, valid, 1 warning\n$/)
+
+  // a rewrite that glues segments: refused, naming the route
+  writeFileSync(join(dir, 'glue.yaml'), 'routes:\n  - { name: reports, prefix: /reports/, upstream: http://u, auth: signed, rewrite: /v1/clients }\n')
+  const glue = await keygate(['routes', 'check', join(dir, 'glue.yaml')], '', {})
+  t.equal(glue.code, 1)
+  t.equal(glue.stderr, 'glue.yaml: routes[0].rewrite: "/v1/clients" glues segments: the prefix "/reports/" ends in "/" and the rewrite does not, ' +
+    'so /reports/-admin would be forwarded as /v1/clients-admin; end both in "/" or neither\n')
 })
 
 t.test('users add', async (t) => {

@@ -2,8 +2,10 @@
 // with the old routes kept, and no request fails on the way. Also SIGHUP and the file watch.
 import { Agent, request } from 'node:http'
 import { spawn } from 'node:child_process'
+import { Writable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
+import { loggerOptions } from '../../../../gateway/src/app.js'
 import { send } from '../../../helpers/http.js'
 import { startRecorder } from '../../../helpers/recorder.js'
 import { routeFile } from '../../../helpers/routes.js'
@@ -142,4 +144,39 @@ t.test('a gateway does not start on a bad route file, and says why', async (t) =
   const code = await new Promise((resolve) => child.on('exit', resolve))
   t.equal(code, 1)
   t.equal(stderr, 'configuration error: routes.yaml: routes[0].upstream: "ftp://nowhere" is not an http(s) URL\n')
+})
+
+t.test('tier warnings are logged (warn) at start and on reload, and stop neither; a rewrite that glues segments is refused', async (t) => {
+  const upstream = await startRecorder(t)
+  const aliasing = `routes:
+  - { name: clients, prefix: /v1/clients/, upstream: ${upstream.url}, auth: signed }
+  - { name: reports, prefix: /reports/, upstream: ${upstream.url}, auth: bearer, rewrite: /v1/clients/ }
+`
+  const file = routeFile(t, aliasing)
+  const lines: Array<{ level: number; msg: string; route?: string; stronger?: string }> = []
+  const stream = new Writable({
+    write (chunk: Buffer, _enc, done) { lines.push(...chunk.toString().split('\n').filter(Boolean).map((l) => JSON.parse(l))); done() }
+  })
+  const gw = await startTestGateway(t, {
+    store: 'memory',
+    upstreamUrl: 'http://unused.invalid',
+    config: testConfig({ routesFile: file.path }),
+    logger: { ...loggerOptions('warn') as object, stream }
+  })
+  const warnings = (): typeof lines => lines.filter((l) => l.msg.startsWith('route warning: '))
+  t.match(warnings(), [{ level: 40, route: 'reports', stronger: 'clients', msg: /^route warning: reports \(bearer\) forwards into the path space of clients \(signed\)/ }],
+    'at start: one warning, naming both routes')
+  t.equal(gw.app.keygate.routes.current.routes.length, 2, 'the routes are in force all the same')
+
+  file.write(aliasing.replace('auth: bearer', 'auth: signed'))
+  t.equal((await gw.app.keygate.routes.reload()).ok, true)
+  t.equal(warnings().length, 1, 'a reload without the alias: nothing more')
+  file.write(aliasing)
+  t.equal((await gw.app.keygate.routes.reload()).ok, true, 'a reload with it is taken')
+  t.equal(warnings().length, 2, 'and warned of again')
+
+  file.write(aliasing.replace('rewrite: /v1/clients/', 'rewrite: /v1/clients'))
+  const glued = await gw.app.keygate.routes.reload()
+  t.equal(glued.ok, false)
+  t.match(!glued.ok && glued.error.message, /routes\[1\]\.rewrite: "\/v1\/clients" glues segments/)
 })

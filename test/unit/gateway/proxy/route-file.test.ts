@@ -68,10 +68,16 @@ t.test('JSON works too, and every field is read', async (t) => {
       identityHeaders: { user: 'X-User' },
       addHeaders: { 'X-Env': 'prod' },
       removeHeaders: ['Cookie'],
-      identityToken: { header: 'X-Proof', ttlSeconds: 60 }
+      identityToken: { header: 'X-Proof', ttlSeconds: 60 },
+      keepHeaders: ['X-HTTP-Method-Override']
+    }, {
+      prefix: '/files/',
+      upstream: 'http://files.internal',
+      auth: 'public',
+      allowMatrixParams: true
     }]
   })
-  const [r] = routesFromDocument(parseRouteText(json, 'routes.json'), 'routes.json', defaults)
+  const [r, files] = routesFromDocument(parseRouteText(json, 'routes.json'), 'routes.json', defaults)
   t.match(r, {
     name: 'orders',
     prefix: '/orders',
@@ -82,8 +88,11 @@ t.test('JSON works too, and every field is read', async (t) => {
     identityHeaders: { user: 'x-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name' },
     addHeaders: { 'x-env': 'prod' },
     removeHeaders: ['cookie'],
-    identityToken: { header: 'x-proof', ttlSeconds: 60, audience: 'https://orders.internal:8443' }
+    identityToken: { header: 'x-proof', ttlSeconds: 60, audience: 'https://orders.internal:8443' },
+    allowMatrixParams: false,
+    keepHeaders: ['x-http-method-override']
   })
+  t.match(files, { allowMatrixParams: true, keepHeaders: [] })
 })
 
 t.test('bad files and the exact messages they get', async (t) => {
@@ -99,7 +108,7 @@ t.test('bad files and the exact messages they get', async (t) => {
     ['no auth', route('prefix: /a/\nupstream: http://x'), ['routes.yaml: routes[0].auth: is required']],
     ['an unknown field', route(`${ok}\ncolour: red`),
       ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)']],
+        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams, keepHeaders)']],
     ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
       ['routes.yaml: routes[0].methods[1]: "FETCH" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']],
     ['a method twice', route(`${ok}\nmethods: [GET, GET]`), ['routes.yaml: routes[0].methods: lists an item twice']],
@@ -148,10 +157,80 @@ t.test('bad files and the exact messages they get', async (t) => {
         'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
         'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
         'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken)'
+          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams, keepHeaders)'
       ]]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
+})
+
+t.test('matrix parameters: a boolean, on prefix routes', async (t) => {
+  const cases: Array<[string, string, string[]]> = [
+    ['allowMatrixParams not a boolean', route('prefix: /a/\nupstream: http://x\nauth: public\nallowMatrixParams: yes'),
+      ['routes.yaml: routes[0].allowMatrixParams: must be true or false, not "yes"']],
+    ['allowMatrixParams on an exact path', route('path: /a\nupstream: http://x\nauth: public\nallowMatrixParams: true'),
+      ['routes.yaml: routes[0].allowMatrixParams: an exact path takes no matrix parameters; only a prefix route does, below its prefix']]
+  ]
+  for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
+})
+
+t.test('keepHeaders: only the headers keygate strips, any case', async (t) => {
+  const cases: Array<[string, string, string[]]> = [
+    ['keepHeaders naming a header keygate does not strip', route('prefix: /a/\nupstream: http://x\nauth: public\nkeepHeaders: [X-HTTP-Method, X-Forwarded-For]'),
+      ['routes.yaml: routes[0].keepHeaders[1]: "x-forwarded-for" is not one of the headers keygate strips (x-http-method-override, x-http-method, ' +
+        'x-method-override, x-original-url, x-rewrite-url); other client headers are forwarded anyway']],
+    ['keepHeaders not a list', route('prefix: /a/\nupstream: http://x\nauth: public\nkeepHeaders: x-http-method'),
+      ['routes.yaml: routes[0].keepHeaders: must be a list, not "x-http-method"']],
+    ['a header twice', route('prefix: /a/\nupstream: http://x\nauth: public\nkeepHeaders: [x-http-method, x-http-method]'),
+      ['routes.yaml: routes[0].keepHeaders: lists an item twice']],
+    ['every one of them, in any case', route('prefix: /a/\nupstream: http://x\nauth: public\n' +
+      'keepHeaders: [X-HTTP-Method-Override, x-http-method, X-Method-Override, X-ORIGINAL-URL, x-rewrite-url]'), []]
+  ]
+  for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
+})
+
+t.test('canonical paths, rewrites that glue segments, identity header names', async (t) => {
+  const cases: Array<[string, string, string[]]> = [
+    ['a rewrite gluing segments', route('name: reports\nprefix: /reports/\nupstream: http://x\nauth: bearer\nrewrite: /v1/clients'),
+      ['routes.yaml: routes[0].rewrite: "/v1/clients" glues segments: the prefix "/reports/" ends in "/" and the rewrite does not, ' +
+        'so /reports/-admin would be forwarded as /v1/clients-admin; end both in "/" or neither']],
+    ['the reverse: a segment prefix rewritten to a path ending in "/"', route('prefix: /status\nupstream: http://x\nauth: public\nrewrite: /health/'),
+      ['routes.yaml: routes[0].rewrite: "/health/" ends in "/" and the prefix "/status" does not, so /status would be forwarded as /health/, ' +
+        'another path; end both in "/" or neither']],
+    ['a catch-all rewritten without its slash', route('prefix: /\nupstream: http://x\nauth: public\nrewrite: /api'),
+      ['routes.yaml: routes[0].rewrite: "/api" glues segments: the prefix "/" ends in "/" and the rewrite does not, ' +
+        'so /-admin would be forwarded as /api-admin; end both in "/" or neither']],
+    ['a prefix with an encoded unreserved character', route('prefix: /v1/%63lients/\nupstream: http://x\nauth: public'),
+      ['routes.yaml: routes[0].prefix: "/v1/%63lients/" can never match: The request path has an encoded unreserved character %63 (\'c\'): ' +
+        'send it unencoded']],
+    ['a path with an empty segment', route('path: /a//b\nupstream: http://x\nauth: public'),
+      ['routes.yaml: routes[0].path: "/a//b" can never match: The request path has an empty segment ("//"), which servers merge: ' +
+        'send the path with single slashes']],
+    ['a prefix with ";"', route('prefix: /a;v=1/\nupstream: http://x\nauth: public'),
+      ['routes.yaml: routes[0].prefix: "/a;v=1/" can never match: The path has a ";" (matrix parameters), which routes are matched without ' +
+        'and backends drop; a route takes them below its prefix with allowMatrixParams']],
+    ['a rewrite with an encoded slash', route('prefix: /a/\nupstream: http://x\nauth: public\nrewrite: /b%2Fc/'),
+      ['routes.yaml: routes[0].rewrite: "/b%2Fc/" is not a canonical path: The request path has an encoded "/" (%2F), which one server reads ' +
+        'as a segment boundary and another as part of a segment: keygate refuses it; send such a value in the query']],
+    ['a rewrite with a dot segment', route('prefix: /a/\nupstream: http://x\nauth: public\nrewrite: /b/../c/'),
+      ['routes.yaml: routes[0].rewrite: "/b/../c/" is not a canonical path: The request path has a "." or ".." segment, or ".." next to a "/" ' +
+        '(plain or percent-encoded); send the normalised path']],
+    ['an identity header with "_"', route('prefix: /a/\nupstream: http://x\nauth: bearer\nidentityHeaders: { user: x_user }'),
+      ['routes.yaml: routes[0].identityHeaders.user: "x_user" is not an HTTP header name without "_" (CGI-style servers read x_user and x-user ' +
+        'as one header; use "-")']],
+    ['an identity token header with "_"', route('prefix: /a/\nupstream: http://x\nauth: bearer\nidentityToken: { header: X_Proof }'),
+      ['routes.yaml: routes[0].identityToken.header: "X_Proof" is not an HTTP header name without "_" (CGI-style servers read x_user and x-user ' +
+        'as one header; use "-")']]
+  ]
+  for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
+
+  const fine = `routes:
+  - { prefix: /reports/, upstream: http://x, auth: signed, rewrite: /v1/clients/ }
+  - { prefix: /status, upstream: http://x, auth: public, rewrite: /health }
+  - { path: /me, upstream: http://x, auth: bearer, rewrite: /v2/users/me }
+  - { prefix: /files/, upstream: http://x, auth: public, allowMatrixParams: true }
+  - { prefix: /x/, upstream: http://x, auth: public, rewrite: /, identityHeaders: { user: X-User-Name } }
+`
+  t.same(problems(fine), [], 'rewrites ending in "/" with their prefix or not at all, exact paths rewritten whole, matrix parameters under a prefix')
 })
 
 t.test('allowed: the same prefix split by method, catch-alls over keygate\'s endpoints, exact beside prefix', async (t) => {

@@ -4,7 +4,7 @@ import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
 import { route, type RouteConfig } from '../../../../gateway/src/proxy/route.js'
-import { forwardedPath, upstreamHeaders, upstreamRequest, type DownstreamRequest } from '../../../../gateway/src/proxy/upstream-request.js'
+import { forwardedPath, OVERRIDE_HEADERS, upstreamHeaders, upstreamRequest, type DownstreamRequest } from '../../../../gateway/src/proxy/upstream-request.js'
 
 const DEFAULTS = { bodyLimit: 1024, timeoutMs: 5000 }
 const keyObject = generateKeyPairSync('ed25519').publicKey
@@ -58,6 +58,27 @@ t.test('upstreamHeaders: credentials, hop-by-hop, forwarding and identity header
     'x-gateway-key': 'a'.repeat(64),
     'x-gateway-key-name': 'laptop'
   })
+})
+
+t.test('upstreamHeaders: method and URL overrides are stripped on every tier, unless the route keeps one', async (t) => {
+  const overrides = {
+    'x-http-method-override': 'DELETE',
+    'x-http-method': 'DELETE',
+    'x-method-override': 'DELETE',
+    'x-original-url': '/admin',
+    'x-rewrite-url': '/admin',
+    x_http_method_override: 'PUT',
+    accept: 'application/json'
+  }
+  t.same(OVERRIDE_HEADERS, ['x-http-method-override', 'x-http-method', 'x-method-override', 'x-original-url', 'x-rewrite-url'], 'one list')
+  for (const auth of ['public', 'bearer', 'signed'] as const) {
+    const r = route({ prefix: '/', upstream: 'http://u', auth }, DEFAULTS)
+    t.same(upstreamHeaders(client({ headers: overrides }), { route: r }, null), { host: 'u', accept: 'application/json', 'x-forwarded-for': '127.0.0.9' }, auth)
+  }
+  const keeping = route({ prefix: '/', upstream: 'http://u', auth: 'signed', keepHeaders: ['x-http-method-override'] }, DEFAULTS)
+  t.same(upstreamHeaders(client({ headers: overrides }), { route: keeping }, null), {
+    host: 'u', 'x-http-method-override': 'DELETE', x_http_method_override: 'PUT', accept: 'application/json', 'x-forwarded-for': '127.0.0.9'
+  }, 'keepHeaders forwards the named one (in either spelling), and only it')
 })
 
 t.test('upstreamHeaders: a bodyless method gets no Content-Length; no identity without one', async (t) => {
