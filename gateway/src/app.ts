@@ -15,7 +15,7 @@ import { shutdownPlugin } from './http/plugins/shutdown.js'
 import { apiKeyRoutes } from './http/routes/api-keys.js'
 import { healthRoutes } from './http/routes/health.js'
 import { jwksRoutes } from './http/routes/jwks.js'
-import { DEFAULT_UPSTREAM_CONNECTIONS, proxyRoutes } from './http/routes/proxy.js'
+import { proxyRoutes } from './http/routes/proxy.js'
 import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
 import { createKeyRegistry } from './keys/key-registry.js'
@@ -130,7 +130,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // `curl` with stdin closed, many scripts) still reads the answer. By default Node aborts every
   // request of a connection on its FIN, so an answer that needs any asynchronous work (a token
   // check, a forward) was never sent. With this, Node answers and then closes the connection.
-  // (Undocumented, and Node's own since 0.x.)
+  // (Undocumented, and Node's own since 0.x.) A request still waiting for an upstream connection
+  // when the FIN comes is never sent: proxy/forwarder.ts.
   Object.assign(app.server, { httpAllowHalfOpen: true })
   await app.register(shutdownPlugin)
   await app.register(requestTargetPlugin)
@@ -150,7 +151,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     authenticator,
     identityTokens: createIdentityTokenIssuer(tokens),
     metrics: services.metrics,
-    upstreamConnections: DEFAULT_UPSTREAM_CONNECTIONS
+    upstreams: config.upstreams
   })
   return app
 }
