@@ -128,9 +128,17 @@ t.test('a request whose client goes away while it waits for a connection is neve
   }
   // One that only half-closes (FIN) may be gone too: its request leaves the queue unsent, and it
   // reads why.
-  const halfClosed = sendHalfClosed(gw.url, signed('POST', JSON.stringify({ b: 'half-closes' })))
-  const answer = await halfClosed
-  t.equal(answer.status, 503, 'a waiting client that half-closes: 503')
+  const waiting = openRequest(gw.url, signed('POST', JSON.stringify({ b: 'half-closes while waiting' })))
+  await until('B waits', async () => await pending() === 1)
+  waiting.socket.end()
+  const whileWaiting = await waiting.answer
+  t.match(whileWaiting, /^HTTP\/1\.1 503 /, 'a waiting client that half-closes: 503')
+  t.match(whileWaiting, /"code":"UPSTREAM_BUSY"/)
+  t.match(whileWaiting, /closed its side of the connection while the request waited; the request was not sent/)
+  t.equal(await pending(), 0)
+  // and one that had half-closed before its turn to wait came is never queued
+  const answer = await sendHalfClosed(gw.url, signed('POST', JSON.stringify({ b: 'had half-closed' })))
+  t.equal(answer.status, 503, 'a client that had half-closed: 503 rather than a place in the queue')
   t.match(answer.text, /"code":"UPSTREAM_BUSY"/)
   t.match(answer.text, /the request was not sent/)
   t.ok(answer.closedByServer, 'and then the gateway closes the connection')
@@ -147,9 +155,9 @@ t.test('a request whose client goes away while it waits for a connection is neve
   t.match(await c.answer, /^HTTP\/1\.1 200/, 'C is answered')
   t.same(upstream.requests.map((r) => `${r.method} ${r.body.toString()}`), ['GET ', 'POST {"c":"stays"}'],
     'the upstream received A and C, and none of the POSTs whose clients left')
-  // A closed connection shows a FIN first, like a half-closed one: both were answered 503 (one into
-  // the void); the reset one left without an answer.
-  t.same(await queueMetrics(gw, upstream.url), { pending: 0, busy: 2 }, 'the closed and the half-closed one count as refused busy')
+  // A closed connection shows a FIN first, like a half-closed one: all three were answered 503
+  // (one into the void); the reset one left without an answer.
+  t.same(await queueMetrics(gw, upstream.url), { pending: 0, busy: 3 }, 'the closed and the two half-closed ones count as refused busy')
 })
 
 /**
