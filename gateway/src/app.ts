@@ -16,7 +16,7 @@ import { shutdownPlugin } from './http/plugins/shutdown.js'
 import { apiKeyRoutes } from './http/routes/api-keys.js'
 import { healthRoutes } from './http/routes/health.js'
 import { jwksRoutes } from './http/routes/jwks.js'
-import { DEFAULT_UPSTREAM_CONNECTIONS, proxyRoutes } from './http/routes/proxy.js'
+import { proxyRoutes } from './http/routes/proxy.js'
 import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
 import { createKeyRegistry } from './keys/key-registry.js'
@@ -106,7 +106,12 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   app.decorate('keygate', services)
   app.decorateRequest('auth', null)
   app.decorateRequest('authenticated', false)
-  app.addHook('onSend', (request, reply, payload, done) => { reply.header('x-request-id', request.id); done(null, payload) })
+  app.addHook('onSend', (request, reply, payload, done) => {
+    reply.header('x-request-id', request.id)
+    // a client that half-closed sends nothing more: its connection closes after this answer, say so
+    if (request.raw.socket?.readableEnded === true) reply.header('connection', 'close')
+    done(null, payload)
+  })
   const authenticator = createAuthenticator({
     signed: signedPipeline({
       tokens,
@@ -124,6 +129,13 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(problemsPlugin)
   // CONNECT never reaches Fastify: Node hands it to 'connect' listeners, or drops the connection.
   app.server.on('connect', refuseConnect)
+  // A client that sends its request and then closes its sending side (a FIN: `socket.end()`,
+  // `curl` with stdin closed, many scripts) still reads the answer. By default Node aborts every
+  // request of a connection on its FIN, so an answer that needs any asynchronous work (a token
+  // check, a forward) was never sent. With this, Node answers and then closes the connection.
+  // (Undocumented, and Node's own since 0.x.) A request still waiting for an upstream connection
+  // when the FIN comes is never sent: proxy/forwarder.ts.
+  Object.assign(app.server, { httpAllowHalfOpen: true })
   await app.register(shutdownPlugin)
   await app.register(requestTargetPlugin)
   await app.register(accessLogPlugin)
@@ -142,7 +154,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     authenticator,
     identityTokens: createIdentityTokenIssuer(tokens),
     metrics: services.metrics,
-    upstreamConnections: DEFAULT_UPSTREAM_CONNECTIONS
+    upstreams: config.upstreams
   })
   return app
 }

@@ -30,6 +30,7 @@ export const ERRORS = {
   UPSTREAM_UNAVAILABLE: { status: 502, title: 'The upstream service could not be reached' },
   STORE_UNAVAILABLE: { status: 503, title: 'The key and user store cannot be reached' },
   SHUTTING_DOWN: { status: 503, title: 'The gateway is shutting down' },
+  UPSTREAM_BUSY: { status: 503, title: 'The upstream service is busy' },
   UPSTREAM_TIMEOUT: { status: 504, title: 'The upstream service did not answer in time' }
 } as const satisfies Record<string, { status: number; title: string }>
 

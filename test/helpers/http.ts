@@ -45,7 +45,7 @@ export async function send (baseUrl: string, target: string, options: RawRequest
 
 /**
  * Writes raw bytes to the server and returns the status line's code and the whole answer. The
- * socket is not half-closed (Node's server would abort the request); send `Connection: close`.
+ * socket is not half-closed (sendHalfClosed does that); send `Connection: close`.
  */
 export async function sendRaw (baseUrl: string, bytes: string | Buffer): Promise<{ status: number; text: string }> {
   const { hostname, port } = new URL(baseUrl)
@@ -61,4 +61,36 @@ export async function sendRaw (baseUrl: string, bytes: string | Buffer): Promise
     socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
     socket.write(bytes)
   })
+}
+
+export interface HalfClosedAnswer { status: number; text: string; closedByServer: boolean }
+
+/**
+ * Writes raw bytes, then half-closes the connection (a FIN: `socket.end()`, as `nc -N` and many
+ * scripts do) and reads the whole answer until the server closes its side. `closedByServer`: the
+ * server ended the connection (rather than the timeout).
+ */
+export async function sendHalfClosed (baseUrl: string, bytes: string | Buffer, timeoutMs = 10_000): Promise<HalfClosedAnswer> {
+  const { hostname, port } = new URL(baseUrl)
+  return await new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname)
+    const chunks: Buffer[] = []
+    let closedByServer = false
+    socket.on('data', (chunk) => chunks.push(chunk))
+    socket.on('end', () => { closedByServer = true })
+    socket.on('error', reject)
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('latin1')
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), text, closedByServer })
+    })
+    socket.setTimeout(timeoutMs, () => socket.destroy())
+    socket.end(bytes)
+  })
+}
+
+/** A request as raw HTTP/1.1 bytes: the request line as given, the headers, a Content-Length for a body. */
+export function rawRequest (method: string, target: string, headers: Record<string, string> = {}, body?: string): string {
+  const lines = [`${method} ${target} HTTP/1.1`, 'Host: keygate.test', ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`)]
+  if (body !== undefined) lines.push(`Content-Length: ${Buffer.byteLength(body)}`)
+  return `${lines.join('\r\n')}\r\n\r\n${body ?? ''}`
 }

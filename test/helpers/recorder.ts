@@ -14,6 +14,8 @@ export interface RecordedRequest {
 export interface Recorder {
   url: string
   requests: RecordedRequest[]
+  /** with `hold`: answer every request held so far, and those that come later at once */
+  release: () => void
 }
 
 export interface RecorderOptions {
@@ -23,10 +25,18 @@ export interface RecorderOptions {
   delayMs?: number
   /** reset the connection instead of answering (upstream failures) */
   reset?: boolean
+  /** answer only once `release()` is called (connections held busy) */
+  hold?: boolean
 }
 
 export async function startRecorder (t: { teardown: (fn: () => unknown) => void }, options: RecorderOptions = {}): Promise<Recorder> {
   const requests: RecordedRequest[] = []
+  let held: Array<() => void> | undefined = options.hold === true ? [] : undefined
+  const release = (): void => {
+    const answers = held ?? []
+    held = undefined
+    for (const answer of answers) answer()
+  }
   const server = createServer((req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
@@ -35,7 +45,8 @@ export async function startRecorder (t: { teardown: (fn: () => unknown) => void 
       if (options.hang === true) return
       if (options.reset === true) { req.socket.destroy(); return }
       const answer = (): void => { res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ recorded: requests.length })) }
-      if (options.delayMs === undefined) answer()
+      if (held !== undefined) held.push(answer)
+      else if (options.delayMs === undefined) answer()
       else setTimeout(answer, options.delayMs)
     })
   })
@@ -44,5 +55,5 @@ export async function startRecorder (t: { teardown: (fn: () => unknown) => void 
     server.closeAllConnections()
     await new Promise((resolve) => server.close(resolve))
   })
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests }
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests, release }
 }

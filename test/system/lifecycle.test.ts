@@ -40,7 +40,9 @@ t.test('SIGTERM with 500 requests in flight: all 500 complete, new requests are 
   const file = routeFile(t, `routes:\n  - prefix: /slow/\n    upstream: ${slow.url}\n    auth: public\n`)
   const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/main.ts'], {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '', PORT: '0', KEYGATE_ROUTES: file.path, KEYGATE_SHUTDOWN_GRACE_MS: '8000' }
+    // 500 connections to the upstream: all 500 requests are at the upstream at once (with the
+    // default 128 connections and 128 waiting, the rest would be refused 503 UPSTREAM_BUSY)
+    env: { PATH: process.env.PATH ?? '', PORT: '0', KEYGATE_ROUTES: file.path, KEYGATE_SHUTDOWN_GRACE_MS: '8000', KEYGATE_UPSTREAM_CONNECTIONS: '500' }
   })
   t.teardown(() => { child.kill('SIGKILL') })
   let stdout = ''

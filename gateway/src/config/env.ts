@@ -20,6 +20,16 @@ export const DEFAULT_REDIS_PREFIX = 'keygate:'
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500
 export const DEFAULT_KEY_CACHE_SIZE = 10_000
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 30_000
+/** keep-alive connections per upstream origin: at most this many requests are sent to it at once */
+export const DEFAULT_UPSTREAM_CONNECTIONS = 128
+/**
+ * requests waiting for one of those connections, per origin: one more round of the upstream's work
+ * (a waiting request waits about one upstream answer), and each holds its buffered body, so the
+ * worst case is this times the body limit (128 MiB at 1 MiB); past it, 503 UPSTREAM_BUSY at once
+ */
+export const DEFAULT_UPSTREAM_MAX_PENDING = 128
+/** an upstream that accepts no connection within this: 502 UPSTREAM_UNAVAILABLE, nothing sent */
+export const DEFAULT_UPSTREAM_CONNECT_TIMEOUT_MS = 5_000
 /** a client must send its headers within this (slowloris) */
 export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000
 /** and its whole request within this */
@@ -66,6 +76,9 @@ export const EnvSchema = Type.Object({
   KEYGATE_BODY_LIMIT: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
   KEYGATE_KEY_CACHE_SIZE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   KEYGATE_UPSTREAM_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
+  KEYGATE_UPSTREAM_CONNECTIONS: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
+  KEYGATE_UPSTREAM_MAX_PENDING: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })),
+  KEYGATE_UPSTREAM_CONNECT_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 1, maximum: 600_000 })),
   KEYGATE_HEADERS_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 600_000 })),
   KEYGATE_REQUEST_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
   KEYGATE_KEEP_ALIVE_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
@@ -114,6 +127,8 @@ export interface GatewayConfig {
   }
   /** route defaults from the environment, for route files */
   routeDefaults: RouteDefaults
+  /** the upstream queue, per upstream origin and per process (each worker has its own) */
+  upstreams: UpstreamLimits
   /** KEYGATE_ROUTES: the route file; unset: the built-in routes (proxy/route.ts) */
   routesFile: string | undefined
   /** reload the route file when it changes (SIGHUP always reloads) */
@@ -134,6 +149,15 @@ export interface ServerLimits {
   requestTimeoutMs: number
   keepAliveTimeoutMs: number
   shutdownGraceMs: number
+}
+
+export interface UpstreamLimits {
+  /** keep-alive connections per origin: requests sent at once */
+  connections: number
+  /** requests waiting for a connection, per origin; past it, 503 UPSTREAM_BUSY */
+  maxPending: number
+  /** an upstream that accepts no connection within this: 502 UPSTREAM_UNAVAILABLE */
+  connectTimeoutMs: number
 }
 
 export interface RouteDefaults {
@@ -217,6 +241,11 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       shutdownGraceMs: e.KEYGATE_SHUTDOWN_GRACE_MS ?? DEFAULT_SHUTDOWN_GRACE_MS
     },
     routeDefaults: { upstream, bodyLimit, timeoutMs },
+    upstreams: {
+      connections: e.KEYGATE_UPSTREAM_CONNECTIONS ?? DEFAULT_UPSTREAM_CONNECTIONS,
+      maxPending: e.KEYGATE_UPSTREAM_MAX_PENDING ?? DEFAULT_UPSTREAM_MAX_PENDING,
+      connectTimeoutMs: e.KEYGATE_UPSTREAM_CONNECT_TIMEOUT_MS ?? DEFAULT_UPSTREAM_CONNECT_TIMEOUT_MS
+    },
     routesFile: e.KEYGATE_ROUTES,
     watchRoutes: isOn(e.KEYGATE_ROUTES_WATCH, false),
     docs: isOn(e.KEYGATE_DOCS, true),

@@ -3,7 +3,7 @@
 // caches and the store count into plain fields of their own, and everything is turned into
 // prom-client metrics at scrape time (`collect`). The latency histograms observe into a series
 // held per route (fast-histogram.ts). Measured: bench/metrics-overhead.ts.
-import { Counter, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { HTTP_METHODS } from '#client/protocol'
 import type { CacheStats } from '../lib/lru-cache.js'
 import { FastHistogram, type Series } from './fast-histogram.js'
@@ -13,6 +13,16 @@ export interface MetricSources {
   keys: { readonly stats: Readonly<CacheStats> }
   tokens: { readonly stats: Readonly<CacheStats> }
   store: { readonly errors: number }
+}
+
+/** One upstream origin's queue, as the proxy counts it (proxy/forwarder.ts). */
+export interface UpstreamQueueCounts {
+  /** scheme, host and port of the upstream, from the route table (never from a client) */
+  readonly origin: string
+  /** requests waiting for a connection now */
+  readonly pending: number
+  /** requests refused with 503 UPSTREAM_BUSY so far */
+  readonly refused: number
 }
 
 /** A business route as the metrics label it: by its name (routes are long-lived objects, so they key a cache). */
@@ -30,6 +40,8 @@ export interface GatewayMetrics {
   observeSignatureVerification: (seconds: number) => void
   /** from sending a request upstream to the upstream's response headers */
   observeUpstreamLatency: (route: LabelledRoute, seconds: number) => void
+  /** where the upstream queues are counted: read at scrape time, never per request */
+  watchUpstreams: (queues: () => Iterable<UpstreamQueueCounts>) => void
   /** process metrics (CPU, memory, event loop, GC) too; once per registry, for the metrics listener */
   includeProcessMetrics: () => void
   /** the exposition text and its content type */
@@ -42,7 +54,9 @@ export const METRIC_NAMES = {
   signatureVerification: 'keygate_signature_verification_seconds',
   upstreamLatency: 'keygate_upstream_latency_seconds',
   cacheLookups: 'keygate_cache_lookups_total',
-  storeErrors: 'keygate_store_errors_total'
+  storeErrors: 'keygate_store_errors_total',
+  upstreamPending: 'keygate_upstream_pending_requests',
+  upstreamBusy: 'keygate_upstream_busy_total'
 } as const
 
 /** RSA-2048 verifies in about 35 us, RSA-8192 in about 1 ms */
@@ -131,6 +145,30 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     }
   })
 
+  let upstreamQueues: () => Iterable<UpstreamQueueCounts> = () => []
+  // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+  new Gauge({
+    name: METRIC_NAMES.upstreamPending,
+    help: 'Requests waiting for a connection to their upstream, by upstream origin (at most KEYGATE_UPSTREAM_MAX_PENDING each)',
+    labelNames: ['upstream'] as const,
+    registers: [registry],
+    collect () {
+      this.reset()
+      for (const queue of upstreamQueues()) this.set({ upstream: queue.origin }, queue.pending)
+    }
+  })
+  // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+  new Counter({
+    name: METRIC_NAMES.upstreamBusy,
+    help: 'Requests refused with 503 UPSTREAM_BUSY, never sent, by upstream origin: its connections were all in use and its queue full',
+    labelNames: ['upstream'] as const,
+    registers: [registry],
+    collect () {
+      this.reset()
+      for (const queue of upstreamQueues()) this.inc({ upstream: queue.origin }, queue.refused)
+    }
+  })
+
   /** a route's series, found by the route object itself: no label string per observation */
   const upstreamSeries = new WeakMap<LabelledRoute, Series>()
   let processMetrics = false
@@ -164,6 +202,9 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
         upstreamSeries.set(route, series)
       }
       upstream.record(series, seconds)
+    },
+    watchUpstreams (queues) {
+      upstreamQueues = queues
     },
     includeProcessMetrics () {
       if (processMetrics) return

@@ -9,12 +9,23 @@
 // dispatched straight to the pool, and an answer of known small length is collected and sent as
 // one buffer. Larger or unknown-length answers (downloads, event streams) are streamed with
 // back-pressure. See docs/scaling.md for the figures.
+//
+// The upstream queue. undici's Pool queues without limit, each waiting request holding its
+// buffered body, and sends a request whose client has gone once a connection frees. So keygate
+// keeps the queue itself, per origin: at most `connections` requests are sent at once (the pool
+// has as many connections, so undici never queues), at most `maxPending` wait here, in order, and
+// any more is refused at once with 503 UPSTREAM_BUSY. A waiting request whose client closes its
+// connection (or only its sending side: a FIN cannot be told from a close) leaves the queue and is
+// never sent. The list runs through the handlers themselves: enqueueing, leaving and taking the
+// next are O(1) and allocate nothing; a request sent at once costs two counter updates.
 import type { IncomingHttpHeaders } from 'node:http'
 import { Readable } from 'node:stream'
+import type { Socket } from 'node:net'
 import type { FastifyReply } from 'fastify'
 import { Pool, type Dispatcher } from 'undici'
 import { GatewayError } from '../errors.js'
 import { connectionListed } from '../lib/http-headers.js'
+import type { UpstreamQueueCounts } from '../metrics/metrics.js'
 import type { UpstreamRequest } from './upstream-request.js'
 
 /** Answers up to this size (declared by Content-Length) are collected and sent in one write. */
@@ -24,9 +35,16 @@ export const BUFFERED_RESPONSE_MAX = 64 * 1024
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer'])
 
 export interface ForwarderOptions {
-  /** keep-alive connections per upstream origin */
+  /** keep-alive connections per upstream origin: at most this many requests are sent to it at once */
   connections: number
+  /** requests waiting for one of those connections, per origin; past it, 503 UPSTREAM_BUSY at once */
+  maxPending: number
+  /** an upstream that accepts no connection within this: 502 UPSTREAM_UNAVAILABLE (nothing was sent) */
+  connectTimeoutMs: number
 }
+
+/** Retry-After of UPSTREAM_BUSY, in seconds: a full queue drains at the upstream's pace. */
+export const UPSTREAM_BUSY_RETRY_AFTER_SECONDS = 1
 
 /**
  * `tag` names what a request was sent for (the proxy: its route); told, with the seconds it
@@ -55,10 +73,88 @@ function upstreamError (error: Error): GatewayError {
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
     return new GatewayError('UPSTREAM_TIMEOUT', 'The upstream service did not answer in time', { cause: error })
   }
-  return new GatewayError('UPSTREAM_UNAVAILABLE', 'The upstream service could not be reached', { cause: error, headers: { 'retry-after': '1' } })
+  // The request was never written: as unreachable as a refused connection, and as safe to retry.
+  const detail = code === 'UND_ERR_CONNECT_TIMEOUT'
+    ? 'The upstream service did not accept a connection in time; the request was not sent'
+    : 'The upstream service could not be reached'
+  return new GatewayError('UPSTREAM_UNAVAILABLE', detail, { cause: error, headers: { 'retry-after': '1' } })
 }
 
-/** One request's trip: collects a small answer, or streams a large one, into the Fastify reply. */
+function upstreamBusy (detail: string): GatewayError {
+  // a refusal that sheds load: its stack trace says nothing and would cost ~10 us (see errors.ts)
+  const stackTraceLimit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  try {
+    return new GatewayError('UPSTREAM_BUSY', detail, { headers: { 'retry-after': String(UPSTREAM_BUSY_RETRY_AFTER_SECONDS) } })
+  } finally {
+    Error.stackTraceLimit = stackTraceLimit
+  }
+}
+
+/** One upstream origin: its pool, and keygate's account of the requests sent to it and waiting. */
+class Upstream<Tag> implements UpstreamQueueCounts {
+  readonly pool: Pool
+  /** requests sent and not yet finished: at most `connections` */
+  running = 0
+  pending = 0
+  refused = 0
+  #head: ForwardHandler<Tag> | undefined
+  #tail: ForwardHandler<Tag> | undefined
+
+  constructor (readonly origin: string, readonly options: ForwarderOptions) {
+    // pipelining 1: one request at a time per connection; a slow answer never holds up another
+    this.pool = new Pool(origin, { connections: options.connections, pipelining: 1, connect: { timeout: options.connectTimeoutMs } })
+  }
+
+  /** Sends `handler`'s request now, queues it, or refuses it (UPSTREAM_BUSY). */
+  admit (handler: ForwardHandler<Tag>, clientEnded: boolean): void {
+    if (this.running < this.options.connections) {
+      handler.send()
+    } else if (clientEnded) {
+      // a client that has closed its sending side may be gone: never queue what it may not wait for
+      this.refuse(handler, 'The upstream service is busy and the client had closed its side of the connection; the request was not sent')
+    } else if (this.pending < this.options.maxPending) {
+      this.pending++
+      handler.prev = this.#tail
+      if (this.#tail === undefined) this.#head = handler
+      else this.#tail.next = handler
+      this.#tail = handler
+      handler.wait()
+    } else {
+      this.refuse(handler, 'The upstream service is busy: every connection to it is in use and its queue is full; the request was not sent')
+    }
+  }
+
+  refuse (handler: ForwardHandler<Tag>, detail: string): void {
+    this.refused++
+    handler.fail(upstreamBusy(detail))
+  }
+
+  /** Takes a waiting handler out of the queue (its client went away, or its turn came). */
+  leave (handler: ForwardHandler<Tag>): void {
+    const { prev, next } = handler
+    if (prev === undefined) this.#head = next
+    else prev.next = next
+    if (next === undefined) this.#tail = prev
+    else next.prev = prev
+    handler.prev = handler.next = undefined
+    this.pending--
+  }
+
+  /** A sent request finished: its connection goes to the oldest waiting request. */
+  finished (): void {
+    this.running--
+    const next = this.#head
+    if (next === undefined) return
+    this.leave(next)
+    next.send()
+  }
+}
+
+/**
+ * One request's trip: waits for a connection (in its upstream's queue), is sent, and collects a
+ * small answer, or streams a large one, into the Fastify reply.
+ */
 class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   #controller: Dispatcher.DispatchController | undefined
   #status = 0
@@ -66,20 +162,98 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   /** buffered mode: the chunks so far; streaming mode: undefined */
   #chunks: Buffer[] | undefined
   #stream: Readable | undefined
-  #done = false
-
-  readonly #sentAt = performance.now()
+  /** new -> (waiting ->) sent -> done; or new/waiting -> done, never sent */
+  #state: 'new' | 'waiting' | 'sent' | 'done' = 'new'
+  #sentAt = 0
+  /** while waiting: the socket whose end (the client's FIN) takes the request out of the queue, and that listener */
+  #socket: Socket | null = null
+  #onEnd: (() => void) | undefined
+  /** the neighbours in the upstream's queue, while waiting */
+  prev: ForwardHandler<Tag> | undefined
+  next: ForwardHandler<Tag> | undefined
 
   constructor (
     private readonly reply: FastifyReply,
-    private readonly method: string,
+    private readonly request: UpstreamRequest,
+    readonly upstream: Upstream<Tag>,
     private readonly answerBegins: AnswerBegins<Tag> | undefined,
     private readonly tag: Tag
   ) {}
 
-  /** The client went away: nothing to answer, free the upstream connection. */
+  /**
+   * The client's connection closed. Waiting: leave the queue, never sent. Sent: nothing to answer,
+   * free the upstream connection.
+   */
   readonly clientGone = (): void => {
-    if (!this.#done && !this.reply.raw.writableFinished) this.#controller?.abort(new Error('the client closed the connection'))
+    if (this.#state === 'waiting') {
+      this.#stopWaiting()
+      this.#state = 'done'
+    } else if (this.#state === 'sent' && !this.reply.raw.writableFinished) {
+      this.#controller?.abort(new Error('the client closed the connection'))
+    }
+  }
+
+  /**
+   * The client closed its sending side while the request waited: it may be gone (a FIN is all a
+   * closed connection shows until something is written to it), so the request leaves the queue
+   * unsent; a client that only half-closed still reads the answer.
+   */
+  #clientEnded (): void {
+    if (this.#state !== 'waiting') return
+    this.#stopWaiting()
+    this.upstream.refuse(this, 'The upstream service is busy and the client closed its side of the connection while the request waited; ' +
+      'the request was not sent')
+  }
+
+  /** Into the queue: listen for the client going away or half-closing meanwhile (made only here: most requests never wait). */
+  wait (): void {
+    this.#state = 'waiting'
+    this.#socket = this.reply.raw.socket
+    this.#onEnd = () => { this.#clientEnded() }
+    this.#socket?.once('end', this.#onEnd)
+  }
+
+  #stopWaiting (): void {
+    this.upstream.leave(this)
+    this.#forgetSocket()
+  }
+
+  #forgetSocket (): void {
+    if (this.#socket !== null && this.#onEnd !== undefined) this.#socket.off('end', this.#onEnd)
+    this.#socket = null
+    this.#onEnd = undefined
+  }
+
+  /** Onto a connection: the request's turn has come. */
+  send (): void {
+    if (this.#socket !== null) this.#forgetSocket()
+    this.#state = 'sent'
+    this.upstream.running++
+    this.#sentAt = performance.now()
+    const request = this.request
+    this.upstream.pool.dispatch({
+      method: request.method as Dispatcher.HttpMethod,
+      path: request.path,
+      headers: request.headers,
+      body: request.body ?? null,
+      headersTimeout: request.timeoutMs,
+      bodyTimeout: request.timeoutMs
+    }, this)
+  }
+
+  /** Never sent: answers with `error` (UPSTREAM_BUSY), if the client is still there to read it. */
+  fail (error: GatewayError): void {
+    this.#state = 'done'
+    this.reply.raw.off('close', this.clientGone)
+    if (!this.reply.raw.destroyed) this.reply.send(error)
+  }
+
+  /** The sent request is over, answered or not: its connection is free for the next. */
+  #finish (): void {
+    if (this.#state !== 'sent') return
+    this.#state = 'done'
+    this.reply.raw.off('close', this.clientGone)
+    this.upstream.finished()
   }
 
   onRequestStart (controller: Dispatcher.DispatchController): void {
@@ -93,7 +267,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     this.#headers = clientResponseHeaders(headers)
     const declared = headers['content-length']
     const length = declared === undefined ? NaN : Number(declared)
-    if (this.method === 'HEAD' || statusCode === 204 || statusCode === 304 || length <= BUFFERED_RESPONSE_MAX) {
+    if (this.request.method === 'HEAD' || statusCode === 204 || statusCode === 304 || length <= BUFFERED_RESPONSE_MAX) {
       this.#chunks = []
       return
     }
@@ -107,16 +281,14 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd (): void {
-    this.#done = true
-    this.reply.raw.off('close', this.clientGone)
+    this.#finish()
     const chunks = this.#chunks
     if (chunks !== undefined) this.#send(chunks.length === 1 ? chunks[0] as Buffer : Buffer.concat(chunks))
     else this.#stream?.push(null)
   }
 
   onResponseError (_controller: Dispatcher.DispatchController, error: Error): void {
-    this.#done = true
-    this.reply.raw.off('close', this.clientGone)
+    this.#finish()
     if (this.#stream !== undefined) {
       // the answer has begun: all that can be done is to cut it, so the client sees it is incomplete
       this.#stream.destroy(error)
@@ -137,40 +309,39 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
 }
 
 export class Forwarder<Tag = undefined> {
-  readonly #pools = new Map<string, Pool>()
+  readonly #upstreams = new Map<string, Upstream<Tag>>()
 
   constructor (private readonly options: ForwarderOptions & { onAnswerBegins?: AnswerBegins<Tag> }) {}
 
-  #pool (origin: string): Pool {
-    let pool = this.#pools.get(origin)
-    if (pool === undefined) {
-      // pipelining 1: one request at a time per connection; a slow answer never holds up another
-      pool = new Pool(origin, { connections: this.options.connections, pipelining: 1 })
-      this.#pools.set(origin, pool)
+  #upstream (origin: string): Upstream<Tag> {
+    let upstream = this.#upstreams.get(origin)
+    if (upstream === undefined) {
+      upstream = new Upstream(origin, this.options)
+      this.#upstreams.set(origin, upstream)
     }
-    return pool
+    return upstream
   }
 
   /**
-   * Sends `request` (its timeoutMs bounds the wait for the answer's headers, then each gap between
-   * its body chunks) and answers `reply` with the upstream's answer, or with a problem.
+   * Sends `request` when its upstream has a free connection, or queues it until one frees, or
+   * refuses it (503 UPSTREAM_BUSY) when the queue is full; its timeoutMs bounds the wait for the
+   * answer's headers once sent, then each gap between its body chunks. Answers `reply` with the
+   * upstream's answer, or with a problem.
    */
   forward (request: UpstreamRequest, reply: FastifyReply, tag: Tag): void {
-    const handler = new ForwardHandler(reply, request.method, this.options.onAnswerBegins, tag)
+    const handler = new ForwardHandler(reply, request, this.#upstream(request.origin), this.options.onAnswerBegins, tag)
     reply.raw.once('close', handler.clientGone)
-    this.#pool(request.origin).dispatch({
-      method: request.method as Dispatcher.HttpMethod,
-      path: request.path,
-      headers: request.headers,
-      body: request.body ?? null,
-      headersTimeout: request.timeoutMs,
-      bodyTimeout: request.timeoutMs
-    }, handler)
+    handler.upstream.admit(handler, reply.raw.socket?.readableEnded === true)
+  }
+
+  /** Each upstream origin's queue, for the metrics. */
+  queues (): Iterable<UpstreamQueueCounts> {
+    return this.#upstreams.values()
   }
 
   async close (): Promise<void> {
-    const pools = [...this.#pools.values()]
-    this.#pools.clear()
-    await Promise.all(pools.map(async (pool) => { await pool.close() }))
+    const upstreams = [...this.#upstreams.values()]
+    this.#upstreams.clear()
+    await Promise.all(upstreams.map(async ({ pool }) => { await pool.close() }))
   }
 }

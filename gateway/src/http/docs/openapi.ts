@@ -163,6 +163,7 @@ export function routeProblems (route: RouteConfig, method: string): DocumentedPr
     ...TIER_PROBLEMS[route.auth],
     ...(route.auth === 'signed' && route.replay === 'reject' && !SAFE_METHODS.has(method) ? ['REPLAYED_REQUEST' as const] : []),
     'UPSTREAM_UNAVAILABLE',
+    'UPSTREAM_BUSY',
     'UPSTREAM_TIMEOUT'
   ]
 }

@@ -7,6 +7,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { HTTP_METHODS, pathOf } from '#client/protocol'
 import { asHook, type Authenticator } from '../../auth/authenticate.js'
+import type { UpstreamLimits } from '../../config/env.js'
 import { GatewayError } from '../../errors.js'
 import type { GatewayMetrics } from '../../metrics/metrics.js'
 import { Forwarder } from '../../proxy/forwarder.js'
@@ -21,12 +22,9 @@ export interface ProxyOptions {
   authenticator: Authenticator
   identityTokens: IdentityTokenIssuer
   metrics: GatewayMetrics
-  /** keep-alive connections per upstream origin */
-  upstreamConnections: number
+  /** the upstream queue: connections, waiting requests and connect timeout per upstream origin */
+  upstreams: UpstreamLimits
 }
-
-/** upstream keep-alive connections per origin, unless told otherwise */
-export const DEFAULT_UPSTREAM_CONNECTIONS = 128
 /** the largest body any route may allow (the route file's schema maximum) */
 const MAX_BODY_LIMIT = 1024 * 1024 * 1024
 
@@ -103,9 +101,10 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
 
   // 4. Forward.
   const forwarder = new Forwarder<RouteConfig>({
-    connections: options.upstreamConnections,
+    ...options.upstreams,
     onAnswerBegins: (route, seconds) => { metrics.observeUpstreamLatency(route, seconds) }
   })
+  metrics.watchUpstreams(() => forwarder.queues())
   app.addHook('onClose', async () => { await forwarder.close() })
   const handler = (request: FastifyRequest, reply: FastifyReply): void => {
     const state = forwardState(request)

@@ -34,6 +34,16 @@ t.test('variables', async (t) => {
   t.equal(defaultRoutes(loadConfig({ UPSTREAM_URL: 'https://api.internal:8443' }).routeDefaults)[0]?.upstream, 'https://api.internal:8443')
 })
 
+t.test('the upstream queue: connections, waiting requests and connect timeout per upstream origin', async (t) => {
+  t.same(loadConfig({}).upstreams, { connections: 128, maxPending: 128, connectTimeoutMs: 5000 }, 'the defaults')
+  t.same(loadConfig({ KEYGATE_UPSTREAM_CONNECTIONS: '4', KEYGATE_UPSTREAM_MAX_PENDING: '0', KEYGATE_UPSTREAM_CONNECT_TIMEOUT_MS: '250' }).upstreams,
+    { connections: 4, maxPending: 0, connectTimeoutMs: 250 }, 'no queue at all is allowed: refuse as soon as every connection is busy')
+  const refused = [['KEYGATE_UPSTREAM_CONNECTIONS', '0'], ['KEYGATE_UPSTREAM_MAX_PENDING', '-1'], ['KEYGATE_UPSTREAM_CONNECT_TIMEOUT_MS', '0']] as const
+  for (const [name, value] of refused) {
+    t.throws(() => loadConfig({ [name]: value }), { name: 'ConfigError', message: new RegExp(`^${name}: "${value}" is not allowed: use a whole number from`) })
+  }
+})
+
 t.test('bad values are refused, naming the variable', async (t) => {
   const cases: Array<[Record<string, string>, RegExp]> = [
     [{ PORT: 'eighty' }, /^PORT: "eighty"/],

@@ -52,7 +52,8 @@ t.test('the listener: its own port on 127.0.0.1, none by default, never on the p
   const { contentType, text } = await scrape(gateway)
   t.match(contentType, /^text\/plain; version=0\.0\.4/)
   for (const name of ['keygate_http_requests_total', 'keygate_auth_outcomes_total', 'keygate_signature_verification_seconds',
-    'keygate_upstream_latency_seconds', 'keygate_cache_lookups_total', 'keygate_store_errors_total', 'process_cpu_user_seconds_total']) {
+    'keygate_upstream_latency_seconds', 'keygate_cache_lookups_total', 'keygate_store_errors_total', 'keygate_upstream_pending_requests',
+    'keygate_upstream_busy_total', 'process_cpu_user_seconds_total']) {
     t.match(text, `# TYPE ${name} `, `${name} is exposed`)
   }
   const onPublicPort = await send(gateway.url, '/metrics')
