@@ -85,6 +85,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const tokens = await createTokenService(config.jwt, store)
   const keys = createKeyRegistry(store, {
     cacheSize: config.keyCacheSize,
+    maxKeysPerOwner: config.maxKeysPerUser,
     onRecordUseError: (err, apiKey) => { app.log.debug({ err, apiKey }, 'recording a key\'s last use failed') }
   })
   const users = createUserService(store)

@@ -17,6 +17,8 @@ export const DEFAULT_TOKEN_TTL_SECONDS = 15 * 60
 export const DEFAULT_REDIS_PREFIX = 'keygate:'
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500
 export const DEFAULT_KEY_CACHE_SIZE = 10_000
+/** active API keys per user: a person or service has a handful (a few devices, a rotation under way) */
+export const DEFAULT_MAX_KEYS_PER_USER = 20
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 30_000
 /** a client must send its headers within this (slowloris) */
 export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000
@@ -60,6 +62,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_TOKEN_TTL_SECONDS: Type.Optional(Type.Integer({ minimum: 30, maximum: 24 * 3600 })),
   KEYGATE_BODY_LIMIT: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
   KEYGATE_KEY_CACHE_SIZE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
+  KEYGATE_MAX_KEYS_PER_USER: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
   KEYGATE_UPSTREAM_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
   KEYGATE_HEADERS_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 600_000 })),
   KEYGATE_REQUEST_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
@@ -95,6 +98,8 @@ export interface GatewayConfig {
   jwt: { keyFile: string | undefined; issuer: string; audience: string; ttlSeconds: number }
   bodyLimit: number
   keyCacheSize: number
+  /** KEYGATE_MAX_KEYS_PER_USER: active (neither revoked nor expired) keys a user may hold */
+  maxKeysPerUser: number
   logLevel: string
   server: ServerLimits
   /** login brute-force limits and concurrency; unset fields take users/login-guard.ts's defaults */
@@ -194,6 +199,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     },
     bodyLimit,
     keyCacheSize: e.KEYGATE_KEY_CACHE_SIZE ?? DEFAULT_KEY_CACHE_SIZE,
+    maxKeysPerUser: e.KEYGATE_MAX_KEYS_PER_USER ?? DEFAULT_MAX_KEYS_PER_USER,
     logLevel: e.LOG_LEVEL ?? 'info',
     login: {
       ...(e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER !== undefined && { maxFailuresPerUser: e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER }),
