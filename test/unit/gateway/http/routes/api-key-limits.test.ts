@@ -125,7 +125,7 @@ for (const kind of STORE_KINDS) {
     const gw = await startStack(t, { store: kind, config: { maxKeysPerUser: 3 } })
     await addUser(gw, 'alice')
     const token = await login(gw.url, 'alice')
-    const [a, b, c, d, e, f] = pairs.slice(0, 6) as TestKeyPair[]
+    const [a, b, c, d, e, f] = pairs.slice(0, 6) as [TestKeyPair, TestKeyPair, TestKeyPair, TestKeyPair, TestKeyPair, TestKeyPair]
     t.equal((await registerKey(gw.url, token, a, 'a')).status, 201)
     t.equal((await registerKey(gw.url, token, b, 'b')).status, 201)
     const expiresAt = new Date(Date.now() + 1500).toISOString()
