@@ -15,6 +15,8 @@ export interface RawRequestOptions {
   method?: string
   headers?: Record<string, string | string[]>
   body?: string | Buffer
+  /** the client address to send from (Linux routes all of 127/8 to loopback: 127.0.0.2, 127.0.0.3, ...) */
+  localAddress?: string
 }
 
 function toResponse (status: number, headers: IncomingHttpHeaders, body: Buffer): RawResponse {
@@ -29,7 +31,8 @@ export async function send (baseUrl: string, target: string, options: RawRequest
   const headers: Record<string, string | string[]> = { ...options.headers }
   if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-length')) headers['content-length'] = String(body.length)
   return await new Promise((resolve, reject) => {
-    const req = httpRequest({ host: hostname, port, method: options.method ?? 'GET', path: target, headers, agent: false }, (res) => {
+    const from = options.localAddress === undefined ? {} : { localAddress: options.localAddress }
+    const req = httpRequest({ host: hostname, port, method: options.method ?? 'GET', path: target, headers, agent: false, ...from }, (res) => {
       const chunks: Buffer[] = []
       res.on('data', (chunk: Buffer) => chunks.push(chunk))
       res.on('end', () => { resolve(toResponse(res.statusCode ?? 0, res.headers, Buffer.concat(chunks))) })

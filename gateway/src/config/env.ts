@@ -73,6 +73,9 @@ export const EnvSchema = Type.Object({
   KEYGATE_LOGIN_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
   KEYGATE_LOGIN_CONCURRENCY: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
   KEYGATE_LOGIN_QUEUE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
+  KEYGATE_SIGNATURE_FAILURE_LIMIT: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000 })),
+  KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+  KEYGATE_SIGNATURE_FAILURE_DELAY_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ROUTES_WATCH: Type.Optional(Switch),
   KEYGATE_DOCS: Type.Optional(Switch),
@@ -109,6 +112,12 @@ export interface GatewayConfig {
     windowSeconds?: number
     concurrency?: number
     queue?: number
+  }
+  /** failed signature checks per client address; unset fields take auth/signature-budget.ts's defaults */
+  signatureFailures: {
+    limit?: number
+    windowSeconds?: number
+    delayMs?: number
   }
   /** route defaults from the environment, for route files */
   routeDefaults: RouteDefaults
@@ -207,6 +216,11 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       ...(e.KEYGATE_LOGIN_WINDOW_SECONDS !== undefined && { windowSeconds: e.KEYGATE_LOGIN_WINDOW_SECONDS }),
       ...(e.KEYGATE_LOGIN_CONCURRENCY !== undefined && { concurrency: e.KEYGATE_LOGIN_CONCURRENCY }),
       ...(e.KEYGATE_LOGIN_QUEUE !== undefined && { queue: e.KEYGATE_LOGIN_QUEUE })
+    },
+    signatureFailures: {
+      ...(e.KEYGATE_SIGNATURE_FAILURE_LIMIT !== undefined && { limit: e.KEYGATE_SIGNATURE_FAILURE_LIMIT }),
+      ...(e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS !== undefined && { windowSeconds: e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS }),
+      ...(e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS !== undefined && { delayMs: e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS })
     },
     server: {
       headersTimeoutMs: e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS,
