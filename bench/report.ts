@@ -225,8 +225,8 @@ const TABLE_NOTE = 'req/s, latency, non-2xx and CPU are medians over rounds. ' +
   'the proxy for b, c, d; the service itself for a. ' +
   '"upstream us/req" is the example service\'s, "Redis us/req" the Redis server\'s (INFO cpu). ' +
   '"loadgen CPU" is the load generator\'s own CPU, in % of one core; ' +
-  '"other CPU" what the rest of the machine used meanwhile (other programs; with --url, the target itself), in % of one core: ' +
-  'when it is high, the figures are noisy.'
+  '"other CPU" what the rest of the machine used meanwhile (other programs; with --url, the target itself; ' +
+  'not the flooding process of --scenario flood), in % of one core: when it is high, the figures are noisy.'
 
 export function renderHtml (report: BenchReport, header: string): string {
   const rows = tableRows(report.configs)

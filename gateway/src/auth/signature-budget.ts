@@ -12,7 +12,7 @@
 // token are refused by cheap checks before any verification and cost no budget, so a client with
 // a wrong clock never meets it.
 //
-// The 429s are held for a moment before they are sent (at most `holdMs`, never past the window):
+// The 429s are held for a moment before they are sent (at most `delayMs`, never past the window):
 // holding costs a timer, not CPU, and a client that waits for each answer on its connections (as
 // load generators and most HTTP clients do) then sends a request per connection per hold instead
 // of as fast as the gateway refuses them. At most `maxHeld` answers are held at once; beyond that,
