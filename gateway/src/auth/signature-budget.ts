@@ -123,11 +123,12 @@ export function createSignatureBudget (options: SignatureBudgetOptions = {}): Si
       if (count.failures < limits.limit) return undefined
       stats.refusals++
       const leftMs = count.resetAt - nowMs
-      const seconds = Math.max(1, Math.ceil(leftMs / 1000))
+      const holdMs = held < limits.maxHeld ? Math.min(limits.delayMs, leftMs) : 0
+      // counted from when the answer leaves, after the hold
+      const seconds = Math.max(1, Math.ceil((leftMs - holdMs) / 1000))
       const error = new GatewayError('RATE_LIMITED', `Too many failed signature checks from this address; try again in ${seconds} s ` +
         '(INVALID_SIGNATURE answers say what was verified: see docs/debugging-signatures.md)', { headers: { 'retry-after': String(seconds) } })
-      const holdMs = Math.min(limits.delayMs, leftMs)
-      if (holdMs <= 0 || held >= limits.maxHeld) return error
+      if (holdMs <= 0) return error
       held++
       return new Promise<never>((_resolve, reject) => {
         setTimeout(() => {

@@ -131,6 +131,11 @@ t.test('the budget itself: per address, IPv6 per /64, bounded, held answers boun
   for (let i = 0; i < 5000; i++) budget.recordFailure(`2001:db8:${(i >> 16) & 0xffff}:${i & 0xffff}::1`, now)
   t.ok(budget.addresses <= 100, `at most maxAddresses addresses are counted (${budget.addresses})`)
 
+  const retry = createSignatureBudget({ limit: 1, windowSeconds: 2, delayMs: 1000 })
+  retry.recordFailure('10.0.0.8', now)
+  const afterHold = await (retry.refuse('10.0.0.8', now + 500) as Promise<never>).catch((err: unknown) => err as GatewayError)
+  t.same(afterHold.headers, { 'retry-after': '1' }, 'held 1 s of the 1.5 s left: Retry-After counts from when the answer leaves')
+
   const holding = createSignatureBudget({ limit: 1, windowSeconds: 10, delayMs: 50, maxHeld: 2 })
   holding.recordFailure('10.0.0.9', Date.now())
   const answers = [0, 1, 2, 3].map(() => holding.refuse('10.0.0.9', Date.now()))
