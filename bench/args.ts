@@ -1,7 +1,8 @@
 // The command line of `npm run bench`.
 import { parseArgs } from 'node:util'
+import { ENV_VARIABLES } from '../gateway/src/config/env.js'
 
-export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject'] as const
+export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject', 'flood'] as const
 export type Scenario = typeof SCENARIOS[number]
 export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e'] as const
 export type ConfigId = typeof CONFIG_IDS[number]
@@ -33,6 +34,8 @@ export interface BenchOptions {
   logLevel: string
   /** KEYGATE_WORKERS of keygate on Redis (c); the embedded store (d) is always one process */
   workers: number
+  /** --env NAME=VALUE: more keygate variables for the gateways started here */
+  gatewayEnv: Record<string, string>
   target: { url: string; user: string; password: string } | undefined
 }
 
@@ -64,10 +67,17 @@ Options:
                                one user logging in on every connection would trip)
                        register POST /v1/api-keys (keygate only): 64 fresh RSA keys,
                                each registered once (201), then again (409 DUPLICATE_KEY,
-                               after the same parsing, proof and store round trip)
+                               after the same parsing, proof and store round trip); the
+                               gateways started here lift KEYGATE_MAX_KEYS_PER_USER
                        mix     4 signed GETs to 1 signed POST
                        reject  signed GETs, --reject-share of them refused: bad signature,
-                               stale timestamp, unknown key (in turn)
+                               stale timestamp, unknown key (in turn); the gateways started
+                               here lift the budget of failed signature checks per address
+                               (KEYGATE_SIGNATURE_FAILURE_LIMIT), which would refuse them all
+                       flood   signed GETs from 127.0.0.1 alone, then while another process
+                               sends bad signatures (same key and token) from 127.0.0.2 on as
+                               many connections, as fast as they are answered (keygate only:
+                               c, d); reports good traffic under the flood against alone
   --reject-share F     the refused share for --scenario reject, 0 to 1   (default 0.5)
   --reject-kind K      all (in turn) | bad-signature | stale | unknown-key (default all)
   --only a,b,c,d,e     run only these configurations                     (default all)
@@ -84,9 +94,15 @@ Options:
                        (the embedded store cannot be shared), and so do (a) and (b), so the
                        default keeps the comparison like for like. Each worker warms up on
                        its share of the load: give it a longer --warmup (5)      (default 1)
+  --env NAME=VALUE     a keygate variable for the gateways started here (c, d, e), again for
+                       more: --env KEYGATE_SIGNATURE_FAILURE_LIMIT=1000000000 (no budget)
   --json               print the results as JSON instead of the table
   --help               this text
 `
+
+/** what the bench sets on the gateways it starts, not to be set with --env */
+const BENCH_OWNED_VARIABLES = ['PORT', 'HOST', 'UPSTREAM_URL', 'REDIS_URL', 'KEYGATE_REDIS_PREFIX', 'KEYGATE_BOOTSTRAP_USERS', 'KEYGATE_WORKERS',
+  'KEYGATE_ROUTES', 'LOG_LEVEL']
 
 export class UsageError extends Error {
   override name = 'UsageError'
@@ -127,6 +143,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
         'log-level': { type: 'string' },
         'cpu-prof': { type: 'boolean' },
         workers: { type: 'string' },
+        env: { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' }
       }
     }))
@@ -147,8 +164,9 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   for (const id of only) if (!(CONFIG_IDS as readonly string[]).includes(id)) throw new UsageError(`--only: "${id}" is not one of ${CONFIG_IDS.join(', ')}`)
   if (only.length === 0) throw new UsageError('--only: name at least one of a, b, c, d, e')
   let configs = CONFIG_IDS.filter((id) => only.includes(id))
-  if (scenario === 'token' || scenario === 'register') {
-    // token issuance and key registration are keygate's own endpoints: neither the service nor the bare proxy has one
+  if (scenario === 'token' || scenario === 'register' || scenario === 'flood') {
+    // token issuance and key registration are keygate's own endpoints: neither the service nor the bare proxy has one;
+    // a flood of bad signatures is refused only where signatures are checked
     if (onlyGiven && configs.some((id) => id === 'a' || id === 'b' || id === 'e')) {
       throw new UsageError(`--scenario ${scenario}: only keygate answers it; use --only c,d`)
     }
@@ -181,6 +199,21 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     throw new UsageError('--workers sets the keygate started here; with --url, set KEYGATE_WORKERS on that keygate')
   }
 
+  if (scenario === 'flood' && target !== undefined) throw new UsageError('--scenario flood: runs against the gateways started here, not --url')
+  const gatewayEnv: Record<string, string> = {}
+  for (const setting of values.env ?? []) {
+    const eq = setting.indexOf('=')
+    const name = setting.slice(0, Math.max(0, eq))
+    if (eq <= 0 || !(ENV_VARIABLES as readonly string[]).includes(name)) {
+      throw new UsageError(`--env: "${setting}" is not NAME=VALUE with a keygate variable`)
+    }
+    if (BENCH_OWNED_VARIABLES.includes(name)) throw new UsageError(`--env: ${name} is set by the bench itself`)
+    gatewayEnv[name] = setting.slice(eq + 1)
+  }
+  if (target !== undefined && Object.keys(gatewayEnv).length > 0) {
+    throw new UsageError('--env sets the gateways started here; with --url, configure that keygate')
+  }
+
   const logLevel = values['log-level'] ?? 'warn'
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new UsageError(`--log-level: "${logLevel}" is not a log level`)
 
@@ -199,6 +232,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     logLevel,
     cpuProf: values['cpu-prof'] === true,
     workers,
+    gatewayEnv,
     target
   }
 }

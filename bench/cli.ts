@@ -11,11 +11,12 @@ import { join, resolve } from 'node:path'
 import { ENV_VARIABLES } from '../gateway/src/config/env.js'
 import { parseBenchArgs, USAGE, UsageError, type BenchOptions, type ConfigId } from './args.js'
 import { killAllServicesNow, startService, stopAllServices, type Service } from './children.js'
+import { FLOOD_ADDRESS, killAllFloods, startFlood, type Flood, type FloodResult } from './flood.js'
 import { measure, type MeasureOptions } from './measure.js'
 import { deletePrefix, pingRedis, redisClient, redisCpuMicros } from './redis.js'
-import { medianOf, renderHtml, renderTable, TABLE_COLUMNS, tableRows, type BenchReport, type ConfigResult } from './report.js'
+import { medianFlood, medianOf, renderHtml, renderTable, TABLE_COLUMNS, tableRows, type BenchReport, type ConfigResult } from './report.js'
 import {
-  buildRequests, createSignedMaterial, ensurePosts, ensureRegistrations, postShare, refreshGets, REGISTRATION_POOL_SIZE,
+  buildRequests, CLIENTS_PATH, createSignedMaterial, ensurePosts, ensureRegistrations, floodHeaders, postShare, refreshGets, REGISTRATION_POOL_SIZE,
   type Destination, type SignedMaterial
 } from './scenarios.js'
 import { generateBenchKey, signOne, SigningPool, type BenchKey } from './signing.js'
@@ -75,6 +76,7 @@ function onSignal (signal: NodeJS.Signals): void {
 process.on('SIGINT', onSignal)
 process.on('SIGTERM', onSignal)
 process.on('exit', killAllServicesNow)
+process.on('exit', killAllFloods)
 
 // ---- keygate's API, for setting up a target ----
 
@@ -194,6 +196,12 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
       // token: one user logs in on every connection at once, and every attempt counts against
       // the per-user limit until its password is checked; the limit is not what is measured
       ...(options.scenario === 'token' && { KEYGATE_LOGIN_MAX_FAILURES_PER_USER: '1000000' }),
+      // reject: what each refusal costs, all from one address; the budget of failed signature
+      // checks per address would soon answer them all with 429 (the flood scenario measures it)
+      ...(options.scenario === 'reject' && { KEYGATE_SIGNATURE_FAILURE_LIMIT: '1000000000' }),
+      // register: 64 keys for one user; the limit of active keys per user is not what is measured
+      ...(options.scenario === 'register' && { KEYGATE_MAX_KEYS_PER_USER: '10000' }),
+      ...options.gatewayEnv,
       ...extra
     }), profiled)
   let prefix: string | undefined
@@ -314,6 +322,7 @@ async function run (options: BenchOptions): Promise<void> {
   const key = await keyReady
   const signer = new SigningPool(key)
   cleanups.push(async () => { await signer.close() })
+  cleanups.push(async () => { killAllFloods() })
   if (configs.length === 0) throw new UsageError('nothing to run')
 
   say.log('signing requests ...')
@@ -346,52 +355,80 @@ async function run (options: BenchOptions): Promise<void> {
       `every configuration now runs at ${rate.toLocaleString('en-US')} req/s`)
   }
 
+  const flooding = options.scenario === 'flood'
+  if (flooding) for (const c of configs) results.set(floodId(c.id), [])
   for (let round = 1; round <= options.rounds; round++) {
     // a different configuration goes first each round, so none always follows the same one
     const order = configs.map((_, i) => configs[(i + round - 1) % configs.length] as BenchConfig)
     for (const [position, config] of order.entries()) {
-      if (config.login !== undefined && Date.now() - config.tokenAt > TOKEN_REFRESH_MS) await config.login()
-      await refreshGets(material, signer)
-      if (share > 0 && config.destination.kind === 'keygate') {
-        const expected = (rate ?? config.lastRps ?? Math.min(FIRST_RATE_GUESS, FIRST_RATE_GUESS_PER_CONNECTION * options.connections)) * share
-        const needed = Math.ceil(expected * (options.warmup + options.duration) * 1.3) + 2 * options.connections
-        say.line(`round ${round}/${options.rounds}  ${config.id} ${config.label}: signing ${needed} POSTs ...`)
-        await ensurePosts(material, signer, config.destination, needed)
+      // flood: each configuration alone and under the flood, in turn first
+      const variants = !flooding ? [false] : round % 2 === 1 ? [false, true] : [true, false]
+      for (const underFlood of variants) {
+        if (config.login !== undefined && Date.now() - config.tokenAt > TOKEN_REFRESH_MS) await config.login()
+        await refreshGets(material, signer)
+        if (share > 0 && config.destination.kind === 'keygate') {
+          const expected = (rate ?? config.lastRps ?? Math.min(FIRST_RATE_GUESS, FIRST_RATE_GUESS_PER_CONNECTION * options.connections)) * share
+          const needed = Math.ceil(expected * (options.warmup + options.duration) * 1.3) + 2 * options.connections
+          say.line(`round ${round}/${options.rounds}  ${config.id} ${config.label}: signing ${needed} POSTs ...`)
+          await ensurePosts(material, signer, config.destination, needed)
+        }
+        const inlineBefore = material.inlineSigned
+        const title = `round ${round}/${options.rounds}  ${config.id} ${config.label}${!flooding ? '' : underFlood ? ', under the flood' : ', alone'}`
+        say.line(`${title}: warming up`)
+        const flood: Flood | undefined = underFlood
+          ? await startFlood({ url: config.url, connections: options.connections, path: CLIENTS_PATH, headers: floodHeaders(config.destination, material) })
+          : undefined
+        let seen: FloodResult | undefined
+        let m
+        try {
+          m = await measure({
+            url: config.url,
+            connections: options.connections,
+            rate,
+            duration: options.duration,
+            warmup: options.warmup,
+            requests: () => buildRequests(options.scenario, config.destination, material, options.rejectShare, options.rejectKind),
+            cpu: config.cpu,
+            onSecond: (second, count) => { say.line(`${title}: ${second + 1}/${options.duration} s  ${count.toLocaleString('en-US')} req/s`) },
+            ...(flood !== undefined && { onMeasuring: flood.mark })
+          })
+        } finally {
+          seen = await flood?.stop()
+        }
+        // the flooding process is part of the run, not other work on the machine
+        if (seen !== undefined && m.otherCpuPercent !== null) {
+          m = { ...m, otherCpuPercent: Math.max(0, Math.round((m.otherCpuPercent - seen.cpuPercent) * 10) / 10) }
+        }
+        if (!underFlood) config.lastRps = m.rps
+        results.get(underFlood ? floodId(config.id) : config.id)?.push({
+          ...m, round, position, inlineSignedPosts: material.inlineSigned - inlineBefore, ...(seen !== undefined && { flood: seen })
+        })
+        say.done(`${title}: ${Math.round(m.rps).toLocaleString('en-US')} req/s, p99 ${m.latency.p99} ms` +
+          `${m.cpuPerRequestUs === null ? '' : `, ${m.cpuPerRequestUs} us CPU/req`}` +
+          `${seen === undefined ? '' : `; the flood: ${Math.round(seen.rps).toLocaleString('en-US')} answers/s`}`)
       }
-      const inlineBefore = material.inlineSigned
-      const title = `round ${round}/${options.rounds}  ${config.id} ${config.label}`
-      say.line(`${title}: warming up`)
-      const m = await measure({
-        url: config.url,
-        connections: options.connections,
-        rate,
-        duration: options.duration,
-        warmup: options.warmup,
-        requests: () => buildRequests(options.scenario, config.destination, material, options.rejectShare, options.rejectKind),
-        cpu: config.cpu,
-        onSecond: (second, count) => { say.line(`${title}: ${second + 1}/${options.duration} s  ${count.toLocaleString('en-US')} req/s`) }
-      })
-      config.lastRps = m.rps
-      results.get(config.id)?.push({ ...m, round, position, inlineSignedPosts: material.inlineSigned - inlineBefore })
-      say.done(`${title}: ${Math.round(m.rps).toLocaleString('en-US')} req/s, p99 ${m.latency.p99} ms` +
-        `${m.cpuPerRequestUs === null ? '' : `, ${m.cpuPerRequestUs} us CPU/req`}`)
     }
   }
 
   const bare = configs.find((c) => c.id === 'b')
   const bareRps = bare === undefined ? undefined : medianOf(results.get('b') ?? []).rps
-  const configResults: ConfigResult[] = configs.map((c) => {
-    const rounds = results.get(c.id) ?? []
+  const resultOf = (c: BenchConfig, id: string, label: string): ConfigResult => {
+    const rounds = results.get(id) ?? []
     const m = medianOf(rounds)
+    const floods = rounds.flatMap((r) => r.flood === undefined ? [] : [r.flood])
     return {
-      id: c.id,
-      label: c.label,
+      id,
+      label,
       url: c.url,
       cpuOf: c.cpuOf,
       rounds,
-      median: { ...m, ratioToBare: bareRps === undefined || bareRps === 0 ? null : Math.round((m.rps / bareRps) * 100) / 100 }
+      median: { ...m, ratioToBare: bareRps === undefined || bareRps === 0 ? null : Math.round((m.rps / bareRps) * 100) / 100 },
+      ...(floods.length > 0 && { flood: medianFlood(floods) })
     }
-  })
+  }
+  const configResults: ConfigResult[] = configs.flatMap((c) => flooding
+    ? [resultOf(c, c.id, `${c.label}: good traffic alone`), resultOf(c, floodId(c.id), `${c.label}: good traffic, flood from ${FLOOD_ADDRESS}`)]
+    : [resultOf(c, c.id, c.label)])
 
   const warnings: string[] = []
   // reject: refusals are the point; register: every key but the first pass is a duplicate
@@ -444,6 +481,8 @@ async function run (options: BenchOptions): Promise<void> {
       rounds: options.rounds,
       rejectShare: options.scenario === 'reject' ? options.rejectShare : undefined,
       rejectKind: options.scenario === 'reject' ? options.rejectKind : undefined,
+      floodFrom: flooding ? FLOOD_ADDRESS : undefined,
+      gatewayEnv: Object.keys(options.gatewayEnv).length > 0 ? options.gatewayEnv : undefined,
       configs: configs.map((c) => c.id),
       target: options.target?.url,
       gatewayLogLevel: options.target === undefined ? options.logLevel : undefined,
@@ -467,6 +506,7 @@ async function run (options: BenchOptions): Promise<void> {
       renderTable(TABLE_COLUMNS, tableRows(configResults)),
       '',
       ...refusalsByCode(configResults),
+      ...goodUnderFlood(configResults),
       ...latencyAgainstBare(configResults, rate),
       'CPU us/req: CPU time (user + system) of the process the load goes to (the proxy; for a, the service itself) per request;',
       'upstream us/req: the example service\'s; Redis us/req: the Redis server\'s (INFO cpu). x (b): req/s over the bare proxy\'s.',
@@ -479,6 +519,37 @@ async function run (options: BenchOptions): Promise<void> {
       ''
     ].join('\n'))
   }
+}
+
+/** the results key of a configuration's measurements under the flood */
+function floodId (id: string): string {
+  return `${id} flood`
+}
+
+/** --scenario flood: good traffic under the flood against alone, and what the flood got. */
+function goodUnderFlood (results: ConfigResult[]): string[] {
+  const lines = results.flatMap((under) => {
+    if (under.flood === undefined) return []
+    const alone = results.find((c) => floodId(c.id) === under.id)
+    if (alone === undefined) return []
+    const ratio = alone.median.rps === 0 ? 0 : under.median.rps / alone.median.rps
+    const perRound = under.rounds.map((r) => {
+      const same = alone.rounds.find((a) => a.round === r.round)
+      return same === undefined || same.rps === 0 ? '-' : `${Math.round((r.rps / same.rps) * 100)}%`
+    })
+    const f = under.flood
+    const answers = Object.entries(f.codes).map(([code, n]) => `${code} ${Math.round(n).toLocaleString('en-US')}`).join(', ')
+    return [
+      `${alone.id}: good traffic under the flood: ${Math.round(under.median.rps).toLocaleString('en-US')} req/s against ` +
+        `${Math.round(alone.median.rps).toLocaleString('en-US')} alone: ${Math.round(ratio * 100)}% (per round: ${perRound.join(', ')})`,
+      `${alone.id}: the flood from ${FLOOD_ADDRESS}: ${Math.round(f.rps).toLocaleString('en-US')} answers/s; in ${Math.round(f.seconds)} s: ` +
+        `${answers === '' ? 'none refused' : answers}${f.errors > 0 ? `, ${f.errors} connection errors` : ''}; flooding process CPU ${f.cpuPercent}%`
+    ]
+  })
+  return lines.length === 0
+    ? []
+    : ['good traffic under a flood of bad signatures (medians; under the flood, CPU us/req is the gateway\'s CPU per good request, the flood\'s included):',
+        ...lines, '']
 }
 
 /** The non-2xx answers of each configuration by status and problem+json code (medians per round). */

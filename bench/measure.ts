@@ -51,6 +51,8 @@ export interface MeasureOptions {
   /** CPU time so far of the process under load and of the upstream (µs), when known */
   cpu: { proxy?: () => Promise<number>; upstream?: () => Promise<number>; redis?: () => Promise<number> }
   onSecond?: (second: number, count: number) => void
+  /** called when the warm-up ends and the measurement begins */
+  onMeasuring?: () => void
 }
 
 interface RunOutput {
@@ -173,6 +175,7 @@ export async function measure (options: MeasureOptions): Promise<Measurement> {
     before = sample()
     generatorBefore = process.cpuUsage()
     machineBefore = machineBusyMicros()
+    options.onMeasuring?.()
   }, options.onSecond)
   const generator = process.cpuUsage(generatorBefore)
   const machineAfter = machineBusyMicros()

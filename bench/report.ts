@@ -1,5 +1,6 @@
 // Medians over rounds, and the three ways they are shown: a terminal table, JSON, and an HTML
 // page with inline SVG charts (latency distribution, requests per second over time).
+import type { FloodResult } from './flood.js'
 import { PERCENTILES, type LatencyPercentiles, type Measurement } from './measure.js'
 
 export interface ConfigResult {
@@ -9,8 +10,10 @@ export interface ConfigResult {
   url: string
   /** the process whose CPU "cpuPerRequestUs" counts */
   cpuOf: string | null
-  rounds: Array<Measurement & { round: number; position: number; inlineSignedPosts: number }>
+  rounds: Array<Measurement & { round: number; position: number; inlineSignedPosts: number; flood?: FloodResult }>
   median: MedianResult
+  /** --scenario flood: what the flood saw meanwhile, medians over the rounds */
+  flood?: FloodResult
 }
 
 export interface MedianResult {
@@ -82,6 +85,24 @@ export function medianOf (rounds: Measurement[]): Omit<MedianResult, 'ratioToBar
     redisCpuPerRequestUs: medianOrNull(rounds.map((r) => r.redisCpuPerRequestUs)),
     generatorCpuPercent: median(rounds.map((r) => r.generatorCpuPercent)),
     otherCpuPercent: medianOrNull(rounds.map((r) => r.otherCpuPercent))
+  }
+}
+
+/** Medians of the flood's figures over rounds. */
+export function medianFlood (floods: FloodResult[]): FloodResult {
+  const byKey = (pick: (f: FloodResult) => Record<string, number>): Record<string, number> => {
+    const out: Record<string, number> = {}
+    for (const key of [...new Set(floods.flatMap((f) => Object.keys(pick(f))))].sort()) out[key] = median(floods.map((f) => pick(f)[key] ?? 0))
+    return out
+  }
+  return {
+    requests: median(floods.map((f) => f.requests)),
+    seconds: median(floods.map((f) => f.seconds)),
+    rps: median(floods.map((f) => f.rps)),
+    statuses: byKey((f) => f.statuses),
+    codes: byKey((f) => f.codes),
+    errors: median(floods.map((f) => f.errors)),
+    cpuPercent: median(floods.map((f) => f.cpuPercent))
   }
 }
 
@@ -204,8 +225,8 @@ const TABLE_NOTE = 'req/s, latency, non-2xx and CPU are medians over rounds. ' +
   'the proxy for b, c, d; the service itself for a. ' +
   '"upstream us/req" is the example service\'s, "Redis us/req" the Redis server\'s (INFO cpu). ' +
   '"loadgen CPU" is the load generator\'s own CPU, in % of one core; ' +
-  '"other CPU" what the rest of the machine used meanwhile (other programs; with --url, the target itself), in % of one core: ' +
-  'when it is high, the figures are noisy.'
+  '"other CPU" what the rest of the machine used meanwhile (other programs; with --url, the target itself; ' +
+  'not the flooding process of --scenario flood), in % of one core: when it is high, the figures are noisy.'
 
 export function renderHtml (report: BenchReport, header: string): string {
   const rows = tableRows(report.configs)

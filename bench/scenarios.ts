@@ -191,6 +191,9 @@ export function buildRequests (
   switch (scenario) {
     case 'get':
       return gets.map((_, i) => get(i))
+    case 'flood':
+      // the good traffic; the flood itself (floodHeaders) is sent by another process
+      return gets.map((_, i) => get(i))
     case 'post':
       return [postRequest(destination, material)]
     case 'mix':
@@ -231,4 +234,9 @@ export function buildRequests (
       return requests
     }
   }
+}
+
+/** flood scenario: the headers of the flood's one request, a signed GET whose signature is over other bytes (the same key and token) */
+export function floodHeaders (destination: Destination, material: SignedMaterial): Record<string, string> {
+  return authHeaders(destination, material.key.apiKey, material.badSignature)
 }

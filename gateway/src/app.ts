@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto'
 import { createAuthenticator } from './auth/authenticate.js'
 import { bearerTokenStage } from './auth/bearer.js'
 import { signedPipeline } from './auth/pipeline.js'
+import { createSignatureBudget } from './auth/signature-budget.js'
 import { MAX_HEADER_BYTES, type GatewayConfig } from './config/env.js'
 import { accessLogPlugin } from './http/plugins/access-log.js'
 import { clientAddressPlugin } from './http/plugins/client-address.js'
@@ -86,16 +87,18 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const tokens = await createTokenService(config.jwt, store)
   const keys = createKeyRegistry(store, {
     cacheSize: config.keyCacheSize,
+    maxKeysPerOwner: config.maxKeysPerUser,
     onRecordUseError: (err, apiKey) => { app.log.debug({ err, apiKey }, 'recording a key\'s last use failed') }
   })
   const users = createUserService(store)
+  const signatureBudget = createSignatureBudget(config.signatureFailures)
   const services: KeygateServices = {
     store,
     tokens,
     users,
     keys,
     routes,
-    metrics: createGatewayMetrics({ keys, tokens, store }),
+    metrics: createGatewayMetrics({ keys, tokens, store, signatureBudget }),
     loginGuard: createLoginGuard(store, users, config.login)
   }
   app.addHook('onClose', async () => {
@@ -118,6 +121,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
       keys,
       store,
       observeVerification: services.metrics.observeSignatureVerification,
+      signatureBudget,
       ...(options.now && { now: options.now })
     }),
     bearer: [bearerTokenStage(tokens)],

@@ -17,6 +17,7 @@ export const ERRORS = {
   INVALID_SIGNATURE: { status: 401, title: 'The signature does not verify' },
   REPLAYED_REQUEST: { status: 401, title: 'This signed request was already accepted' },
   KEY_OWNER_MISMATCH: { status: 403, title: 'The API key belongs to another user' },
+  KEY_LIMIT_REACHED: { status: 403, title: 'The user has as many active API keys as allowed' },
   NOT_FOUND: { status: 404, title: 'No such route' },
   API_KEY_NOT_FOUND: { status: 404, title: 'No such API key' },
   METHOD_NOT_ALLOWED: { status: 405, title: 'The route does not take this method' },

@@ -120,10 +120,11 @@ export async function registerKey (url: string, token: string, keys: TestKeyPair
 /** A signed business request sent exactly as signed. */
 export async function sendSigned (
   url: string,
-  input: { keys: TestKeyPair; token: string; method: string; target: string; body?: string | Buffer; headers?: Record<string, string> }
+  input: { keys: TestKeyPair; token: string; method: string; target: string; body?: string | Buffer; headers?: Record<string, string>; from?: string }
 ) {
   return await send(url, input.target, {
     method: input.method,
+    ...(input.from !== undefined && { localAddress: input.from }),
     headers: {
       ...(input.body !== undefined && { 'content-type': 'application/json' }),
       ...input.headers,

@@ -64,7 +64,7 @@ t.test('on a Redis Cluster', async (t) => {
     const store = await createStore({ redisUrl: undefined, redisTopology: cluster.connection, redisPrefix: prefix, redisCommandTimeoutMs: 2000 })
     t.teardown(async () => { await store.close() })
     await store.putUser('alice', 'hash')
-    t.equal(await store.createKey({ apiKey: 'c'.repeat(64), owner: 'alice', name: 'k', publicKey: 'PEM', createdAt: '2026-01-01T00:00:00.000Z' }), true)
+    t.equal(await store.createKey({ apiKey: 'c'.repeat(64), owner: 'alice', name: 'k', publicKey: 'PEM', createdAt: '2026-01-01T00:00:00.000Z' }), 'created')
     await store.getOrCreateSigningKey('key-1')
     await store.rotateSigningKey('key-2', 60_000)
     for (let i = 0; i < 60; i++) await store.rememberOnce(`replay:${i}`, 60_000)

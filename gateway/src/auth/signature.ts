@@ -1,4 +1,5 @@
 import type { KeyObject } from 'node:crypto'
+import type { FastifyRequest } from 'fastify'
 import { describeSigningString, signingString, type SigningStringDetails } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import { decodeBase64, verifyRsaSha256 } from '../keys/public-key.js'
@@ -62,9 +63,10 @@ export function describeSignedRequest (request: Omit<SignedRequest, 'signature'>
 
 /**
  * X-API-Signature: RSA-SHA256 over the signing string, with the registered key.
- * `observeVerification` gets the seconds the verification took (the metrics).
+ * `observeVerification` gets the seconds the verification took (the metrics); `onFailure` hears
+ * of each request whose signature failed (the budget of failed checks per address).
  */
-export function signatureStage (observeVerification?: (seconds: number) => void): AuthStage {
+export function signatureStage (observeVerification?: (seconds: number) => void, onFailure?: (request: FastifyRequest) => void): AuthStage {
   return {
     name: 'signature',
     needsBody: true,
@@ -81,7 +83,10 @@ export function signatureStage (observeVerification?: (seconds: number) => void)
       const started = performance.now()
       const failure = verifyRequestSignature(key.keyObject, signed)
       observeVerification?.((performance.now() - started) / 1000)
-      if (failure !== undefined) throw invalidSignatureError(key.keyObject, apiKey, signed, failure)
+      if (failure !== undefined) {
+        onFailure?.(request)
+        throw invalidSignatureError(key.keyObject, apiKey, signed, failure)
+      }
     }
   }
 }

@@ -19,6 +19,8 @@ export const DEFAULT_TOKEN_TTL_SECONDS = 15 * 60
 export const DEFAULT_REDIS_PREFIX = 'keygate:'
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500
 export const DEFAULT_KEY_CACHE_SIZE = 10_000
+/** active API keys per user: a person or service has a handful (a few devices, a rotation under way) */
+export const DEFAULT_MAX_KEYS_PER_USER = 20
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 30_000
 /** keep-alive connections per upstream origin: at most this many requests are sent to it at once */
 export const DEFAULT_UPSTREAM_CONNECTIONS = 128
@@ -75,6 +77,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_TOKEN_TTL_SECONDS: Type.Optional(Type.Integer({ minimum: 30, maximum: 24 * 3600 })),
   KEYGATE_BODY_LIMIT: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
   KEYGATE_KEY_CACHE_SIZE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
+  KEYGATE_MAX_KEYS_PER_USER: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
   KEYGATE_UPSTREAM_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
   KEYGATE_UPSTREAM_CONNECTIONS: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
   KEYGATE_UPSTREAM_MAX_PENDING: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })),
@@ -88,6 +91,9 @@ export const EnvSchema = Type.Object({
   KEYGATE_LOGIN_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
   KEYGATE_LOGIN_CONCURRENCY: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
   KEYGATE_LOGIN_QUEUE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
+  KEYGATE_SIGNATURE_FAILURE_LIMIT: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000 })),
+  KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+  KEYGATE_SIGNATURE_FAILURE_DELAY_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ROUTES_WATCH: Type.Optional(Switch),
   KEYGATE_DOCS: Type.Optional(Switch),
@@ -115,6 +121,8 @@ export interface GatewayConfig {
   jwt: { keyFile: string | undefined; issuer: string; audience: string; ttlSeconds: number }
   bodyLimit: number
   keyCacheSize: number
+  /** KEYGATE_MAX_KEYS_PER_USER: active (neither revoked nor expired) keys a user may hold */
+  maxKeysPerUser: number
   logLevel: string
   server: ServerLimits
   /** login brute-force limits and concurrency; unset fields take users/login-guard.ts's defaults */
@@ -124,6 +132,12 @@ export interface GatewayConfig {
     windowSeconds?: number
     concurrency?: number
     queue?: number
+  }
+  /** failed signature checks per client address; unset fields take auth/signature-budget.ts's defaults */
+  signatureFailures: {
+    limit?: number
+    windowSeconds?: number
+    delayMs?: number
   }
   /** route defaults from the environment, for route files */
   routeDefaults: RouteDefaults
@@ -226,6 +240,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     },
     bodyLimit,
     keyCacheSize: e.KEYGATE_KEY_CACHE_SIZE ?? DEFAULT_KEY_CACHE_SIZE,
+    maxKeysPerUser: e.KEYGATE_MAX_KEYS_PER_USER ?? DEFAULT_MAX_KEYS_PER_USER,
     logLevel: e.LOG_LEVEL ?? 'info',
     login: {
       ...(e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER !== undefined && { maxFailuresPerUser: e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER }),
@@ -233,6 +248,11 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       ...(e.KEYGATE_LOGIN_WINDOW_SECONDS !== undefined && { windowSeconds: e.KEYGATE_LOGIN_WINDOW_SECONDS }),
       ...(e.KEYGATE_LOGIN_CONCURRENCY !== undefined && { concurrency: e.KEYGATE_LOGIN_CONCURRENCY }),
       ...(e.KEYGATE_LOGIN_QUEUE !== undefined && { queue: e.KEYGATE_LOGIN_QUEUE })
+    },
+    signatureFailures: {
+      ...(e.KEYGATE_SIGNATURE_FAILURE_LIMIT !== undefined && { limit: e.KEYGATE_SIGNATURE_FAILURE_LIMIT }),
+      ...(e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS !== undefined && { windowSeconds: e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS }),
+      ...(e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS !== undefined && { delayMs: e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS })
     },
     server: {
       headersTimeoutMs: e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS,

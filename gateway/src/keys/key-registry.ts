@@ -67,6 +67,8 @@ export interface KeyRegistry {
 
 export interface KeyRegistryOptions {
   cacheSize: number
+  /** active keys (neither revoked nor expired) an owner may hold; unset: no limit */
+  maxKeysPerOwner?: number
   /** how often (per key, per process) a use is written to the store; default 60 s */
   lastUsedIntervalMs?: number
   /** told when recording a use failed (the request it came from has long been answered) */
@@ -222,11 +224,17 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
         createdAt: new Date().toISOString(),
         ...(expires !== undefined && { expiresAt: expires })
       }
-      if (!await store.createKey(record)) {
+      const outcome = await store.createKey(record, options.maxKeysPerOwner)
+      if (outcome === 'exists') {
         // Revoked and expired keys stay registered: the same words for all, whoever asks.
         throw new GatewayError('DUPLICATE_KEY', 'This public key is already registered (a revoked or expired key stays so); generate a new key pair', {
           extra: { apiKey: parsed.apiKey }
         })
+      }
+      if (outcome === 'limit-reached') {
+        const most = options.maxKeysPerOwner ?? 0
+        throw new GatewayError('KEY_LIMIT_REACHED', `You have ${most} active API keys, the most a user may have; revoke one you no longer use ` +
+          '(GET /v1/api-keys lists them, DELETE /v1/api-keys/{apiKey} revokes one), then register again', { extra: { maxKeys: most } })
       }
       unknown.delete(parsed.apiKey)
       cache.set(parsed.apiKey, { status: 'active', key: { apiKey: parsed.apiKey, owner, name, keyObject: parsed.keyObject }, expiresAtMs: expiryMs(expires) })

@@ -13,6 +13,8 @@ export interface MetricSources {
   keys: { readonly stats: Readonly<CacheStats> }
   tokens: { readonly stats: Readonly<CacheStats> }
   store: { readonly errors: number }
+  /** the budget of failed signature checks per address (auth/signature-budget.ts) */
+  signatureBudget?: { readonly stats: Readonly<{ refusals: number; exhausted: number }> }
 }
 
 /** One upstream origin's queue, as the proxy counts it (proxy/forwarder.ts). */
@@ -56,7 +58,9 @@ export const METRIC_NAMES = {
   cacheLookups: 'keygate_cache_lookups_total',
   storeErrors: 'keygate_store_errors_total',
   upstreamPending: 'keygate_upstream_pending_requests',
-  upstreamBusy: 'keygate_upstream_busy_total'
+  upstreamBusy: 'keygate_upstream_busy_total',
+  signatureBudgetRefusals: 'keygate_signature_budget_refusals_total',
+  signatureBudgetExhausted: 'keygate_signature_budget_exhausted_total'
 } as const
 
 /** RSA-2048 verifies in about 35 us, RSA-8192 in about 1 ms */
@@ -168,6 +172,30 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       for (const queue of upstreamQueues()) this.inc({ upstream: queue.origin }, queue.refused)
     }
   })
+  const budget = sources.signatureBudget
+  if (budget !== undefined) {
+    // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+    new Counter({
+      name: METRIC_NAMES.signatureBudgetRefusals,
+      help: 'Signed requests refused with 429 RATE_LIMITED before any check because their client address had used up its budget ' +
+        'of failed signature checks (KEYGATE_SIGNATURE_FAILURE_LIMIT per KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS)',
+      registers: [registry],
+      collect () {
+        this.reset()
+        this.inc(budget.stats.refusals)
+      }
+    })
+    // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+    new Counter({
+      name: METRIC_NAMES.signatureBudgetExhausted,
+      help: 'Times a client address used up its budget of failed signature checks within a window (its signed requests then get 429)',
+      registers: [registry],
+      collect () {
+        this.reset()
+        this.inc(budget.stats.exhausted)
+      }
+    })
+  }
 
   /** a route's series, found by the route object itself: no label string per observation */
   const upstreamSeries = new WeakMap<LabelledRoute, Series>()

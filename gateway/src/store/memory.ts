@@ -75,14 +75,24 @@ export function createMemoryStore (now: () => number = Date.now): Store {
       const key = keys.get(apiKey)
       return key === undefined ? null : withLastUse(key)
     },
-    async createKey (record) {
-      if (keys.has(record.apiKey)) return false
+    async createKey (record, maxActiveKeys) {
+      // No await between the checks and the write: one step, as the Redis script is.
+      if (keys.has(record.apiKey)) return 'exists'
+      let owned = ownerKeys.get(record.owner)
+      if (maxActiveKeys !== undefined) {
+        const t = now()
+        let active = 0
+        for (const apiKey of owned ?? []) {
+          const key = keys.get(apiKey)
+          if (key !== undefined && key.revokedAt === undefined && (key.expiresAt === undefined || Date.parse(key.expiresAt) > t)) active++
+        }
+        if (active >= maxActiveKeys) return 'limit-reached'
+      }
       const { lastUsedAt: _, ...stored } = record
       keys.set(record.apiKey, stored)
-      let owned = ownerKeys.get(record.owner)
       if (owned === undefined) ownerKeys.set(record.owner, owned = new Set())
       owned.add(record.apiKey)
-      return true
+      return 'created'
     },
     async listKeys (owner) {
       const apiKeys = owner === undefined ? [...keys.keys()] : [...ownerKeys.get(owner) ?? []]

@@ -49,13 +49,33 @@ export function redisKeyNames (prefix: string, cluster: boolean) {
   }
 }
 
-// SET NX of the key record and the owner's index in one step, so a key is never half-registered.
+// The key record (set if absent) and the owner's index in one step, so a key is never
+// half-registered; with a limit, the owner's active keys are counted in the same step, so
+// concurrent registrations (at any gateway) cannot together pass it. Active: not revoked and not
+// expired at ARGV[4]; both times are ISO 8601 UTC as toISOString() writes them, so they compare as
+// strings. The records are named from the index (key-record prefix .. apiKey), in the registry's
+// hash slot like the index (see redisKeyNames). KEYS: key record, owner index.
+// ARGV: record JSON, apiKey, most active keys ('' = no limit), now (ISO 8601), key-record prefix.
+// Returns 1 created, 0 exists, -1 limit reached.
 const CREATE_KEY_SCRIPT = `
-if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
-  redis.call('SADD', KEYS[2], ARGV[2])
-  return 1
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local most = tonumber(ARGV[3])
+if most then
+  local active = 0
+  for _, apiKey in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+    local text = redis.call('GET', ARGV[5] .. apiKey)
+    if text then
+      local record = cjson.decode(text)
+      if not record.revokedAt and (type(record.expiresAt) ~= 'string' or record.expiresAt > ARGV[4]) then
+        active = active + 1
+        if active >= most then return -1 end
+      end
+    end
+  end
 end
-return 0`
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[2])
+return 1`
 
 const RETRY_AFTER_SECONDS = '1'
 
@@ -283,10 +303,11 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       const [text, used] = results(await redis.multi().get(keyKey(apiKey)).hget(lastUsedKey, apiKey).exec()) as [string | null, string | null]
       return text === null ? null : parseKeyRecord(text, used)
     }),
-    createKey: async (record) => await guarded(async () => {
+    createKey: async (record, maxActiveKeys) => await guarded(async () => {
       const { lastUsedAt: _, ...stored } = record
-      const created = await redis.eval(CREATE_KEY_SCRIPT, 2, keyKey(record.apiKey), ownerKeys(record.owner), JSON.stringify(stored), record.apiKey)
-      return created === 1
+      const outcome = await redis.eval(CREATE_KEY_SCRIPT, 2, keyKey(record.apiKey), ownerKeys(record.owner), JSON.stringify(stored), record.apiKey,
+        maxActiveKeys === undefined ? '' : String(maxActiveKeys), new Date().toISOString(), keyKey(''))
+      return outcome === 1 ? 'created' : outcome === -1 ? 'limit-reached' : 'exists'
     }),
     listKeys: async (owner) => await guarded(async () => {
       let apiKeys: string[]

@@ -34,6 +34,8 @@ export type KeyEvent = { type: 'revoked'; apiKey: string } | { type: 'resync' }
 
 export type KeyEventListener = (event: KeyEvent) => void
 
+export type CreateKeyOutcome = 'created' | 'exists' | 'limit-reached'
+
 export interface RevokeResult {
   /** not-found: no such key, or (with `owner`) not that owner's key */
   outcome: 'revoked' | 'already-revoked' | 'not-found'
@@ -80,8 +82,13 @@ export interface Store {
   removeUser: (username: string) => Promise<RemoveUserResult>
   /** the record, revoked or expired ones included (the caller judges); null when never registered */
   getKey: (apiKey: string) => Promise<KeyRecord | null>
-  /** atomic: false when a key with this apiKey exists already (by anyone, revoked ones included) */
-  createKey: (record: KeyRecord) => Promise<boolean>
+  /**
+   * Atomic: stores the key unless a key with this apiKey exists already (by anyone, revoked ones
+   * included: `exists`) or, with `maxActiveKeys`, its owner already has that many active keys
+   * (neither revoked nor expired now: `limit-reached`). The check and the write are one step, so
+   * of concurrent registrations by one owner at most the limit succeed, on every gateway.
+   */
+  createKey: (record: KeyRecord, maxActiveKeys?: number) => Promise<CreateKeyOutcome>
   /** the owner's keys (every key when `owner` is undefined), newest first, revoked ones included */
   listKeys: (owner?: string) => Promise<KeyRecord[]>
   /**

@@ -21,7 +21,7 @@ export const COMMON_PROBLEMS: readonly DocumentedProblem[] = ['INVALID_TARGET', 
 
 /** What each auth tier of a business route can answer, in pipeline order (auth/pipeline.ts). */
 export const TIER_PROBLEMS: Record<AuthTier, readonly DocumentedProblem[]> = {
-  signed: ['MISSING_TOKEN', 'INVALID_TOKEN', 'MISSING_SIGNATURE_HEADERS', 'TIMESTAMP_INVALID', 'TIMESTAMP_OUT_OF_RANGE',
+  signed: ['RATE_LIMITED', 'MISSING_TOKEN', 'INVALID_TOKEN', 'MISSING_SIGNATURE_HEADERS', 'TIMESTAMP_INVALID', 'TIMESTAMP_OUT_OF_RANGE',
     'UNKNOWN_API_KEY', 'KEY_OWNER_MISMATCH', 'INVALID_SIGNATURE', 'STORE_UNAVAILABLE'],
   bearer: ['MISSING_TOKEN', 'INVALID_TOKEN'],
   public: []

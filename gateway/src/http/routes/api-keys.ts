@@ -36,13 +36,15 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
     config: {
       authenticates: true,
       problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'VALIDATION_FAILED', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
-        'INVALID_PUBLIC_KEY', ['INVALID_SIGNATURE', 400], 'DUPLICATE_KEY', 'STORE_UNAVAILABLE']
+        'INVALID_PUBLIC_KEY', ['INVALID_SIGNATURE', 400], 'KEY_LIMIT_REACHED', 'DUPLICATE_KEY', 'STORE_UNAVAILABLE']
     },
     schema: {
       summary: 'Register an RSA public key for signing requests',
       description: '`signature` proves possession of the private key: single-line base64 of the RSA-SHA256 signature over the exact UTF-8 bytes of `name`. ' +
         'The answer\'s `apiKey` (the hex SHA-256 of the key\'s DER SubjectPublicKeyInfo) goes in X-API-Key. A key can be registered once, by anyone; ' +
-        'a revoked or expired key stays registered. Optional `expiresAt` (ISO 8601 with a time zone, at most 5 years ahead) makes it expire.',
+        'a revoked or expired key stays registered. RSA keys of 2048, 3072 or 4096 bits with the exponent 65537; at most ' +
+        'KEYGATE_MAX_KEYS_PER_USER (default 20) active keys per user (KEY_LIMIT_REACHED beyond). ' +
+        'Optional `expiresAt` (ISO 8601 with a time zone, at most 5 years ahead) makes it expire.',
       tags: ['auth'],
       security: [{ bearerAuth: [] }],
       body: ApiKeyRequest,

@@ -182,3 +182,21 @@ t.test('Redis Sentinel and Redis Cluster', async (t) => {
     t.notOk(message.includes('Hunter2'), `the message does not hold the password: ${message}`)
   }
 })
+
+t.test('keys per user and the budget of failed signature checks', async (t) => {
+  const defaults = loadConfig({})
+  t.equal(defaults.maxKeysPerUser, 20)
+  t.same(defaults.signatureFailures, {}, 'unset: the budget\'s own defaults (auth/signature-budget.ts)')
+  const set = loadConfig({
+    KEYGATE_MAX_KEYS_PER_USER: '5',
+    KEYGATE_SIGNATURE_FAILURE_LIMIT: '1000000000',
+    KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: '60',
+    KEYGATE_SIGNATURE_FAILURE_DELAY_MS: '0'
+  })
+  t.equal(set.maxKeysPerUser, 5)
+  t.same(set.signatureFailures, { limit: 1_000_000_000, windowSeconds: 60, delayMs: 0 })
+  for (const [name, value] of [['KEYGATE_MAX_KEYS_PER_USER', '0'], ['KEYGATE_SIGNATURE_FAILURE_LIMIT', '0'],
+    ['KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS', '0'], ['KEYGATE_SIGNATURE_FAILURE_DELAY_MS', '-1']] as const) {
+    t.throws(() => loadConfig({ [name]: value }), { name: 'ConfigError', message: new RegExp(`^${name}: "${value}" is not allowed: use a whole number`) })
+  }
+})

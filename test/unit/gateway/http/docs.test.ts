@@ -91,13 +91,14 @@ t.test('each operation lists the catalog codes it can answer, as problem+json', 
     t.ok(token.some(([s, c]) => s === expected[0] && c === expected[1]), `POST /v1/auth/token: ${expected[1]} ${expected[0]}`)
   }
   const register = documentedProblems(doc.paths['/v1/api-keys']?.post as Operation)
-  for (const expected of [[400, 'INVALID_SIGNATURE'], [400, 'INVALID_PUBLIC_KEY'], [409, 'DUPLICATE_KEY'], [401, 'MISSING_TOKEN'], [401, 'INVALID_TOKEN']]) {
+  for (const expected of [[400, 'INVALID_SIGNATURE'], [400, 'INVALID_PUBLIC_KEY'], [409, 'DUPLICATE_KEY'], [401, 'MISSING_TOKEN'], [401, 'INVALID_TOKEN'],
+    [403, 'KEY_LIMIT_REACHED']]) {
     t.ok(register.some(([s, c]) => s === expected[0] && c === expected[1]), `POST /v1/api-keys: ${expected[1]} ${expected[0]}`)
   }
   const business = documentedProblems(doc.paths['/v1/clients/']?.post as Operation)
   for (const code of [
     'MISSING_TOKEN', 'MISSING_SIGNATURE_HEADERS', 'TIMESTAMP_OUT_OF_RANGE', 'UNKNOWN_API_KEY',
-    'KEY_OWNER_MISMATCH', 'REPLAYED_REQUEST', 'PAYLOAD_TOO_LARGE', 'UPSTREAM_TIMEOUT'
+    'KEY_OWNER_MISMATCH', 'REPLAYED_REQUEST', 'PAYLOAD_TOO_LARGE', 'UPSTREAM_TIMEOUT', 'RATE_LIMITED'
   ]) {
     t.ok(business.some(([, c]) => c === code), `POST /v1/clients/: ${code}`)
   }

@@ -77,16 +77,34 @@ t.test('parseRsaPublicKey accepts each form of one key and gives one apiKey', as
   }
 })
 
-t.test('parseRsaPublicKey accepts RSA keys of 2048 to 8192 bits with a sane exponent', async (t) => {
-  const cases: Array<[string, bigint, bigint]> = [
-    ['2048 bits, e = 3', randomModulus(2048), 3n],
-    ['2048 bits, e = 65537', randomModulus(2048), 65537n],
-    ['3072 bits', randomModulus(3072), 65537n],
-    ['8192 bits', randomModulus(8192), 65537n]
+t.test('parseRsaPublicKey accepts RSA keys of 2048, 3072 or 4096 bits with the exponent 65537', async (t) => {
+  for (const bits of [2048, 3072, 4096]) {
+    const n = randomModulus(bits)
+    t.equal(parseRsaPublicKey(pem('RSA PUBLIC KEY', pkcs1Der(n, 65537n))).apiKey, sha256hex(spkiDer(n, 65537n)), `${bits} bits`)
+  }
+})
+
+t.test('parseRsaPublicKey refuses other sizes and exponents, naming the rule', async (t) => {
+  const cases: Array<[string, bigint, bigint, RegExp]> = [
+    ['8192 bits', randomModulus(8192), 65537n, /^publicKey is an RSA key of 8192 bits: keygate accepts 2048, 3072 or 4096 bits/],
+    ['1024 bits', randomModulus(1024), 65537n, /of 1024 bits: keygate accepts 2048, 3072 or 4096 bits/],
+    ['2049 bits', randomModulus(2049), 65537n, /of 2049 bits: keygate accepts 2048, 3072 or 4096 bits/],
+    ['3584 bits', randomModulus(3584), 65537n, /of 3584 bits: keygate accepts 2048, 3072 or 4096 bits/],
+    ['4097 bits', randomModulus(4097), 65537n, /of 4097 bits/],
+    ['6144 bits', randomModulus(6144), 65537n, /of 6144 bits/],
+    ['e = 2^32 + 1', modulus, 2n ** 32n + 1n, /^publicKey has the public exponent 4294967297: keygate accepts 65537 only/],
+    ['e = 3', modulus, 3n, /public exponent 3: keygate accepts 65537 only/],
+    ['e = 17', modulus, 17n, /public exponent 17: keygate accepts 65537 only/],
+    ['e = 65539', modulus, 65539n, /public exponent 65539: keygate accepts 65537 only/],
+    ['e = 2^32 - 1', modulus, 2n ** 32n - 1n, /public exponent 4294967295: /]
   ]
-  for (const [label, n, e] of cases) {
-    const der = spkiDer(n, e)
-    t.equal(parseRsaPublicKey(pem('RSA PUBLIC KEY', pkcs1Der(n, e))).apiKey, sha256hex(der), label)
+  for (const [label, n, e, detail] of cases) {
+    for (const text of [pem('RSA PUBLIC KEY', pkcs1Der(n, e)), pem('PUBLIC KEY', spkiDer(n, e))]) {
+      const err = await captureGatewayError(() => parseRsaPublicKey(text))
+      t.equal(err.code, 'INVALID_PUBLIC_KEY', label)
+      t.equal(err.statusCode, 400, label)
+      t.match(err.message, detail, `${label}: the detail names the rule`)
+    }
   }
 })
 

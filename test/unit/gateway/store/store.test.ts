@@ -46,13 +46,13 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       t.equal(await store.countUsers(), 2)
 
       t.equal(await store.getKey('a'.repeat(64)), null)
-      t.equal(await store.createKey(record('a'.repeat(64))), true)
+      t.equal(await store.createKey(record('a'.repeat(64))), 'created')
       t.same(await store.getKey('a'.repeat(64)), record('a'.repeat(64)))
-      t.equal(await store.createKey(record('a'.repeat(64), 'bob')), false, 'a second registration of one apiKey fails, by anyone')
+      t.equal(await store.createKey(record('a'.repeat(64), 'bob')), 'exists', 'a second registration of one apiKey fails, by anyone')
       t.equal((await store.getKey('a'.repeat(64)))?.owner, 'alice', 'and changes nothing')
 
       const racers = await Promise.all(Array.from({ length: 20 }, (_, i) => store.createKey(record('b'.repeat(64), `user${i}`))))
-      t.equal(racers.filter(Boolean).length, 1, 'of 20 concurrent registrations exactly one wins')
+      t.equal(racers.filter((outcome) => outcome === 'created').length, 1, 'of 20 concurrent registrations exactly one wins')
 
       const first = await store.getOrCreateSigningKey('candidate-1')
       t.equal(first, 'candidate-1')
@@ -123,7 +123,7 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       const older = { ...record('1'.repeat(64)), createdAt: at('2026-01-01T00:00:00Z'), expiresAt: at('2030-01-01T00:00:00Z') }
       const newer = { ...record('2'.repeat(64)), createdAt: at('2026-02-01T00:00:00Z') }
       const bobs = record('3'.repeat(64), 'bob')
-      for (const r of [older, newer, bobs]) t.equal(await store.createKey(r), true)
+      for (const r of [older, newer, bobs]) t.equal(await store.createKey(r), 'created')
       t.same(await store.listKeys('alice'), [newer, older], "the owner's keys, newest first, with their expiry")
       t.same(await store.listKeys('nobody'), [])
       t.same((await store.listKeys()).map((r) => r.apiKey), [newer.apiKey, older.apiKey, bobs.apiKey], 'every key without an owner')
@@ -148,7 +148,7 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       t.equal(again.outcome, 'already-revoked')
       t.equal(again.record?.revokedAt, at('2026-04-01T00:00:00Z'), 'the first revocation time stays')
       t.same(await store.getKey(newer.apiKey), { ...newer, revokedAt: at('2026-04-01T00:00:00Z'), lastUsedAt: at('2026-03-01T00:00:00Z') })
-      t.equal(await store.createKey({ ...newer, owner: 'bob' }), false, 'a revoked apiKey cannot be registered again, by anyone')
+      t.equal(await store.createKey({ ...newer, owner: 'bob' }), 'exists', 'a revoked apiKey cannot be registered again, by anyone')
       t.same((await store.listKeys('alice')).map((r) => r.apiKey), [newer.apiKey, older.apiKey], 'a revoked key stays listed')
       await until(() => events.some((e) => e.type === 'revoked'))
       t.same(events.filter((e) => e.type === 'revoked'), [{ type: 'revoked', apiKey: newer.apiKey }], 'the revocation is announced once')
@@ -194,6 +194,35 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       t.same(events.filter((e) => e.type === 'revoked'), [{ type: 'revoked', apiKey: active.apiKey }], 'the revocation is announced')
 
       t.same(await store.removeUser('carol'), { removed: false, revokedKeys: [] }, 'removing an unknown user removes nothing')
+    })
+
+    t.test(`${kind} store: at most maxActiveKeys active keys per owner, checked and added in one step`, async (t) => {
+      const store = await make(t)
+      const hex = (i: number, owner: string): string => `${owner === 'alice' ? 'a' : 'b'}${String(i).padStart(63, '0')}`
+      // 10 concurrent registrations for alice with a limit of 3: exactly 3 pass
+      const racers = await Promise.all(Array.from({ length: 10 }, async (_, i) => await store.createKey(record(hex(i, 'alice')), 3)))
+      t.equal(racers.filter((o) => o === 'created').length, 3, 'of 10 concurrent registrations with a limit of 3, exactly 3 are created')
+      t.equal(racers.filter((o) => o === 'limit-reached').length, 7, 'and 7 reach the limit')
+      t.equal((await store.listKeys('alice')).length, 3, 'only those are stored')
+      t.equal(await store.createKey(record(hex(0, 'bob'), 'bob'), 3), 'created', 'another owner has a count of its own')
+      t.equal(await store.createKey(record(hex(10, 'alice'))), 'created', 'no limit given: none applied (operators, tests)')
+      t.equal(await store.createKey(record(hex(11, 'alice')), 3), 'limit-reached')
+      t.equal(await store.createKey(record(hex(0, 'alice'), 'bob'), 3), 'exists', 'an existing apiKey is "exists", whatever the count')
+
+      // A revoked key frees a place; so does an expired one, from its expiry on.
+      const alices = (await store.listKeys('alice')).map((r) => r.apiKey)
+      await store.revokeKey(alices[0] as string, new Date().toISOString())
+      await store.revokeKey(alices[1] as string, new Date().toISOString())
+      t.equal(await store.createKey(record(hex(12, 'alice')), 3), 'created', 'two revoked keys free two places (of 4 active, 2 remain)')
+      t.equal(await store.createKey(record(hex(13, 'alice')), 3), 'limit-reached')
+      const soon = new Date(Date.now() + 300).toISOString()
+      t.equal(await store.createKey({ ...record(hex(14, 'bob'), 'bob'), expiresAt: soon }, 2), 'created')
+      t.equal(await store.createKey(record(hex(15, 'bob'), 'bob'), 2), 'limit-reached', 'a key that has not expired yet counts')
+      await new Promise((resolve) => setTimeout(resolve, 400))
+      t.equal(await store.createKey(record(hex(15, 'bob'), 'bob'), 2), 'created', 'once it has expired it does not')
+      const pastExpiry = { ...record(hex(16, 'bob'), 'bob'), expiresAt: new Date(Date.now() - 1000).toISOString() }
+      t.equal(await store.createKey(pastExpiry, 3), 'created')
+      t.equal(await store.createKey(record(hex(17, 'bob'), 'bob'), 3), 'created', 'an expired record counts for nothing')
     })
   }
 }

@@ -1,0 +1,105 @@
+// The parent's side of bench/flood-child.ts: start a flood of requests from another loopback
+// address, mark the start of a measurement, stop it and collect what it saw.
+import { fork, type ChildProcess } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+const CHILD_ENTRY = fileURLToPath(new URL('./flood-child.ts', import.meta.url))
+const TSX = import.meta.resolve('tsx')
+const START_TIMEOUT_MS = 30_000
+/** where the flood comes from; the good traffic comes from 127.0.0.1 (Linux routes all of 127/8 to loopback) */
+export const FLOOD_ADDRESS = '127.0.0.2'
+
+export interface FloodResult {
+  /** answers received since the mark */
+  requests: number
+  seconds: number
+  rps: number
+  statuses: Record<string, number>
+  /** refusals by status and problem+json code, e.g. "429 RATE_LIMITED" */
+  codes: Record<string, number>
+  /** connection errors (refused, reset) */
+  errors: number
+  /** the flooding process's own CPU, % of one core */
+  cpuPercent: number
+}
+
+export type FloodParentMessage =
+  | { type: 'start'; url: string; connections: number; localAddress: string; path: string; headers: Record<string, string> }
+  | { type: 'mark' }
+  | { type: 'stop' }
+
+export type FloodChildMessage =
+  | { type: 'started' }
+  | { type: 'result'; result: FloodResult }
+
+export interface Flood {
+  /** count from now (the measurement begins) */
+  mark: () => void
+  /** stop flooding; what it saw since the mark */
+  stop: () => Promise<FloodResult>
+}
+
+const running = new Set<ChildProcess>()
+
+/** Kills every flooder still running (cleanup; also on a synchronous exit). */
+export function killAllFloods (): void {
+  for (const child of running) child.kill('SIGKILL')
+}
+
+export interface FloodOptions {
+  url: string
+  connections: number
+  path: string
+  headers: Record<string, string>
+}
+
+/** Starts flooding `url` with GETs of `path` with `headers`, from FLOOD_ADDRESS, on `connections` connections. */
+export async function startFlood (options: FloodOptions): Promise<Flood> {
+  const child = fork(CHILD_ENTRY, [], {
+    execArgv: ['--conditions=keygate-source', '--import', TSX],
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    serialization: 'json'
+  })
+  running.add(child)
+  child.once('exit', () => { running.delete(child) })
+  const next = async <T extends FloodChildMessage['type']>(type: T): Promise<Extract<FloodChildMessage, { type: T }>> =>
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        done()
+        reject(new Error(`the flooder did not answer "${type}" within ${START_TIMEOUT_MS / 1000} s`))
+      }, START_TIMEOUT_MS)
+      const onMessage = (message: FloodChildMessage): void => {
+        if (message.type !== type) return
+        done()
+        resolve(message as Extract<FloodChildMessage, { type: T }>)
+      }
+      const onExit = (): void => { done(); reject(new Error('the flooder exited')) }
+      function done (): void {
+        clearTimeout(timer)
+        child.off('message', onMessage)
+        child.off('exit', onExit)
+      }
+      child.on('message', onMessage)
+      child.once('exit', onExit)
+    })
+  const started = next('started')
+  child.send({ type: 'start', localAddress: FLOOD_ADDRESS, ...options } satisfies FloodParentMessage)
+  try {
+    await started
+  } catch (err) {
+    child.kill('SIGKILL')
+    throw err
+  }
+  return {
+    mark: () => { child.send({ type: 'mark' } satisfies FloodParentMessage) },
+    stop: async () => {
+      const result = next('result')
+      child.send({ type: 'stop' } satisfies FloodParentMessage)
+      const { result: seen } = await result
+      const timer = setTimeout(() => { child.kill('SIGKILL') }, 5000)
+      if (child.exitCode === null && child.signalCode === null) await new Promise((resolve) => child.once('exit', resolve))
+      clearTimeout(timer)
+      return seen
+    }
+  }
+}
