@@ -4,7 +4,7 @@
 
 export const ERRORS = {
   VALIDATION_FAILED: { status: 400, title: 'The request is malformed' },
-  INVALID_TARGET: { status: 400, title: 'The request target holds characters a URI may not carry' },
+  INVALID_TARGET: { status: 400, title: 'The request target is not a canonical origin-form target keygate accepts' },
   MALFORMED_HTTP: { status: 400, title: 'The request is not well-formed HTTP/1.1' },
   INVALID_PUBLIC_KEY: { status: 400, title: 'The public key is not a usable RSA public key' },
   INVALID_CREDENTIALS: { status: 401, title: 'Wrong username or password' },
