@@ -29,7 +29,7 @@ interface ParsedAddress {
 const MAX_ADDRESS_LENGTH = 64
 
 /** Eight 16-bit groups of an IPv6 address (already checked by isIPv6, zone removed). */
-function ipv6Groups (ip: string): number[] {
+export function ipv6Groups (ip: string): number[] {
   const toGroups = (part: string): number[] => part === ''
     ? []
     : part.split(':').flatMap((group) => {

@@ -21,6 +21,7 @@ import { createHash } from 'node:crypto'
 import { isIPv4, isIPv6 } from 'node:net'
 import { GatewayError } from '../errors.js'
 import type { Store } from '../store/index.js'
+import { ipv6Groups } from '../lib/client-address.js'
 import { Semaphore } from '../lib/semaphore.js'
 import type { UserService } from './user-service.js'
 
@@ -72,21 +73,9 @@ export function loginLimits (options: LoginGuardOptions = {}): LoginLimits {
 }
 
 /** Eight 16-bit groups of an IPv6 address (zone dropped), or null when it is not one. */
-function ipv6Groups (address: string): number[] | null {
+function ipv6GroupsOf (address: string): number[] | null {
   const ip = address.split('%', 1)[0] ?? ''
-  if (!isIPv6(ip)) return null
-  const toGroups = (part: string): number[] => part === ''
-    ? []
-    : part.split(':').flatMap((group) => {
-      if (!group.includes('.')) return [parseInt(group, 16)]
-      const [a = 0, b = 0, c = 0, d = 0] = group.split('.').map(Number)
-      return [(a << 8) | b, (c << 8) | d]
-    })
-  const [head = '', tail] = ip.split('::')
-  const first = toGroups(head)
-  if (tail === undefined) return first
-  const last = toGroups(tail)
-  return [...first, ...new Array<number>(8 - first.length - last.length).fill(0), ...last]
+  return isIPv6(ip) ? ipv6Groups(ip) : null
 }
 
 /**
@@ -96,7 +85,7 @@ function ipv6Groups (address: string): number[] | null {
 export function addressBucket (address: string): string {
   address = String(address) // a socket that went away may leave request.ip undefined
   if (isIPv4(address)) return address
-  const groups = ipv6Groups(address)
+  const groups = ipv6GroupsOf(address)
   if (groups === null) return `other:${hashed(address)}`
   const isMapped = groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff
   if (isMapped) return [groups[6] ?? 0, groups[7] ?? 0].flatMap((g) => [g >> 8, g & 0xff]).join('.')
