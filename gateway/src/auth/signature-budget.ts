@@ -28,6 +28,7 @@ import { GatewayError } from '../errors.js'
 import { LruCache } from '../lib/lru-cache.js'
 import { addressBucket } from '../users/login-guard.js'
 import type { AuthStage } from './stage.js'
+import { integerOption } from '../lib/integer-option.js'
 
 /** failed signature checks per address per window: an honest client fails rarely, and 20 a second sustained is a broken one */
 export const DEFAULT_SIGNATURE_FAILURE_LIMIT = 200
@@ -82,18 +83,13 @@ interface Count {
   resetAt: number
 }
 
-function positiveInteger (name: string, value: number, minimum: number): number {
-  if (!Number.isSafeInteger(value) || value < minimum) throw new RangeError(`${name} must be an integer of at least ${minimum}, not ${value}`)
-  return value
-}
-
 export function signatureBudgetLimits (options: SignatureBudgetOptions = {}): SignatureBudgetLimits {
   return {
-    limit: positiveInteger('limit', options.limit ?? DEFAULT_SIGNATURE_FAILURE_LIMIT, 1),
-    windowSeconds: positiveInteger('windowSeconds', options.windowSeconds ?? DEFAULT_SIGNATURE_FAILURE_WINDOW_SECONDS, 1),
-    delayMs: positiveInteger('delayMs', options.delayMs ?? DEFAULT_SIGNATURE_FAILURE_DELAY_MS, 0),
-    maxAddresses: positiveInteger('maxAddresses', options.maxAddresses ?? SIGNATURE_BUDGET_ADDRESSES, 1),
-    maxHeld: positiveInteger('maxHeld', options.maxHeld ?? SIGNATURE_BUDGET_MAX_HELD, 0)
+    limit: integerOption('limit', options.limit ?? DEFAULT_SIGNATURE_FAILURE_LIMIT, 1),
+    windowSeconds: integerOption('windowSeconds', options.windowSeconds ?? DEFAULT_SIGNATURE_FAILURE_WINDOW_SECONDS, 1),
+    delayMs: integerOption('delayMs', options.delayMs ?? DEFAULT_SIGNATURE_FAILURE_DELAY_MS, 0),
+    maxAddresses: integerOption('maxAddresses', options.maxAddresses ?? SIGNATURE_BUDGET_ADDRESSES, 1),
+    maxHeld: integerOption('maxHeld', options.maxHeld ?? SIGNATURE_BUDGET_MAX_HELD, 0)
   }
 }
 

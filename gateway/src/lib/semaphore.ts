@@ -1,6 +1,7 @@
 // A counting semaphore with a bounded queue: at most `concurrency` holders at once, at most
 // `maxWaiting` waiting, and an immediate "no" beyond that, so the queue can never grow without end.
 // Used to bound password verifications (scrypt) so that a login storm cannot take every CPU.
+import { integerOption } from './integer-option.js'
 
 /** A place at the semaphore: held at once, or waiting in the queue until `ready` resolves. */
 export interface Permit {
@@ -17,8 +18,8 @@ export class Semaphore {
   readonly #queue: Array<() => void> = []
 
   constructor (concurrency: number, maxWaiting: number) {
-    if (!Number.isSafeInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be an integer of at least 1, not ${concurrency}`)
-    if (!Number.isSafeInteger(maxWaiting) || maxWaiting < 0) throw new RangeError(`maxWaiting must be an integer of at least 0, not ${maxWaiting}`)
+    integerOption('concurrency', concurrency, 1)
+    integerOption('maxWaiting', maxWaiting, 0)
     this.concurrency = concurrency
     this.maxWaiting = maxWaiting
   }

@@ -24,6 +24,7 @@ import type { Store } from '../store/index.js'
 import { ipv6Groups } from '../lib/client-address.js'
 import { Semaphore } from '../lib/semaphore.js'
 import type { UserService } from './user-service.js'
+import { integerOption } from '../lib/integer-option.js'
 
 export const DEFAULT_LOGIN_MAX_FAILURES_PER_USER = 10
 export const DEFAULT_LOGIN_MAX_FAILURES_PER_ADDRESS = 100
@@ -57,18 +58,13 @@ export interface LoginGuard {
   login: (username: string, password: string, address: string) => Promise<string>
 }
 
-function positiveInteger (name: string, value: number, minimum: number): number {
-  if (!Number.isSafeInteger(value) || value < minimum) throw new RangeError(`${name} must be an integer of at least ${minimum}, not ${value}`)
-  return value
-}
-
 export function loginLimits (options: LoginGuardOptions = {}): LoginLimits {
   return {
-    maxFailuresPerUser: positiveInteger('maxFailuresPerUser', options.maxFailuresPerUser ?? DEFAULT_LOGIN_MAX_FAILURES_PER_USER, 1),
-    maxFailuresPerAddress: positiveInteger('maxFailuresPerAddress', options.maxFailuresPerAddress ?? DEFAULT_LOGIN_MAX_FAILURES_PER_ADDRESS, 1),
-    windowSeconds: positiveInteger('windowSeconds', options.windowSeconds ?? DEFAULT_LOGIN_WINDOW_SECONDS, 1),
-    concurrency: positiveInteger('concurrency', options.concurrency ?? DEFAULT_LOGIN_CONCURRENCY, 1),
-    queue: positiveInteger('queue', options.queue ?? DEFAULT_LOGIN_QUEUE, 0)
+    maxFailuresPerUser: integerOption('maxFailuresPerUser', options.maxFailuresPerUser ?? DEFAULT_LOGIN_MAX_FAILURES_PER_USER, 1),
+    maxFailuresPerAddress: integerOption('maxFailuresPerAddress', options.maxFailuresPerAddress ?? DEFAULT_LOGIN_MAX_FAILURES_PER_ADDRESS, 1),
+    windowSeconds: integerOption('windowSeconds', options.windowSeconds ?? DEFAULT_LOGIN_WINDOW_SECONDS, 1),
+    concurrency: integerOption('concurrency', options.concurrency ?? DEFAULT_LOGIN_CONCURRENCY, 1),
+    queue: integerOption('queue', options.queue ?? DEFAULT_LOGIN_QUEUE, 0)
   }
 }
 
