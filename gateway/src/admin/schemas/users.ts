@@ -1,0 +1,33 @@
+// The admin API's user resource: what it takes and answers (TypeBox; the OpenAPI document is made from these).
+import { Type, type Static } from '@sinclair/typebox'
+import { USERNAME_PATTERN } from '../../config/bootstrap-users.js'
+import { MAX_PASSWORD_LENGTH } from '../../users/user-service.js'
+
+export const UserParams = Type.Object({
+  name: Type.String({ pattern: USERNAME_PATTERN.source, description: '1-64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit' })
+})
+export type UserParams = Static<typeof UserParams>
+
+/** PUT /v1/users/{name}: every field the operator sets on a user (more join it as users gain settings) */
+export const UserPutBody = Type.Object({
+  password: Type.String({ minLength: 8, maxLength: MAX_PASSWORD_LENGTH, description: `8 to ${MAX_PASSWORD_LENGTH} characters` })
+}, { additionalProperties: false })
+export type UserPutBody = Static<typeof UserPutBody>
+
+export const UserSummary = Type.Object({
+  username: Type.String(),
+  createdAt: Type.String({ description: 'ISO 8601' }),
+  updatedAt: Type.String({ description: 'ISO 8601: when the password was last set' }),
+  activeKeys: Type.Integer({ description: 'keys neither revoked nor expired' }),
+  keys: Type.Integer({ description: 'every key of the user, revoked and expired ones included' })
+})
+
+export const UserList = Type.Object({
+  items: Type.Array(UserSummary, { description: 'by name' })
+})
+
+export const UserRemoval = Type.Object({
+  username: Type.String(),
+  revokedKeyCount: Type.Integer({ description: 'how many keys this removal revoked' }),
+  revokedKeys: Type.Array(Type.String(), { description: 'their apiKeys (keys revoked before are not listed)' })
+}, { description: 'The user is removed and its keys revoked: every gateway refuses them within a second' })
