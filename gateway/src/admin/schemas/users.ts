@@ -1,16 +1,17 @@
 // The admin API's user resource: what it takes and answers (TypeBox; the OpenAPI document is made from these).
 import { Type, type Static } from '@sinclair/typebox'
-import { USERNAME_PATTERN } from '../../config/bootstrap-users.js'
 import { MAX_PASSWORD_LENGTH } from '../../users/user-service.js'
 
+// The rules for names and passwords are the user service's (validateNewUser), applied there for
+// the admin API and the operator CLI alike: not repeated here, where they would answer otherwise.
 export const UserParams = Type.Object({
-  name: Type.String({ pattern: USERNAME_PATTERN.source, description: '1-64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit' })
+  name: Type.String({ description: '1-64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit' })
 })
 export type UserParams = Static<typeof UserParams>
 
 /** PUT /v1/users/{name}: every field the operator sets on a user (more join it as users gain settings) */
 export const UserPutBody = Type.Object({
-  password: Type.String({ minLength: 8, maxLength: MAX_PASSWORD_LENGTH, description: `8 to ${MAX_PASSWORD_LENGTH} characters` })
+  password: Type.String({ description: `8 to ${MAX_PASSWORD_LENGTH} characters` })
 }, { additionalProperties: false })
 export type UserPutBody = Static<typeof UserPutBody>
 
