@@ -70,6 +70,8 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   await app.register(problemsPlugin)
+  // JSON only: a text/plain body is 415, not a string the schema then refuses
+  app.removeContentTypeParser('text/plain')
   // first of every hook: nothing is read, routed or documented for a caller without the token
   app.addHook('onRequest', adminTokenCheck(options.token))
   app.addHook('onSend', async (request, reply) => {
