@@ -18,6 +18,7 @@ export const newAdminToken = (): string => randomBytes(32).toString('hex')
 export interface AdminGateway extends RunningGateway {
   adminUrl: string
   token: string
+  config: GatewayConfig
   /** every log line so far, parsed */
   lines: Array<Record<string, unknown>>
   /** every log line so far, as written */
@@ -55,6 +56,7 @@ export async function startAdminGateway (t: Test, options: AdminGatewayOptions):
     ...gateway,
     adminUrl: gateway.adminUrl,
     token,
+    config,
     get lines () { return parsed() },
     raw: () => written.join('')
   }
