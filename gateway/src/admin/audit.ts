@@ -43,20 +43,20 @@ const audit: FastifyPluginAsync = async (app) => {
     const action = request.routeOptions.config.audit
     if (action === undefined) return
     const params = (request.params ?? {}) as { name?: string; apiKey?: string }
-    const stated = request.auditOutcome
+    const { outcome, ...details } = request.auditOutcome ?? { outcome: undefined }
     const record: AuditRecord = {
-      ...stated,
       who: 'admin',
       action,
       ...(params.name !== undefined && { user: params.name }),
       ...(params.apiKey !== undefined && { apiKey: params.apiKey }),
+      ...details,
       // a refusal (a bad password, no such user, a bad route file) is its error code
-      outcome: stated?.outcome ?? request.denialReason ?? `status ${reply.statusCode}`,
+      outcome: outcome ?? request.denialReason ?? `status ${reply.statusCode}`,
       status: reply.statusCode,
       ip: request.ip,
       reqId: request.id
     }
-    request.log.info({ audit: record }, `admin audit: ${action} ${record.user ?? record.apiKey ?? ''} ${record.outcome}`.replace('  ', ' '))
+    request.log.info({ audit: record }, `admin audit: ${action} ${record.apiKey ?? record.user ?? ''} ${record.outcome}`.replace('  ', ' '))
   })
 }
 
