@@ -9,7 +9,7 @@ import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { randomUUID } from 'node:crypto'
-import { MAX_HEADER_BYTES } from '../config/env.js'
+import { DEFAULT_HEADERS_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, MAX_HEADER_BYTES } from '../config/env.js'
 import { clientErrorHandler, frameworkErrors, problemsPlugin } from '../http/plugins/problems.js'
 import { COMMON_PROBLEMS, PROBLEM_SCHEMA } from '../http/docs/openapi.js'
 import { problemsAsResponses, withProblems } from '../http/plugins/docs.js'
@@ -41,6 +41,9 @@ export interface AdminServer {
 
 /** a body is a password and a name at most */
 const ADMIN_BODY_LIMIT = 16 * 1024
+/** slow clients are cut off here as on the public port (config/env.ts's defaults) */
+const ADMIN_HEADERS_TIMEOUT_MS = DEFAULT_HEADERS_TIMEOUT_MS
+const ADMIN_REQUEST_TIMEOUT_MS = DEFAULT_REQUEST_TIMEOUT_MS
 export const ADMIN_DOCS_PATH = '/docs/json'
 
 /** What every admin request can meet besides its own errors: the token check first. */
@@ -63,7 +66,8 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => randomUUID(),
     bodyLimit: ADMIN_BODY_LIMIT,
-    http: { maxHeaderSize: MAX_HEADER_BYTES },
+    requestTimeout: ADMIN_REQUEST_TIMEOUT_MS,
+    http: { headersTimeout: ADMIN_HEADERS_TIMEOUT_MS, maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: 1000 },
     frameworkErrors,
     clientErrorHandler,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
