@@ -25,6 +25,11 @@ export type OperatorKey = { owner: string } & KeyView
 /** One key in full: with its public key (PEM). */
 export type OperatorKeyDetail = OperatorKey & { publicKey: string }
 
+/** What an operator sets on a user (PUT /v1/users/{name}, `keygate users add`); fields join as users gain settings. */
+export interface UserInput {
+  password: string
+}
+
 export interface UserPut {
   user: UserSummary
   /** false: the user existed, and its password was changed */
@@ -48,7 +53,7 @@ export interface Operations {
   /** null when there is no such user */
   getUser: (username: string) => Promise<UserSummary | null>
   /** creates the user, or sets its password (the password rules of users/user-service.ts) */
-  putUser: (username: string, password: string) => Promise<UserPut>
+  putUser: (username: string, input: UserInput) => Promise<UserPut>
   /** null when there is no such user */
   removeUser: (username: string) => Promise<UserRemoval | null>
   /** every key, or one user's, newest first */
@@ -80,7 +85,7 @@ export function createOperations ({ users, keys }: { users: UserService; keys: K
       const user = await users.get(username)
       return user === null ? null : await summary(user)
     },
-    async putUser (username, password) {
+    async putUser (username, { password }) {
       const user = await users.upsert(username, password)
       return { user: await summary(user), created: user.createdAt === user.updatedAt }
     },

@@ -35,7 +35,7 @@ export const adminUserRoutes: FastifyPluginAsyncTypebox<{ operations: Operations
       response: { 200: UserSummary, 201: UserSummary }
     }
   }, async (request, reply) => {
-    const { user, created } = await operations.putUser(request.params.name, request.body.password)
+    const { user, created } = await operations.putUser(request.params.name, request.body)
     request.auditOutcome = { outcome: created ? 'created' : 'updated' }
     reply.code(created ? 201 : 200)
     return user

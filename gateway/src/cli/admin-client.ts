@@ -62,8 +62,8 @@ export function adminApiBackend (url: string, token: string): OperatorBackend {
   const operations: Operations = {
     listUsers: async () => must<{ items: UserSummary[] }>(await call('GET', '/v1/users')).items,
     getUser: async (name) => expect<UserSummary>(await call('GET', user(name)), 'USER_NOT_FOUND'),
-    async putUser (name, password): Promise<UserPut> {
-      const answer = await call('PUT', user(name), { password })
+    async putUser (name, input): Promise<UserPut> {
+      const answer = await call('PUT', user(name), input)
       return { user: must<UserSummary>(answer), created: answer.status === 201 }
     },
     async removeUser (name): Promise<UserRemoval | null> {

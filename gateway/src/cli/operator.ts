@@ -131,14 +131,14 @@ async function usersCommand (command: string | undefined, args: string[], io: Op
   if (name === undefined || positional.length > 1 || json) throw new OperatorUsageError(`users ${command ?? ''} needs one NAME`)
   if (command === 'add') {
     const password = await io.readPassword()
-    const { created } = await operations.putUser(name, password)
+    const { created } = await operations.putUser(name, { password })
     io.stdout.write(`user ${name} ${created ? 'created' : 'updated'} in ${where}\n`)
     return
   }
   if (command === 'passwd') {
     if (await operations.getUser(name) === null) throw new Error(`no user ${name} in ${where}; create it with: users add ${name}`)
     const password = await io.readPassword()
-    await operations.putUser(name, password)
+    await operations.putUser(name, { password })
     io.stdout.write(`password of ${name} changed in ${where}; tokens already issued stay valid until they expire\n`)
     return
   }
