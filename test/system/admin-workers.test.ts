@@ -3,11 +3,12 @@
 // file leaves every worker's routes in force; a revocation through it is refused by every worker.
 // Real processes (main.ts), the real Redis, real sockets; which worker answered each request is
 // read from its access-log line.
+import { createServer, type AddressInfo } from 'node:net'
 import t from 'tap'
 import { admin, newAdminToken } from '../helpers/admin.js'
 import { send, type RawResponse } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
-import { answeredBy, gone, redisEnv, startCluster } from '../helpers/process-tree.js'
+import { answeredBy, gone, redisEnv, spawnGateway, startCluster } from '../helpers/process-tree.js'
 import { freePort } from '../helpers/redis.js'
 import { routeFile } from '../helpers/routes.js'
 import { login, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
@@ -107,4 +108,20 @@ t.test('the primary serves the admin API; reloads and revocations reach every wo
     await t.rejects(send(adminUrl, '/v1/users'), { code: 'ECONNREFUSED' }, 'the admin port is closed')
     t.notOk(JSON.stringify(gw.lines).includes(token), 'the admin token is in no log line')
   })
+})
+
+t.test('an admin port that cannot be had stops the start, workers and all', async (t) => {
+  const blocker = createServer()
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { blocker.close() })
+  const taken = (blocker.address() as AddressInfo).port
+  const token = newAdminToken()
+  const gw = spawnGateway(t, { ...await redisEnv(t, 'admin-workers'), KEYGATE_WORKERS: '2', KEYGATE_ADMIN_PORT: String(taken), KEYGATE_ADMIN_TOKEN: token })
+  const { code } = await gw.exited
+  t.equal(code, 1, 'exit code 1')
+  t.match(gw.stderr(), /^keygate could not start: .*EADDRINUSE/m)
+  const workers = [...new Set(gw.lines.map((l) => l.pid))].filter((pid) => pid !== gw.child.pid)
+  t.equal(workers.length, 2, 'both workers had started')
+  t.ok(await gone(workers), 'no worker is left behind')
+  t.notOk(gw.stderr().includes(token) || JSON.stringify(gw.lines).includes(token), 'the token is not printed')
 })
