@@ -1,6 +1,6 @@
 // The startup line, as an operator reads it in the first lines of a real process's stdout (pino
 // JSON lines): where keygate listens, on which store (never a password), with how many routes and
-// workers, on which metrics port, and that there is no admin port. main.ts alone, main.ts as a
+// workers, on which metrics and admin ports (or that there is none). main.ts alone, main.ts as a
 // cluster's primary, and npm start (scripts/start.ts) all say it, once.
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
@@ -88,6 +88,20 @@ t.test('main.ts on the embedded store, with a metrics listener: one line says wh
   const { code, lines } = await gw.stop()
   t.equal(code, 0)
   t.equal(lines.filter((l) => l.startup !== undefined).length, 1, 'said once')
+})
+
+t.test('main.ts with the admin API: its port in the line, and it answers there', async (t) => {
+  const token = 'k'.repeat(40)
+  const gw = await start(t, 'gateway/src/main.ts', { KEYGATE_ADMIN_PORT: '0', KEYGATE_ADMIN_TOKEN: token })
+  const facts = gw.line.startup
+  t.match(facts, { store: 'embedded', metricsPort: 'off', adminPort: Number })
+  t.match(gw.line.msg, new RegExp(`, metrics off, admin on port ${String(facts?.adminPort)}\\)$`))
+  const adminUrl = `http://127.0.0.1:${String(facts?.adminPort)}`
+  t.equal((await send(adminUrl, '/v1/users')).status, 401, 'the admin API is on that port')
+  t.equal((await send(adminUrl, '/v1/users', { headers: { authorization: `Bearer ${token}` } })).status, 200)
+  const { code, lines } = await gw.stop()
+  t.equal(code, 0)
+  t.notOk(JSON.stringify(lines).includes(token), 'the token is in no line')
 })
 
 t.test('main.ts on Redis with a route file: the store named without its password, the file\'s routes counted', async (t) => {

@@ -31,6 +31,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['gateway/src/http/routes/', 7.2],
   ['gateway/src/http/metrics-server.ts', 7.2],
   ['gateway/src/types.ts', 7.2],
+  // the admin API: its own listener over the services, the HTTP layer's plugins and schemas
+  ['gateway/src/admin/', 7.3],
   ['gateway/src/app.ts', 8],
   ['gateway/src/process/', 9],
   ['gateway/src/cli/', 9],

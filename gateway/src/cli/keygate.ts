@@ -2,8 +2,8 @@
 // `keygate <command>` (in a checkout: `npm run keygate -- <command>`): the gateway, and client
 // developers' and operators' commands.
 //   keygen | login | register | call   sign and send as a client (client-commands.ts)
-//   users add NAME     create NAME, or set its password (read from stdin), on the gateways' Redis
-//   users passwd|remove NAME, users list, keys list|show|revoke: see cli/operator.ts
+//   users add|passwd|remove NAME, users list, keys list|show|revoke: see cli/operator.ts; on the
+//                      gateways' Redis, or through the admin API (KEYGATE_ADMIN_URL, cli/admin-client.ts)
 //   routes check FILE  validate a route file and print the table of routes it makes
 //   tokens rotate      make a new token-signing key current for every gateway on that Redis
 //
@@ -83,11 +83,14 @@ For operators:
                      of KEYGATE_TOKEN_TTL_SECONDS and the identity tokens of KEYGATE_ROUTES, plus
                      a margin), then retires. Running gateways pick it up without a restart.
 
-users, keys and tokens rotate work on the Redis named by REDIS_URL, KEYGATE_REDIS_SENTINELS or
+users and keys work through a gateway's admin API when KEYGATE_ADMIN_URL (e.g.
+http://10.0.0.7:9180) and KEYGATE_ADMIN_TOKEN are both set: from anywhere that reaches the admin
+port, with no Redis access. Otherwise, and always for tokens rotate (direct mode only: the admin API
+has no form of it), they work on the Redis named by REDIS_URL, KEYGATE_REDIS_SENTINELS or
 KEYGATE_REDIS_CLUSTER_NODES (and KEYGATE_REDIS_PREFIX), the store of the running gateways: run them
 with the gateways' environment. Without any of them there is
 nothing to change: the embedded store lives inside a gateway process; use KEYGATE_BOOTSTRAP_USERS
-there instead, and restart to get a new signing key.`
+or the admin API there instead, and restart to get a new signing key.`
 
 export class UsageError extends Error {}
 
@@ -117,11 +120,35 @@ async function loadConfig (env: NodeJS.ProcessEnv): Promise<GatewayConfig> {
 }
 
 /** The gateways' Redis, which the store-changing commands need. */
-async function requireRedis (config: GatewayConfig): Promise<RedisConnection> {
+async function requireRedis (config: GatewayConfig, directOnly?: string): Promise<RedisConnection> {
   const { redisConnection } = await import('../store/index.js')
   const connection = redisConnection(config)
-  if (connection === undefined) throw new UsageError(`REDIS_URL is not set (nor KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES).\n\n${USAGE}`)
+  if (connection === undefined) {
+    const only = directOnly === undefined ? '' : ` ${directOnly} works on the Redis directly: the admin API (KEYGATE_ADMIN_URL) has no form of it.`
+    throw new UsageError(`REDIS_URL is not set (nor KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES).${only}\n\n${USAGE}`)
+  }
   return connection
+}
+
+/**
+ * Where `users` and `keys` act: the admin API when KEYGATE_ADMIN_URL and KEYGATE_ADMIN_TOKEN are
+ * both set (no Redis needed), else the gateways' Redis.
+ */
+async function operatorBackend (env: NodeJS.ProcessEnv): Promise<import('./operator.js').OperatorBackend> {
+  const url = env.KEYGATE_ADMIN_URL ?? ''
+  const token = env.KEYGATE_ADMIN_TOKEN ?? ''
+  if (url !== '') {
+    if (token === '') {
+      throw new UsageError('KEYGATE_ADMIN_URL is set but KEYGATE_ADMIN_TOKEN is not: the admin API takes no request without the gateway\'s token')
+    }
+    if (!/^https?:\/\/[^/?#]+\/?$/i.test(url)) {
+      throw new UsageError(`KEYGATE_ADMIN_URL: ${JSON.stringify(url)} is not allowed: use the admin API's origin, http(s)://host:port`)
+    }
+    return (await import('./admin-client.js')).adminApiBackend(url, token)
+  }
+  const config = await loadConfig(env)
+  await requireRedis(config)
+  return await (await import('./operator.js')).directBackend(config)
 }
 
 async function readPassword (input: NodeJS.ReadStream, output: NodeJS.WriteStream): Promise<string> {
@@ -174,7 +201,7 @@ async function checkRoutes (file: string, io: { stdout: NodeJS.WritableStream, e
 /** Rotates the signing key on the gateways' Redis; prints the new kid and when the old key retires. */
 async function rotateTokenKey (io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
   const config = await loadConfig(io.env)
-  const redis = await requireRedis(config)
+  const redis = await requireRedis(config, 'tokens rotate')
   const [{ defaultRoutes }, { loadRouteFile }, { createStore }, { describeRedis }, { DEFAULT_RETIRE_MARGIN_MS, retireAfterMs, rotateStoredSigningKey }] =
     await Promise.all([import('../proxy/route.js'), import('../proxy/route-file.js'), import('../store/index.js'),
       import('../store/redis-connection.js'), import('../tokens/signing-key-ring.js')])
@@ -232,36 +259,21 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
   if (group === 'serve' || group === 'demo') throw new UsageError(`keygate ${group} takes no arguments: it is configured by its environment (see the README)`)
   if (group === 'routes' && command === 'check' && name !== undefined && rest.length === 0) return await checkRoutes(name, io)
   if (group === 'tokens' && command === 'rotate' && name === undefined) return await rotateTokenKey(io)
-  if (group === 'keys' || (group === 'users' && command !== 'add')) {
+  if (group === 'keys' || group === 'users') {
     const args = argv.slice(2)
     const { OperatorUsageError, checkOperatorArgs, runOperatorCommand } = await import('./operator.js')
     try {
       checkOperatorArgs(group, command, args)
-      const config = await loadConfig(io.env)
-      await requireRedis(config)
       return await runOperatorCommand(group, command, args, {
         stdout: io.stdout,
-        config,
+        backend: await operatorBackend(io.env),
         readPassword: async () => await readPassword(io.stdin, io.stdout)
       })
     } catch (err) {
       throw err instanceof OperatorUsageError ? new UsageError(`${err.message}\n\n${USAGE}`) : err
     }
   }
-  if (group !== 'users' || command !== 'add' || name === undefined || rest.length > 0) throw new UsageError(USAGE)
-  const config = await loadConfig(io.env)
-  const redis = await requireRedis(config)
-  const [{ createStore }, { describeRedis }, { createUserService }] =
-    await Promise.all([import('../store/index.js'), import('../store/redis-connection.js'), import('../users/user-service.js')])
-  const store = await createStore(config)
-  try {
-    const password = await readPassword(io.stdin, io.stdout)
-    const user = await createUserService(store).upsert(name, password)
-    const verb = user.createdAt === user.updatedAt ? 'created' : 'updated'
-    io.stdout.write(`user ${name} ${verb} in ${describeRedis(redis)} (prefix ${config.redisPrefix})\n`)
-  } finally {
-    await store.close()
-  }
+  throw new UsageError(USAGE)
 }
 
 /**

@@ -1,22 +1,49 @@
-// The operator's `keys` and `users` commands (see keygate.ts for the usage text): they work on the
-// Redis of the running gateways, and what they change reaches every gateway without a restart
-// (revocations are announced over Redis pub/sub, as when a user revokes over HTTP).
+// The operator's `keys` and `users` commands (see keygate.ts for the usage text). They run the
+// operations of admin/operations.ts, either on the Redis of the running gateways (direct: for
+// bootstrapping, and where there is no admin API) or through a gateway's admin API
+// (KEYGATE_ADMIN_URL and KEYGATE_ADMIN_TOKEN: cli/admin-client.ts), and print the same either way.
+// What they change reaches every gateway without a restart (revocations are announced over Redis
+// pub/sub, as when a user revokes over HTTP).
+import { createOperations, type OperatorKey, type Operations } from '../admin/operations.js'
 import type { GatewayConfig } from '../config/env.js'
-import { keyStatus, type KeyStatus } from '../keys/key-registry.js'
-import { keyView } from '../keys/key-view.js'
+import { createKeyRegistry } from '../keys/key-registry.js'
 import { formatTable } from '../lib/table.js'
-import { createStore, type KeyRecord, type Store } from '../store/index.js'
+import { createStore } from '../store/index.js'
 import { redisConnection } from '../store/index.js'
 import { describeRedis } from '../store/redis-connection.js'
 import { createUserService } from '../users/user-service.js'
 
 export class OperatorUsageError extends Error {}
 
+/** Where the commands act. */
+export interface OperatorBackend {
+  operations: Operations
+  /** how messages name it: the Redis and prefix, or the admin API */
+  where: string
+  close: () => Promise<void>
+}
+
 export interface OperatorIo {
   stdout: NodeJS.WritableStream
-  config: GatewayConfig
+  backend: OperatorBackend
   /** the new password, from a prompt without echo or from stdin */
   readPassword: () => Promise<string>
+}
+
+/** The operations on the store of `config` (the gateways' Redis). */
+export async function directBackend (config: GatewayConfig): Promise<OperatorBackend> {
+  const store = await createStore(config)
+  // it serves no signed request: no key cache, and no need to hear of revocations
+  const keys = createKeyRegistry(store, { cacheSize: 0, maxKeysPerOwner: config.maxKeysPerUser, watch: false })
+  const connection = redisConnection(config)
+  return {
+    operations: createOperations({ users: createUserService(store), keys }),
+    where: `${connection === undefined ? 'the embedded store' : describeRedis(connection)} (prefix ${config.redisPrefix})`,
+    close: async () => {
+      await keys.close()
+      await store.close()
+    }
+  }
 }
 
 interface Flags { json: boolean; user: string | undefined; positional: string[] }
@@ -37,24 +64,20 @@ function parseFlags (args: string[], allowed: { user?: boolean }): Flags {
 /** "2026-05-01T10:20:30.123Z" -> "2026-05-01 10:20:30Z"; "-" for none */
 const when = (iso: string | null | undefined): string => iso === null || iso === undefined ? '-' : iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z')
 
-function keyRow (record: KeyRecord & { status: KeyStatus }): string[] {
-  return [record.apiKey, record.owner, record.name, record.status, when(record.createdAt), when(record.lastUsedAt), when(record.expiresAt)]
+function keyRow (key: OperatorKey): string[] {
+  return [key.apiKey, key.owner, key.name, key.status, when(key.createdAt), when(key.lastUsedAt), when(key.expiresAt)]
 }
 
 const KEY_HEADER = ['APIKEY', 'OWNER', 'NAME', 'STATUS', 'CREATED', 'LAST USED', 'EXPIRES']
-const withStatus = (record: KeyRecord): KeyRecord & { status: KeyStatus } => ({ ...record, status: keyStatus(record, Date.now()) })
-const where = (config: OperatorIo['config']): string => {
-  const connection = redisConnection(config)
-  return `${connection === undefined ? 'the embedded store' : describeRedis(connection)} (prefix ${config.redisPrefix})`
-}
 
-async function keysCommand (store: Store, command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
+async function keysCommand (command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
+  const { operations, where } = io.backend
   if (command === 'list') {
     const { json, user, positional } = parseFlags(args, { user: true })
     if (positional.length > 0) throw new OperatorUsageError('keys list takes no argument but --user NAME and --json')
-    const records = (await store.listKeys(user)).map(withStatus)
+    const records = await operations.listKeys(user)
     if (json) {
-      io.stdout.write(JSON.stringify(records.map((r) => ({ owner: r.owner, ...keyView(r) })), null, 2) + '\n')
+      io.stdout.write(JSON.stringify(records, null, 2) + '\n')
       return
     }
     io.stdout.write(formatTable([KEY_HEADER, ...records.map(keyRow)]))
@@ -65,9 +88,8 @@ async function keysCommand (store: Store, command: string | undefined, args: str
   const apiKey = positional[0]
   if (apiKey === undefined || positional.length > 1) throw new OperatorUsageError(`keys ${command ?? ''} needs one APIKEY`)
   if (command === 'show') {
-    const record = await store.getKey(apiKey)
-    if (record === null) throw new Error(`no key ${apiKey} in ${where(io.config)}`)
-    const view = { owner: record.owner, ...keyView(withStatus(record)), publicKey: record.publicKey }
+    const view = await operations.getKey(apiKey)
+    if (view === null) throw new Error(`no key ${apiKey} in ${where}`)
     if (json) {
       io.stdout.write(JSON.stringify(view, null, 2) + '\n')
       return
@@ -78,32 +100,24 @@ async function keysCommand (store: Store, command: string | undefined, args: str
     return
   }
   if (command === 'revoke') {
-    const { outcome, record } = await store.revokeKey(apiKey, new Date().toISOString())
-    if (outcome === 'not-found' || record === null) throw new Error(`no key ${apiKey} in ${where(io.config)}`)
-    const what = `key ${apiKey} (${record.owner}, ${JSON.stringify(record.name)})`
-    io.stdout.write(outcome === 'revoked'
-      ? `${what} revoked; every gateway on ${where(io.config)} refuses it within a second\n`
-      : `${what} was already revoked at ${record.revokedAt ?? '?'}\n`)
+    const revocation = await operations.revokeKey(apiKey)
+    if (revocation === null) throw new Error(`no key ${apiKey} in ${where}`)
+    const { key, alreadyRevoked } = revocation
+    const what = `key ${apiKey} (${key.owner}, ${JSON.stringify(key.name)})`
+    io.stdout.write(alreadyRevoked
+      ? `${what} was already revoked at ${key.revokedAt ?? '?'}\n`
+      : `${what} revoked; every gateway on ${where} refuses it within a second\n`)
     return
   }
   throw new OperatorUsageError(`unknown command: keys ${command ?? ''}`)
 }
 
-async function usersCommand (store: Store, command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
+async function usersCommand (command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
+  const { operations, where } = io.backend
   const { json, positional } = parseFlags(args, {})
   if (command === 'list') {
     if (positional.length > 0) throw new OperatorUsageError('users list takes no argument but --json')
-    const users = await store.listUsers()
-    const rows = await Promise.all(users.map(async (user) => {
-      const keys = (await store.listKeys(user.username)).map(withStatus)
-      return {
-        username: user.username,
-        createdAt: user.createdAt,
-        updatedAt: user.updatedAt,
-        activeKeys: keys.filter((k) => k.status === 'active').length,
-        keys: keys.length
-      }
-    }))
+    const rows = await operations.listUsers()
     if (json) {
       io.stdout.write(JSON.stringify(rows, null, 2) + '\n')
       return
@@ -115,17 +129,24 @@ async function usersCommand (store: Store, command: string | undefined, args: st
   }
   const name = positional[0]
   if (name === undefined || positional.length > 1 || json) throw new OperatorUsageError(`users ${command ?? ''} needs one NAME`)
-  if (command === 'passwd') {
-    if (await store.getUser(name) === null) throw new Error(`no user ${name} in ${where(io.config)}; create it with: users add ${name}`)
+  if (command === 'add') {
     const password = await io.readPassword()
-    await createUserService(store).upsert(name, password)
-    io.stdout.write(`password of ${name} changed in ${where(io.config)}; tokens already issued stay valid until they expire\n`)
+    const { created } = await operations.putUser(name, { password })
+    io.stdout.write(`user ${name} ${created ? 'created' : 'updated'} in ${where}\n`)
+    return
+  }
+  if (command === 'passwd') {
+    if (await operations.getUser(name) === null) throw new Error(`no user ${name} in ${where}; create it with: users add ${name}`)
+    const password = await io.readPassword()
+    await operations.putUser(name, { password })
+    io.stdout.write(`password of ${name} changed in ${where}; tokens already issued stay valid until they expire\n`)
     return
   }
   if (command === 'remove') {
-    const { removed, revokedKeys } = await store.removeUser(name)
-    if (!removed) throw new Error(`no user ${name} in ${where(io.config)}`)
-    io.stdout.write(`user ${name} removed from ${where(io.config)}; ${revokedKeys.length} key${revokedKeys.length === 1 ? '' : 's'} revoked ` +
+    const removal = await operations.removeUser(name)
+    if (removal === null) throw new Error(`no user ${name} in ${where}`)
+    const { revokedKeys } = removal
+    io.stdout.write(`user ${name} removed from ${where}; ${revokedKeys.length} key${revokedKeys.length === 1 ? '' : 's'} revoked ` +
       `(every gateway refuses ${revokedKeys.length === 1 ? 'it' : 'them'} within a second)\n`)
     io.stdout.write(`bearer tokens already issued to ${name} sign nothing and register nothing, ` +
       'but pass bearer-only routes until they expire (KEYGATE_TOKEN_TTL_SECONDS)\n')
@@ -137,7 +158,7 @@ async function usersCommand (store: Store, command: string | undefined, args: st
 /** each command: its positional arguments, and whether it takes --user */
 const COMMANDS: Record<'keys' | 'users', Record<string, { args: number; user?: boolean }>> = {
   keys: { list: { args: 0, user: true }, show: { args: 1 }, revoke: { args: 1 } },
-  users: { list: { args: 0 }, passwd: { args: 1 }, remove: { args: 1 } }
+  users: { list: { args: 0 }, add: { args: 1 }, passwd: { args: 1 }, remove: { args: 1 } }
 }
 
 /** Throws OperatorUsageError for a command or arguments that are not one of COMMANDS. */
@@ -148,14 +169,13 @@ export function checkOperatorArgs (group: 'keys' | 'users', command: string | un
   if (positional.length !== shape.args) throw new OperatorUsageError(`${group} ${command ?? ''} takes ${shape.args === 0 ? 'no argument' : 'one argument'}`)
 }
 
-/** `keys list|show|revoke ...` and `users list|passwd|remove ...` on the store of `io.config`. */
+/** `keys list|show|revoke ...` and `users list|add|passwd|remove ...` on `io.backend`, which is closed afterwards. */
 export async function runOperatorCommand (group: 'keys' | 'users', command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
-  checkOperatorArgs(group, command, args)
-  const store = await createStore(io.config)
   try {
-    if (group === 'keys') await keysCommand(store, command, args, io)
-    else await usersCommand(store, command, args, io)
+    checkOperatorArgs(group, command, args)
+    if (group === 'keys') await keysCommand(command, args, io)
+    else await usersCommand(command, args, io)
   } finally {
-    await store.close()
+    await io.backend.close()
   }
 }

@@ -40,6 +40,9 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 72_000
 /** on SIGTERM, in-flight requests get this long to finish before the process exits anyway */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
+/** the admin API's bearer token: long enough that guessing it is hopeless, short enough for a header */
+export const MIN_ADMIN_TOKEN_LENGTH = 32
+export const MAX_ADMIN_TOKEN_LENGTH = 1024
 /** Node's own limit, stated here so the README and the 431 answer agree */
 export const MAX_HEADER_BYTES = 16 * 1024
 
@@ -99,6 +102,15 @@ export const EnvSchema = Type.Object({
   KEYGATE_DOCS: Type.Optional(Switch),
   KEYGATE_METRICS_PORT: Type.Optional(Port),
   KEYGATE_METRICS_HOST: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_ADMIN_PORT: Type.Optional(Port),
+  KEYGATE_ADMIN_HOST: Type.Optional(Type.String({ minLength: 1 })),
+  // visible ASCII only: it travels in an Authorization header, and a space or a line break in it is a copy slip
+  KEYGATE_ADMIN_TOKEN: Type.Optional(Type.String({
+    minLength: MIN_ADMIN_TOKEN_LENGTH,
+    maxLength: MAX_ADMIN_TOKEN_LENGTH,
+    pattern: '^[\\x21-\\x7E]+$',
+    allowed: `${MIN_ADMIN_TOKEN_LENGTH} to ${MAX_ADMIN_TOKEN_LENGTH} visible ASCII characters, no spaces (e.g. openssl rand -hex 32)`
+  })),
   // a string, checked here and in resolveWorkers: a number schema would turn "1.5" into 1
   KEYGATE_WORKERS: Type.Optional(Type.String({ pattern: '^(auto|[1-9][0-9]*)$', allowed: `auto, or a number of processes from 1 to ${MAX_WORKERS}` })),
   LOG_LEVEL: Type.Optional(Type.Union(LOG_LEVELS.map((level) => Type.Literal(level))))
@@ -154,8 +166,20 @@ export interface GatewayConfig {
    * With workers, the primary holds it and serves every worker's metrics added up.
    */
   metrics: { port: number | undefined; host: string }
+  /**
+   * the admin API (admin/server.ts): none unless KEYGATE_ADMIN_PORT is set; on 127.0.0.1 by
+   * default; every request needs KEYGATE_ADMIN_TOKEN. With workers, the primary holds it.
+   */
+  admin: AdminConfig
   /** KEYGATE_WORKERS: how many gateway processes serve the port (1: this process alone) */
   workers: WorkerCount
+}
+
+export interface AdminConfig {
+  port: number | undefined
+  host: string
+  /** a secret: never in a log line or an error message */
+  token: string | undefined
 }
 
 export interface ServerLimits {
@@ -182,7 +206,7 @@ export interface RouteDefaults {
 
 /** Values that may hold secrets are never quoted back in an error. */
 const SECRET_VARIABLES = new Set(['REDIS_URL', 'KEYGATE_BOOTSTRAP_USERS', 'KEYGATE_REDIS_PASSWORD', 'KEYGATE_REDIS_SENTINEL_PASSWORD',
-  'KEYGATE_REDIS_SENTINELS', 'KEYGATE_REDIS_CLUSTER_NODES'])
+  'KEYGATE_REDIS_SENTINELS', 'KEYGATE_REDIS_CLUSTER_NODES', 'KEYGATE_ADMIN_TOKEN'])
 
 /**
  * What a variable takes, in words, for the error that refuses a value: the values of a list, the
@@ -270,6 +294,38 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     watchRoutes: isOn(e.KEYGATE_ROUTES_WATCH, false),
     docs: isOn(e.KEYGATE_DOCS, true),
     metrics: { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST },
+    admin: adminConfigFrom(e, { port: e.PORT ?? DEFAULT_PORT, host: e.HOST ?? DEFAULT_HOST },
+      { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST }),
     workers
   }
+}
+
+/** Addresses that take every interface: a port there clashes with that port on any host. */
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]', '::0'])
+
+/** Two listeners on one port of one interface: port 0 (a free one, chosen at start) never clashes. */
+function clashes (a: { port: number | undefined; host: string }, b: { port: number | undefined; host: string }): boolean {
+  if (a.port === undefined || b.port === undefined || a.port === 0 || a.port !== b.port) return false
+  return a.host === b.host || WILDCARD_HOSTS.has(a.host) || WILDCARD_HOSTS.has(b.host)
+}
+
+/**
+ * KEYGATE_ADMIN_*: off without a port; a port needs a token; never the public or the metrics
+ * port. Errors never quote the token.
+ */
+function adminConfigFrom (e: Env, gateway: { port: number; host: string }, metrics: { port: number | undefined; host: string }): AdminConfig {
+  const admin = { port: e.KEYGATE_ADMIN_PORT, host: e.KEYGATE_ADMIN_HOST ?? DEFAULT_HOST, token: e.KEYGATE_ADMIN_TOKEN }
+  if (admin.port === undefined) return admin
+  if (admin.token === undefined) {
+    throw new ConfigError('KEYGATE_ADMIN_TOKEN is not set: KEYGATE_ADMIN_PORT turns the admin API on, and every request to it needs that token ' +
+      `(${MIN_ADMIN_TOKEN_LENGTH} to ${MAX_ADMIN_TOKEN_LENGTH} visible ASCII characters, e.g. openssl rand -hex 32)`)
+  }
+  if (clashes(admin, gateway)) {
+    throw new ConfigError(`KEYGATE_ADMIN_PORT: ${admin.port} is not allowed: it is the gateway's PORT on the same host; ` +
+      'the admin API never shares the public port: use a port of its own')
+  }
+  if (clashes(admin, metrics)) {
+    throw new ConfigError(`KEYGATE_ADMIN_PORT: ${admin.port} is not allowed: it is KEYGATE_METRICS_PORT on the same host: use a port of its own`)
+  }
+  return admin
 }

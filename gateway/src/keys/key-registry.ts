@@ -49,6 +49,8 @@ export interface KeyRegistry {
    * user's token lives on until it expires, and registers nothing), checked before and after.
    */
   registerForUser: (input: RegistrationInput) => Promise<KeyRecord | undefined>
+  /** the key's record (revoked and expired ones included) with its status at `nowMs`; null when never registered */
+  get: (apiKey: string, nowMs?: number) => Promise<(KeyRecord & { status: KeyStatus }) | null>
   /** the owner's keys (every key when undefined), newest first, with their status at `nowMs` */
   list: (owner?: string, nowMs?: number) => Promise<Array<KeyRecord & { status: KeyStatus }>>
   /** revokes the key for every gateway on the store; with `owner`, another owner's key is not-found */
@@ -73,6 +75,11 @@ export interface KeyRegistryOptions {
   lastUsedIntervalMs?: number
   /** told when recording a use failed (the request it came from has long been answered) */
   onRecordUseError?: (err: unknown, apiKey: string) => void
+  /**
+   * listen to the store's key events (default true). A registry that serves no signed request
+   * (the operator CLI, a cluster's primary serving the admin API) caches nothing and need not.
+   */
+  watch?: boolean
 }
 
 export const DEFAULT_LAST_USED_INTERVAL_MS = 60_000
@@ -152,7 +159,7 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       unknown.clear()
     }
   }
-  const watching = store.watchKeys(onEvent).catch(() => undefined)
+  const watching = options.watch === false ? Promise.resolve(undefined) : store.watchKeys(onEvent).catch(() => undefined)
 
   const entryFrom = (record: KeyRecord): CacheEntry => {
     if (record.revokedAt !== undefined) return { status: 'revoked', owner: record.owner, at: record.revokedAt }
@@ -250,6 +257,12 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
         return undefined
       }
       return record
+    },
+
+    async get (apiKey, nowMs = Date.now()) {
+      if (!API_KEY_PATTERN.test(apiKey)) return null
+      const record = await store.getKey(apiKey)
+      return record === null ? null : { ...record, status: keyStatus(record, nowMs) }
     },
 
     async list (owner, nowMs = Date.now()) {

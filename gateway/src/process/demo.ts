@@ -36,7 +36,7 @@ export async function demo (): Promise<void> {
   }
   reloadRoutesOnSighup(app)
   const routes = app.keygate.routes.current.routes
-  const line = startupLine(config, { url: gateway.url, routes: routes.length, workers: 1, metricsUrl: gateway.metricsUrl })
+  const line = startupLine(config, { url: gateway.url, routes: routes.length, workers: 1, metricsUrl: gateway.metricsUrl, adminUrl: gateway.adminUrl })
   app.log.info(line.fields, line.message)
   // where the example service landed (UPSTREAM_PORT=0 picks a free port)
   app.log.info(`forwarding ${routes.map((r) => `${r.prefix} to ${r.upstream}`).join(', ')}`)

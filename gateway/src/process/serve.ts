@@ -19,7 +19,13 @@ export async function serve (config: GatewayConfig = loadConfig()): Promise<void
     return
   }
   const gateway = await startGateway({ config })
-  const line = startupLine(config, { url: gateway.url, routes: gateway.app.keygate.routes.current.routes.length, workers: 1, metricsUrl: gateway.metricsUrl })
+  const line = startupLine(config, {
+    url: gateway.url,
+    routes: gateway.app.keygate.routes.current.routes.length,
+    workers: 1,
+    metricsUrl: gateway.metricsUrl,
+    adminUrl: gateway.adminUrl
+  })
   gateway.app.log.info(line.fields, line.message)
   if (config.workers.requested === 'auto' && config.redisUrl === undefined && config.redisTopology === undefined) {
     gateway.app.log.warn('KEYGATE_WORKERS=auto: one process only, since the embedded store cannot be shared between processes; ' +

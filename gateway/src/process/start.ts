@@ -1,8 +1,12 @@
-// One gateway: the app (app.ts) listening on its port, the metrics listener beside it, and a
-// close that stops both. main.ts runs it as a process (and as each worker of a cluster, whose
-// primary holds the one metrics listener); the tests run it in theirs.
+// One gateway: the app (app.ts) listening on its port, the metrics listener and the admin API
+// beside it, and a close that stops all three. main.ts runs it as a process (and as each worker of
+// a cluster, whose primary holds the one metrics listener and the admin API); the tests run it in
+// theirs.
 import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
+import { createOperations } from '../admin/operations.js'
+import { routeControlOf } from '../admin/route-control.js'
+import { startAdminServer, type AdminServer } from '../admin/server.js'
 import { buildApp, type BuildAppOptions } from '../app.js'
 import type { GatewayConfig } from '../config/env.js'
 import { startMetricsServer, type MetricsServer } from '../http/metrics-server.js'
@@ -20,6 +24,8 @@ export interface StartGatewayOptions {
    * metrics the primary gathers (default true)
    */
   metricsListener?: boolean
+  /** false: no admin API even with KEYGATE_ADMIN_PORT, as in a cluster worker (default true) */
+  adminListener?: boolean
 }
 
 export interface RunningGateway {
@@ -27,12 +33,16 @@ export interface RunningGateway {
   url: string
   /** the Prometheus listener's address, when KEYGATE_METRICS_PORT is set */
   metricsUrl: string | undefined
+  /** the admin API's address, when KEYGATE_ADMIN_PORT is set */
+  adminUrl: string | undefined
   close: () => Promise<void>
 }
 
-export async function startGateway ({ config, logger, createDemoUser = false, routes, metricsListener = true }: StartGatewayOptions): Promise<RunningGateway> {
+export async function startGateway (options: StartGatewayOptions): Promise<RunningGateway> {
+  const { config, logger, createDemoUser = false, routes, metricsListener = true, adminListener = true } = options
   const app = await buildApp({ config, ...(logger !== undefined && { logger }), ...(routes !== undefined && { routes }) })
   let metrics: MetricsServer | undefined
+  let admin: AdminServer | undefined
   try {
     if (createDemoUser) await ensureDemoUser(app)
     // before listening: a cluster's primary asks a worker for its metrics once it listens
@@ -42,12 +52,21 @@ export async function startGateway ({ config, logger, createDemoUser = false, ro
       metrics = await startMetricsServer(app.keygate.metrics.scrape, { port: config.metrics.port, host: config.metrics.host, log: app.log })
       app.log.info(`metrics for Prometheus at ${metrics.url}/metrics`)
     }
+    if (config.admin.port !== undefined && config.admin.token !== undefined && adminListener) {
+      const { users, keys, routes: registry } = app.keygate
+      admin = await startAdminServer({ operations: createOperations({ users, keys }), routes: routeControlOf(registry) },
+        { port: config.admin.port, host: config.admin.host, token: config.admin.token, log: app.log })
+      app.log.info(`admin API at ${admin.url}`)
+    }
     const close = async (): Promise<void> => {
+      // the admin API first: it uses the app's services
+      await admin?.close()
       await app.close()
       await metrics?.close()
     }
-    return { app, url, metricsUrl: metrics?.url, close }
+    return { app, url, metricsUrl: metrics?.url, adminUrl: admin?.url, close }
   } catch (err) {
+    await admin?.close()
     await app.close()
     await metrics?.close()
     throw err

@@ -17,8 +17,8 @@ export interface StartupFacts {
   workers: number
   /** the Prometheus listener's port, or off */
   metricsPort: number | 'off'
-  /** there is no admin API yet: always off, said so that nobody looks for one */
-  adminPort: 'off'
+  /** the admin API's port, or off */
+  adminPort: number | 'off'
 }
 
 export interface StartupLine {
@@ -34,23 +34,25 @@ function storeOf (config: Pick<GatewayConfig, 'redisUrl' | 'redisTopology'>): st
 }
 
 /**
- * The startup line. `metricsUrl`: the metrics listener's address once it listens (its port may
- * have been 0, a free one), undefined when there is none.
+ * The startup line. `metricsUrl`, `adminUrl`: the metrics listener's and the admin API's addresses
+ * once they listen (their ports may have been 0, a free one), undefined when there is none.
  */
 export function startupLine (config: Pick<GatewayConfig, 'redisUrl' | 'redisTopology'>,
-  running: { url: string; routes: number | undefined; workers: number; metricsUrl: string | undefined }): StartupLine {
+  running: { url: string; routes: number | undefined; workers: number; metricsUrl: string | undefined; adminUrl?: string | undefined }): StartupLine {
+  const portOf = (url: string | undefined): number | 'off' => url === undefined ? 'off' : Number(new URL(url).port)
   const startup: StartupFacts = {
     url: running.url,
     store: storeOf(config),
     routes: running.routes,
     workers: running.workers,
-    metricsPort: running.metricsUrl === undefined ? 'off' : Number(new URL(running.metricsUrl).port),
-    adminPort: 'off'
+    metricsPort: portOf(running.metricsUrl),
+    adminPort: portOf(running.adminUrl)
   }
   const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`
   const message = `keygate listens on ${startup.url} (store ${startup.store}, ` +
     `${startup.routes === undefined ? 'routes unknown' : plural(startup.routes, 'route')}, ${plural(startup.workers, 'worker')}, ` +
-    `metrics ${startup.metricsPort === 'off' ? 'off' : `on port ${startup.metricsPort}`}, admin off)`
+    `metrics ${startup.metricsPort === 'off' ? 'off' : `on port ${startup.metricsPort}`}, ` +
+    `admin ${startup.adminPort === 'off' ? 'off' : `on port ${startup.adminPort}`})`
   return { fields: { startup }, message }
 }
 

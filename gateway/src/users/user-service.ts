@@ -1,6 +1,6 @@
 import { GatewayError } from '../errors.js'
 import { USERNAME_PATTERN, type BootstrapUser } from '../config/bootstrap-users.js'
-import type { Store, UserRecord } from '../store/index.js'
+import type { RemoveUserResult, Store, UserRecord } from '../store/index.js'
 import { hashPassword, verifyPassword } from './passwords.js'
 
 export const MAX_PASSWORD_LENGTH = 1024
@@ -11,6 +11,12 @@ export interface UserService {
   /** creates the user or changes its password */
   upsert: (username: string, password: string) => Promise<UserRecord>
   bootstrap: (users: BootstrapUser[]) => Promise<void>
+  /** the user; null when there is none (a name no user can have included) */
+  get: (username: string) => Promise<UserRecord | null>
+  /** every user, by name */
+  list: () => Promise<UserRecord[]>
+  /** removes the user and revokes every key of theirs, at every gateway, in one atomic step */
+  remove: (username: string) => Promise<RemoveUserResult>
 }
 
 export function validateNewUser (username: string, password: string): void {
@@ -45,6 +51,16 @@ export function createUserService (store: Store): UserService {
         if (existing !== null && await verifyPassword(password, existing.passwordHash)) continue
         await store.putUser(username, await hashPassword(password))
       }
+    },
+    async get (username) {
+      return USERNAME_PATTERN.test(username) ? await store.getUser(username) : null
+    },
+    async list () {
+      return await store.listUsers()
+    },
+    async remove (username) {
+      if (!USERNAME_PATTERN.test(username)) return { removed: false, revokedKeys: [] }
+      return await store.removeUser(username)
     }
   }
 }

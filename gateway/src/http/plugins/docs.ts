@@ -35,6 +35,30 @@ const CONTENT_SECURITY_POLICY = "default-src 'self'; script-src 'self'; style-sr
 
 type Paths = Record<string, Record<string, OperationObject | unknown>>
 
+/** A route schema that carries its problems to problemsAsResponses (a `transform` of @fastify/swagger returns it). */
+export function withProblems (schema: FastifySchema, problems: readonly DocumentedProblem[]): FastifySchema {
+  return { ...schema, [PROBLEMS_EXTENSION]: problems } as FastifySchema
+}
+
+/**
+ * A `transformObject` of @fastify/swagger: each operation's problems (withProblems) become its
+ * problem+json responses and its `x-keygate-errors`. keygate's document and the admin API's use it.
+ */
+export const problemsAsResponses: NonNullable<FastifyDynamicSwaggerOptions['transformObject']> = (document) => {
+  const openapi = 'openapiObject' in document ? document.openapiObject : document.swaggerObject
+  for (const item of Object.values((openapi.paths ?? {}) as Paths)) {
+    for (const operation of Object.values(item)) {
+      const op = operation as OperationObject
+      const problems = op[PROBLEMS_EXTENSION] as readonly DocumentedProblem[] | undefined
+      if (problems === undefined) continue
+      delete op[PROBLEMS_EXTENSION]
+      op.responses = { ...op.responses, ...problemResponses(problems) }
+      op[ERRORS_EXTENSION] = [...new Set(problemCodes(problems).map(([code]) => code))]
+    }
+  }
+  return openapi
+}
+
 const docs: FastifyPluginAsync<{ routes: RouteRegistry }> = async (app, { routes }) => {
   const swaggerOptions: FastifyDynamicSwaggerOptions = {
     openapi: {
@@ -53,22 +77,9 @@ const docs: FastifyPluginAsync<{ routes: RouteRegistry }> = async (app, { routes
     transform: ({ schema, url, route }) => {
       const own: FastifySchema = schema ?? {}
       if (PROXY_ROUTE_URLS.has(url) && route.config?.problems === undefined) return { schema: { ...own, hide: true }, url }
-      return { schema: { ...own, [PROBLEMS_EXTENSION]: [...COMMON_PROBLEMS, ...route.config?.problems ?? []] } as FastifySchema, url }
+      return { schema: withProblems(own, [...COMMON_PROBLEMS, ...route.config?.problems ?? []]), url }
     },
-    transformObject: (document) => {
-      const openapi = 'openapiObject' in document ? document.openapiObject : document.swaggerObject
-      for (const item of Object.values((openapi.paths ?? {}) as Paths)) {
-        for (const operation of Object.values(item)) {
-          const op = operation as OperationObject
-          const problems = op[PROBLEMS_EXTENSION] as readonly DocumentedProblem[] | undefined
-          if (problems === undefined) continue
-          delete op[PROBLEMS_EXTENSION]
-          op.responses = { ...op.responses, ...problemResponses(problems) }
-          op[ERRORS_EXTENSION] = [...new Set(problemCodes(problems).map(([code]) => code))]
-        }
-      }
-      return openapi
-    }
+    transformObject: problemsAsResponses
   }
   await app.register(swagger, swaggerOptions)
   await app.register(swaggerUi, {

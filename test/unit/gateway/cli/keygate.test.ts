@@ -61,7 +61,7 @@ t.test('users add', async (t) => {
 
   const cases: Array<[string, string[], string, Record<string, string>, number, RegExp]> = [
     ['no REDIS_URL', ['users', 'add', 'dave'], 'password1', {}, 2, /REDIS_URL is not set/],
-    ['no name', ['users', 'add'], 'password1', env, 2, /^usage:/],
+    ['no name', ['users', 'add'], 'password1', env, 2, /^users add takes one argument\n\nusage:/],
     ['unknown command', ['users', 'drop', 'dave'], 'password1', env, 2, /^unknown command: users drop\n\nusage:/],
     ['a short password', ['users', 'add', 'dave'], 'short', env, 1, /^VALIDATION_FAILED: /],
     ['a bad username', ['users', 'add', 'da ve'], 'password1', env, 1, /^VALIDATION_FAILED: /],

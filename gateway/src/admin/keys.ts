@@ -1,0 +1,42 @@
+// The admin API's keys: list (every key, or one user's), show one with its public key, revoke one
+// (at every gateway on the store within a second, as a revocation by its owner).
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { GatewayError } from '../errors.js'
+import type { Operations } from './operations.js'
+import { KeyList, KeyParams, KeyQuery, KeyRevocation, OperatorKeyDetail } from './schemas/keys.js'
+
+const TAG = 'keys'
+const noSuchKey = (apiKey: string): GatewayError => new GatewayError('API_KEY_NOT_FOUND', `No key ${apiKey} was ever registered`)
+
+export const adminKeyRoutes: FastifyPluginAsyncTypebox<{ operations: Operations }> = async (app, { operations }) => {
+  app.get('/v1/keys', {
+    config: { problems: ['VALIDATION_FAILED', 'STORE_UNAVAILABLE'] },
+    schema: { summary: 'Every key, or one user\'s (?user=NAME)', tags: [TAG], querystring: KeyQuery, response: { 200: KeyList } }
+  }, async (request) => ({ items: await operations.listKeys(request.query.user) }))
+
+  app.get('/v1/keys/:apiKey', {
+    config: { problems: ['API_KEY_NOT_FOUND', 'STORE_UNAVAILABLE'] },
+    schema: { summary: 'One key, with its public key', tags: [TAG], params: KeyParams, response: { 200: OperatorKeyDetail } }
+  }, async (request) => {
+    const key = await operations.getKey(request.params.apiKey)
+    if (key === null) throw noSuchKey(request.params.apiKey)
+    return key
+  })
+
+  app.delete('/v1/keys/:apiKey', {
+    config: { audit: 'key.revoke', problems: ['API_KEY_NOT_FOUND', 'STORE_UNAVAILABLE'] },
+    schema: {
+      summary: 'Revoke a key',
+      description: 'Every gateway on the store refuses it (401 UNKNOWN_API_KEY) within a second. A revoked key stays revoked; ' +
+        'revoking it again answers 200 with `alreadyRevoked: true`.',
+      tags: [TAG],
+      params: KeyParams,
+      response: { 200: KeyRevocation }
+    }
+  }, async (request) => {
+    const revocation = await operations.revokeKey(request.params.apiKey)
+    if (revocation === null) throw noSuchKey(request.params.apiKey)
+    request.auditOutcome = { outcome: revocation.alreadyRevoked ? 'already-revoked' : 'revoked', user: revocation.key.owner }
+    return { ...revocation.key, alreadyRevoked: revocation.alreadyRevoked }
+  })
+}

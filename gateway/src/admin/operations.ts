@@ -1,0 +1,109 @@
+// What an operator can do to users and keys, on the services every gateway uses (users/, keys/):
+// the one place these operations are defined. The admin API serves them over HTTP; the operator
+// CLI runs them directly on the store (bootstrapping) or through the admin API (cli/admin-client.ts
+// implements the same interface), so both print the same things.
+import { keyView, type KeyView } from '../keys/key-view.js'
+import { keyStatus, type KeyRegistry, type KeyStatus } from '../keys/key-registry.js'
+import type { KeyRecord, UserRecord } from '../store/index.js'
+import type { UserService } from '../users/user-service.js'
+
+/** A user as operators see it: never the password hash. */
+export interface UserSummary {
+  username: string
+  createdAt: string
+  /** when the password was last set */
+  updatedAt: string
+  /** keys neither revoked nor expired */
+  activeKeys: number
+  /** every key of the user's, revoked and expired ones included */
+  keys: number
+}
+
+/** A key as operators see it: whose it is, and what its owner sees. */
+export type OperatorKey = { owner: string } & KeyView
+
+/** One key in full: with its public key (PEM). */
+export type OperatorKeyDetail = OperatorKey & { publicKey: string }
+
+/** What an operator sets on a user (PUT /v1/users/{name}, `keygate users add`); fields join as users gain settings. */
+export interface UserInput {
+  password: string
+}
+
+export interface UserPut {
+  user: UserSummary
+  /** false: the user existed, and its password was changed */
+  created: boolean
+}
+
+export interface UserRemoval {
+  username: string
+  /** the keys this removal revoked (keys revoked before are not listed) */
+  revokedKeys: string[]
+}
+
+export interface KeyRevocation {
+  key: OperatorKey
+  /** the key was revoked before this call (`key.revokedAt` says when) */
+  alreadyRevoked: boolean
+}
+
+export interface Operations {
+  listUsers: () => Promise<UserSummary[]>
+  /** null when there is no such user */
+  getUser: (username: string) => Promise<UserSummary | null>
+  /** creates the user, or sets its password (the password rules of users/user-service.ts) */
+  putUser: (username: string, input: UserInput) => Promise<UserPut>
+  /** null when there is no such user */
+  removeUser: (username: string) => Promise<UserRemoval | null>
+  /** every key, or one user's, newest first */
+  listKeys: (user?: string) => Promise<OperatorKey[]>
+  /** null when no such key was ever registered */
+  getKey: (apiKey: string) => Promise<OperatorKeyDetail | null>
+  /** revokes the key for every gateway on the store; null when no such key was ever registered */
+  revokeKey: (apiKey: string) => Promise<KeyRevocation | null>
+}
+
+export const operatorKey = (record: KeyRecord & { status: KeyStatus }): OperatorKey => ({ owner: record.owner, ...keyView(record) })
+
+export function createOperations ({ users, keys }: { users: UserService; keys: KeyRegistry }): Operations {
+  const summary = async (user: UserRecord): Promise<UserSummary> => {
+    const owned = await keys.list(user.username)
+    return {
+      username: user.username,
+      createdAt: user.createdAt,
+      updatedAt: user.updatedAt,
+      activeKeys: owned.filter((k) => k.status === 'active').length,
+      keys: owned.length
+    }
+  }
+  return {
+    async listUsers () {
+      return await Promise.all((await users.list()).map(summary))
+    },
+    async getUser (username) {
+      const user = await users.get(username)
+      return user === null ? null : await summary(user)
+    },
+    async putUser (username, { password }) {
+      const user = await users.upsert(username, password)
+      return { user: await summary(user), created: user.createdAt === user.updatedAt }
+    },
+    async removeUser (username) {
+      const { removed, revokedKeys } = await users.remove(username)
+      return removed ? { username, revokedKeys } : null
+    },
+    async listKeys (user) {
+      return (await keys.list(user)).map(operatorKey)
+    },
+    async getKey (apiKey) {
+      const record = await keys.get(apiKey)
+      return record === null ? null : { ...operatorKey(record), publicKey: record.publicKey }
+    },
+    async revokeKey (apiKey) {
+      const { outcome, record } = await keys.revoke(apiKey)
+      if (outcome === 'not-found' || record === null) return null
+      return { key: operatorKey({ ...record, status: keyStatus(record, Date.now()) }), alreadyRevoked: outcome === 'already-revoked' }
+    }
+  }
+}

@@ -1,0 +1,26 @@
+// The admin API's key resource: what it takes and answers (TypeBox; the OpenAPI document is made from these).
+import { Type, type Static } from '@sinclair/typebox'
+import { ApiKeyView } from '../../http/schemas/api-keys.js'
+
+export const KeyParams = Type.Object({
+  apiKey: Type.String({ description: 'the hex SHA-256 of the key\'s DER SubjectPublicKeyInfo (64 characters)' })
+})
+export type KeyParams = Static<typeof KeyParams>
+
+export const KeyQuery = Type.Object({
+  user: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'only this user\'s keys' }))
+}, { additionalProperties: false })
+export type KeyQuery = Static<typeof KeyQuery>
+
+/** A key as operators see it: its owner, and what the owner sees (GET /v1/api-keys). */
+export const OperatorKey = Type.Composite([Type.Object({ owner: Type.String() }), ApiKeyView])
+
+export const OperatorKeyDetail = Type.Composite([OperatorKey, Type.Object({ publicKey: Type.String({ description: 'PEM (SPKI)' }) })])
+
+export const KeyList = Type.Object({
+  items: Type.Array(OperatorKey, { description: 'newest first, revoked and expired ones included' })
+})
+
+export const KeyRevocation = Type.Composite([OperatorKey, Type.Object({
+  alreadyRevoked: Type.Boolean({ description: 'true: the key was revoked before this call, at `revokedAt`' })
+})], { description: 'The key is revoked: every gateway on the store refuses it within a second' })
