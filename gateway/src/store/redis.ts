@@ -3,8 +3,8 @@ import { Cluster } from 'ioredis'
 import { GatewayError } from '../errors.js'
 import { connectRedis, createRedisClient, scanKeys, type RedisClient, type RedisConnection } from './redis-connection.js'
 import {
-  newestFirst, type KeyEvent, type KeyEventListener, type KeyRecord, type RevokeResult, type SigningKeyRing, type SigningKeyRotation,
-  type Store, type UserRecord
+  newestFirst, RATE_SLACK_MS, type KeyEvent, type KeyEventListener, type KeyRecord, type RateCounter, type RateOutcome, type RevokeResult,
+  type SigningKeyRing, type SigningKeyRotation, type Store, type UserRecord
 } from './types.js'
 
 export type RedisStoreOptions = ({ url: string } | { connection: RedisConnection }) & {
@@ -45,7 +45,9 @@ export function redisKeyNames (prefix: string, cluster: boolean) {
     signingKey: `${registry}jwt:signing-key`,
     previousSigningKeys: `${registry}jwt:previous-signing-keys`,
     once: (key: string): string => `${prefix}once:${key}`,
-    hits: (key: string): string => `${prefix}hits:${key}`
+    hits: (key: string): string => `${prefix}hits:${key}`,
+    // per request too, and one key per counter: in a cluster they spread over every shard
+    rate: (key: string): string => `${prefix}rate:${key}`
   }
 }
 
@@ -147,6 +149,49 @@ if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
 return {count, ttl}`
+
+// Rate counters (types.ts: RateCounter, GCRA): each key holds the ms (Redis's clock) from which the
+// counter is back to its full limit. Every counter is checked first; only when the request fits
+// all of them is it counted in all, so a refused request counts nowhere and an allowed one once.
+// The time is Redis's own (TIME), so gateways with skewed clocks agree. A counter expires when it
+// is full again. Numbers go out as %.17g strings: Redis would cut a Lua number to an integer.
+// KEYS: counters. ARGV[1]: '1' count, '0' only read; ARGV[2]: slack (ms); then per counter: the
+// ms one request adds, the window (ms). Returns {allowed (1/0), backlog ms per counter...}.
+const RATE_SCRIPT = `
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+local slack = tonumber(ARGV[2])
+local allowed = true
+local backlogs = {}
+for i, key in ipairs(KEYS) do
+  local fullAt = tonumber(redis.call('GET', key) or '0') or 0
+  local backlog = math.max(0, fullAt - now)
+  backlogs[i] = backlog
+  if backlog + tonumber(ARGV[1 + 2 * i]) > tonumber(ARGV[2 + 2 * i]) + slack then allowed = false end
+end
+if ARGV[1] == '1' and allowed then
+  for i, key in ipairs(KEYS) do
+    local backlog = backlogs[i] + tonumber(ARGV[1 + 2 * i])
+    backlogs[i] = backlog
+    redis.call('SET', key, string.format('%.17g', now + backlog), 'PX', math.max(1, math.ceil(backlog)))
+  end
+end
+local out = {allowed and 1 or 0}
+for i, backlog in ipairs(backlogs) do out[i + 1] = string.format('%.17g', backlog) end
+return out`
+
+// Takes one request back out of a counter (a Redis Cluster's counters of one request counted one
+// by one, when a later one refused). KEYS[1]: the counter; ARGV[1]: the ms one request adds.
+const RATE_REFUND_SCRIPT = `
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+local fullAt = (tonumber(redis.call('GET', KEYS[1]) or '0') or 0) - tonumber(ARGV[1])
+if fullAt <= now then redis.call('DEL', KEYS[1]) return 0 end
+redis.call('SET', KEYS[1], string.format('%.17g', fullAt), 'PX', math.max(1, math.ceil(fullAt - now)))
+return 1`
+
+/** The ms one request adds to a counter. */
+const share = ({ limit, windowMs }: RateCounter): number => windowMs / limit
 
 // The signing-key ring: KEYS[1] the current key (the string getOrCreateSigningKey sets), KEYS[2] a
 // sorted set of previous keys scored by the ms at which they retire. One step, so that concurrent
@@ -262,6 +307,41 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
   }
   const previousSigningKeysKey = names.previousSigningKeys
 
+  // Loaded once per connection: ioredis sends EVALSHA, and the script itself only when Redis
+  // answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+  redis.defineCommand('keygateRate', { lua: RATE_SCRIPT })
+  redis.defineCommand('keygateRateRefund', { lua: RATE_REFUND_SCRIPT, numberOfKeys: 1 })
+  const scripts = redis as unknown as {
+    keygateRate: (numberOfKeys: number, ...args: Array<string | number>) => Promise<[number, ...string[]]>
+    keygateRateRefund: (key: string, shareMs: string) => Promise<number>
+  }
+  const runRate = async (counters: readonly RateCounter[], count: boolean): Promise<RateOutcome> => {
+    const args: Array<string | number> = counters.map((c) => names.rate(c.key))
+    args.push(count ? '1' : '0', String(RATE_SLACK_MS))
+    for (const counter of counters) args.push(String(share(counter)), String(counter.windowMs))
+    const [allowed, ...backlogs] = await scripts.keygateRate(counters.length, ...args)
+    return { allowed: allowed === 1, backlogMs: backlogs.map(Number) }
+  }
+  /**
+   * In a Redis Cluster a script may only touch keys of one hash slot, and a request's counters
+   * (its key's, its user's, its address's) lie in different ones. There each counter is checked
+   * and counted on its own, at once; when one refuses, the others give their count back. Never
+   * more requests pass than the limits allow; for the moment between the count and the refund a
+   * concurrent request may see the counters one request fuller than they end up.
+   */
+  const countRateOneByOne = async (counters: readonly RateCounter[]): Promise<RateOutcome> => {
+    const outcomes = await Promise.all(counters.map(async (counter) => await runRate([counter], true)))
+    if (outcomes.every((o) => o.allowed)) return { allowed: true, backlogMs: outcomes.map((o) => o.backlogMs[0] as number) }
+    await Promise.all(counters.map(async (counter, i) => {
+      if (outcomes[i]?.allowed === true) await scripts.keygateRateRefund(names.rate(counter.key), String(share(counter)))
+    }))
+    return {
+      allowed: false,
+      backlogMs: outcomes.map((o, i) => Math.max(0, (o.backlogMs[0] as number) - (o.allowed ? share(counters[i] as RateCounter) : 0)))
+    }
+  }
+  const cluster = redis instanceof Cluster
+
   return {
     kind: 'redis',
     get errors () { return errors },
@@ -374,6 +454,16 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       return { count, resetMs: ttl }
     }),
     resetHits: async (key) => { await guarded(async () => await redis.del(names.hits(key))) },
+    countRate: async (counters) => await guarded(async () =>
+      counters.length === 0
+        ? { allowed: true, backlogMs: [] }
+        : cluster && counters.length > 1 ? await countRateOneByOne(counters) : await runRate(counters, true)),
+    peekRate: async (counters) => await guarded(async () => {
+      if (counters.length === 0) return { allowed: true, backlogMs: [] }
+      if (!cluster) return await runRate(counters, false)
+      const outcomes = await Promise.all(counters.map(async (counter) => await runRate([counter], false)))
+      return { allowed: outcomes.every((o) => o.allowed), backlogMs: outcomes.map((o) => o.backlogMs[0] as number) }
+    }),
     ping: async () => { await guarded(async () => await redis.ping()) },
     close: async () => {
       listeners.clear()
