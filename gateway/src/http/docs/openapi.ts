@@ -162,6 +162,9 @@ export function routeProblems (route: RouteConfig, method: string): DocumentedPr
     BODYLESS_METHODS.has(method) ? 'VALIDATION_FAILED' : 'PAYLOAD_TOO_LARGE',
     ...TIER_PROBLEMS[route.auth],
     ...(route.auth === 'signed' && route.replay === 'reject' && !SAFE_METHODS.has(method) ? ['REPLAYED_REQUEST' as const] : []),
+    // a route's rate limits (the signed tier already answers both: its signature budget, its key store)
+    ...(route.rateLimits.length > 0 && route.auth !== 'signed' ? ['RATE_LIMITED' as const] : []),
+    ...(route.rateLimits.length > 0 && route.onStoreDown === 'deny' && route.auth !== 'signed' ? ['STORE_UNAVAILABLE' as const] : []),
     'UPSTREAM_UNAVAILABLE',
     'UPSTREAM_BUSY',
     'UPSTREAM_TIMEOUT'
