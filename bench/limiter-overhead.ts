@@ -39,16 +39,30 @@ async function measure (store: Store): Promise<{ cpuUs: number; perSecond: numbe
   return results[Math.floor(ROUNDS / 2)] as { cpuUs: number; perSecond: number }
 }
 
+/** One check at a time: how long a request waits for its count (the latency it adds), p50 and p99 in us. */
+async function latency (store: Store): Promise<{ p50: number; p99: number }> {
+  const limiter = createRateLimiter({ store })
+  const times: number[] = []
+  for (let i = 0; i < 3000; i++) {
+    const started = performance.now()
+    await limiter.check(route, subjects[i % KEYS] as typeof subjects[number])
+    times.push((performance.now() - started) * 1000)
+  }
+  times.sort((a, b) => a - b)
+  return { p50: times[Math.floor(times.length * 0.5)] as number, p99: times[Math.floor(times.length * 0.99)] as number }
+}
+
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const prefix = `keygate-bench:limiter:${randomUUID()}:`
-const line = (label: string, m: { cpuUs: number; perSecond: number }): string =>
-  `${label.padEnd(36)} ${m.cpuUs.toFixed(1).padStart(6)} us CPU/check  ${Math.round(m.perSecond).toLocaleString('en-US').padStart(8)} checks/s`
+const line = (label: string, m: { cpuUs: number; perSecond: number }, l: { p50: number; p99: number }): string =>
+  `${label.padEnd(32)} ${m.cpuUs.toFixed(1).padStart(6)} us CPU/check  ${Math.round(m.perSecond).toLocaleString('en-US').padStart(8)} checks/s` +
+  `  one at a time: p50 ${Math.round(l.p50)} us, p99 ${Math.round(l.p99)} us`
 
 const memory = createMemoryStore()
-process.stdout.write(`${line('embedded store', await measure(memory))}\n`)
+process.stdout.write(`${line('embedded store', await measure(memory), await latency(memory))}\n`)
 await memory.close()
 const redis = await createRedisStore({ url, prefix, commandTimeoutMs: 2000 })
-process.stdout.write(`${line('Redis, one script call a check', await measure(redis))}\n`)
+process.stdout.write(`${line('Redis, one script call a check', await measure(redis), await latency(redis))}\n`)
 await redis.close()
 const cleanup = await connectRedis(url, { commandTimeoutMs: 2000 })
 await deleteKeys(cleanup, `${prefix}*`)

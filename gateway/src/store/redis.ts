@@ -151,33 +151,51 @@ if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1])
 return {count, ttl}`
 
 // Rate counters (types.ts: RateCounter, GCRA): each key holds the ms (Redis's clock) from which the
-// counter is back to its full limit. Every counter is checked first; only when the request fits
-// all of them is it counted in all, so a refused request counts nowhere and an allowed one once.
-// The time is Redis's own (TIME), so gateways with skewed clocks agree. A counter expires when it
-// is full again. Numbers go out as %.17g strings: Redis would cut a Lua number to an integer.
-// KEYS: counters. ARGV[1]: '1' count, '0' only read; ARGV[2]: slack (ms); then per counter: the
-// ms one request adds, the window (ms). Returns {allowed (1/0), backlog ms per counter...}.
+// counter is back to its full limit. The script takes a batch of requests and handles them one
+// after the other, exactly as if each had come alone: every counter of a request is checked
+// first, and only when the request fits all of them is it counted in all, so a refused request
+// counts nowhere and an allowed one once. The time is Redis's own (TIME), so gateways with skewed
+// clocks agree. A counter expires when it is full again. Numbers go out as %.17g strings: Redis
+// would cut a Lua number to an integer.
+// KEYS: the counters (each once). ARGV[1]: '1' count, '0' only read; ARGV[2]: slack (ms);
+// ARGV[3]: the number of requests; then per request: its number of counters, and per counter:
+// its index in KEYS, the ms one request adds, the window (ms).
+// Returns per request: allowed (1/0), then the backlog (ms) of each of its counters.
 const RATE_SCRIPT = `
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+local count = ARGV[1] == '1'
 local slack = tonumber(ARGV[2])
-local allowed = true
-local backlogs = {}
-for i, key in ipairs(KEYS) do
-  local fullAt = tonumber(redis.call('GET', key) or '0') or 0
-  local backlog = math.max(0, fullAt - now)
-  backlogs[i] = backlog
-  if backlog + tonumber(ARGV[1 + 2 * i]) > tonumber(ARGV[2 + 2 * i]) + slack then allowed = false end
-end
-if ARGV[1] == '1' and allowed then
-  for i, key in ipairs(KEYS) do
-    local backlog = backlogs[i] + tonumber(ARGV[1 + 2 * i])
-    backlogs[i] = backlog
-    redis.call('SET', key, string.format('%.17g', now + backlog), 'PX', math.max(1, math.ceil(backlog)))
+local fullAt = {}
+local changed = {}
+local out = {}
+local at = 4
+for _ = 1, tonumber(ARGV[3]) do
+  local n = tonumber(ARGV[at])
+  at = at + 1
+  local keys, shares, backlogs = {}, {}, {}
+  local allowed = true
+  for i = 1, n do
+    local k, share, window = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+    at = at + 3
+    if fullAt[k] == nil then fullAt[k] = tonumber(redis.call('GET', KEYS[k]) or '0') or 0 end
+    local backlog = math.max(0, fullAt[k] - now)
+    keys[i], shares[i], backlogs[i] = k, share, backlog
+    if backlog + share > window + slack then allowed = false end
   end
+  if count and allowed then
+    for i = 1, n do
+      backlogs[i] = backlogs[i] + shares[i]
+      fullAt[keys[i]] = now + backlogs[i]
+      changed[keys[i]] = true
+    end
+  end
+  out[#out + 1] = allowed and 1 or 0
+  for i = 1, n do out[#out + 1] = string.format('%.17g', backlogs[i]) end
 end
-local out = {allowed and 1 or 0}
-for i, backlog in ipairs(backlogs) do out[i + 1] = string.format('%.17g', backlog) end
+for k in pairs(changed) do
+  redis.call('SET', KEYS[k], string.format('%.17g', fullAt[k]), 'PX', math.max(1, math.ceil(fullAt[k] - now)))
+end
 return out`
 
 // Takes one request back out of a counter (a Redis Cluster's counters of one request counted one
@@ -189,6 +207,9 @@ local fullAt = (tonumber(redis.call('GET', KEYS[1]) or '0') or 0) - tonumber(ARG
 if fullAt <= now then redis.call('DEL', KEYS[1]) return 0 end
 redis.call('SET', KEYS[1], string.format('%.17g', fullAt), 'PX', math.max(1, math.ceil(fullAt - now)))
 return 1`
+
+/** requests counted in one script call, at most */
+const RATE_BATCH_MAX = 128
 
 /** The ms one request adds to a counter. */
 const share = ({ limit, windowMs }: RateCounter): number => windowMs / limit
@@ -312,16 +333,64 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
   redis.defineCommand('keygateRate', { lua: RATE_SCRIPT })
   redis.defineCommand('keygateRateRefund', { lua: RATE_REFUND_SCRIPT, numberOfKeys: 1 })
   const scripts = redis as unknown as {
-    keygateRate: (numberOfKeys: number, ...args: Array<string | number>) => Promise<[number, ...string[]]>
+    keygateRate: (numberOfKeys: number, ...args: string[]) => Promise<Array<number | string>>
     keygateRateRefund: (key: string, shareMs: string) => Promise<number>
   }
-  const runRate = async (counters: readonly RateCounter[], count: boolean): Promise<RateOutcome> => {
-    const args: Array<string | number> = counters.map((c) => names.rate(c.key))
-    args.push(count ? '1' : '0', String(RATE_SLACK_MS))
-    for (const counter of counters) args.push(String(share(counter)), String(counter.windowMs))
-    const [allowed, ...backlogs] = await scripts.keygateRate(counters.length, ...args)
-    return { allowed: allowed === 1, backlogMs: backlogs.map(Number) }
+  /** Runs the script over these requests (each a list of counters); their outcomes, in order. */
+  const runRates = async (requests: ReadonlyArray<readonly RateCounter[]>, count: boolean): Promise<RateOutcome[]> => {
+    const keys: string[] = []
+    const index = new Map<string, string>()
+    const args: string[] = [count ? '1' : '0', String(RATE_SLACK_MS), String(requests.length)]
+    for (const counters of requests) {
+      args.push(String(counters.length))
+      for (const counter of counters) {
+        const name = names.rate(counter.key)
+        let k = index.get(name)
+        if (k === undefined) {
+          k = String(keys.push(name))
+          index.set(name, k)
+        }
+        args.push(k, String(share(counter)), String(counter.windowMs))
+      }
+    }
+    const flat = await scripts.keygateRate(keys.length, ...keys, ...args)
+    let at = 0
+    return requests.map((counters) => {
+      const allowed = flat[at++] === 1
+      const backlogMs = counters.map(() => Number(flat[at++]))
+      return { allowed, backlogMs }
+    })
   }
+  const runRate = async (counters: readonly RateCounter[], count: boolean): Promise<RateOutcome> =>
+    (await runRates([counters], count))[0] as RateOutcome
+
+  // Requests counted within one turn of the event loop go to Redis together, in one script call
+  // (at most RATE_BATCH_MAX): under load a gateway handles several requests per turn, and each
+  // round trip costs the gateway about as much CPU as the script costs Redis. The script handles
+  // them one after the other, so the outcome is exactly what separate calls would give; a request
+  // waits at most for the rest of its turn.
+  let batch: Array<{ counters: readonly RateCounter[]; resolve: (o: RateOutcome) => void; reject: (err: unknown) => void }> | undefined
+  const flush = (pending: NonNullable<typeof batch>): void => {
+    runRates(pending.map((p) => p.counters), true).then(
+      (outcomes) => { pending.forEach((p, i) => { p.resolve(outcomes[i] as RateOutcome) }) },
+      (err: unknown) => { for (const p of pending) p.reject(err) })
+  }
+  const countRateBatched = async (counters: readonly RateCounter[]): Promise<RateOutcome> => await new Promise((resolve, reject) => {
+    let pending = batch
+    if (pending === undefined) {
+      const started: NonNullable<typeof batch> = pending = batch = []
+      setImmediate(() => {
+        if (batch !== started) return
+        batch = undefined
+        flush(started)
+      })
+    }
+    pending.push({ counters, resolve, reject })
+    if (pending.length >= RATE_BATCH_MAX) {
+      batch = undefined
+      flush(pending)
+    }
+  })
   /**
    * In a Redis Cluster a script may only touch keys of one hash slot, and a request's counters
    * (its key's, its user's, its address's) lie in different ones. There each counter is checked
@@ -457,7 +526,7 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
     countRate: async (counters) => await guarded(async () =>
       counters.length === 0
         ? { allowed: true, backlogMs: [] }
-        : cluster && counters.length > 1 ? await countRateOneByOne(counters) : await runRate(counters, true)),
+        : cluster ? (counters.length > 1 ? await countRateOneByOne(counters) : await runRate(counters, true)) : await countRateBatched(counters)),
     peekRate: async (counters) => await guarded(async () => {
       if (counters.length === 0) return { allowed: true, backlogMs: [] }
       if (!cluster) return await runRate(counters, false)

@@ -31,7 +31,7 @@ export const TIER_PROBLEMS: Record<AuthTier, readonly DocumentedProblem[]> = {
 export const PROBLEM_SCHEMA: OpenAPIV3_1.SchemaObject = {
   type: 'object',
   description: 'RFC 9457 problem details. `code` is stable: program against it. ' +
-    'Some codes add members (`errors`, `serverTime`, `maxSkewMs`, `missing`, `apiKey`).',
+    'Some codes add members (`errors`, `serverTime`, `maxSkewMs`, `missing`, `apiKey`; `policy`, `by`, `limit`, `window` on a rate limit).',
   required: ['type', 'title', 'status', 'detail', 'code'],
   properties: {
     type: { type: 'string', description: '`urn:keygate:problem:` and the code in lower case with dashes' },
