@@ -318,7 +318,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   for (const c of configs) if (c.destination.kind !== 'keygate') c.destination.token = token
   const services = [upstream, bare, redisGateway, memoryGateway, publicGateway, limitedGateway]
     .filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
-  return { configs, services, redisPrefix: prefix }
+  return { configs, services, redisPrefix: prefix ?? limitedPrefix }
 }
 
 // ---- the run ----
