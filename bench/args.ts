@@ -4,8 +4,10 @@ import { ENV_VARIABLES } from '../gateway/src/config/env.js'
 
 export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject', 'flood'] as const
 export type Scenario = typeof SCENARIOS[number]
-export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e'] as const
+export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e', 'f'] as const
 export type ConfigId = typeof CONFIG_IDS[number]
+/** what runs without --only: f (a rate-limited route) is asked for by name */
+export const DEFAULT_CONFIG_IDS: readonly ConfigId[] = ['a', 'b', 'c', 'd', 'e']
 export const REJECT_KINDS = ['all', 'bad-signature', 'stale', 'unknown-key'] as const
 export type RejectKind = typeof REJECT_KINDS[number]
 
@@ -32,7 +34,7 @@ export interface BenchOptions {
   cpuProf: boolean
   /** LOG_LEVEL of the keygate processes (their log lines go to /dev/null) */
   logLevel: string
-  /** KEYGATE_WORKERS of keygate on Redis (c); the embedded store (d) is always one process */
+  /** KEYGATE_WORKERS of keygate on Redis (c, f); the embedded store (d) is always one process */
   workers: number
   /** --env NAME=VALUE: more keygate variables for the gateways started here */
   gatewayEnv: Record<string, string>
@@ -48,6 +50,8 @@ Load-tests keygate's signed API and, with no --url, compares in one run, alterna
   d  keygate in front of it, embedded store
   e  keygate in front of it, a public route (no auth): its proxy hop alone; c - e is
      what the auth layer costs
+  f  (only with --only) as c, with one per-key rate limit on the signed routes, too high to
+     ever refuse (1,000,000,000 per minute): f - c is what counting a request costs
 each in its own process on a free loopback port. Prints medians over the rounds: requests/s,
 the ratio to (b), latency p50/p90/p99/max, responses by status, and the CPU time per request of
 the process the load goes to (the proxy; for (a) the service itself) and of the upstream.
@@ -80,7 +84,7 @@ Options:
                                c, d); reports good traffic under the flood against alone
   --reject-share F     the refused share for --scenario reject, 0 to 1   (default 0.5)
   --reject-kind K      all (in turn) | bad-signature | stale | unknown-key (default all)
-  --only a,b,c,d,e     run only these configurations                     (default all)
+  --only a,b,c,d,e,f   run only these configurations                     (default a,b,c,d,e)
   --url URL            load an existing keygate instead (registers a fresh key for --user)
   --user U             with --url: the user to log in as
   --password P         with --url: that user's password
@@ -160,9 +164,9 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   if (!(REJECT_KINDS as readonly string[]).includes(rejectKind)) throw new UsageError(`--reject-kind: "${rejectKind}" is not one of ${REJECT_KINDS.join(', ')}`)
 
   const onlyGiven = values.only !== undefined
-  const only = (values.only ?? CONFIG_IDS.join(',')).split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
+  const only = (values.only ?? DEFAULT_CONFIG_IDS.join(',')).split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
   for (const id of only) if (!(CONFIG_IDS as readonly string[]).includes(id)) throw new UsageError(`--only: "${id}" is not one of ${CONFIG_IDS.join(', ')}`)
-  if (only.length === 0) throw new UsageError('--only: name at least one of a, b, c, d, e')
+  if (only.length === 0) throw new UsageError('--only: name at least one of a, b, c, d, e, f')
   let configs = CONFIG_IDS.filter((id) => only.includes(id))
   if (scenario === 'token' || scenario === 'register' || scenario === 'flood') {
     // token issuance and key registration are keygate's own endpoints: neither the service nor the bare proxy has one;
@@ -170,7 +174,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     if (onlyGiven && configs.some((id) => id === 'a' || id === 'b' || id === 'e')) {
       throw new UsageError(`--scenario ${scenario}: only keygate answers it; use --only c,d`)
     }
-    configs = configs.filter((id) => id === 'c' || id === 'd')
+    configs = configs.filter((id) => id === 'c' || id === 'd' || id === 'f')
   }
 
   let target: BenchOptions['target']

@@ -51,7 +51,8 @@ const LABELS: Record<ConfigId, string> = {
   b: 'fastify + http-proxy, no auth',
   c: 'keygate, Redis store',
   d: 'keygate, embedded store',
-  e: 'keygate, public route (no auth)'
+  e: 'keygate, public route (no auth)',
+  f: 'keygate, Redis, one per-key limit'
 }
 
 // ---- cleanup: children, Redis keys, signing threads; on every way out ----
@@ -144,6 +145,19 @@ async function checkRedis (url: string): Promise<void> {
 
 // ---- setting up the configurations ----
 
+/** (f): the built-in routes, signed, each with one per-key rate limit too high ever to refuse. */
+function limitedRouteFile (upstream: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-routes-'))
+  cleanups.push(async () => { rmSync(dir, { recursive: true, force: true }) })
+  const file = join(dir, 'routes.json')
+  writeFileSync(file, JSON.stringify({
+    routes: ['/v1/clients/', '/v1/transactions/'].map((prefix) => ({
+      prefix, upstream, auth: 'signed', methods: ['GET', 'POST'], rateLimits: [{ by: 'key', limit: 1_000_000_000, window: '1m' }]
+    }))
+  }))
+  return file
+}
+
 /**
  * (e): the business paths as a public route. The service still wants to know who calls: the
  * route adds the identity header the signed routes would (keygate drops any a client sends).
@@ -177,7 +191,7 @@ interface OwnSetup {
 async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKey>, log: (line: string) => void): Promise<OwnSetup> {
   const want = new Set(options.only)
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
-  if (want.has('c')) await checkRedis(redisUrl)
+  if (want.has('c') || want.has('f')) await checkRedis(redisUrl)
   cleanups.push(stopAllServices)
 
   log('starting the example service, the bare proxy and keygate ...')
@@ -186,7 +200,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   if (profiles !== undefined) log(`CPU profiles of the proxies go to ${profiles} (written when they stop)`)
   const upstream = await startService('example service', 'upstream', { ...process.env })
   const password = randomBytes(18).toString('base64url')
-  const gateway = async (id: 'c' | 'd' | 'e', username: string, extra: Record<string, string>): Promise<Service> =>
+  const gateway = async (id: 'c' | 'd' | 'e' | 'f', username: string, extra: Record<string, string>): Promise<Service> =>
     await startService(`keygate (${id})`, 'keygate', gatewayEnv({
       PORT: '0',
       HOST: '127.0.0.1',
@@ -213,7 +227,15 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
       await deletePrefix(redisUrl, p)
     })
   }
-  const [bare, redisGateway, memoryGateway, publicGateway] = await Promise.all([
+  let limitedPrefix: string | undefined
+  if (want.has('f')) {
+    const p = limitedPrefix = `keygate-bench:${randomUUID()}:`
+    cleanups.push(async () => {
+      await stopAllServices()
+      await deletePrefix(redisUrl, p)
+    })
+  }
+  const [bare, redisGateway, memoryGateway, publicGateway, limitedGateway] = await Promise.all([
     want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }, profiled) : undefined,
     // BENCH_OWNS_PREFIX: should this process die, the gateway deletes the prefix itself
     want.has('c')
@@ -223,7 +245,16 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
       : undefined,
     // the embedded store lives in one process: always one
     want.has('d') ? gateway('d', 'bench-memory', { KEYGATE_WORKERS: '1' }) : undefined,
-    want.has('e') ? gateway('e', 'bench-public', { KEYGATE_ROUTES: publicRouteFile(upstream.url), KEYGATE_WORKERS: '1' }) : undefined
+    want.has('e') ? gateway('e', 'bench-public', { KEYGATE_ROUTES: publicRouteFile(upstream.url), KEYGATE_WORKERS: '1' }) : undefined,
+    want.has('f')
+      ? gateway('f', 'bench-limited', {
+        REDIS_URL: redisUrl,
+        KEYGATE_REDIS_PREFIX: limitedPrefix as string,
+        BENCH_OWNS_PREFIX: '1',
+        KEYGATE_WORKERS: String(options.workers),
+        KEYGATE_ROUTES: limitedRouteFile(upstream.url)
+      })
+      : undefined
   ])
 
   const key = await keyReady
@@ -266,15 +297,28 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
       ),
     memoryGateway === undefined
       ? undefined
-      : keygateConfig('d', LABELS.d, memoryGateway.url, 'bench-memory', password, key, { proxy: memoryGateway.cpuMicros, upstream: upstreamCpu }, 'keygate')
+      : keygateConfig('d', LABELS.d, memoryGateway.url, 'bench-memory', password, key, { proxy: memoryGateway.cpuMicros, upstream: upstreamCpu }, 'keygate'),
+    limitedGateway === undefined
+      ? undefined
+      : keygateConfig(
+        'f',
+        options.workers > 1 ? `${LABELS.f}, ${options.workers} workers` : LABELS.f,
+        limitedGateway.url,
+        'bench-limited',
+        password,
+        key,
+        { proxy: limitedGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() },
+        options.workers > 1 ? `keygate (primary and ${options.workers} workers)` : 'keygate'
+      )
   ])
   for (const config of gateways) if (config !== undefined) configs.push(config)
   configs.sort((x, y) => x.id.localeCompare(y.id))
   // (a) and (b) send a token of the real size: the service ignores it
   const token = configs.find((c) => c.destination.kind === 'keygate')?.destination.token ?? 'x'.repeat(300)
   for (const c of configs) if (c.destination.kind !== 'keygate') c.destination.token = token
-  const services = [upstream, bare, redisGateway, memoryGateway, publicGateway].filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
-  return { configs, services, redisPrefix: prefix }
+  const services = [upstream, bare, redisGateway, memoryGateway, publicGateway, limitedGateway]
+    .filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
+  return { configs, services, redisPrefix: prefix ?? limitedPrefix }
 }
 
 // ---- the run ----

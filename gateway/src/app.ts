@@ -21,6 +21,7 @@ import { proxyRoutes } from './http/routes/proxy.js'
 import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
 import { createKeyRegistry } from './keys/key-registry.js'
+import { createRateLimiter } from './limits/limiter.js'
 import { createGatewayMetrics } from './metrics/metrics.js'
 import { createIdentityTokenIssuer } from './proxy/identity.js'
 import type { RouteConfig } from './proxy/route.js'
@@ -152,8 +153,15 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(timeRoutes, { ...(options.now && { now: options.now }) })
   await app.register(tokenRoutes, { tokens, guard: services.loginGuard })
   await app.register(apiKeyRoutes, { keys, authenticator })
+  const limiter = createRateLimiter({
+    store,
+    onLimited: (route, limit) => { services.metrics.countRateLimited(route.name, limit.by) },
+    onStoreFailure: (route, mode) => { services.metrics.countRateLimitStoreFailure(route.name, mode) },
+    log: { warn: (fields, message) => { app.log.warn(fields, message) } }
+  })
   // Last: everything that is not one of keygate's own endpoints is business traffic.
   await app.register(proxyRoutes, {
+    limiter,
     routes,
     authenticator,
     identityTokens: createIdentityTokenIssuer(tokens),

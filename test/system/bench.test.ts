@@ -100,6 +100,21 @@ t.test('signed POSTs: each signed once per store, none refused as a replay, on b
   }
 })
 
+t.test('--only f: keygate on Redis with one per-key rate limit that never refuses; nothing left behind', async (t) => {
+  const redisUrl = await testRedisUrl()
+  const run = await bench([...TINY, '--only', 'f', '--json', '--out', outDir(t)], { REDIS_URL: redisUrl })
+  t.equal(run.code, 0, `exit 0\n${run.stderr}`)
+  const report = JSON.parse(run.stdout) as BenchReport
+  t.same(report.configs.map((c) => [c.id, c.label]), [['f', 'keygate, Redis, one per-key limit']])
+  const f = report.configs[0]
+  t.ok((f?.median.statuses['200'] ?? 0) > 0, 'signed GETs answered 200')
+  t.equal(f?.median.non2xx, 0, `none refused: ${JSON.stringify(f?.median.statuses)}`)
+  t.ok((f?.median.cpuPerRequestUs ?? 0) > 0, 'CPU per request')
+  for (const service of report.services) t.notOk(alive(service.pid), `${service.name} (pid ${service.pid}) is gone`)
+  t.type(report.options.redisPrefix, 'string')
+  t.same(await keysUnder(redisUrl, report.options.redisPrefix as string), [], 'no Redis key left under its prefix, rate counters included')
+})
+
 t.test('--help prints the usage; a bad flag is a usage error', async (t) => {
   const help = await bench(['--help'])
   t.equal(help.code, 0)

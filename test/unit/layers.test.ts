@@ -22,6 +22,7 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['gateway/src/tokens/', 4],
   ['gateway/src/users/', 4],
   ['gateway/src/metrics/', 4],
+  ['gateway/src/limits/', 4],
   ['gateway/src/auth/', 5],
   ['gateway/src/proxy/', 6],
   ['gateway/src/http/schemas/', 7],

@@ -42,6 +42,10 @@ export interface GatewayMetrics {
   observeSignatureVerification: (seconds: number) => void
   /** from sending a request upstream to the upstream's response headers */
   observeUpstreamLatency: (route: LabelledRoute, seconds: number) => void
+  /** a request refused with 429 by a route's rate limit counted per `by` (key, user, address) */
+  countRateLimited: (route: string, by: string) => void
+  /** a rate-limit check whose store did not answer, on a route whose onStoreDown is `mode` (allow, deny) */
+  countRateLimitStoreFailure: (route: string, mode: string) => void
   /** where the upstream queues are counted: read at scrape time, never per request */
   watchUpstreams: (queues: () => Iterable<UpstreamQueueCounts>) => void
   /** process metrics (CPU, memory, event loop, GC) too; once per registry, for the metrics listener */
@@ -60,7 +64,9 @@ export const METRIC_NAMES = {
   upstreamPending: 'keygate_upstream_pending_requests',
   upstreamBusy: 'keygate_upstream_busy_total',
   signatureBudgetRefusals: 'keygate_signature_budget_refusals_total',
-  signatureBudgetExhausted: 'keygate_signature_budget_exhausted_total'
+  signatureBudgetExhausted: 'keygate_signature_budget_exhausted_total',
+  rateLimited: 'keygate_rate_limited_total',
+  rateLimitStoreFailures: 'keygate_rate_limit_store_failures_total'
 } as const
 
 /** RSA-2048 verifies in about 35 us, RSA-8192 in about 1 ms */
@@ -80,6 +86,19 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
   const requests = new Map<string, Map<number, number>>()
   /** route label -> reason -> count */
   const outcomes = new Map<string, Map<string, number>>()
+  /** route label -> by -> requests refused by a rate limit */
+  const limited = new Map<string, Map<string, number>>()
+  /** route label -> onStoreDown mode -> rate-limit checks the store did not answer */
+  const limiterFailures = new Map<string, Map<string, number>>()
+  /** one more in a route's count of `label` */
+  const bump = (counts: Map<string, Map<string, number>>, route: string, label: string): void => {
+    let byLabel = counts.get(route)
+    if (byLabel === undefined) {
+      byLabel = new Map()
+      counts.set(route, byLabel)
+    }
+    byLabel.set(label, (byLabel.get(label) ?? 0) + 1)
+  }
 
   // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Counter({
@@ -146,6 +165,30 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     collect () {
       this.reset()
       this.inc(sources.store.errors)
+    }
+  })
+
+  // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+  new Counter({
+    name: METRIC_NAMES.rateLimited,
+    help: 'Requests refused with 429 RATE_LIMITED by a route\'s rate limit, by route and by what the limit counts per (key, user, address)',
+    labelNames: ['route', 'by'] as const,
+    registers: [registry],
+    collect () {
+      this.reset()
+      for (const [route, counts] of limited) for (const [by, count] of counts) this.inc({ route, by }, count)
+    }
+  })
+  // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+  new Counter({
+    name: METRIC_NAMES.rateLimitStoreFailures,
+    help: 'Rate-limit checks the store did not answer, by route and the route\'s onStoreDown mode ' +
+      '(allow: forwarded uncounted; deny: refused with 503 STORE_UNAVAILABLE)',
+    labelNames: ['route', 'mode'] as const,
+    registers: [registry],
+    collect () {
+      this.reset()
+      for (const [route, counts] of limiterFailures) for (const [mode, count] of counts) this.inc({ route, mode }, count)
     }
   })
 
@@ -230,6 +273,12 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
         upstreamSeries.set(route, series)
       }
       upstream.record(series, seconds)
+    },
+    countRateLimited (route, by) {
+      bump(limited, route, by)
+    },
+    countRateLimitStoreFailure (route, mode) {
+      bump(limiterFailures, route, mode)
     },
     watchUpstreams (queues) {
       upstreamQueues = queues

@@ -52,6 +52,9 @@ export const UPSTREAM_BUSY_RETRY_AFTER_SECONDS = 1
  */
 export type AnswerBegins<Tag> = (tag: Tag, seconds: number) => void
 
+/** Headers the gateway writes on an upstream's answer, over the upstream's own (undefined: removed). */
+export type AnswerHeaders = Readonly<Record<string, string | undefined>>
+
 /**
  * The upstream's headers minus its hop-by-hop ones and any it names in `Connection`: its
  * `Connection: keep-alive` describes the gateway's pooled connection, not the client's, and must
@@ -177,7 +180,8 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     private readonly request: UpstreamRequest,
     readonly upstream: Upstream<Tag>,
     private readonly answerBegins: AnswerBegins<Tag> | undefined,
-    private readonly tag: Tag
+    private readonly tag: Tag,
+    private readonly answerHeaders: AnswerHeaders | undefined
   ) {}
 
   /**
@@ -264,7 +268,14 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return // 1xx: informational, the final answer follows
     this.answerBegins?.(this.tag, (performance.now() - this.#sentAt) / 1000)
     this.#status = statusCode
-    this.#headers = clientResponseHeaders(headers)
+    const answer = this.#headers = clientResponseHeaders(headers)
+    if (this.answerHeaders !== undefined) {
+      for (const name in this.answerHeaders) {
+        const value = this.answerHeaders[name]
+        if (value === undefined) delete answer[name]
+        else answer[name] = value
+      }
+    }
     const declared = headers['content-length']
     const length = declared === undefined ? NaN : Number(declared)
     if (this.request.method === 'HEAD' || statusCode === 204 || statusCode === 304 || length <= BUFFERED_RESPONSE_MAX) {
@@ -326,10 +337,12 @@ export class Forwarder<Tag = undefined> {
    * Sends `request` when its upstream has a free connection, or queues it until one frees, or
    * refuses it (503 UPSTREAM_BUSY) when the queue is full; its timeoutMs bounds the wait for the
    * answer's headers once sent, then each gap between its body chunks. Answers `reply` with the
-   * upstream's answer, or with a problem.
+   * upstream's answer, or with a problem. `answerHeaders`: the gateway's own headers on the
+   * upstream's answer (lower-case names), replacing the upstream's of the same name; undefined
+   * values remove the upstream's.
    */
-  forward (request: UpstreamRequest, reply: FastifyReply, tag: Tag): void {
-    const handler = new ForwardHandler(reply, request, this.#upstream(request.origin), this.options.onAnswerBegins, tag)
+  forward (request: UpstreamRequest, reply: FastifyReply, tag: Tag, answerHeaders?: AnswerHeaders): void {
+    const handler = new ForwardHandler(reply, request, this.#upstream(request.origin), this.options.onAnswerBegins, tag, answerHeaders)
     reply.raw.once('close', handler.clientGone)
     handler.upstream.admit(handler, reply.raw.socket?.readableEnded === true)
   }

@@ -1,7 +1,8 @@
 // The route file (KEYGATE_ROUTES): YAML or JSON, checked against one schema, then against the
 // rules a schema cannot say (one of prefix/path, http(s) upstreams, no two routes for one
 // prefix and method, no route over keygate's own endpoints, canonical paths, no rewrite that
-// glues segments). Every mistake is reported at once, each naming the file, the route and the
+// glues segments, rate limits each counted per something the route's tier knows and one limit per
+// counter). Every mistake is reported at once, each naming the file, the route and the
 // field, and saying what is allowed.
 import { readFile } from 'node:fs/promises'
 import { basename } from 'node:path'
@@ -12,6 +13,9 @@ import { routeMatchesPath as matches } from './route-table.js'
 import { AUTH_TIERS, DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
 import { OVERRIDE_HEADERS } from './upstream-request.js'
 import { ConfigError, type RouteDefaults } from '../config/env.js'
+import {
+  BUCKET_PATTERN, MAX_LIMIT, MAX_WINDOW_SECONDS, RATE_LIMIT_BY, rateLimit, routeScope, STORE_DOWN_POLICIES, WINDOW_PATTERN
+} from '../limits/rate-limit.js'
 import { HTTP_METHODS, requestTargetProblem } from '#client/protocol'
 
 const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
@@ -24,6 +28,13 @@ const IdentityHeaderName = Type.String({
 })
 const HeaderValue = Type.String({ pattern: '^[\\x20-\\x7E\\t]*$', maxLength: 4096, description: 'printable ASCII' })
 const Path = Type.String({ pattern: '^/[A-Za-z0-9\\-._~!$&\'()*+,;=:@/%]*$', maxLength: 2048, description: 'a path starting with /' })
+
+const RateLimitEntrySchema = Type.Object({
+  by: Type.Union(RATE_LIMIT_BY.map((by) => Type.Literal(by))),
+  limit: Type.Integer({ minimum: 1, maximum: MAX_LIMIT }),
+  window: Type.String({ pattern: WINDOW_PATTERN, description: 'a whole number and s, m, h or d (1s, 10s, 1m, 1h, 1d, 30d)' }),
+  bucket: Type.Optional(Type.String({ pattern: BUCKET_PATTERN, description: 'a bucket name: lower-case letters, digits, "-" and "_", at most 63' }))
+}, { additionalProperties: false })
 
 export const RouteEntrySchema = Type.Object({
   name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
@@ -49,7 +60,9 @@ export const RouteEntrySchema = Type.Object({
     audience: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 }))
   }, { additionalProperties: false })),
   allowMatrixParams: Type.Optional(Type.Boolean()),
-  keepHeaders: Type.Optional(Type.Array(HeaderName, { uniqueItems: true }))
+  keepHeaders: Type.Optional(Type.Array(HeaderName, { uniqueItems: true })),
+  rateLimits: Type.Optional(Type.Array(RateLimitEntrySchema, { minItems: 1 })),
+  onStoreDown: Type.Optional(Type.Union(STORE_DOWN_POLICIES.map((policy) => Type.Literal(policy))))
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
 
@@ -171,6 +184,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
   const exact = entry.path !== undefined
   const prefix = (entry.path ?? entry.prefix) as string
   const origin = upstream?.origin ?? entry.upstream
+  const scope = routeScope({ prefix, exact, methods: entry.methods ?? HTTP_METHODS })
   return route({
     name: entry.name ?? at,
     prefix,
@@ -191,6 +205,8 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     ...(entry.replay !== undefined && { replay: entry.replay }),
     ...(entry.allowMatrixParams !== undefined && { allowMatrixParams: entry.allowMatrixParams }),
     keepHeaders: (entry.keepHeaders ?? []).map((name) => name.toLowerCase()),
+    rateLimits: (entry.rateLimits ?? []).map((limit) => rateLimit(limit, scope)),
+    ...(entry.onStoreDown !== undefined && { onStoreDown: entry.onStoreDown }),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {
@@ -256,11 +272,72 @@ function routePathProblems (r: RouteConfig, i: number): Problem[] {
   return problems
 }
 
-function ruleProblems (routes: Array<RouteConfig | undefined>): Problem[] {
+/**
+ * The rules of one route's rate limits: windows within a year, each counted per something its
+ * tier knows (an API key only on signed routes, a user not on public ones), one limit per counter,
+ * onStoreDown only with limits.
+ */
+function rateLimitProblems (r: RouteConfig, i: number, hasOnStoreDown: boolean): Problem[] {
   const problems: Problem[] = []
+  const at = `routes[${i}].rateLimits`
+  r.rateLimits.forEach((limit, j) => {
+    if (limit.windowMs > MAX_WINDOW_SECONDS * 1000) {
+      problems.push({ route: i, text: `${at}[${j}].window: ${JSON.stringify(limit.window)} is longer than the longest window, 366d` })
+    }
+    if (limit.by === 'key' && r.auth !== 'signed') {
+      problems.push({
+        route: i,
+        text: `${at}[${j}].by: "key" counts per API key, which only a signed route knows; this route is ${r.auth} (count by user or address)`
+      })
+    }
+    if (limit.by === 'user' && r.auth === 'public') {
+      problems.push({ route: i, text: `${at}[${j}].by: "user" counts per user, which a public route does not know (count by address)` })
+    }
+    const earlier = r.rateLimits.findIndex((other) => other.counter === limit.counter)
+    if (earlier < j) {
+      problems.push({
+        route: i,
+        text: `${at}[${j}]: counts in the same counter as rateLimits[${earlier}] (by ${limit.by} per ${limit.window}` +
+          `${limit.bucket === undefined ? '' : `, bucket ${limit.bucket}`}); give each counter one limit`
+      })
+    }
+  })
+  if (hasOnStoreDown && r.rateLimits.length === 0) {
+    problems.push({ route: i, text: `routes[${i}].onStoreDown: applies only to a route with rateLimits` })
+  }
+  return problems
+}
+
+/** A bucket's counter is one: every route that shares it must give it the same limit and window. */
+function bucketProblems (routes: Array<RouteConfig | undefined>): Problem[] {
+  const problems: Problem[] = []
+  const first = new Map<string, { limit: RouteConfig['rateLimits'][number]; at: string }>()
+  routes.forEach((r, i) => {
+    r?.rateLimits.forEach((limit, j) => {
+      if (limit.bucket === undefined) return
+      const at = `routes[${i}].rateLimits[${j}]`
+      const seen = first.get(limit.counter)
+      if (seen === undefined) {
+        first.set(limit.counter, { limit, at })
+      } else if (seen.at.split('.')[0] !== at.split('.')[0] && (seen.limit.limit !== limit.limit || seen.limit.window !== limit.window)) {
+        problems.push({
+          route: i,
+          text: `${at}: bucket ${JSON.stringify(limit.bucket)} by ${limit.by} is ${limit.limit} per ${limit.window} here and ` +
+            `${seen.limit.limit} per ${seen.limit.window} in ${seen.at}; a shared counter has one limit: give both the same, or another bucket`
+        })
+      }
+    })
+  })
+  return problems
+}
+
+function ruleProblems (routes: Array<RouteConfig | undefined>, entries: readonly RouteEntry[] = []): Problem[] {
+  const problems: Problem[] = []
+  problems.push(...bucketProblems(routes))
   routes.forEach((r, i) => {
     if (r === undefined) return
     problems.push(...routePathProblems(r, i))
+    problems.push(...rateLimitProblems(r, i, entries[i]?.onStoreDown !== undefined))
     const field = r.exact ? 'path' : 'prefix'
     const catchAll = !r.exact && CATCH_ALL_PREFIXES.includes(r.prefix)
     for (const reserved of RESERVED_PATHS) {
@@ -313,7 +390,7 @@ export function routesFromDocument (document: unknown, file: string, defaults: R
   }
   const broken = new Set(problems.map((p) => p.route))
   const converted = entries.map((entry, i) => broken.has(i) ? undefined : toRoute(entry, i, defaults, problems))
-  problems.push(...ruleProblems(converted))
+  problems.push(...ruleProblems(converted, entries))
   if (problems.length > 0) {
     // Stable order: by route, schema problems before rule problems within a route.
     const ordered = problems.map((p, i) => ({ ...p, i })).sort((x, y) => x.route - y.route || x.i - y.i)

@@ -3,6 +3,7 @@
 import { HTTP_METHODS } from '#client/protocol'
 import type { AuthTier, ReplayPolicy } from '../auth/stage.js'
 import type { RouteDefaults } from '../config/env.js'
+import { DEFAULT_STORE_DOWN_POLICY, type RateLimit, type StoreDownPolicy } from '../limits/rate-limit.js'
 
 export { AUTH_TIERS, type AuthTier } from '../auth/stage.js'
 
@@ -48,6 +49,10 @@ export interface RouteConfig {
   allowMatrixParams: boolean
   /** headers that change a request's meaning (upstream-request.ts) forwarded on this route anyway (lower-case names) */
   keepHeaders: string[]
+  /** counted after authentication, before forwarding; every one applies (limits/limiter.ts). Empty: no limits, no cost */
+  rateLimits: readonly RateLimit[]
+  /** with rateLimits, when the store cannot be reached: forward uncounted (allow) or 503 (deny) */
+  onStoreDown: StoreDownPolicy
 }
 
 /** A route with every optional setting at its default. */
@@ -69,6 +74,8 @@ export function route (
     replay: 'reject',
     allowMatrixParams: false,
     keepHeaders: [],
+    rateLimits: [],
+    onStoreDown: DEFAULT_STORE_DOWN_POLICY,
     ...fields
   }
 }

@@ -17,6 +17,8 @@ export interface ForwardState {
   /** the exact bytes received, once read */
   body?: Buffer
   identityToken?: string
+  /** on limited routes: the RateLimit fields for the upstream's answer, over any the upstream sent (limits/limiter.ts) */
+  answerHeaders?: Readonly<Record<string, string | undefined>>
 }
 
 declare module 'fastify' {

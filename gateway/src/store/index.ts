@@ -4,7 +4,9 @@ import { createRedisStore } from './redis.js'
 import type { RedisConnection } from './redis-connection.js'
 import type { Store } from './types.js'
 
-export type { CreateKeyOutcome, KeyEvent, KeyEventListener, KeyRecord, RemoveUserResult, RevokeResult, Store, UserRecord } from './types.js'
+export type {
+  CreateKeyOutcome, KeyEvent, KeyEventListener, KeyRecord, RateCounter, RateOutcome, RemoveUserResult, RevokeResult, Store, UserRecord
+} from './types.js'
 
 type StoreConfig = Pick<GatewayConfig, 'redisUrl' | 'redisTopology' | 'redisPrefix' | 'redisCommandTimeoutMs'>
 

@@ -1,15 +1,18 @@
-import type { KeyEventListener, KeyRecord, SigningKeyRing, Store, UserRecord } from './types.js'
-import { newestFirst } from './types.js'
+import type { KeyEventListener, KeyRecord, RateCounter, RateOutcome, SigningKeyRing, Store, UserRecord } from './types.js'
+import { RATE_SLACK_MS, newestFirst } from './types.js'
 
 /** The embedded store: one process's memory, lost at exit. Same contract as the Redis store. */
 export function createMemoryStore (now: () => number = Date.now): Store {
   // Expiring entries are swept lazily on access and by a timer that never keeps the process alive.
   const remembered = new Map<string, number>()
   const counters = new Map<string, { count: number; expiresAt: number }>()
+  /** rate counter key -> the ms from which it is back to its full limit (types.ts: RateCounter) */
+  const rates = new Map<string, number>()
   const sweep = setInterval(() => {
     const t = now()
     for (const [key, expiresAt] of remembered) if (expiresAt <= t) remembered.delete(key)
     for (const [key, counter] of counters) if (counter.expiresAt <= t) counters.delete(key)
+    for (const [key, fullAt] of rates) if (fullAt <= t) rates.delete(key)
   }, 10_000)
   sweep.unref()
   const users = new Map<string, UserRecord>()
@@ -25,6 +28,24 @@ export function createMemoryStore (now: () => number = Date.now): Store {
   }
   const announceRevoked = (apiKey: string): void => {
     for (const listener of listeners) listener({ type: 'revoked', apiKey })
+  }
+  /** The same steps as the Redis script, with no await between the check and the count. */
+  const rate = (counters: readonly RateCounter[], count: boolean): RateOutcome => {
+    const t = now()
+    let allowed = true
+    const backlogMs = counters.map(({ key, limit, windowMs }) => {
+      const backlog = Math.max(0, (rates.get(key) ?? 0) - t)
+      if (backlog + windowMs / limit > windowMs + RATE_SLACK_MS) allowed = false
+      return backlog
+    })
+    if (count && allowed) {
+      counters.forEach(({ key, limit, windowMs }, i) => {
+        const backlog = (backlogMs[i] as number) + windowMs / limit
+        backlogMs[i] = backlog
+        rates.set(key, t + backlog)
+      })
+    }
+    return { allowed, backlogMs }
   }
   let signingKey: string | undefined
   /** previous signing keys (PEM) and the ms at which each retires */
@@ -153,6 +174,12 @@ export function createMemoryStore (now: () => number = Date.now): Store {
     },
     async resetHits (key) {
       counters.delete(key)
+    },
+    async countRate (counters) {
+      return rate(counters, true)
+    },
+    async peekRate (counters) {
+      return rate(counters, false)
     },
     async ping () {},
     async close () { clearInterval(sweep) }

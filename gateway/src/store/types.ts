@@ -129,9 +129,47 @@ export interface Store {
   hit: (key: string, windowMs: number) => Promise<{ count: number; resetMs: number }>
   /** forgets a counter (a success resets the failures) */
   resetHits: (key: string) => Promise<void>
+  /**
+   * Checks a request against every counter and, only when none is full, counts it in all of them:
+   * one atomic step on the store's own clock (on Redis: one script and Redis's TIME, so gateways
+   * with skewed clocks agree). A counter expires once it is back to its full limit.
+   */
+  countRate: (counters: readonly RateCounter[]) => Promise<RateOutcome>
+  /** The counters' backlogs (ms) without counting anything: `allowed` says whether one more request would pass. */
+  peekRate: (counters: readonly RateCounter[]) => Promise<RateOutcome>
   /** resolves when the store answers; throws STORE_UNAVAILABLE otherwise */
   ping: () => Promise<void>
   close: () => Promise<void>
+}
+
+/**
+ * One rate counter (limits/): a GCRA cell of `limit` requests per `windowMs`. It holds one number,
+ * the "theoretical arrival time": the moment from which the counter is back to its full limit.
+ * Its backlog is how far that lies ahead (0: full); a request adds `windowMs / limit` to it, and
+ * is let through while the backlog stays within the window.
+ */
+export interface RateCounter {
+  /** under the store's prefix; one counter per key */
+  key: string
+  limit: number
+  windowMs: number
+}
+
+/**
+ * A request fits a counter while its backlog plus one request is within the window, give or take
+ * this: a window divided by a limit is seldom a whole number, and N such shares added up must
+ * not miss the window by a rounding error and refuse the N-th request.
+ */
+export const RATE_SLACK_MS = 0.001
+
+export interface RateOutcome {
+  /** true: the request was counted in every counter; false: in none (some counter was full) */
+  allowed: boolean
+  /**
+   * per counter, in order: ms until it is back to its full limit, after this request when it was
+   * allowed, before it when it was not (a refused request counts nowhere)
+   */
+  backlogMs: number[]
 }
 
 /** The order every key listing uses: newest first (by createdAt), ties by apiKey. */

@@ -31,7 +31,7 @@ export const TIER_PROBLEMS: Record<AuthTier, readonly DocumentedProblem[]> = {
 export const PROBLEM_SCHEMA: OpenAPIV3_1.SchemaObject = {
   type: 'object',
   description: 'RFC 9457 problem details. `code` is stable: program against it. ' +
-    'Some codes add members (`errors`, `serverTime`, `maxSkewMs`, `missing`, `apiKey`).',
+    'Some codes add members (`errors`, `serverTime`, `maxSkewMs`, `missing`, `apiKey`; `policy`, `by`, `limit`, `window` on a rate limit).',
   required: ['type', 'title', 'status', 'detail', 'code'],
   properties: {
     type: { type: 'string', description: '`urn:keygate:problem:` and the code in lower case with dashes' },
@@ -162,6 +162,9 @@ export function routeProblems (route: RouteConfig, method: string): DocumentedPr
     BODYLESS_METHODS.has(method) ? 'VALIDATION_FAILED' : 'PAYLOAD_TOO_LARGE',
     ...TIER_PROBLEMS[route.auth],
     ...(route.auth === 'signed' && route.replay === 'reject' && !SAFE_METHODS.has(method) ? ['REPLAYED_REQUEST' as const] : []),
+    // a route's rate limits (the signed tier already answers both: its signature budget, its key store)
+    ...(route.rateLimits.length > 0 && route.auth !== 'signed' ? ['RATE_LIMITED' as const] : []),
+    ...(route.rateLimits.length > 0 && route.onStoreDown === 'deny' && route.auth !== 'signed' ? ['STORE_UNAVAILABLE' as const] : []),
     'UPSTREAM_UNAVAILABLE',
     'UPSTREAM_BUSY',
     'UPSTREAM_TIMEOUT'

@@ -1,6 +1,7 @@
 // Business traffic: every request that is not one of keygate's own endpoints lands here, and its
 // trip reads top to bottom: match the route (proxy/route-table.ts) -> authenticate by the route's
-// tier (auth/authenticate.ts) -> mutate: the identity token (proxy/identity.ts) -> forward the
+// tier (auth/authenticate.ts) -> count it against the route's rate limits (limits/limiter.ts) ->
+// mutate: the identity token (proxy/identity.ts) -> forward the
 // upstream request (proxy/upstream-request.ts) over the transport (proxy/forwarder.ts). The body
 // is buffered (up to the route's limit) so the signature is checked over the exact bytes, and
 // those same bytes are forwarded.
@@ -9,6 +10,7 @@ import { HTTP_METHODS, pathOf } from '#client/protocol'
 import { asHook, type Authenticator } from '../../auth/authenticate.js'
 import type { UpstreamLimits } from '../../config/env.js'
 import { GatewayError } from '../../errors.js'
+import type { RateLimiter } from '../../limits/limiter.js'
 import type { GatewayMetrics } from '../../metrics/metrics.js'
 import { Forwarder } from '../../proxy/forwarder.js'
 import { identityTokenFor, type IdentityTokenIssuer } from '../../proxy/identity.js'
@@ -24,6 +26,8 @@ export interface ProxyOptions {
   metrics: GatewayMetrics
   /** the upstream queue: connections, waiting requests and connect timeout per upstream origin */
   upstreams: UpstreamLimits
+  /** the routes' rate limits */
+  limiter: RateLimiter
 }
 /** the largest body any route may allow (the route file's schema maximum) */
 const MAX_BODY_LIMIT = 1024 * 1024 * 1024
@@ -37,7 +41,7 @@ const tooLarge = (limit: number): GatewayError =>
   new GatewayError('PAYLOAD_TOO_LARGE', `The request body is larger than this route accepts (${limit} bytes)`)
 
 export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options) => {
-  const { routes, authenticator, identityTokens, metrics } = options
+  const { routes, authenticator, identityTokens, metrics, limiter } = options
   app.decorateRequest('forward', null)
 
   // Every content type arrives as raw bytes, never parsed or re-encoded, up to the route's limit.
@@ -85,21 +89,33 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     return authenticator.beforeBody(request, route.auth, { replay: route.replay })
   }
 
-  // 2. Authenticate what needs the body; 3. mutate: the identity token, on routes that send one.
+  // 2. Authenticate what needs the body; 3. count the request against the route's rate limits:
+  // only once it is authenticated (a forged request spends nobody's quota) and before it is
+  // forwarded (a refused one never reaches the upstream); 4. mutate: the identity token, on
+  // routes that send one.
   const addIdentityToken = (request: FastifyRequest): void | Promise<void> => {
     const state = forwardState(request)
     const token = identityTokenFor(identityTokens, state.route, request.auth)
     if (token !== undefined) return token.then((value) => { state.identityToken = value })
   }
+  const countAndMutate = (request: FastifyRequest): void | Promise<void> => {
+    const state = forwardState(request)
+    if (state.route.rateLimits.length === 0) return addIdentityToken(request)
+    const auth = request.auth
+    return limiter.check(state.route, { key: auth?.key?.apiKey, user: auth?.user, address: request.ip }).then((headers) => {
+      state.answerHeaders = headers
+      return addIdentityToken(request)
+    })
+  }
   const finishAuthentication = (request: FastifyRequest): void | Promise<void> => {
     const { route } = forwardState(request)
     const authenticated = authenticator.afterBody(request, route.auth)
-    // most routes send no identity token: nothing more to allocate or wait for
-    if (route.identityToken === undefined) return authenticated
-    return authenticated === undefined ? addIdentityToken(request) : authenticated.then(() => addIdentityToken(request))
+    // most routes send no identity token and have no limits: nothing more to allocate or wait for
+    if (route.identityToken === undefined && route.rateLimits.length === 0) return authenticated
+    return authenticated === undefined ? countAndMutate(request) : authenticated.then(() => countAndMutate(request))
   }
 
-  // 4. Forward.
+  // 5. Forward.
   const forwarder = new Forwarder<RouteConfig>({
     ...options.upstreams,
     onAnswerBegins: (route, seconds) => { metrics.observeUpstreamLatency(route, seconds) }
@@ -111,7 +127,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     const body = request.body
     if (Buffer.isBuffer(body) && body.length > 0) state.body = body
     const client = { method: request.method, target: request.raw.url ?? '/', headers: request.headers, ip: request.ip, proxyHop: request.proxyHop }
-    forwarder.forward(upstreamRequest(client, state, request.auth), reply, state.route)
+    forwarder.forward(upstreamRequest(client, state, request.auth), reply, state.route, state.answerHeaders)
   }
 
   app.addHook('onRequest', asHook(matchAndAuthenticate))

@@ -112,6 +112,54 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
   }
 
   for (const [kind, make] of Object.entries(factories)) {
+    t.test(`${kind} store: rate counters (GCRA), all of a request's or none`, async (t) => {
+      const store = await make(t)
+      const perMinute = { key: 'key:a:60s', limit: 3, windowMs: 60_000 }
+      const first = await store.countRate([perMinute])
+      t.equal(first.allowed, true)
+      t.ok((first.backlogMs[0] ?? 0) > 19_000 && (first.backlogMs[0] ?? 0) <= 20_000, 'one request adds window / limit to the backlog')
+      t.equal((await store.countRate([perMinute])).allowed, true)
+      t.equal((await store.countRate([perMinute])).allowed, true, 'exactly the limit passes')
+      const refused = await store.countRate([perMinute])
+      t.equal(refused.allowed, false, 'one more is refused')
+      t.ok((refused.backlogMs[0] ?? 0) > 59_000 && (refused.backlogMs[0] ?? 0) <= 60_000, 'the backlog of a refusal is the state before it')
+      t.equal((await store.countRate([{ ...perMinute, key: 'key:b:60s' }])).allowed, true, 'another counter is apart')
+
+      // Several counters: a request is counted in all of them, or in none.
+      const small = { key: 'multi:small', limit: 2, windowMs: 60_000 }
+      const large = { key: 'multi:large', limit: 10, windowMs: 60_000 }
+      t.equal((await store.countRate([small, large])).allowed, true)
+      t.equal((await store.countRate([small, large])).allowed, true)
+      const blocked = await store.countRate([large, small])
+      t.equal(blocked.allowed, false, 'the full counter refuses the request')
+      const largeShare = large.windowMs / large.limit
+      const peeked = await store.peekRate([large, small])
+      t.ok((peeked.backlogMs[0] ?? 0) <= 2 * largeShare && (peeked.backlogMs[0] ?? 0) > 2 * largeShare - 1000,
+        'and the other counted nothing: two requests in it, not three')
+      t.equal(peeked.allowed, false, 'a peek says one more would not pass')
+      const again = await store.peekRate([large])
+      t.ok((again.backlogMs[0] ?? 0) <= 2 * largeShare, 'a peek counts nothing')
+      t.equal(again.allowed, true)
+
+      // Concurrent requests: exactly the limit passes.
+      const racer = { key: 'race', limit: 5, windowMs: 60_000 }
+      const outcomes = await Promise.all(Array.from({ length: 20 }, async () => await store.countRate([racer, large])))
+      t.equal(outcomes.filter((o) => o.allowed).length, 5, 'of 20 concurrent requests with a limit of 5 (and room elsewhere), exactly 5 pass')
+
+      // A counter drains: the GCRA lets one request more through every window / limit, and is full again after the window.
+      const short = { key: 'short', limit: 2, windowMs: 200 }
+      t.equal((await store.countRate([short])).allowed, true)
+      t.equal((await store.countRate([short])).allowed, true)
+      t.equal((await store.countRate([short])).allowed, false)
+      await new Promise((resolve) => setTimeout(resolve, 250))
+      t.same((await store.peekRate([short])).backlogMs, [0], 'after the window the counter is back to its full limit')
+      t.equal((await store.countRate([short])).allowed, true)
+      t.equal((await store.countRate([short])).allowed, true, 'its whole limit again')
+      t.same(await store.countRate([]), { allowed: true, backlogMs: [] }, 'no counters: nothing to refuse')
+    })
+  }
+
+  for (const [kind, make] of Object.entries(factories)) {
     t.test(`${kind} store: key lifecycle (list, revoke, last use, events)`, async (t) => {
       const store = await make(t)
       const events: KeyEvent[] = []

@@ -1,0 +1,124 @@
+// The route file's rate-limit fields: what a valid entry becomes, and a table of bad files with
+// the exact messages they get (each naming the route and the field, and saying why).
+import t from 'tap'
+import { RouteFileError, parseRouteText, routesFromDocument } from '../../../../gateway/src/proxy/route-file.js'
+import { windowSeconds } from '../../../../gateway/src/limits/rate-limit.js'
+
+const defaults = { upstream: 'http://127.0.0.1:8081', bodyLimit: 1048576, timeoutMs: 30000 }
+
+function load (yaml: string) {
+  return routesFromDocument(parseRouteText(yaml, 'routes.yaml'), 'routes.yaml', defaults)
+}
+
+function problems (yaml: string): string[] {
+  try {
+    load(yaml)
+  } catch (err) {
+    if (err instanceof RouteFileError) return err.message.split('\n')
+    throw err
+  }
+  return []
+}
+
+/** one route of `auth` with these extra lines */
+const route = (auth: string, extra: string, prefix = '/v1/things/', methods = ''): string =>
+  `  - prefix: ${prefix}\n    upstream: http://127.0.0.1:8081\n    auth: ${auth}\n${methods === '' ? '' : `    methods: [${methods}]\n`}` +
+  extra.trim().split('\n').map((line) => `    ${line}`).join('\n') + '\n'
+const file = (...routes: string[]): string => `routes:\n${routes.join('')}`
+
+t.test('windows: a whole number and s, m, h or d', async (t) => {
+  t.equal(windowSeconds('1s'), 1)
+  t.equal(windowSeconds('10s'), 10)
+  t.equal(windowSeconds('1m'), 60)
+  t.equal(windowSeconds('1h'), 3600)
+  t.equal(windowSeconds('30d'), 2_592_000)
+  for (const bad of ['0s', '1', '1.5s', '1w', ' 1s', '01s', 's', '1S']) t.equal(windowSeconds(bad), undefined, bad)
+})
+
+t.test('a valid file: each limit with its counter and policy name; onStoreDown defaults to allow', async (t) => {
+  const routes = load(file(
+    route('signed', 'rateLimits:\n  - { by: key, limit: 20, window: 10s }\n  - { by: user, limit: 100000, window: 30d, bucket: monthly }\n' +
+      'onStoreDown: deny', '/v1/things/', 'GET'),
+    route('signed', 'rateLimits:\n  - { by: user, limit: 100000, window: 30d, bucket: monthly }', '/v1/things/', 'POST'),
+    route('public', 'rateLimits:\n  - { by: address, limit: 5, window: 1s }', '/status/'),
+    route('bearer', '', '/other/')
+  ))
+  const [get, post, status, other] = routes
+  t.match(get?.rateLimits, [
+    { by: 'key', limit: 20, window: '10s', windowMs: 10_000, bucket: undefined, policy: 'key-10s' },
+    { by: 'user', limit: 100_000, window: '30d', windowMs: 2_592_000_000, bucket: 'monthly', policy: 'monthly-user-30d' }
+  ])
+  t.equal(get?.onStoreDown, 'deny')
+  t.equal(post?.onStoreDown, 'allow', 'the default')
+  t.equal(get?.rateLimits[1]?.counter, post?.rateLimits[0]?.counter, 'one bucket: one counter on both routes')
+  t.not(get?.rateLimits[0]?.counter, status?.rateLimits[0]?.counter)
+  t.same(other?.rateLimits, [], 'no limits')
+
+  // Without a bucket each route counts alone: a GET and a POST route of one prefix do not share.
+  const split = load(file(
+    route('signed', 'rateLimits:\n  - { by: key, limit: 20, window: 10s }', '/v1/things/', 'GET'),
+    route('signed', 'rateLimits:\n  - { by: key, limit: 20, window: 10s }', '/v1/things/', 'POST')
+  ))
+  t.not(split[0]?.rateLimits[0]?.counter, split[1]?.rateLimits[0]?.counter, 'routes without a bucket have counters of their own')
+  // A route keeps its counters when the file is reordered or the route renamed.
+  const reordered = load(file(
+    route('signed', 'rateLimits:\n  - { by: key, limit: 20, window: 10s }', '/v1/things/', 'POST'),
+    route('signed', 'name: renamed\nrateLimits:\n  - { by: key, limit: 20, window: 10s }', '/v1/things/', 'GET')
+  ))
+  t.equal(reordered[1]?.rateLimits[0]?.counter, split[0]?.rateLimits[0]?.counter, 'counted by path and methods, not by name or position')
+})
+
+const CASES: Array<[string, string, string[]]> = [
+  ['by key on a bearer route', file(route('bearer', 'rateLimits:\n  - { by: key, limit: 1, window: 1s }')),
+    ['routes.yaml: routes[0].rateLimits[0].by: "key" counts per API key, which only a signed route knows; this route is bearer (count by user or address)']],
+  ['by key on a public route', file(route('public', 'rateLimits:\n  - { by: key, limit: 1, window: 1s }')),
+    ['routes.yaml: routes[0].rateLimits[0].by: "key" counts per API key, which only a signed route knows; this route is public (count by user or address)']],
+  ['by user on a public route', file(route('public', 'rateLimits:\n  - { by: user, limit: 1, window: 1s }')),
+    ['routes.yaml: routes[0].rateLimits[0].by: "user" counts per user, which a public route does not know (count by address)']],
+  ['an unknown by', file(route('signed', 'rateLimits:\n  - { by: ip, limit: 1, window: 1s }')),
+    ['routes.yaml: routes[0].rateLimits[0].by: "ip" is not one of key, user, address']],
+  ['a window with a unit keygate does not take', file(route('signed', 'rateLimits:\n  - { by: key, limit: 1, window: 1w }')),
+    ['routes.yaml: routes[0].rateLimits[0].window: "1w" is not a whole number and s, m, h or d (1s, 10s, 1m, 1h, 1d, 30d)']],
+  ['a window over a year', file(route('signed', 'rateLimits:\n  - { by: key, limit: 1, window: 367d }')),
+    ['routes.yaml: routes[0].rateLimits[0].window: "367d" is longer than the longest window, 366d']],
+  ['a limit of 0', file(route('signed', 'rateLimits:\n  - { by: key, limit: 0, window: 1s }')),
+    ['routes.yaml: routes[0].rateLimits[0].limit: 0 is not allowed (expected integer to be greater or equal to 1)']],
+  ['a limit that is no whole number', file(route('signed', 'rateLimits:\n  - { by: key, limit: 2.5, window: 1s }')),
+    ['routes.yaml: routes[0].rateLimits[0].limit: must be a whole number, not 2.5']],
+  ['a missing window', file(route('signed', 'rateLimits:\n  - { by: key, limit: 1 }')),
+    ['routes.yaml: routes[0].rateLimits[0].window: is required']],
+  ['an unknown field in a limit', file(route('signed', 'rateLimits:\n  - { by: key, limit: 1, window: 1s, burst: 5 }')),
+    ['routes.yaml: routes[0].rateLimits[0].burst: is not a known field (known: by, limit, window, bucket)']],
+  ['an empty list', file(route('signed', 'rateLimits: []')),
+    ['routes.yaml: routes[0].rateLimits: must not be empty']],
+  ['a bad bucket name', file(route('signed', 'rateLimits:\n  - { by: key, limit: 1, window: 1s, bucket: "Month ly" }')),
+    ['routes.yaml: routes[0].rateLimits[0].bucket: "Month ly" is not a bucket name: lower-case letters, digits, "-" and "_", at most 63']],
+  ['onStoreDown neither allow nor deny', file(route('signed', 'rateLimits:\n  - { by: key, limit: 1, window: 1s }\nonStoreDown: fail')),
+    ['routes.yaml: routes[0].onStoreDown: "fail" is not one of allow, deny']],
+  ['onStoreDown without limits', file(route('signed', 'onStoreDown: deny')),
+    ['routes.yaml: routes[0].onStoreDown: applies only to a route with rateLimits']],
+  ['two limits of one route in one counter, other numbers',
+    file(route('signed', 'rateLimits:\n  - { by: key, limit: 10, window: 1m }\n  - { by: key, limit: 20, window: 60s }')),
+    ['routes.yaml: routes[0].rateLimits[1]: counts in the same counter as rateLimits[0] (by key per 60s); give each counter one limit']],
+  ['two limits of one route in one counter, the same numbers',
+    file(route('signed', 'rateLimits:\n  - { by: key, limit: 10, window: 1m }\n  - { by: key, limit: 10, window: 1m }')),
+    ['routes.yaml: routes[0].rateLimits[1]: counts in the same counter as rateLimits[0] (by key per 1m); give each counter one limit']],
+  ['one bucket with two limits on two routes', file(
+    route('signed', 'rateLimits:\n  - { by: user, limit: 1000, window: 30d, bucket: monthly }', '/a/'),
+    route('bearer', 'rateLimits:\n  - { by: user, limit: 2000, window: 30d, bucket: monthly }', '/b/')),
+  ['routes.yaml: routes[1].rateLimits[0]: bucket "monthly" by user is 2000 per 30d here and 1000 per 30d in routes[0].rateLimits[0]; ' +
+    'a shared counter has one limit: give both the same, or another bucket']]
+]
+
+t.test('bad rate limits: each problem named, with why', async (t) => {
+  for (const [name, yaml, expected] of CASES) t.same(problems(yaml), expected, name)
+})
+
+t.test('one bucket, one limit, on several routes and tiers; other windows or bys are other counters', async (t) => {
+  t.same(problems(file(
+    route('signed', 'rateLimits:\n  - { by: user, limit: 1000, window: 30d, bucket: monthly }', '/a/'),
+    route('bearer', 'rateLimits:\n  - { by: user, limit: 1000, window: 30d, bucket: monthly }\n' +
+      '  - { by: user, limit: 10, window: 1s, bucket: monthly }', '/b/'),
+    route('public', 'rateLimits:\n  - { by: address, limit: 5, window: 30d, bucket: monthly }', '/c/')
+  )), [])
+})
