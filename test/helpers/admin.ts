@@ -7,7 +7,7 @@ import type { Test } from 'tap'
 import { loggerOptions } from '../../gateway/src/app.js'
 import type { GatewayConfig } from '../../gateway/src/config/env.js'
 import { startGateway, type RunningGateway } from '../../gateway/src/process/start.js'
-import { defaultRoutes } from '../../gateway/src/proxy/route.js'
+import { defaultRoutes, type RouteConfig } from '../../gateway/src/proxy/route.js'
 import { send, type RawResponse } from './http.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from './redis.js'
 import { testConfig } from './stack.js'
@@ -31,6 +31,8 @@ export interface AdminGatewayOptions {
   redisPrefix?: string
   token?: string
   config?: Partial<GatewayConfig>
+  /** the routes (no route file); default: the built-in ones to `upstreamUrl` */
+  routes?: readonly RouteConfig[]
 }
 
 export async function startAdminGateway (t: Test, options: AdminGatewayOptions): Promise<AdminGateway> {
@@ -47,7 +49,7 @@ export async function startAdminGateway (t: Test, options: AdminGatewayOptions):
   const gateway = await startGateway({
     config,
     logger: { ...loggerOptions('info') as object, stream },
-    routes: defaultRoutes({ upstream: options.upstreamUrl, bodyLimit: config.bodyLimit, timeoutMs: 30_000 })
+    routes: options.routes ?? defaultRoutes({ upstream: options.upstreamUrl, bodyLimit: config.bodyLimit, timeoutMs: 30_000 })
   })
   t.teardown(gateway.close)
   if (gateway.adminUrl === undefined) throw new Error('the admin API did not start')

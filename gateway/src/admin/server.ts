@@ -2,7 +2,7 @@
 // KEYGATE_ADMIN_HOST says otherwise), never the public port, so what can reach it is decided by
 // where it listens, and every request needs KEYGATE_ADMIN_TOKEN besides (auth.ts). JSON in and
 // out, problem+json errors from the one catalog, an OpenAPI document at /docs/json, an audit
-// line for every change (audit.ts). One file per resource: users.ts, keys.ts, routes.ts.
+// line for every change (audit.ts). One file per resource: users.ts, keys.ts, routes.ts, usage.ts.
 // A single gateway runs it beside its app on the same services (process/start.ts); a cluster's
 // primary runs it on a store connection of its own, reaching its workers' routes over IPC.
 import swagger from '@fastify/swagger'
@@ -20,11 +20,14 @@ import { adminKeyRoutes } from './keys.js'
 import type { Operations } from './operations.js'
 import type { RouteControl } from './route-control.js'
 import { adminRouteRoutes } from './routes.js'
+import { adminUsageRoutes, type UsageReader } from './usage.js'
 import { adminUserRoutes } from './users.js'
 
 export interface AdminServices {
   operations: Operations
   routes: RouteControl
+  /** where a key or a user stands against the rate limits of the routes in force */
+  usage: UsageReader
 }
 
 export interface AdminServerOptions {
@@ -91,7 +94,8 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
       tags: [
         { name: 'users', description: 'Users: their passwords and their keys' },
         { name: 'keys', description: 'Registered API keys: list, show, revoke' },
-        { name: 'routes', description: 'The route table in force, and reloading the route file' }
+        { name: 'routes', description: 'The route table in force, and reloading the route file' },
+        { name: 'usage', description: 'Rate limits and quotas: what a key or a user has used, and what remains' }
       ],
       components: {
         securitySchemes: {
@@ -112,6 +116,7 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
   await app.register(adminUserRoutes, { operations: services.operations })
   await app.register(adminKeyRoutes, { operations: services.operations })
   await app.register(adminRouteRoutes, { routes: services.routes })
+  await app.register(adminUsageRoutes, { usage: services.usage, operations: services.operations })
   return app
 }
 

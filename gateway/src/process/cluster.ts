@@ -16,6 +16,8 @@ import { pino } from 'pino'
 import { createOperations } from '../admin/operations.js'
 import { reloadOutcome, type RouteControl, type RoutesInForce, type RoutesReload } from '../admin/route-control.js'
 import { startAdminServer, type AdminServer } from '../admin/server.js'
+import type { UsageReader } from '../admin/usage.js'
+import { readUsage } from '../limits/usage.js'
 import { REDACTED_PATHS } from '../app.js'
 import type { GatewayConfig } from '../config/env.js'
 import { startMetricsServer, type MetricsServer } from '../http/metrics-server.js'
@@ -363,7 +365,9 @@ Promise<{ server: AdminServer; close: () => Promise<void> }> {
     const keys = createKeyRegistry(store, { cacheSize: 0, maxKeysPerOwner: config.maxKeysPerUser, watch: false })
     const operations = createOperations({ users: createUserService(store), keys })
     const { port, host, token } = config.admin as { port: number; host: string; token: string }
-    const server = await startAdminServer({ operations, routes: workers.routes }, { port, host, token, log })
+    // the workers' routes (they load them; the primary does not), counted in the shared store
+    const usage: UsageReader = async (subject) => await readUsage((await workers.routes.current()).routes, store, subject)
+    const server = await startAdminServer({ operations, routes: workers.routes, usage }, { port, host, token, log })
     log.info(`admin API at ${server.url}, for every worker`)
     return {
       server,

@@ -7,9 +7,11 @@ import type { FastifyInstance } from 'fastify'
 import { createOperations } from '../admin/operations.js'
 import { routeControlOf } from '../admin/route-control.js'
 import { startAdminServer, type AdminServer } from '../admin/server.js'
+import type { UsageReader } from '../admin/usage.js'
 import { buildApp, type BuildAppOptions } from '../app.js'
 import type { GatewayConfig } from '../config/env.js'
 import { startMetricsServer, type MetricsServer } from '../http/metrics-server.js'
+import { readUsage } from '../limits/usage.js'
 import { keygateCommand } from '../lib/command-name.js'
 
 export interface StartGatewayOptions {
@@ -53,8 +55,9 @@ export async function startGateway (options: StartGatewayOptions): Promise<Runni
       app.log.info(`metrics for Prometheus at ${metrics.url}/metrics`)
     }
     if (config.admin.port !== undefined && config.admin.token !== undefined && adminListener) {
-      const { users, keys, routes: registry } = app.keygate
-      admin = await startAdminServer({ operations: createOperations({ users, keys }), routes: routeControlOf(registry) },
+      const { users, keys, routes: registry, store } = app.keygate
+      const usage: UsageReader = async (subject) => await readUsage(registry.current.routes, store, subject)
+      admin = await startAdminServer({ operations: createOperations({ users, keys }), routes: routeControlOf(registry), usage },
         { port: config.admin.port, host: config.admin.host, token: config.admin.token, log: app.log })
       app.log.info(`admin API at ${admin.url}`)
     }
