@@ -1,6 +1,7 @@
 // KEYGATE_WORKERS=2 with KEYGATE_ADMIN_PORT: the primary serves the admin API for the whole
 // process tree, on a store connection of its own. A reload through it reaches every worker; a bad
-// file leaves every worker's routes in force; a revocation through it is refused by every worker.
+// file leaves every worker's routes in force; a revocation through it is refused by every worker;
+// the usage it reports is what every worker counted.
 // Real processes (main.ts), the real Redis, real sockets; which worker answered each request is
 // read from its access-log line.
 import { createServer, type AddressInfo } from 'node:net'
@@ -14,7 +15,8 @@ import { routeFile } from '../helpers/routes.js'
 import { login, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
 
 const routesYaml = (upstream: string, extra = ''): string =>
-  `routes:\n  - { prefix: /v1/clients/, upstream: "${upstream}", auth: signed, methods: [GET, POST] }\n${extra}`
+  `routes:\n  - { prefix: /v1/clients/, upstream: "${upstream}", auth: signed, methods: [GET, POST],\n` +
+  `      rateLimits: [{ by: key, limit: 1000, window: 1h }] }\n${extra}`
 
 t.test('the primary serves the admin API; reloads and revocations reach every worker', async (t) => {
   const upstream = await startUpstreamStub(t)
@@ -90,6 +92,10 @@ t.test('the primary serves the admin API; reloads and revocations reach every wo
     t.ok(both(served))
     t.same(statuses(served), [200], 'both workers serve the key (and have it cached)')
     t.match((await admin(api, 'GET', '/v1/keys?user=erin')).json(), { items: [{ apiKey: keys.apiKey, status: 'active' }] })
+    // the primary loads no routes: it reads the workers' limits, and the counts in the shared store
+    t.match((await admin(api, 'GET', `/v1/usage?key=${keys.apiKey}`)).json(),
+      { key: keys.apiKey, items: [{ by: 'key', limit: 1000, window: '1h', used: 8, remaining: 992 }] },
+      'the usage of the key: the 8 requests both workers counted')
 
     t.equal((await admin(api, 'DELETE', `/v1/keys/${keys.apiKey}`)).status, 200)
     const since = Date.now()
