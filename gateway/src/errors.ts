@@ -18,6 +18,7 @@ export const ERRORS = {
   REPLAYED_REQUEST: { status: 401, title: 'This signed request was already accepted' },
   KEY_OWNER_MISMATCH: { status: 403, title: 'The API key belongs to another user' },
   KEY_LIMIT_REACHED: { status: 403, title: 'The user has as many active API keys as allowed' },
+  INSUFFICIENT_SCOPE: { status: 403, title: 'The credentials lack a scope this route requires' },
   NOT_FOUND: { status: 404, title: 'No such route' },
   API_KEY_NOT_FOUND: { status: 404, title: 'No such API key' },
   METHOD_NOT_ALLOWED: { status: 405, title: 'The route does not take this method' },

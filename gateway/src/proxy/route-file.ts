@@ -12,6 +12,7 @@ import { routeMatchesPath as matches } from './route-table.js'
 import { AUTH_TIERS, DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
 import { OVERRIDE_HEADERS } from './upstream-request.js'
 import { ConfigError, type RouteDefaults } from '../config/env.js'
+import { MAX_SCOPES, SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
 import { HTTP_METHODS, requestTargetProblem } from '#client/protocol'
 
 const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
@@ -23,6 +24,7 @@ const IdentityHeaderName = Type.String({
   description: 'an HTTP header name without "_" (CGI-style servers read x_user and x-user as one header; use "-")'
 })
 const HeaderValue = Type.String({ pattern: '^[\\x20-\\x7E\\t]*$', maxLength: 4096, description: 'printable ASCII' })
+const Scope = Type.String({ pattern: SCOPE_PATTERN, description: `a scope: ${SCOPE_RULE}` })
 const Path = Type.String({ pattern: '^/[A-Za-z0-9\\-._~!$&\'()*+,;=:@/%]*$', maxLength: 2048, description: 'a path starting with /' })
 
 export const RouteEntrySchema = Type.Object({
@@ -38,7 +40,8 @@ export const RouteEntrySchema = Type.Object({
   identityHeaders: Type.Optional(Type.Object({
     user: Type.Optional(IdentityHeaderName),
     key: Type.Optional(IdentityHeaderName),
-    keyName: Type.Optional(IdentityHeaderName)
+    keyName: Type.Optional(IdentityHeaderName),
+    scopes: Type.Optional(IdentityHeaderName)
   }, { additionalProperties: false })),
   addHeaders: Type.Optional(Type.Record(Type.String({ pattern: HEADER_NAME }), HeaderValue)),
   removeHeaders: Type.Optional(Type.Array(HeaderName)),
@@ -49,7 +52,8 @@ export const RouteEntrySchema = Type.Object({
     audience: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 }))
   }, { additionalProperties: false })),
   allowMatrixParams: Type.Optional(Type.Boolean()),
-  keepHeaders: Type.Optional(Type.Array(HeaderName, { uniqueItems: true }))
+  keepHeaders: Type.Optional(Type.Array(HeaderName, { uniqueItems: true })),
+  scopes: Type.Optional(Type.Array(Scope, { uniqueItems: true, maxItems: MAX_SCOPES }))
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
 
@@ -168,6 +172,12 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
   } else if (upstream.username !== '' || upstream.password !== '' || upstream.search !== '' || upstream.hash !== '') {
     problems.push({ route: index, text: `${at}.upstream: ${JSON.stringify(entry.upstream)} must be scheme://host[:port][/path] without credentials, query or fragment (send credentials with addHeaders)` })
   }
+  if (entry.scopes !== undefined && entry.auth === 'public') {
+    problems.push({
+      route: index,
+      text: `${at}.scopes: a public route has no user whose scopes it could check; give it auth: bearer or signed, or drop scopes`
+    })
+  }
   const exact = entry.path !== undefined
   const prefix = (entry.path ?? entry.prefix) as string
   const origin = upstream?.origin ?? entry.upstream
@@ -184,13 +194,15 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     identityHeaders: {
       user: (entry.identityHeaders?.user ?? DEFAULT_IDENTITY_HEADERS.user).toLowerCase(),
       key: (entry.identityHeaders?.key ?? DEFAULT_IDENTITY_HEADERS.key).toLowerCase(),
-      keyName: (entry.identityHeaders?.keyName ?? DEFAULT_IDENTITY_HEADERS.keyName).toLowerCase()
+      keyName: (entry.identityHeaders?.keyName ?? DEFAULT_IDENTITY_HEADERS.keyName).toLowerCase(),
+      scopes: (entry.identityHeaders?.scopes ?? DEFAULT_IDENTITY_HEADERS.scopes).toLowerCase()
     },
     addHeaders: Object.fromEntries(Object.entries(entry.addHeaders ?? {}).map(([name, value]) => [name.toLowerCase(), value])),
     removeHeaders: (entry.removeHeaders ?? []).map((name) => name.toLowerCase()),
     ...(entry.replay !== undefined && { replay: entry.replay }),
     ...(entry.allowMatrixParams !== undefined && { allowMatrixParams: entry.allowMatrixParams }),
     keepHeaders: (entry.keepHeaders ?? []).map((name) => name.toLowerCase()),
+    ...(entry.scopes !== undefined && { scopes: entry.scopes }),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {

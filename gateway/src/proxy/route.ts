@@ -6,13 +6,17 @@ import type { RouteDefaults } from '../config/env.js'
 
 export { AUTH_TIERS, type AuthTier } from '../auth/stage.js'
 
-/** The names of the identity headers sent upstream (x-gateway-user, -key, -key-name by default). */
+/** The names of the identity headers sent upstream (x-gateway-user, -key, -key-name, -scopes by default). */
 export interface IdentityHeaderNames {
   user: string
   key: string
   keyName: string
+  /** what the request may do: its scopes, space-separated */
+  scopes: string
 }
-export const DEFAULT_IDENTITY_HEADERS: IdentityHeaderNames = { user: 'x-gateway-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name' }
+export const DEFAULT_IDENTITY_HEADERS: IdentityHeaderNames = {
+  user: 'x-gateway-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name', scopes: 'x-gateway-scopes'
+}
 
 export interface IdentityTokenConfig {
   /** the header that carries the token upstream */
@@ -48,6 +52,8 @@ export interface RouteConfig {
   allowMatrixParams: boolean
   /** headers that change a request's meaning (upstream-request.ts) forwarded on this route anyway (lower-case names) */
   keepHeaders: string[]
+  /** signed and bearer routes: the scopes a request must have, all of them (403 INSUFFICIENT_SCOPE otherwise) */
+  scopes: string[]
 }
 
 /** A route with every optional setting at its default. */
@@ -69,6 +75,7 @@ export function route (
     replay: 'reject',
     allowMatrixParams: false,
     keepHeaders: [],
+    scopes: [],
     ...fields
   }
 }
