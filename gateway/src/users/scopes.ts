@@ -22,7 +22,7 @@ export function scopeProblem (values: unknown): string | undefined {
   if (!Array.isArray(values)) return 'must be a list of scopes'
   const bad = values.filter((value) => !isScope(value))
   if (bad.length > 0) {
-    return `${bad.map((value) => JSON.stringify(value)).join(', ')} ${bad.length === 1 ? 'is not a scope' : 'are not scopes'}: a scope is ${SCOPE_RULE}`
+    return `${bad.map((value) => JSON.stringify(value)).join(', ')} ${bad.length === 1 ? 'is not a scope' : 'are not scopes'}: ${SCOPE_RULE}`
   }
   if (new Set(values).size > MAX_SCOPES) return `at most ${MAX_SCOPES} scopes, not ${new Set(values).size}`
   return undefined
