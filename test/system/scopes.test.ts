@@ -101,7 +101,8 @@ t.test('one gateway on Redis: registration, routes that require scopes, what the
   t.test('GET /v1/api-keys shows each key\'s scopes; a key from before scopes shows null', async (t) => {
     const legacy = rsaKeyPair()
     // stored as keygate stored keys before scopes existed: no scopes field at all
-    t.equal(await store.createKey({ apiKey: legacy.apiKey, owner: 'alice', name: 'legacy', publicKey: legacy.publicPem, createdAt: new Date().toISOString() }), 'created')
+    const record = { apiKey: legacy.apiKey, owner: 'alice', name: 'legacy', publicKey: legacy.publicPem, createdAt: new Date().toISOString() }
+    t.equal(await store.createKey(record), 'created')
     const listed = await send(gw.url, '/v1/api-keys', { headers: bearer(alice) })
     t.equal(listed.status, 200)
     const byName = Object.fromEntries(listed.json<{ items: Array<{ name: string; scopes: string[] | null }> }>().items.map((k) => [k.name, k.scopes]))
@@ -147,7 +148,8 @@ t.test('one gateway on Redis: registration, routes that require scopes, what the
   t.test('a route without scopes serves any key, and sends its scopes under the route\'s header name', async (t) => {
     const none = rsaKeyPair()
     t.equal((await register(gw.url, alice, none, 'none', [])).status, 201)
-    const res = await sendSigned(gw.url, { keys: none, token: alice, method: 'GET', target: '/v1/open/x', headers: { 'x-scopes': 'admin', 'x-gateway-scopes': 'admin' } })
+    const forged = { 'x-scopes': 'admin', 'x-gateway-scopes': 'admin' }
+    const res = await sendSigned(gw.url, { keys: none, token: alice, method: 'GET', target: '/v1/open/x', headers: forged })
     t.equal(res.status, 200)
     const seen = upstream.requests.at(-1)
     t.equal(seen?.headers['x-scopes'], '', 'no scopes: an empty header, not the client\'s')
