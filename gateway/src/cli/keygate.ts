@@ -3,7 +3,7 @@
 // developers' and operators' commands.
 //   keygen | login | register | call   sign and send as a client (client-commands.ts)
 //   users add NAME     create NAME, or set its password (read from stdin), on the gateways' Redis
-//   users passwd|remove NAME, users list, keys list|show|revoke: see cli/operator.ts
+//   users passwd|remove|scopes NAME, users list, keys list|show|revoke: see cli/operator.ts
 //   routes check FILE  validate a route file and print the table of routes it makes
 //   tokens rotate      make a new token-signing key current for every gateway on that Redis
 //
@@ -33,9 +33,11 @@ const USAGE = `usage: ${CMD} serve
        ${CMD} demo
        ${CMD} keygen [--out DIR] [--name NAME]
        ${CMD} login [--url URL] [--user USER] [--password PASSWORD]
-       ${CMD} register [--name NAME] [--key FILE] [--url URL] [--user USER --password PASSWORD | --token TOKEN]
+       ${CMD} register [--name NAME] [--key FILE] [--scopes A,B] [--url URL] [--user USER --password PASSWORD | --token TOKEN]
        ${CMD} call METHOD TARGET [BODY | @FILE | @-] [-v] [-H 'Name: value']... [--key FILE] [--url ...]
        ${CMD} users add|passwd|remove NAME
+       ${CMD} users add NAME --scopes A,B
+       ${CMD} users scopes NAME [SCOPE ...] | --none
        ${CMD} users list [--json]
        ${CMD} keys list [--user NAME] [--json]
        ${CMD} keys show|revoke APIKEY
@@ -54,7 +56,8 @@ For client developers:
   login              log in and print the bearer token (for KEYGATE_TOKEN)
   register           log in (or use the token) and register the public half of the key (--key FILE,
                      else ~/.keygate/NAME.pem) under NAME (default: the file's name); prints the
-                     apiKey and saves it beside the key (NAME.apikey)
+                     apiKey and saves it beside the key (NAME.apikey). --scopes A,B: the key may do
+                     only that, some of the user's scopes (default: all of them, as they are now)
   call               sign METHOD TARGET BODY with the key and send it with the token, like curl:
                      the status on stderr, the answer's body on stdout; exit 1 on 4xx/5xx.
                      TARGET is the path and query as signed (/v1/clients/?limit=10); BODY is sent
@@ -67,12 +70,18 @@ For client developers:
 For operators:
   users add NAME     create user NAME, or change its password (read from stdin:
                      typed at a prompt, or piped: printf %s "$PASSWORD" | ${CMD} users add NAME)
+                     --scopes A,B sets its scopes too (else a new user has none, an existing one
+                     keeps theirs)
   users passwd NAME  change the password of the existing user NAME (read as for users add)
+  users scopes NAME SCOPE...
+                     replace the scopes of user NAME (A B or A,B; --none: take them all); every
+                     gateway applies them within a second, to the user's tokens and keys (a key
+                     keeps only the scopes its user still has). Without scopes: show them
   users remove NAME  remove user NAME and revoke every key of theirs (every gateway refuses them
                      within a second); tokens already issued pass bearer-only routes until they expire
-  users list         every user, with their number of keys
+  users list         every user, with their number of keys and their scopes
   keys list          every key (--user NAME: that user's), newest first: owner, name, status
-                     (active, revoked, expired), created, last used (to the minute), expiry
+                     (active, revoked, expired), created, last used (to the minute), expiry, scopes
   keys show APIKEY   one key, with its public key (--json for scripts, as for the lists)
   keys revoke APIKEY revoke the key: every gateway refuses it within a second; it stays revoked
   routes check FILE  validate a route file (YAML or JSON) and print the routes it makes
@@ -149,7 +158,7 @@ export function formatRouteTable (routes: readonly RouteConfig[]): string {
     rows.push([
       r.exact ? r.prefix : `${r.prefix}*`,
       r.methods.join(','),
-      r.auth + (r.identityToken ? '+identity-token' : ''),
+      r.auth + (r.identityToken ? '+identity-token' : '') + (r.scopes.length > 0 ? ` [${r.scopes.join(' ')}]` : ''),
       r.upstream,
       r.rewrite === undefined ? '(unchanged)' : (r.exact ? r.rewrite : `${r.rewrite}*`),
       `${r.timeoutMs} ms`,
@@ -200,6 +209,15 @@ async function rotateTokenKey (io: { stdout: NodeJS.WritableStream, env: NodeJS.
   }
 }
 
+/** `users add NAME [--scopes A,B]`: the scopes text, undefined without the flag; UsageError for anything else. */
+function addScopes (rest: string[]): string | undefined {
+  if (rest.length === 0) return undefined
+  const [flag, value] = rest
+  if (rest.length === 1 && flag?.startsWith('--scopes=') === true) return flag.slice('--scopes='.length)
+  if (rest.length === 2 && flag === '--scopes' && value !== undefined) return value
+  throw new UsageError(`users add takes NAME and optionally --scopes A,B\n\n${USAGE}`)
+}
+
 export interface CliIo {
   stdin: NodeJS.ReadStream
   stdout: NodeJS.WriteStream
@@ -248,17 +266,19 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
       throw err instanceof OperatorUsageError ? new UsageError(`${err.message}\n\n${USAGE}`) : err
     }
   }
-  if (group !== 'users' || command !== 'add' || name === undefined || rest.length > 0) throw new UsageError(USAGE)
+  if (group !== 'users' || command !== 'add' || name === undefined) throw new UsageError(USAGE)
+  const scopes = addScopes(rest)
   const config = await loadConfig(io.env)
   const redis = await requireRedis(config)
-  const [{ createStore }, { describeRedis }, { createUserService }] =
-    await Promise.all([import('../store/index.js'), import('../store/redis-connection.js'), import('../users/user-service.js')])
+  const [{ createStore }, { describeRedis }, { createUserService }, { splitScopes }] =
+    await Promise.all([import('../store/index.js'), import('../store/redis-connection.js'), import('../users/user-service.js'), import('./operator.js')])
   const store = await createStore(config)
   try {
     const password = await readPassword(io.stdin, io.stdout)
-    const user = await createUserService(store).upsert(name, password)
+    const user = await createUserService(store).upsert(name, password, scopes === undefined ? undefined : splitScopes([scopes]))
     const verb = user.createdAt === user.updatedAt ? 'created' : 'updated'
-    io.stdout.write(`user ${name} ${verb} in ${describeRedis(redis)} (prefix ${config.redisPrefix})\n`)
+    const granted = scopes === undefined ? '' : `, scopes: ${user.scopes.length === 0 ? 'none' : user.scopes.join(' ')}`
+    io.stdout.write(`user ${name} ${verb} in ${describeRedis(redis)} (prefix ${config.redisPrefix})${granted}\n`)
   } finally {
     await store.close()
   }
