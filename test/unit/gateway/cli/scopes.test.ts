@@ -54,7 +54,8 @@ t.test('users add --scopes, users scopes, and scopes in the listings', async (t)
   })
   t.same(registered.json().scopes, ['clients:read', 'clients:write'])
   const client = '{"name":"a","email":"a@b.c","tax_id":"12345"}'
-  const write = async (): Promise<number> => (await sendSigned(gw.url, { keys: laptop, token: carol, method: 'POST', target: '/v1/clients/', body: client })).status
+  const write = async (): Promise<number> =>
+    (await sendSigned(gw.url, { keys: laptop, token: carol, method: 'POST', target: '/v1/clients/', body: client })).status
   t.equal(await write(), 201, 'cached at the gateway: carol\'s key may write')
 
   t.test('users scopes NAME SCOPE...: replaces them; the running gateway applies it within a second', async (t) => {
