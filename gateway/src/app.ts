@@ -100,7 +100,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     users,
     keys,
     routes,
-    metrics: createGatewayMetrics({ keys, tokens, store, signatureBudget }),
+    metrics: createGatewayMetrics({ keys, tokens, store, signatureBudget, userScopes }),
     loginGuard: createLoginGuard(store, users, config.login)
   }
   app.addHook('onClose', async () => {
