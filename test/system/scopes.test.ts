@@ -10,6 +10,7 @@ import { send } from '../helpers/http.js'
 import { rsaKeyPair, signBase64, type TestKeyPair } from '../helpers/keys.js'
 import { startRecorder, type Recorder } from '../helpers/recorder.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
+import { startRelay } from '../helpers/relay.js'
 import { login, sendSigned, startTestGateway, PASSWORD, type GatewayHandle } from '../helpers/stack.js'
 
 const PROPAGATION_LIMIT_MS = 1000
@@ -236,4 +237,49 @@ t.test('two gateways on one Redis: scope changes reach the other within a second
     t.equal(upstream.requests.length, before + 1)
     t.equal(upstream.requests.at(-1)?.headers['x-gateway-scopes'], 'clients:read', 'B tells the upstream the key\'s new scopes')
   })
+})
+
+t.test('Redis away and a user\'s scopes not cached: a route that requires none serves (without scopes), one that requires some is 503', async (t) => {
+  const redisUrl = await testRedisUrl()
+  const prefix = uniquePrefix('scopes-down')
+  t.teardown(async () => { await deletePrefix(redisUrl, prefix) })
+  const relay = await startRelay(t, new URL(redisUrl))
+  const upstream = await startRecorder(t)
+  const routes = (url: string): RouteConfig[] => [
+    route({ name: 'open', prefix: '/open/', upstream: url, auth: 'bearer' }, DEFAULTS),
+    route({ name: 'scoped', prefix: '/scoped/', upstream: url, auth: 'bearer', scopes: ['reports:read'] }, DEFAULTS)
+  ]
+  const gw = await startTestGateway(t, { store: 'redis', redisPrefix: prefix, upstreamUrl: upstream.url, routes, config: { redisUrl: relay.url } })
+  await gw.app.keygate.users.upsert('dave', PASSWORD, ['reports:read'])
+  const token = await login(gw.url, 'dave')
+
+  await relay.cut()
+  const open = await send(gw.url, '/open/x', { headers: { ...bearer(token), 'x-gateway-scopes': 'admin' } })
+  t.equal(open.status, 200, 'a route that requires no scope serves, as it did before scopes')
+  t.notOk('x-gateway-scopes' in (upstream.requests.at(-1)?.headers ?? {}), 'without x-gateway-scopes (unknown), never the client\'s')
+  const before = upstream.requests.length
+  const scoped = await send(gw.url, '/scoped/x', { headers: bearer(token) })
+  t.equal(scoped.status, 503)
+  t.equal(scoped.json().code, 'STORE_UNAVAILABLE')
+  t.equal(upstream.requests.length, before, 'nothing forwarded')
+
+  await relay.restore()
+  let status = 0
+  for (let i = 0; i < 100 && status !== 200; i++) {
+    status = (await send(gw.url, '/scoped/x', { headers: bearer(token) })).status
+    if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  t.equal(status, 200, 'Redis back: the scoped route serves')
+  t.equal(upstream.requests.at(-1)?.headers['x-gateway-scopes'], 'reports:read')
+})
+
+t.test('/docs/json: a route\'s required scopes and INSUFFICIENT_SCOPE', async (t) => {
+  const upstream = await startRecorder(t)
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: upstream.url, routes: scopedRoutes })
+  const doc = (await send(gw.url, '/docs/json')).json<{ paths: Record<string, Record<string, Record<string, unknown>>> }>()
+  const post = doc.paths['/v1/clients/']?.post
+  t.match(post?.description, /Requires the scope `clients:write` \(403 INSUFFICIENT_SCOPE without\)/)
+  t.ok((post?.['x-keygate-errors'] as string[]).includes('INSUFFICIENT_SCOPE'))
+  t.match(post?.['x-keygate-route'], { auth: 'signed', scopes: ['clients:write'] })
+  t.notOk((doc.paths['/v1/open/']?.get?.['x-keygate-errors'] as string[]).includes('INSUFFICIENT_SCOPE'), 'a route without scopes never answers it')
 })

@@ -45,12 +45,16 @@ export function scopeStage (userScopes: UserScopes, options: { needsBody: boolea
 }
 
 function insufficientScope (wanted: readonly string[], missing: string[], key: RegisteredKey | undefined, user: ScopeSet): GatewayError {
-  const list = missing.join(', ')
-  // Whose the gap is says what to do about it: a key registered without the scope, or a user never granted it.
+  // Whose the gap is says what to do about it: a user never granted the scope, or a key registered without it.
   const userLacks = missing.filter((scope) => !user.set.has(scope))
-  const why = key === undefined || userLacks.length > 0
-    ? `your user does not have ${userLacks.join(', ') || list} (an operator grants scopes)`
-    : `this API key was registered without ${list}; register a key with ${missing.length === 1 ? 'it' : 'them'} (GET /v1/api-keys shows each key's scopes)`
+  const keyLacks = missing.filter((scope) => user.set.has(scope))
+  const why = [
+    ...(userLacks.length > 0 ? [`your user does not have ${userLacks.join(', ')} (an operator grants scopes)`] : []),
+    ...(key !== undefined && keyLacks.length > 0
+      ? [`this API key was registered without ${keyLacks.join(', ')}; register a key with ${keyLacks.length === 1 ? 'it' : 'them'} ` +
+          '(GET /v1/api-keys shows each key\'s scopes)']
+      : [])
+  ].join('; ')
   return new GatewayError('INSUFFICIENT_SCOPE', `This route requires the scope${wanted.length === 1 ? '' : 's'} ${wanted.join(', ')}; ${why}`, {
     extra: { requiredScopes: [...wanted], missingScopes: missing },
     // RFC 6750's answer to a token without the scope a resource needs
