@@ -2,8 +2,8 @@
 // lifecycle (list, revoke, expiry, last use). Redis is the system of record; an in-process LRU
 // holds parsed KeyObjects, so a request with a known key parses no PEM and makes no store round
 // trip. A cached entry can go stale only by revocation or a change (scopes, expiry): each is
-// announced by the store (Redis pub/sub: to every gateway) and drops the entry; when announcements may have been missed
-// (the subscription was re-established) the whole cache goes. Expiry needs no announcement: the
+// announced by the store (Redis pub/sub: to every gateway) and drops the entry; when announcements
+// may have been missed (the subscription was re-established) the whole cache goes. Expiry needs no announcement: the
 // cached entry holds the expiry time and the check compares a number.
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import { API_KEY_PATTERN } from '#client/protocol'
