@@ -174,14 +174,32 @@ export async function signKeyName (name: string, privateKey: PrivateKeyInput): P
   return await signBase64(await importSigningKey(preparePrivateKey(privateKey)), bytes)
 }
 
-export interface KeyRegistrationBody { name: string; publicKey: string; signature: string }
+export interface KeyRegistrationBody {
+  name: string
+  publicKey: string
+  signature: string
+  /** what the key may do: some of the user's scopes (absent: all of them); not covered by the signature */
+  scopes?: string[]
+}
+
+/** A list of strings, or a SigningInputError: keygate checks each scope itself and names a bad one. */
+function checkScopes (scopes: unknown): string[] {
+  if (!Array.isArray(scopes) || !scopes.every((scope) => typeof scope === 'string')) {
+    throw new SigningInputError('scopes', 'must be a list of scope strings, e.g. ["clients:read"]')
+  }
+  return [...scopes as string[]]
+}
 
 /**
  * The whole POST /v1/api-keys body for a private key: its public half as SPKI PEM, and the name
  * signed. `publicKey` is needed only with a non-extractable CryptoKey, whose public half cannot be
- * read (give keyPair.publicKey); when given, it must be the private key's other half.
+ * read (give keyPair.publicKey); when given, it must be the private key's other half. `scopes`
+ * narrows the key to some of the user's scopes.
  */
-export async function keyRegistration (name: string, privateKey: PrivateKeyInput, publicKey?: KeyInput): Promise<KeyRegistrationBody> {
+export async function keyRegistration (
+  name: string, privateKey: PrivateKeyInput, publicKey?: KeyInput, options: { scopes?: string[] | undefined } = {}
+): Promise<KeyRegistrationBody> {
+  const scopes = options.scopes === undefined ? undefined : checkScopes(options.scopes)
   const nameBytes = utf8(checkName(name))
   const key = preparePrivateKey(privateKey)
   const givenPublic = publicKey === undefined ? undefined : prepareKey(publicKey, 'publicKey')
@@ -194,7 +212,7 @@ export async function keyRegistration (name: string, privateKey: PrivateKeyInput
   if (givenPublic !== undefined && !await verifies(spki, fromBase64(signature) ?? new Uint8Array(0), nameBytes)) {
     throw new SigningInputError('publicKey', 'is not the public half of privateKey: its signature does not verify with it')
   }
-  return { name, publicKey: pem('PUBLIC KEY', spki), signature }
+  return { name, publicKey: pem('PUBLIC KEY', spki), signature, ...(scopes !== undefined && { scopes }) }
 }
 
 /** What fetch the client calls: the global one by default, or any function like it. */
@@ -254,17 +272,19 @@ export interface RegisterKeyInput {
   privateKey: PrivateKeyInput
   /** only with a non-extractable CryptoKey: its public half (see keyRegistration) */
   publicKey?: KeyInput | undefined
+  /** some of the user's scopes, for a key that may do less than its user; default: all of them */
+  scopes?: string[] | undefined
   fetch?: FetchFunction | undefined
 }
 
-/** POST /v1/api-keys for the public half of `privateKey`: `{ message, apiKey, name }`. */
+/** POST /v1/api-keys for the public half of `privateKey`: `{ message, apiKey, name, scopes }`. */
 export async function registerKey (
-  { baseUrl, token, name, privateKey, publicKey, fetch: fetchImpl }: RegisterKeyInput
-): Promise<{ message: string; apiKey: string; name: string }> {
+  { baseUrl, token, name, privateKey, publicKey, scopes, fetch: fetchImpl }: RegisterKeyInput
+): Promise<{ message: string; apiKey: string; name: string; scopes: string[] }> {
   const url = new URL('/v1/api-keys', checkBaseUrl(baseUrl))
   const bearer = checkToken(token)
   const send = checkFetch(fetchImpl)
-  return await postJson(send, url, await keyRegistration(name, privateKey, publicKey), { authorization: `Bearer ${bearer}` })
+  return await postJson(send, url, await keyRegistration(name, privateKey, publicKey, { scopes }), { authorization: `Bearer ${bearer}` })
 }
 
 export interface ClientOptions {

@@ -3,8 +3,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
 import { createAuthenticator } from './auth/authenticate.js'
-import { bearerTokenStage } from './auth/bearer.js'
-import { signedPipeline } from './auth/pipeline.js'
+import { bearerPipeline, signedPipeline } from './auth/pipeline.js'
 import { createSignatureBudget } from './auth/signature-budget.js'
 import { MAX_HEADER_BYTES, type GatewayConfig } from './config/env.js'
 import { accessLogPlugin } from './http/plugins/access-log.js'
@@ -30,6 +29,7 @@ import { createStore, type Store } from './store/index.js'
 import { createTokenService } from './tokens/token-service.js'
 import { createLoginGuard } from './users/login-guard.js'
 import { createUserService } from './users/user-service.js'
+import { createUserScopes } from './users/user-scopes.js'
 import type { KeygateServices } from './types.js'
 import './types.js'
 
@@ -92,6 +92,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     onRecordUseError: (err, apiKey) => { app.log.debug({ err, apiKey }, 'recording a key\'s last use failed') }
   })
   const users = createUserService(store)
+  // each user's scopes, cached beside the keys and as many
+  const userScopes = createUserScopes(store, { cacheSize: config.keyCacheSize })
   const signatureBudget = createSignatureBudget(config.signatureFailures)
   const services: KeygateServices = {
     store,
@@ -99,12 +101,13 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     users,
     keys,
     routes,
-    metrics: createGatewayMetrics({ keys, tokens, store, signatureBudget }),
+    metrics: createGatewayMetrics({ keys, tokens, store, signatureBudget, userScopes }),
     loginGuard: createLoginGuard(store, users, config.login)
   }
   app.addHook('onClose', async () => {
     services.tokens.close()
     await services.keys.close()
+    await userScopes.close()
   })
   await services.users.bootstrap(config.bootstrapUsers)
   app.decorate('keygate', services)
@@ -121,11 +124,12 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
       tokens,
       keys,
       store,
+      userScopes,
       observeVerification: services.metrics.observeSignatureVerification,
       signatureBudget,
       ...(options.now && { now: options.now })
     }),
-    bearer: [bearerTokenStage(tokens)],
+    bearer: bearerPipeline({ tokens, userScopes }),
     public: []
   })
 

@@ -64,7 +64,8 @@ t.test('forwarding drops look-alike and hop-by-hop headers and keeps good reques
   t.equal(res.status, 200, 'Expect and Keep-Alive from the client do not turn a good request into a 502')
   const seen = recorder.requests.at(-1)!
   const names = Object.keys(seen.headers)
-  t.same(names.filter((n) => n.replaceAll('_', '-').startsWith('x-gateway-')).sort(), ['x-gateway-key', 'x-gateway-key-name', 'x-gateway-user'])
+  t.same(names.filter((n) => n.replaceAll('_', '-').startsWith('x-gateway-')).sort(),
+    ['x-gateway-key', 'x-gateway-key-name', 'x-gateway-scopes', 'x-gateway-user'])
   t.equal(seen.headers['x-gateway-user'], 'alice')
   t.equal(seen.headers['x-forwarded-for'], '127.0.0.1', 'the gateway writes X-Forwarded-For itself')
   t.notOk('forwarded' in seen.headers)

@@ -103,7 +103,7 @@ for (const storeKind of STORE_KINDS) {
       }
       const created = await post(body(), aliceToken)
       t.equal(created.status, 201)
-      t.same(created.json(), { message: 'API key registered', apiKey: keys.apiKey, name: 'ci' })
+      t.same(created.json(), { message: 'API key registered', apiKey: keys.apiKey, name: 'ci', scopes: [] })
       const again = await post(body({ name: 'ci again', signature: signBase64(keys.privateKey, 'ci again') }), aliceToken)
       t.equal(again.status, 409)
       t.equal(again.json().code, 'DUPLICATE_KEY')

@@ -1,9 +1,10 @@
-// The admin API's keys: list (every key, or one user's), show one with its public key, revoke one
-// (at every gateway on the store within a second, as a revocation by its owner).
+// The admin API's keys: list (every key, or one user's), show one with its public key, change its
+// scopes or expiry, revoke one (each change at every gateway on the store within a second, as a
+// revocation by its owner).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { GatewayError } from '../errors.js'
 import type { Operations } from './operations.js'
-import { KeyList, KeyParams, KeyQuery, KeyRevocation, OperatorKeyDetail } from './schemas/keys.js'
+import { KeyList, KeyParams, KeyPatchBody, KeyQuery, KeyRevocation, OperatorKey, OperatorKeyDetail } from './schemas/keys.js'
 
 const TAG = 'keys'
 const noSuchKey = (apiKey: string): GatewayError => new GatewayError('API_KEY_NOT_FOUND', `No key ${apiKey} was ever registered`)
@@ -21,6 +22,35 @@ export const adminKeyRoutes: FastifyPluginAsyncTypebox<{ operations: Operations 
     const key = await operations.getKey(request.params.apiKey)
     if (key === null) throw noSuchKey(request.params.apiKey)
     return key
+  })
+
+  app.patch('/v1/keys/:apiKey', {
+    config: { audit: 'key.update', problems: ['VALIDATION_FAILED', 'API_KEY_NOT_FOUND', 'KEY_NOT_ACTIVE', 'UNSUPPORTED_MEDIA_TYPE', 'STORE_UNAVAILABLE'] },
+    schema: {
+      summary: 'Change a key\'s scopes or expiry',
+      description: 'Every gateway on the store applies the change within a second. `scopes` must be some of its owner\'s; `expiresAt` is ' +
+        'checked as at registration, and null removes the expiry. A revoked or expired key cannot be changed (409 KEY_NOT_ACTIVE, ' +
+        'with `keyStatus` and the `key`): register a new one.',
+      tags: [TAG],
+      params: KeyParams,
+      body: KeyPatchBody,
+      response: { 200: OperatorKey }
+    }
+  }, async (request) => {
+    const { apiKey } = request.params
+    const change = await operations.updateKey(apiKey, request.body)
+    if (change === null) throw noSuchKey(apiKey)
+    request.auditOutcome = {
+      outcome: change.outcome,
+      user: change.key.owner,
+      changed: Object.keys(request.body).sort()
+    }
+    if (change.outcome !== 'updated') {
+      throw new GatewayError('KEY_NOT_ACTIVE', `The key ${apiKey} is ${change.outcome}: it can never sign again, so it is left as it is; register a new one`, {
+        extra: { keyStatus: change.outcome, key: change.key }
+      })
+    }
+    return change.key
   })
 
   app.delete('/v1/keys/:apiKey', {

@@ -3,9 +3,10 @@
 // CLI runs them directly on the store (bootstrapping) or through the admin API (cli/admin-client.ts
 // implements the same interface), so both print the same things.
 import { keyView, type KeyView } from '../keys/key-view.js'
-import { keyStatus, type KeyRegistry, type KeyStatus } from '../keys/key-registry.js'
+import { keyStatus, type KeyRegistry, type KeyStatus, type KeyUpdate } from '../keys/key-registry.js'
 import type { KeyRecord, UserRecord } from '../store/index.js'
 import type { UserService } from '../users/user-service.js'
+import { GatewayError } from '../errors.js'
 
 /** A user as operators see it: never the password hash. */
 export interface UserSummary {
@@ -17,6 +18,8 @@ export interface UserSummary {
   activeKeys: number
   /** every key of the user's, revoked and expired ones included */
   keys: number
+  /** what the user may do; each key of theirs has some of these (users/scopes.ts) */
+  scopes: string[]
 }
 
 /** A key as operators see it: whose it is, and what its owner sees. */
@@ -25,9 +28,13 @@ export type OperatorKey = { owner: string } & KeyView
 /** One key in full: with its public key (PEM). */
 export type OperatorKeyDetail = OperatorKey & { publicKey: string }
 
-/** What an operator sets on a user (PUT /v1/users/{name}, `keygate users add`); fields join as users gain settings. */
+/**
+ * What an operator sets on a user (PUT /v1/users/{name}, `keygate users add|passwd|scopes`). A new
+ * user needs a password; an existing one keeps what is not given (its password, its scopes).
+ */
 export interface UserInput {
-  password: string
+  password?: string
+  scopes?: string[]
 }
 
 export interface UserPut {
@@ -41,6 +48,14 @@ export interface UserRemoval {
   /** the keys this removal revoked (keys revoked before are not listed) */
   revokedKeys: string[]
 }
+
+/** What an operator changes on a key (PATCH /v1/keys/{apiKey}, `keygate keys update`). */
+export type KeyChanges = KeyUpdate
+
+export type KeyChange =
+  | { outcome: 'updated'; key: OperatorKey }
+  /** a revoked or expired key is left as it is: it can never sign again, so there is nothing to change */
+  | { outcome: 'revoked' | 'expired'; key: OperatorKey }
 
 export interface KeyRevocation {
   key: OperatorKey
@@ -62,9 +77,17 @@ export interface Operations {
   getKey: (apiKey: string) => Promise<OperatorKeyDetail | null>
   /** revokes the key for every gateway on the store; null when no such key was ever registered */
   revokeKey: (apiKey: string) => Promise<KeyRevocation | null>
+  /**
+   * Changes the key's scopes (some of its owner's) and/or expiry, for every gateway on the store
+   * within a second; null when no such key was ever registered (VALIDATION_FAILED for bad values)
+   */
+  updateKey: (apiKey: string, changes: KeyChanges) => Promise<KeyChange | null>
 }
 
 export const operatorKey = (record: KeyRecord & { status: KeyStatus }): OperatorKey => ({ owner: record.owner, ...keyView(record) })
+
+const invalidUserInput = (field: string, message: string): GatewayError =>
+  new GatewayError('VALIDATION_FAILED', message, { extra: { errors: [{ field, message }] } })
 
 export function createOperations ({ users, keys }: { users: UserService; keys: KeyRegistry }): Operations {
   const summary = async (user: UserRecord): Promise<UserSummary> => {
@@ -74,7 +97,8 @@ export function createOperations ({ users, keys }: { users: UserService; keys: K
       createdAt: user.createdAt,
       updatedAt: user.updatedAt,
       activeKeys: owned.filter((k) => k.status === 'active').length,
-      keys: owned.length
+      keys: owned.length,
+      scopes: user.scopes
     }
   }
   return {
@@ -85,9 +109,15 @@ export function createOperations ({ users, keys }: { users: UserService; keys: K
       const user = await users.get(username)
       return user === null ? null : await summary(user)
     },
-    async putUser (username, { password }) {
-      const user = await users.upsert(username, password)
-      return { user: await summary(user), created: user.createdAt === user.updatedAt }
+    async putUser (username, { password, scopes }) {
+      if (password !== undefined) {
+        const existed = await users.get(username) !== null
+        return { user: await summary(await users.upsert(username, password, scopes)), created: !existed }
+      }
+      if (scopes === undefined) throw invalidUserInput('password', 'give a password, scopes or both: the changes to make')
+      const user = await users.setScopes(username, scopes)
+      if (user === null) throw invalidUserInput('password', `there is no user ${username}: a new user needs a password`)
+      return { user: await summary(user), created: false }
     },
     async removeUser (username) {
       const { removed, revokedKeys } = await users.remove(username)
@@ -104,6 +134,11 @@ export function createOperations ({ users, keys }: { users: UserService; keys: K
       const { outcome, record } = await keys.revoke(apiKey)
       if (outcome === 'not-found' || record === null) return null
       return { key: operatorKey({ ...record, status: keyStatus(record, Date.now()) }), alreadyRevoked: outcome === 'already-revoked' }
+    },
+    async updateKey (apiKey, changes) {
+      const { outcome, record } = await keys.update(apiKey, changes)
+      if (outcome === 'not-found' || record === null) return null
+      return { outcome, key: operatorKey(record) }
     }
   }
 }

@@ -1,16 +1,18 @@
 // The business auth pipeline, in order, on one screen. Cheap checks first: nothing here touches
-// the store before the token and headers are sound, and the RSA verification runs last. Before
-// all of them, a client address that has failed too many signature checks is refused
-// (signature-budget.ts).
+// the store before the token and headers are sound, and the RSA verification runs last of the
+// checks of who sent the request; then what it may do (scope.ts). Before all of them, a client
+// address that has failed too many signature checks is refused (signature-budget.ts).
 import type { FastifyRequest } from 'fastify'
 import type { KeyRegistry } from '../keys/key-registry.js'
 import type { Store } from '../store/index.js'
 import type { TokenService } from '../tokens/token-service.js'
+import type { UserScopes } from '../users/user-scopes.js'
 import { apiKeyStage } from './api-key.js'
 import { bearerTokenStage } from './bearer.js'
 import { keyOwnerStage } from './key-owner.js'
 import { keyUsageStage } from './key-usage.js'
 import { replayStage } from './replay.js'
+import { scopeStage } from './scope.js'
 import { signatureBudgetStage, type SignatureBudget } from './signature-budget.js'
 import { signatureHeadersStage } from './signature-headers.js'
 import { signatureStage } from './signature.js'
@@ -23,6 +25,8 @@ export interface PipelineDeps {
   tokens: TokenService
   keys: KeyRegistry
   store: Store
+  /** each user's current scopes (the scope stage) */
+  userScopes: UserScopes
   now?: () => number
   /** the seconds each RSA signature verification took (the metrics) */
   observeVerification?: (seconds: number) => void
@@ -31,7 +35,7 @@ export interface PipelineDeps {
 }
 
 /** `signed` routes: bearer token and API key signature. */
-export function signedPipeline ({ tokens, keys, store, now, observeVerification, signatureBudget: budget }: PipelineDeps): AuthStage[] {
+export function signedPipeline ({ tokens, keys, store, userScopes, now, observeVerification, signatureBudget: budget }: PipelineDeps): AuthStage[] {
   const clock = now ?? Date.now
   return [
     ...(budget === undefined ? [] : [signatureBudgetStage(budget, clock)]),
@@ -41,9 +45,17 @@ export function signedPipeline ({ tokens, keys, store, now, observeVerification,
     apiKeyStage(keys, now),
     keyOwnerStage(),
     signatureStage(observeVerification, budget && ((request) => { budget.recordFailure(request.ip, clock()) })),
+    // authenticated: now what it may do. Before the replay mark and the key's use are recorded, so
+    // a refused request spends neither (signed again once the scope is granted, it passes).
+    scopeStage(userScopes, { needsBody: true }),
     replayStage(store, now),
     keyUsageStage(keys, now)
   ]
+}
+
+/** `bearer` routes (and keygate's key routes): the token, then what its user may do. */
+export function bearerPipeline ({ tokens, userScopes }: Pick<PipelineDeps, 'tokens' | 'userScopes'>): AuthStage[] {
+  return [bearerTokenStage(tokens), scopeStage(userScopes, { needsBody: false })]
 }
 
 /**

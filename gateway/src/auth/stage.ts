@@ -4,6 +4,7 @@
 // fails a cheap check is refused before the gateway buffers its body.
 import type { FastifyRequest } from 'fastify'
 import type { RegisteredKey } from '../keys/key-registry.js'
+import type { ScopeSet } from '../users/scopes.js'
 
 export interface SignatureHeaders {
   apiKey: string
@@ -25,6 +26,10 @@ export interface AuthState {
   signatureHeaders?: SignatureHeaders
   timestampMs?: number
   key?: RegisteredKey
+  /** the scopes the route requires, all of them (the scope stage refuses a request without one) */
+  requiredScopes?: readonly string[]
+  /** what the request may do: the key's scopes its user still has, or the bearer's user's (scope.ts) */
+  scopes?: ScopeSet
 }
 
 export interface AuthStage {

@@ -4,7 +4,7 @@
 // a 404 is "no such user or key", as there; an error from the catalog is rethrown as the same
 // GatewayError the direct way throws, so the command prints the same. What only this way meets
 // (the admin API unreachable, the token refused) is said in words that name the variable to fix.
-import type { KeyRevocation, OperatorKey, OperatorKeyDetail, Operations, UserPut, UserRemoval, UserSummary } from '../admin/operations.js'
+import type { KeyChange, KeyRevocation, OperatorKey, OperatorKeyDetail, Operations, UserPut, UserRemoval, UserSummary } from '../admin/operations.js'
 import { ERRORS, GatewayError, type ErrorCode } from '../errors.js'
 import type { OperatorBackend } from './operator.js'
 
@@ -80,6 +80,16 @@ export function adminApiBackend (url: string, token: string): OperatorBackend {
       if (revoked === null) return null
       const { alreadyRevoked, ...view } = revoked
       return { key: view, alreadyRevoked }
+    },
+    async updateKey (apiKey, changes): Promise<KeyChange | null> {
+      const answer = await call('PATCH', key(apiKey), changes)
+      // a revoked or expired key is refused with what it is, as the direct way reports it
+      const refused = answer.body as { code?: string; keyStatus?: 'revoked' | 'expired'; key?: OperatorKey } | undefined
+      if (answer.status === 409 && refused?.code === 'KEY_NOT_ACTIVE' && refused.keyStatus !== undefined && refused.key !== undefined) {
+        return { outcome: refused.keyStatus, key: refused.key }
+      }
+      const updated = expect<OperatorKey>(answer, 'API_KEY_NOT_FOUND')
+      return updated === null ? null : { outcome: 'updated', key: updated }
     }
   }
   return { operations, where, close: async () => {} }

@@ -8,6 +8,7 @@
 //   --token T        KEYGATE_TOKEN     a bearer token from `login`, instead of logging in each time
 //   --key FILE       KEYGATE_KEY       the private key (~/.keygate/NAME.pem)
 //   --name NAME                       the key's name: its files and its registered name (default)
+//   --scopes A,B                      register: the key's scopes, some of the user's (default: all)
 import { generateKeyPair } from 'node:crypto'
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { homedir } from 'node:os'
@@ -48,6 +49,7 @@ const OPTIONS = {
   key: { type: 'string' },
   name: { type: 'string' },
   out: { type: 'string' },
+  scopes: { type: 'string' },
   header: { type: 'string', short: 'H', multiple: true },
   verbose: { type: 'boolean', short: 'v' }
 } as const
@@ -55,7 +57,7 @@ const OPTIONS = {
 const ALLOWED: Record<ClientCommand, ReadonlyArray<keyof typeof OPTIONS>> = {
   keygen: ['out', 'name'],
   login: ['url', 'user', 'password'],
-  register: ['url', 'user', 'password', 'token', 'key', 'name'],
+  register: ['url', 'user', 'password', 'token', 'key', 'name', 'scopes'],
   call: ['url', 'user', 'password', 'token', 'key', 'name', 'header', 'verbose']
 }
 const POSITIONALS: Record<ClientCommand, [min: number, max: number]> = { keygen: [0, 0], login: [0, 0], register: [0, 0], call: [2, 3] }
@@ -167,11 +169,14 @@ async function register (flags: Flags, io: ClientIo): Promise<void> {
   const privateKey = await readPrivateKey(file)
   const name = flags.name ?? basename(file).replace(/\.pem$/, '')
   const token = await bearerToken(flags, io)
-  const registered = await registerKey({ baseUrl: baseUrl(flags, io.env), token, name, privateKey })
+  // "a,b": no scope holds a comma; "" asks for a key with no scopes
+  const scopes = flags.scopes?.split(',').filter((scope) => scope !== '')
+  const registered = await registerKey({ baseUrl: baseUrl(flags, io.env), token, name, privateKey, scopes })
   const saved = apiKeyFile(file)
   await writeFile(saved, `${registered.apiKey}\n`, { mode: 0o600 })
   io.stdout.write(`${registered.apiKey}\n`)
-  io.stderr.write(`key ${JSON.stringify(registered.name)} registered; apiKey saved to ${saved}\n`)
+  const granted = registered.scopes === undefined ? '' : `, scopes: ${registered.scopes.length === 0 ? 'none' : registered.scopes.join(' ')}`
+  io.stderr.write(`key ${JSON.stringify(registered.name)} registered${granted}; apiKey saved to ${saved}\n`)
 }
 
 /** Bytes as a person can read them: JSON-style escapes, so a newline shows as \n. */

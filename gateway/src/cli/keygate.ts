@@ -2,7 +2,7 @@
 // `keygate <command>` (in a checkout: `npm run keygate -- <command>`): the gateway, and client
 // developers' and operators' commands.
 //   keygen | login | register | call   sign and send as a client (client-commands.ts)
-//   users add|passwd|remove NAME, users list, keys list|show|revoke: see cli/operator.ts; on the
+//   users add|passwd|remove|scopes NAME, users list, keys list|show|update|revoke: see cli/operator.ts; on the
 //                      gateways' Redis, or through the admin API (KEYGATE_ADMIN_URL, cli/admin-client.ts)
 //   routes check FILE  validate a route file and print the table of routes it makes
 //   tokens rotate      make a new token-signing key current for every gateway on that Redis
@@ -33,12 +33,15 @@ const USAGE = `usage: ${CMD} serve
        ${CMD} demo
        ${CMD} keygen [--out DIR] [--name NAME]
        ${CMD} login [--url URL] [--user USER] [--password PASSWORD]
-       ${CMD} register [--name NAME] [--key FILE] [--url URL] [--user USER --password PASSWORD | --token TOKEN]
+       ${CMD} register [--name NAME] [--key FILE] [--scopes A,B] [--url URL] [--user USER --password PASSWORD | --token TOKEN]
        ${CMD} call METHOD TARGET [BODY | @FILE | @-] [-v] [-H 'Name: value']... [--key FILE] [--url ...]
        ${CMD} users add|passwd|remove NAME
+       ${CMD} users add NAME --scopes A,B
+       ${CMD} users scopes NAME [SCOPE ...] | --none
        ${CMD} users list [--json]
        ${CMD} keys list [--user NAME] [--json]
        ${CMD} keys show|revoke APIKEY
+       ${CMD} keys update APIKEY [--scopes A,B | --no-scopes] [--expires-at ISO | never]
        ${CMD} routes check FILE
        ${CMD} tokens rotate
        ${CMD} bench [--url URL --user USER --password PASSWORD] [options]
@@ -54,7 +57,8 @@ For client developers:
   login              log in and print the bearer token (for KEYGATE_TOKEN)
   register           log in (or use the token) and register the public half of the key (--key FILE,
                      else ~/.keygate/NAME.pem) under NAME (default: the file's name); prints the
-                     apiKey and saves it beside the key (NAME.apikey)
+                     apiKey and saves it beside the key (NAME.apikey). --scopes A,B: the key may do
+                     only that, some of the user's scopes (default: all of them, as they are now)
   call               sign METHOD TARGET BODY with the key and send it with the token, like curl:
                      the status on stderr, the answer's body on stdout; exit 1 on 4xx/5xx.
                      TARGET is the path and query as signed (/v1/clients/?limit=10); BODY is sent
@@ -67,13 +71,22 @@ For client developers:
 For operators:
   users add NAME     create user NAME, or change its password (read from stdin:
                      typed at a prompt, or piped: printf %s "$PASSWORD" | ${CMD} users add NAME)
+                     --scopes A,B sets its scopes too (else a new user has none, an existing one
+                     keeps theirs)
   users passwd NAME  change the password of the existing user NAME (read as for users add)
+  users scopes NAME SCOPE...
+                     replace the scopes of user NAME (A B or A,B; --none: take them all); every
+                     gateway applies them within a second, to the user's tokens and keys (a key
+                     keeps only the scopes its user still has). Without scopes: show them
   users remove NAME  remove user NAME and revoke every key of theirs (every gateway refuses them
                      within a second); tokens already issued pass bearer-only routes until they expire
-  users list         every user, with their number of keys
+  users list         every user, with their number of keys and their scopes
   keys list          every key (--user NAME: that user's), newest first: owner, name, status
-                     (active, revoked, expired), created, last used (to the minute), expiry
+                     (active, revoked, expired), created, last used (to the minute), expiry, scopes
   keys show APIKEY   one key, with its public key (--json for scripts, as for the lists)
+  keys update APIKEY change the key's scopes (--scopes A,B: some of its user's; --no-scopes: none)
+                     and/or its expiry (--expires-at 2027-01-01T00:00:00Z, or never); every
+                     gateway applies it within a second. A revoked or expired key stays as it is
   keys revoke APIKEY revoke the key: every gateway refuses it within a second; it stays revoked
   routes check FILE  validate a route file (YAML or JSON) and print the routes it makes
   bench              load-test keygate (npm run bench: --help lists the options); with --url, any
@@ -176,7 +189,7 @@ export function formatRouteTable (routes: readonly RouteConfig[]): string {
     rows.push([
       r.exact ? r.prefix : `${r.prefix}*`,
       r.methods.join(','),
-      r.auth + (r.identityToken ? '+identity-token' : ''),
+      r.auth + (r.identityToken ? '+identity-token' : '') + (r.scopes.length > 0 ? ` [${r.scopes.join(' ')}]` : ''),
       r.upstream,
       r.rewrite === undefined ? '(unchanged)' : (r.exact ? r.rewrite : `${r.rewrite}*`),
       `${r.timeoutMs} ms`,

@@ -2,9 +2,9 @@
 // operations of admin/operations.ts, either on the Redis of the running gateways (direct: for
 // bootstrapping, and where there is no admin API) or through a gateway's admin API
 // (KEYGATE_ADMIN_URL and KEYGATE_ADMIN_TOKEN: cli/admin-client.ts), and print the same either way.
-// What they change reaches every gateway without a restart (revocations are announced over Redis
-// pub/sub, as when a user revokes over HTTP).
-import { createOperations, type OperatorKey, type Operations } from '../admin/operations.js'
+// What they change reaches every gateway without a restart (revocations, key changes and scope
+// changes are announced over Redis pub/sub, as when a user revokes over HTTP).
+import { createOperations, type KeyChanges, type OperatorKey, type Operations } from '../admin/operations.js'
 import type { GatewayConfig } from '../config/env.js'
 import { createKeyRegistry } from '../keys/key-registry.js'
 import { formatTable } from '../lib/table.js'
@@ -46,29 +46,73 @@ export async function directBackend (config: GatewayConfig): Promise<OperatorBac
   }
 }
 
-interface Flags { json: boolean; user: string | undefined; positional: string[] }
+/** the options with a value, by flag */
+const VALUE_OPTIONS = { user: '--user', scopes: '--scopes', expiresAt: '--expires-at' } as const
+type ValueOption = keyof typeof VALUE_OPTIONS
+/** the switches, by flag */
+const SWITCHES = { none: '--none', noScopes: '--no-scopes' } as const
+type Switch = keyof typeof SWITCHES
 
-function parseFlags (args: string[], allowed: { user?: boolean }): Flags {
-  const flags: Flags = { json: false, user: undefined, positional: [] }
+/** What a command takes besides --json: how many positional arguments (`more`: or more), which options. */
+interface CommandShape extends Partial<Record<ValueOption | Switch, boolean>> {
+  args: number
+  more?: boolean
+}
+
+type Flags = { json: boolean; positional: string[] } & Partial<Record<ValueOption, string>> & Record<Switch, boolean>
+
+function parseFlags (args: string[], allowed: Partial<CommandShape>): Flags {
+  const flags: Flags = { json: false, none: false, noScopes: false, positional: [] }
+  const values = (Object.entries(VALUE_OPTIONS) as Array<[ValueOption, string]>).filter(([option]) => allowed[option] === true)
+  const switches = (Object.entries(SWITCHES) as Array<[Switch, string]>).filter(([option]) => allowed[option] === true)
   for (let i = 0; i < args.length; i++) {
     const arg = args[i] as string
+    const next = args[i + 1]
+    const spaced = values.find(([, flag]) => arg === flag && next !== undefined)
+    const joined = values.find(([, flag]) => arg.startsWith(`${flag}=`))
+    const switched = switches.find(([, flag]) => arg === flag)
     if (arg === '--json') flags.json = true
-    else if (allowed.user === true && arg === '--user' && args[i + 1] !== undefined) flags.user = args[++i]
-    else if (allowed.user === true && arg.startsWith('--user=')) flags.user = arg.slice('--user='.length)
+    else if (spaced !== undefined) flags[spaced[0]] = args[++i]
+    else if (joined !== undefined) flags[joined[0]] = arg.slice(joined[1].length + 1)
+    else if (switched !== undefined) flags[switched[0]] = true
     else if (arg.startsWith('-')) throw new OperatorUsageError(`unknown option ${arg}`)
     else flags.positional.push(arg)
   }
   return flags
 }
 
+/** ["a,b", "c"] -> [a, b, c]: no scope holds a comma (a space is left in, for the scope rule to refuse) */
+export function splitScopes (values: string[]): string[] {
+  return values.flatMap((value) => value.split(',')).filter((scope) => scope !== '')
+}
+
+/** A user's scopes as a person reads them */
+const userScopes = (scopes: readonly string[]): string => scopes.length === 0 ? 'none' : scopes.join(' ')
+
+/** A key's scopes as a person reads them: "-" for none, "(user's)" for a key from before scopes (it has every scope of its user). */
+const keyScopes = (scopes: readonly string[] | null | undefined): string =>
+  scopes === null || scopes === undefined ? "(user's)" : scopes.length === 0 ? '-' : scopes.join(' ')
+
 /** "2026-05-01T10:20:30.123Z" -> "2026-05-01 10:20:30Z"; "-" for none */
 const when = (iso: string | null | undefined): string => iso === null || iso === undefined ? '-' : iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z')
 
 function keyRow (key: OperatorKey): string[] {
-  return [key.apiKey, key.owner, key.name, key.status, when(key.createdAt), when(key.lastUsedAt), when(key.expiresAt)]
+  return [key.apiKey, key.owner, key.name, key.status, when(key.createdAt), when(key.lastUsedAt), when(key.expiresAt), keyScopes(key.scopes)]
 }
 
-const KEY_HEADER = ['APIKEY', 'OWNER', 'NAME', 'STATUS', 'CREATED', 'LAST USED', 'EXPIRES']
+const KEY_HEADER = ['APIKEY', 'OWNER', 'NAME', 'STATUS', 'CREATED', 'LAST USED', 'EXPIRES', 'SCOPES']
+
+/** `keys update`'s options as the changes to make: --scopes A,B or --no-scopes; --expires-at ISO or never */
+function keyChanges (flags: Flags): KeyChanges {
+  if (flags.scopes !== undefined && flags.noScopes) throw new OperatorUsageError('keys update: give --scopes A,B or --no-scopes, not both')
+  const changes: KeyChanges = {
+    ...(flags.scopes !== undefined && { scopes: splitScopes([flags.scopes]) }),
+    ...(flags.noScopes && { scopes: [] }),
+    ...(flags.expiresAt !== undefined && { expiresAt: flags.expiresAt === 'never' ? null : flags.expiresAt })
+  }
+  if (Object.keys(changes).length === 0) throw new OperatorUsageError('keys update needs --scopes A,B, --no-scopes or --expires-at ISO|never')
+  return changes
+}
 
 async function keysCommand (command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
   const { operations, where } = io.backend
@@ -94,9 +138,19 @@ async function keysCommand (command: string | undefined, args: string[], io: Ope
       io.stdout.write(JSON.stringify(view, null, 2) + '\n')
       return
     }
-    const { publicKey, ...fields } = view
-    const lines = Object.entries(fields).map(([field, value]) => [`${field}:`, String(value ?? '-')])
+    const { publicKey, scopes, ...fields } = view
+    const lines = [...Object.entries(fields).map(([field, value]) => [`${field}:`, String(value ?? '-')]), ['scopes:', keyScopes(scopes)]]
     io.stdout.write(formatTable(lines) + publicKey + (publicKey.endsWith('\n') ? '' : '\n'))
+    return
+  }
+  if (command === 'update') {
+    const change = await operations.updateKey(apiKey, keyChanges(parseFlags(args, COMMANDS.keys.update)))
+    if (change === null) throw new Error(`no key ${apiKey} in ${where}`)
+    const { key } = change
+    const what = `key ${apiKey} (${key.owner}, ${JSON.stringify(key.name)})`
+    if (change.outcome !== 'updated') throw new Error(`${what} is ${change.outcome}: it can never sign again, so it was left as it is`)
+    io.stdout.write(`${what} updated: scopes ${keyScopes(key.scopes)}, expires ${when(key.expiresAt)}; ` +
+      `every gateway on ${where} applies it within a second\n`)
     return
   }
   if (command === 'revoke') {
@@ -112,9 +166,28 @@ async function keysCommand (command: string | undefined, args: string[], io: Ope
   throw new OperatorUsageError(`unknown command: keys ${command ?? ''}`)
 }
 
-async function usersCommand (command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
+/** `users scopes NAME [SCOPE ...]`: replaces the user's scopes; without any, shows them (`--none` takes them all). */
+async function userScopesCommand (args: string[], io: OperatorIo): Promise<void> {
   const { operations, where } = io.backend
-  const { json, positional } = parseFlags(args, {})
+  const { none, positional } = parseFlags(args, COMMANDS.users.scopes)
+  const [name, ...given] = positional as [string, ...string[]]
+  const user = await operations.getUser(name)
+  if (user === null) throw new Error(`no user ${name} in ${where}; create it with: users add ${name} --scopes ...`)
+  if (given.length === 0 && !none) {
+    io.stdout.write(`scopes of ${name}: ${userScopes(user.scopes)}\n`)
+    return
+  }
+  if (given.length > 0 && none) throw new OperatorUsageError('users scopes: give scopes or --none, not both')
+  const { user: updated } = await operations.putUser(name, { scopes: none ? [] : splitScopes(given) })
+  io.stdout.write(`scopes of ${name} set to ${userScopes(updated.scopes)} (were: ${userScopes(user.scopes)}) in ${where}\n`)
+  io.stdout.write(`every gateway on it applies them within a second, to ${name}'s bearer tokens and to every key of ${name}'s ` +
+    '(a key may use only the scopes its user still has)\n')
+}
+
+async function usersCommand (command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
+  if (command === 'scopes') return await userScopesCommand(args, io)
+  const { operations, where } = io.backend
+  const { json, positional, scopes } = parseFlags(args, command === 'add' ? COMMANDS.users.add : {})
   if (command === 'list') {
     if (positional.length > 0) throw new OperatorUsageError('users list takes no argument but --json')
     const rows = await operations.listUsers()
@@ -122,8 +195,8 @@ async function usersCommand (command: string | undefined, args: string[], io: Op
       io.stdout.write(JSON.stringify(rows, null, 2) + '\n')
       return
     }
-    io.stdout.write(formatTable([['USERNAME', 'CREATED', 'PASSWORD CHANGED', 'ACTIVE KEYS', 'KEYS'],
-      ...rows.map((r) => [r.username, when(r.createdAt), when(r.updatedAt), String(r.activeKeys), String(r.keys)])]))
+    io.stdout.write(formatTable([['USERNAME', 'CREATED', 'PASSWORD CHANGED', 'ACTIVE KEYS', 'KEYS', 'SCOPES'],
+      ...rows.map((r) => [r.username, when(r.createdAt), when(r.updatedAt), String(r.activeKeys), String(r.keys), userScopes(r.scopes)])]))
     io.stdout.write(`${rows.length} user${rows.length === 1 ? '' : 's'}\n`)
     return
   }
@@ -131,8 +204,9 @@ async function usersCommand (command: string | undefined, args: string[], io: Op
   if (name === undefined || positional.length > 1 || json) throw new OperatorUsageError(`users ${command ?? ''} needs one NAME`)
   if (command === 'add') {
     const password = await io.readPassword()
-    const { created } = await operations.putUser(name, { password })
-    io.stdout.write(`user ${name} ${created ? 'created' : 'updated'} in ${where}\n`)
+    const { created, user } = await operations.putUser(name, { password, ...(scopes !== undefined && { scopes: splitScopes([scopes]) }) })
+    const granted = scopes === undefined ? '' : `, scopes: ${userScopes(user.scopes)}`
+    io.stdout.write(`user ${name} ${created ? 'created' : 'updated'} in ${where}${granted}\n`)
     return
   }
   if (command === 'passwd') {
@@ -155,21 +229,25 @@ async function usersCommand (command: string | undefined, args: string[], io: Op
   throw new OperatorUsageError(`unknown command: users ${command ?? ''}`)
 }
 
-/** each command: its positional arguments, and whether it takes --user */
-const COMMANDS: Record<'keys' | 'users', Record<string, { args: number; user?: boolean }>> = {
-  keys: { list: { args: 0, user: true }, show: { args: 1 }, revoke: { args: 1 } },
-  users: { list: { args: 0 }, add: { args: 1 }, passwd: { args: 1 }, remove: { args: 1 } }
-}
+/** each command: its positional arguments and its options */
+const COMMANDS = {
+  keys: { list: { args: 0, user: true }, show: { args: 1 }, update: { args: 1, scopes: true, noScopes: true, expiresAt: true }, revoke: { args: 1 } },
+  users: { list: { args: 0 }, add: { args: 1, scopes: true }, passwd: { args: 1 }, remove: { args: 1 }, scopes: { args: 1, more: true, none: true } }
+} satisfies Record<'keys' | 'users', Record<string, CommandShape>>
 
 /** Throws OperatorUsageError for a command or arguments that are not one of COMMANDS. */
 export function checkOperatorArgs (group: 'keys' | 'users', command: string | undefined, args: string[]): void {
-  const shape = command === undefined ? undefined : COMMANDS[group][command]
+  const shapes: Record<string, CommandShape> = COMMANDS[group]
+  const shape = command === undefined || !Object.hasOwn(shapes, command) ? undefined : shapes[command]
   if (shape === undefined) throw new OperatorUsageError(`unknown command: ${group} ${command ?? ''}`.trimEnd())
   const { positional } = parseFlags(args, shape)
-  if (positional.length !== shape.args) throw new OperatorUsageError(`${group} ${command ?? ''} takes ${shape.args === 0 ? 'no argument' : 'one argument'}`)
+  if (shape.more === true ? positional.length < shape.args : positional.length !== shape.args) {
+    const takes = shape.args === 0 ? 'no argument' : shape.more === true ? 'one argument or more' : 'one argument'
+    throw new OperatorUsageError(`${group} ${command ?? ''} takes ${takes}`)
+  }
 }
 
-/** `keys list|show|revoke ...` and `users list|add|passwd|remove ...` on `io.backend`, which is closed afterwards. */
+/** `keys list|show|update|revoke ...` and `users list|add|passwd|remove|scopes ...` on `io.backend`, which is closed afterwards. */
 export async function runOperatorCommand (group: 'keys' | 'users', command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
   try {
     checkOperatorArgs(group, command, args)

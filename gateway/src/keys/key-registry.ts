@@ -1,15 +1,16 @@
 // Registered keys: registration (prove, then store atomically), the hot-path lookup, and the key
 // lifecycle (list, revoke, expiry, last use). Redis is the system of record; an in-process LRU
 // holds parsed KeyObjects, so a request with a known key parses no PEM and makes no store round
-// trip. A cached entry can go stale only by revocation: every revocation is announced by the store
-// (Redis pub/sub: to every gateway) and drops the entry; when announcements may have been missed
-// (the subscription was re-established) the whole cache goes. Expiry needs no announcement: the
+// trip. A cached entry can go stale only by revocation or a change (scopes, expiry): each is
+// announced by the store (Redis pub/sub: to every gateway) and drops the entry; when announcements
+// may have been missed (the subscription was re-established) the whole cache goes. Expiry needs no announcement: the
 // cached entry holds the expiry time and the check compares a number.
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import { API_KEY_PATTERN } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import type { KeyEvent, KeyRecord, RevokeResult, Store } from '../store/index.js'
 import { LruCache, type CacheStats } from '../lib/lru-cache.js'
+import { missingScopes, normaliseScopes, notHeldError, scopeSet, type ScopeSet } from '../users/scopes.js'
 import { decodeBase64, parseRsaPublicKey, verifyRsaSha256 } from './public-key.js'
 
 export interface RegisteredKey {
@@ -17,6 +18,8 @@ export interface RegisteredKey {
   owner: string
   name: string
   keyObject: KeyObject
+  /** the scopes the key may use (of those its owner still has); undefined: every scope its owner has (a key from before scopes) */
+  scopes?: ScopeSet | undefined
 }
 
 export type KeyStatus = 'active' | 'revoked' | 'expired'
@@ -33,6 +36,25 @@ export interface RegistrationInput {
   signature: string
   /** ISO 8601 with a time zone; unset: the key does not expire */
   expiresAt?: string
+  /**
+   * The key's scopes. registerForUser: a subset of the user's, default all of them at the time
+   * of registration. register: stored as given (unset: every scope its owner will ever have).
+   */
+  scopes?: string[]
+}
+
+/** What `update` may change; `expiresAt: null` removes the expiry. */
+export interface KeyUpdate {
+  scopes?: string[]
+  /** ISO 8601 with a time zone, as at registration; null: the key no longer expires */
+  expiresAt?: string | null
+}
+
+export interface KeyUpdateResult {
+  /** revoked or expired: the key was left as it is (a revoked or expired key stays so) */
+  outcome: 'updated' | 'revoked' | 'expired' | 'not-found'
+  /** the record after the call, with its status (as it is when not updated; null when not found) */
+  record: (KeyRecord & { status: KeyStatus }) | null
 }
 
 export interface KeyRegistry {
@@ -55,6 +77,13 @@ export interface KeyRegistry {
   list: (owner?: string, nowMs?: number) => Promise<Array<KeyRecord & { status: KeyStatus }>>
   /** revokes the key for every gateway on the store; with `owner`, another owner's key is not-found */
   revoke: (apiKey: string, owner?: string) => Promise<RevokeResult>
+  /**
+   * Changes the key's scopes (a subset of its owner's, else VALIDATION_FAILED naming the others)
+   * and/or its expiry (checked as at registration; null clears it), for every gateway on the store
+   * within a second. Values are checked first (VALIDATION_FAILED); a revoked or expired key is
+   * left as it is and reported so.
+   */
+  update: (apiKey: string, changes: KeyUpdate, nowMs?: number) => Promise<KeyUpdateResult>
   /**
    * Notes a successful use of the key. At most one store write per key per `lastUsedIntervalMs`
    * in this process, never awaited: a failure is logged at debug and forgotten.
@@ -152,8 +181,10 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
    */
   const unknown = new LruCache<string, number>(UNKNOWN_CACHE_SIZE)
   const onEvent = (event: KeyEvent): void => {
+    // a user's scopes are not cached here (users/user-scopes.ts)
+    if (event.type === 'user-changed') return
     epoch++
-    if (event.type === 'revoked') cache.delete(event.apiKey)
+    if (event.type === 'revoked' || event.type === 'changed') cache.delete(event.apiKey)
     else {
       cache.clear()
       unknown.clear()
@@ -164,7 +195,13 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
   const entryFrom = (record: KeyRecord): CacheEntry => {
     if (record.revokedAt !== undefined) return { status: 'revoked', owner: record.owner, at: record.revokedAt }
     // The stored PEM was checked at registration: parse it, nothing more.
-    const key = { apiKey: record.apiKey, owner: record.owner, name: record.name, keyObject: createPublicKey(record.publicKey) }
+    const key = {
+      apiKey: record.apiKey,
+      owner: record.owner,
+      name: record.name,
+      keyObject: createPublicKey(record.publicKey),
+      scopes: record.scopes === undefined ? undefined : scopeSet(record.scopes)
+    }
     return { status: 'active', key, expiresAtMs: expiryMs(record.expiresAt) }
   }
 
@@ -210,13 +247,14 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       return found?.status === 'active' ? found.key : null
     },
 
-    async register ({ owner, name, publicKey, signature, expiresAt }) {
+    async register ({ owner, name, publicKey, signature, expiresAt, scopes: scopesAsked }) {
       if (SIGNING_STRING_PREFIX.test(name)) {
         throw new GatewayError('VALIDATION_FAILED', 'name must not look like the start of a signing string (digits, a method, a path)', {
           extra: { errors: [{ field: 'name', message: 'must not start with digits followed by a method and "/"' }] }
         })
       }
       const expires = expiresAt === undefined ? undefined : parseExpiresAt(expiresAt, Date.now())
+      const scopes = scopesAsked === undefined ? undefined : normaliseScopes(scopesAsked)
       const parsed = parseRsaPublicKey(publicKey)
       const signatureBytes = decodeBase64(signature)
       if (signatureBytes === undefined || !verifyRsaSha256(parsed.keyObject, Buffer.from(name, 'utf8'), signatureBytes)) {
@@ -229,7 +267,8 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
         name,
         publicKey: parsed.pem,
         createdAt: new Date().toISOString(),
-        ...(expires !== undefined && { expiresAt: expires })
+        ...(expires !== undefined && { expiresAt: expires }),
+        ...(scopes !== undefined && { scopes })
       }
       const outcome = await store.createKey(record, options.maxKeysPerOwner)
       if (outcome === 'exists') {
@@ -244,13 +283,23 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
           '(GET /v1/api-keys lists them, DELETE /v1/api-keys/{apiKey} revokes one), then register again', { extra: { maxKeys: most } })
       }
       unknown.delete(parsed.apiKey)
-      cache.set(parsed.apiKey, { status: 'active', key: { apiKey: parsed.apiKey, owner, name, keyObject: parsed.keyObject }, expiresAtMs: expiryMs(expires) })
+      const key = { apiKey: parsed.apiKey, owner, name, keyObject: parsed.keyObject, scopes: scopes === undefined ? undefined : scopeSet(scopes) }
+      cache.set(parsed.apiKey, { status: 'active', key, expiresAtMs: expiryMs(expires) })
       return record
     },
 
     async registerForUser (input) {
-      if (await store.getUser(input.owner) === null) return undefined
-      const record = await registry.register(input)
+      const user = await store.getUser(input.owner)
+      if (user === null) return undefined
+      // Without scopes: a snapshot of the user's now, so granting the user more later does not
+      // widen keys already made for narrower jobs.
+      let scopes = user.scopes
+      if (input.scopes !== undefined) {
+        scopes = normaliseScopes(input.scopes)
+        const extra = missingScopes(scopes, new Set(user.scopes))
+        if (extra.length > 0) throw notHeldError(extra, user.scopes, 'your user')
+      }
+      const record = await registry.register({ ...input, scopes })
       // A removal that ran in between revoked the keys it could see, not this one.
       if (await store.getUser(input.owner) === null) {
         await registry.revoke(record.apiKey)
@@ -275,6 +324,31 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       // This process at once, whatever the announcement's way back.
       if (result.outcome !== 'not-found') onEvent({ type: 'revoked', apiKey })
       return result
+    },
+
+    async update (apiKey, changes, nowMs = Date.now()) {
+      if (changes.scopes === undefined && changes.expiresAt === undefined) {
+        throw new GatewayError('VALIDATION_FAILED', 'Give scopes, expiresAt or both: the changes to make', {
+          extra: { errors: [{ field: 'scopes', message: 'give scopes, expiresAt or both' }] }
+        })
+      }
+      const scopes = changes.scopes === undefined ? undefined : normaliseScopes(changes.scopes)
+      const expiresAt = changes.expiresAt === undefined || changes.expiresAt === null ? changes.expiresAt : parseExpiresAt(changes.expiresAt, nowMs)
+      if (!API_KEY_PATTERN.test(apiKey)) return { outcome: 'not-found', record: null }
+      const current = await store.getKey(apiKey)
+      if (current === null) return { outcome: 'not-found', record: null }
+      const status = keyStatus(current, nowMs)
+      // An expired key stays expired, as a revoked one stays revoked: register a new one.
+      if (status !== 'active') return { outcome: status, record: { ...current, status } }
+      if (scopes !== undefined) {
+        const held = (await store.getUser(current.owner))?.scopes ?? []
+        const extra = missingScopes(scopes, new Set(held))
+        if (extra.length > 0) throw notHeldError(extra, held, `its user ${current.owner}`)
+      }
+      const result = await store.updateKey(apiKey, { ...(scopes !== undefined && { scopes }), ...(expiresAt !== undefined && { expiresAt }) })
+      // This process at once, whatever the announcement's way back.
+      if (result.outcome !== 'not-found') onEvent({ type: 'changed', apiKey })
+      return { outcome: result.outcome, record: result.record === null ? null : { ...result.record, status: keyStatus(result.record, nowMs) } }
     },
 
     recordUse (key, nowMs = Date.now()) {

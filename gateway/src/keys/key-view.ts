@@ -10,6 +10,8 @@ export interface KeyView {
   status: KeyStatus
   expiresAt?: string
   revokedAt?: string
+  /** null: every scope of its user (a key registered before scopes existed) */
+  scopes: string[] | null
 }
 
 export function keyView (record: KeyRecord & { status: KeyStatus }): KeyView {
@@ -19,6 +21,7 @@ export function keyView (record: KeyRecord & { status: KeyStatus }): KeyView {
     createdAt: record.createdAt,
     lastUsedAt: record.lastUsedAt ?? null,
     status: record.status,
+    scopes: record.scopes ?? null,
     ...(record.expiresAt !== undefined && { expiresAt: record.expiresAt }),
     ...(record.revokedAt !== undefined && { revokedAt: record.revokedAt })
   }

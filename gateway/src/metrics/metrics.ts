@@ -15,6 +15,8 @@ export interface MetricSources {
   store: { readonly errors: number }
   /** the budget of failed signature checks per address (auth/signature-budget.ts) */
   signatureBudget?: { readonly stats: Readonly<{ refusals: number; exhausted: number }> }
+  /** each user's scopes (users/user-scopes.ts) */
+  userScopes?: { readonly stats: Readonly<CacheStats> }
 }
 
 /** One upstream origin's queue, as the proxy counts it (proxy/forwarder.ts). */
@@ -145,7 +147,7 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
   // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Counter({
     name: METRIC_NAMES.cacheLookups,
-    help: 'Lookups in the in-process caches, by cache (api_key: parsed public keys; token: verified bearer tokens) ' +
+    help: 'Lookups in the in-process caches, by cache (api_key: parsed public keys; token: verified bearer tokens; user_scopes: users\' scopes) ' +
       'and result (hit, miss: the store or a signature check answered)',
     labelNames: ['cache', 'result'] as const,
     registers: [registry],
@@ -155,6 +157,10 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       this.inc({ cache: 'api_key', result: 'miss' }, sources.keys.stats.misses)
       this.inc({ cache: 'token', result: 'hit' }, sources.tokens.stats.hits)
       this.inc({ cache: 'token', result: 'miss' }, sources.tokens.stats.misses)
+      if (sources.userScopes !== undefined) {
+        this.inc({ cache: 'user_scopes', result: 'hit' }, sources.userScopes.stats.hits)
+        this.inc({ cache: 'user_scopes', result: 'miss' }, sources.userScopes.stats.misses)
+      }
     }
   })
   // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`

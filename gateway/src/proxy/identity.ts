@@ -1,11 +1,13 @@
 // The mutators that run after authentication: what the upstream is told about who sent the
-// request. The identity headers (user, apiKey, key name; client-sent ones never get through), and
+// request. The identity headers (user, apiKey, key name, scopes; client-sent ones never get through), and
 // on routes that ask for it an identity token: a short-lived JWT, signed with the gateway's token
 // key (so verifiable with its JWKS), with which a backend reachable by others can check that
-// keygate made the request. Tokens are cached per identity and reused for most of their lifetime,
-// so forwarding costs a signature only once every few minutes per user and key, not per request.
+// keygate made the request. Tokens are cached per identity (user, key and scopes) and reused for
+// most of their lifetime, so forwarding costs a signature only once every few minutes per user and
+// key, not per request; a change of scopes makes a new one at once.
 import type { IncomingHttpHeaders } from 'node:http'
 import type { AuthState } from '../auth/stage.js'
+import type { ScopeSet } from '../users/scopes.js'
 import { LruCache } from '../lib/lru-cache.js'
 import type { TokenService } from '../tokens/token-service.js'
 import type { IdentityTokenConfig, RouteConfig } from './route.js'
@@ -15,17 +17,20 @@ const REUSE_SHARE = 0.75
 const CACHE_SIZE = 10_000
 
 export interface IdentityTokenIssuer {
-  tokenFor: (config: IdentityTokenConfig, user: string, apiKey: string | undefined) => Promise<string>
+  /** `scopes`: what the request may do, the token's `scope` claim (none when unknown or empty) */
+  tokenFor: (config: IdentityTokenConfig, user: string, apiKey: string | undefined, scopes?: ScopeSet) => Promise<string>
 }
 
 export function createIdentityTokenIssuer (tokens: TokenService, now: () => number = Date.now): IdentityTokenIssuer {
   const cache = new LruCache<string, { token: string; reuseUntil: number }>(CACHE_SIZE)
   return {
-    async tokenFor (config, user, apiKey) {
-      const cacheKey = `${config.audience}\n${config.ttlSeconds}\n${user}\n${apiKey ?? ''}`
+    async tokenFor (config, user, apiKey, scopes) {
+      // the scopes are part of the identity: a token must never claim scopes taken away since
+      const scope = scopes === undefined || scopes.text === '' ? undefined : scopes.text
+      const cacheKey = `${config.audience}\n${config.ttlSeconds}\n${user}\n${apiKey ?? ''}\n${scope ?? ''}`
       const hit = cache.get(cacheKey)
       if (hit !== undefined && hit.reuseUntil > now()) return hit.token
-      const token = await tokens.issueIdentity({ subject: user, audience: config.audience, apiKey, ttlSeconds: config.ttlSeconds })
+      const token = await tokens.issueIdentity({ subject: user, audience: config.audience, apiKey, ttlSeconds: config.ttlSeconds, scope })
       cache.set(cacheKey, { token, reuseUntil: now() + config.ttlSeconds * 1000 * REUSE_SHARE })
       return token
     }
@@ -35,13 +40,13 @@ export function createIdentityTokenIssuer (tokens: TokenService, now: () => numb
 /** The route's identity token for this identity; undefined when the route sends none or no user is known. */
 export function identityTokenFor (issuer: IdentityTokenIssuer, route: RouteConfig, auth: AuthState | null): Promise<string> | undefined {
   if (route.identityToken === undefined || auth?.user === undefined) return undefined
-  return issuer.tokenFor(route.identityToken, auth.user, auth.key?.apiKey)
+  return issuer.tokenFor(route.identityToken, auth.user, auth.key?.apiKey, auth.scopes)
 }
 
 /** The headers that carry the gateway's word on this route: a client's copy of one is never forwarded. */
 export function identityHeaderNames (route: RouteConfig): string[] {
   const names = route.identityHeaders
-  return [names.user, names.key, names.keyName, ...(route.identityToken ? [route.identityToken.header] : [])]
+  return [names.user, names.key, names.keyName, names.scopes, ...(route.identityToken ? [route.identityToken.header] : [])]
 }
 
 /** Writes the identity headers into the upstream request's headers: last, so they win. */
@@ -52,5 +57,8 @@ export function writeIdentity (out: IncomingHttpHeaders, route: RouteConfig, aut
     out[names.key] = auth.key.apiKey
     out[names.keyName] = auth.key.name
   }
+  // Sent even when empty ("no scopes"); absent only on public routes, or when the store was away
+  // and the user's scopes unknown (auth/scope.ts).
+  if (auth?.scopes !== undefined) out[names.scopes] = auth.scopes.text
   if (identityToken !== undefined && route.identityToken !== undefined) out[route.identityToken.header] = identityToken
 }

@@ -16,6 +16,7 @@ import { ConfigError, type RouteDefaults } from '../config/env.js'
 import {
   BUCKET_PATTERN, MAX_LIMIT, MAX_WINDOW_SECONDS, RATE_LIMIT_BY, rateLimit, routeScope, STORE_DOWN_POLICIES, WINDOW_PATTERN
 } from '../limits/rate-limit.js'
+import { MAX_SCOPES, SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
 import { HTTP_METHODS, requestTargetProblem } from '#client/protocol'
 
 const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
@@ -27,6 +28,7 @@ const IdentityHeaderName = Type.String({
   description: 'an HTTP header name without "_" (CGI-style servers read x_user and x-user as one header; use "-")'
 })
 const HeaderValue = Type.String({ pattern: '^[\\x20-\\x7E\\t]*$', maxLength: 4096, description: 'printable ASCII' })
+const Scope = Type.String({ pattern: SCOPE_PATTERN, description: `a scope: ${SCOPE_RULE}` })
 const Path = Type.String({ pattern: '^/[A-Za-z0-9\\-._~!$&\'()*+,;=:@/%]*$', maxLength: 2048, description: 'a path starting with /' })
 
 const RateLimitEntrySchema = Type.Object({
@@ -49,7 +51,8 @@ export const RouteEntrySchema = Type.Object({
   identityHeaders: Type.Optional(Type.Object({
     user: Type.Optional(IdentityHeaderName),
     key: Type.Optional(IdentityHeaderName),
-    keyName: Type.Optional(IdentityHeaderName)
+    keyName: Type.Optional(IdentityHeaderName),
+    scopes: Type.Optional(IdentityHeaderName)
   }, { additionalProperties: false })),
   addHeaders: Type.Optional(Type.Record(Type.String({ pattern: HEADER_NAME }), HeaderValue)),
   removeHeaders: Type.Optional(Type.Array(HeaderName)),
@@ -62,7 +65,8 @@ export const RouteEntrySchema = Type.Object({
   allowMatrixParams: Type.Optional(Type.Boolean()),
   keepHeaders: Type.Optional(Type.Array(HeaderName, { uniqueItems: true })),
   rateLimits: Type.Optional(Type.Array(RateLimitEntrySchema, { minItems: 1 })),
-  onStoreDown: Type.Optional(Type.Union(STORE_DOWN_POLICIES.map((policy) => Type.Literal(policy))))
+  onStoreDown: Type.Optional(Type.Union(STORE_DOWN_POLICIES.map((policy) => Type.Literal(policy)))),
+  scopes: Type.Optional(Type.Array(Scope, { uniqueItems: true, maxItems: MAX_SCOPES }))
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
 
@@ -181,6 +185,12 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
   } else if (upstream.username !== '' || upstream.password !== '' || upstream.search !== '' || upstream.hash !== '') {
     problems.push({ route: index, text: `${at}.upstream: ${JSON.stringify(entry.upstream)} must be scheme://host[:port][/path] without credentials, query or fragment (send credentials with addHeaders)` })
   }
+  if (entry.scopes !== undefined && entry.auth === 'public') {
+    problems.push({
+      route: index,
+      text: `${at}.scopes: a public route has no user whose scopes it could check; give it auth: bearer or signed, or drop scopes`
+    })
+  }
   const exact = entry.path !== undefined
   const prefix = (entry.path ?? entry.prefix) as string
   const origin = upstream?.origin ?? entry.upstream
@@ -198,7 +208,8 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     identityHeaders: {
       user: (entry.identityHeaders?.user ?? DEFAULT_IDENTITY_HEADERS.user).toLowerCase(),
       key: (entry.identityHeaders?.key ?? DEFAULT_IDENTITY_HEADERS.key).toLowerCase(),
-      keyName: (entry.identityHeaders?.keyName ?? DEFAULT_IDENTITY_HEADERS.keyName).toLowerCase()
+      keyName: (entry.identityHeaders?.keyName ?? DEFAULT_IDENTITY_HEADERS.keyName).toLowerCase(),
+      scopes: (entry.identityHeaders?.scopes ?? DEFAULT_IDENTITY_HEADERS.scopes).toLowerCase()
     },
     addHeaders: Object.fromEntries(Object.entries(entry.addHeaders ?? {}).map(([name, value]) => [name.toLowerCase(), value])),
     removeHeaders: (entry.removeHeaders ?? []).map((name) => name.toLowerCase()),
@@ -207,6 +218,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     keepHeaders: (entry.keepHeaders ?? []).map((name) => name.toLowerCase()),
     rateLimits: (entry.rateLimits ?? []).map((limit) => rateLimit(limit, scope)),
     ...(entry.onStoreDown !== undefined && { onStoreDown: entry.onStoreDown }),
+    ...(entry.scopes !== undefined && { scopes: entry.scopes }),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {

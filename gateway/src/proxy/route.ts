@@ -7,13 +7,17 @@ import { DEFAULT_STORE_DOWN_POLICY, type RateLimit, type StoreDownPolicy } from 
 
 export { AUTH_TIERS, type AuthTier } from '../auth/stage.js'
 
-/** The names of the identity headers sent upstream (x-gateway-user, -key, -key-name by default). */
+/** The names of the identity headers sent upstream (x-gateway-user, -key, -key-name, -scopes by default). */
 export interface IdentityHeaderNames {
   user: string
   key: string
   keyName: string
+  /** what the request may do: its scopes, space-separated */
+  scopes: string
 }
-export const DEFAULT_IDENTITY_HEADERS: IdentityHeaderNames = { user: 'x-gateway-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name' }
+export const DEFAULT_IDENTITY_HEADERS: IdentityHeaderNames = {
+  user: 'x-gateway-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name', scopes: 'x-gateway-scopes'
+}
 
 export interface IdentityTokenConfig {
   /** the header that carries the token upstream */
@@ -53,6 +57,8 @@ export interface RouteConfig {
   rateLimits: readonly RateLimit[]
   /** with rateLimits, when the store cannot be reached: forward uncounted (allow) or 503 (deny) */
   onStoreDown: StoreDownPolicy
+  /** signed and bearer routes: the scopes a request must have, all of them (403 INSUFFICIENT_SCOPE otherwise) */
+  scopes: string[]
 }
 
 /** A route with every optional setting at its default. */
@@ -76,6 +82,7 @@ export function route (
     keepHeaders: [],
     rateLimits: [],
     onStoreDown: DEFAULT_STORE_DOWN_POLICY,
+    scopes: [],
     ...fields
   }
 }

@@ -1,4 +1,4 @@
-import type { KeyEventListener, KeyRecord, RateCounter, RateOutcome, SigningKeyRing, Store, UserRecord } from './types.js'
+import type { KeyEvent, KeyEventListener, KeyRecord, RateCounter, RateOutcome, SigningKeyRing, Store, UserRecord } from './types.js'
 import { RATE_SLACK_MS, newestFirst } from './types.js'
 
 /** The embedded store: one process's memory, lost at exit. Same contract as the Redis store. */
@@ -22,12 +22,15 @@ export function createMemoryStore (now: () => number = Date.now): Store {
   /** apiKey -> ms of the last recorded use */
   const lastUsed = new Map<string, number>()
   const listeners = new Set<KeyEventListener>()
+  // Copies in and out, lists included: a caller changing what it got changes nothing stored.
   const withLastUse = (record: KeyRecord): KeyRecord => {
     const used = lastUsed.get(record.apiKey)
-    return used === undefined ? { ...record } : { ...record, lastUsedAt: new Date(used).toISOString() }
+    const copy = record.scopes === undefined ? { ...record } : { ...record, scopes: [...record.scopes] }
+    return used === undefined ? copy : { ...copy, lastUsedAt: new Date(used).toISOString() }
   }
-  const announceRevoked = (apiKey: string): void => {
-    for (const listener of listeners) listener({ type: 'revoked', apiKey })
+  const userCopy = (user: UserRecord): UserRecord => ({ ...user, scopes: [...user.scopes] })
+  const announce = (event: KeyEvent): void => {
+    for (const listener of listeners) listener(event)
   }
   /** The same steps as the Redis script, with no await between the check and the count. */
   const rate = (counters: readonly RateCounter[], count: boolean): RateOutcome => {
@@ -47,6 +50,7 @@ export function createMemoryStore (now: () => number = Date.now): Store {
     }
     return { allowed, backlogMs }
   }
+  const announceRevoked = (apiKey: string): void => { announce({ type: 'revoked', apiKey }) }
   let signingKey: string | undefined
   /** previous signing keys (PEM) and the ms at which each retires */
   const previousSigningKeys = new Map<string, number>()
@@ -64,19 +68,28 @@ export function createMemoryStore (now: () => number = Date.now): Store {
     errors: 0,
     async getUser (username) {
       const user = users.get(username)
-      return user === undefined ? null : { ...user }
+      return user === undefined ? null : userCopy(user)
     },
-    async putUser (username, passwordHash) {
+    async putUser (username, passwordHash, scopes) {
       const at = new Date(now()).toISOString()
-      const user = { username, passwordHash, createdAt: users.get(username)?.createdAt ?? at, updatedAt: at }
+      const existing = users.get(username)
+      const user = { username, passwordHash, createdAt: existing?.createdAt ?? at, updatedAt: at, scopes: [...scopes ?? existing?.scopes ?? []] }
       users.set(username, user)
-      return { ...user }
+      if (scopes !== undefined) announce({ type: 'user-changed', username })
+      return userCopy(user)
+    },
+    async setUserScopes (username, scopes) {
+      const user = users.get(username)
+      if (user === undefined) return null
+      user.scopes = [...scopes]
+      announce({ type: 'user-changed', username })
+      return userCopy(user)
     },
     async countUsers () {
       return users.size
     },
     async listUsers () {
-      return [...users.values()].map((user) => ({ ...user })).sort((a, b) => a.username < b.username ? -1 : 1)
+      return [...users.values()].map(userCopy).sort((a, b) => a.username < b.username ? -1 : 1)
     },
     async removeUser (username) {
       const revokedKeys: string[] = []
@@ -90,6 +103,7 @@ export function createMemoryStore (now: () => number = Date.now): Store {
       ownerKeys.delete(username)
       const removed = users.delete(username)
       for (const apiKey of revokedKeys) announceRevoked(apiKey)
+      if (removed) announce({ type: 'user-changed', username })
       return { removed, revokedKeys }
     },
     async getKey (apiKey) {
@@ -110,7 +124,7 @@ export function createMemoryStore (now: () => number = Date.now): Store {
         if (active >= maxActiveKeys) return 'limit-reached'
       }
       const { lastUsedAt: _, ...stored } = record
-      keys.set(record.apiKey, stored)
+      keys.set(record.apiKey, stored.scopes === undefined ? stored : { ...stored, scopes: [...stored.scopes] })
       if (owned === undefined) ownerKeys.set(record.owner, owned = new Set())
       owned.add(record.apiKey)
       return 'created'
@@ -130,6 +144,21 @@ export function createMemoryStore (now: () => number = Date.now): Store {
       keys.set(apiKey, revoked)
       announceRevoked(apiKey)
       return { outcome: 'revoked', record: withLastUse(revoked) }
+    },
+    async updateKey (apiKey, { scopes, expiresAt }) {
+      const record = keys.get(apiKey)
+      if (record === undefined) return { outcome: 'not-found', record: null }
+      if (record.revokedAt !== undefined) return { outcome: 'revoked', record: withLastUse(record) }
+      const { expiresAt: oldExpiry, ...rest } = record
+      const expiry = expiresAt === undefined ? oldExpiry : expiresAt ?? undefined
+      const updated: KeyRecord = {
+        ...rest,
+        ...(expiry !== undefined && { expiresAt: expiry }),
+        ...(scopes !== undefined && { scopes: [...scopes] })
+      }
+      keys.set(apiKey, updated)
+      announce({ type: 'changed', apiKey })
+      return { outcome: 'updated', record: withLastUse(updated) }
     },
     async touchKey (apiKey, atMs) {
       if (!keys.has(apiKey)) return

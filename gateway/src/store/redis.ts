@@ -3,8 +3,8 @@ import { Cluster } from 'ioredis'
 import { GatewayError } from '../errors.js'
 import { connectRedis, createRedisClient, scanKeys, type RedisClient, type RedisConnection } from './redis-connection.js'
 import {
-  newestFirst, RATE_SLACK_MS, type KeyEvent, type KeyEventListener, type KeyRecord, type RateCounter, type RateOutcome, type RevokeResult,
-  type SigningKeyRing, type SigningKeyRotation, type Store, type UserRecord
+  newestFirst, RATE_SLACK_MS, storedScopes, type KeyEvent, type KeyEventListener, type KeyRecord, type RateCounter, type RateOutcome,
+  type RevokeResult, type SigningKeyRing, type SigningKeyRotation, type Store, type UpdateKeyResult, type UserRecord
 } from './types.js'
 
 export type RedisStoreOptions = ({ url: string } | { connection: RedisConnection }) & {
@@ -101,7 +101,9 @@ return {'revoked', updated}`
 // name in the users set, in one step; a registration can never slip between. The key records are
 // named from the index (key-record prefix .. apiKey): undeclared keys, which a single Redis allows
 // and a cluster too, since every registry key shares one hash slot (redisKeyNames).
-// KEYS: user hash, users set, owner index. ARGV: revokedAt, key-record prefix, channel, username.
+// The user's removal is announced too (ARGV[5], a user-changed message: keyEventMessage).
+// KEYS: user hash, users set, owner index. ARGV: revokedAt, key-record prefix, channel, username,
+// user-changed message.
 const REMOVE_USER_SCRIPT = `
 local revoked = {}
 for _, apiKey in ipairs(redis.call('SMEMBERS', KEYS[3])) do
@@ -120,7 +122,52 @@ end
 redis.call('DEL', KEYS[3])
 local removed = redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[4])
+if removed == 1 then redis.call('PUBLISH', ARGV[3], ARGV[5]) end
 return {removed, revoked}`
+
+// A key's scopes and/or expiry changed and announced in one step, as revocation is. A revoked key is
+// left as it is. Lua's JSON encoder writes an empty list as {}: readers take that for no scopes
+// (storedScopes). ARGV: scopes JSON ('' = unchanged), expiresAt ('' = unchanged, '-' = none),
+// channel, changed message.
+const UPDATE_KEY_SCRIPT = `
+local text = redis.call('GET', KEYS[1])
+if not text then return {'not-found', ''} end
+local record = cjson.decode(text)
+if record.revokedAt then return {'revoked', text} end
+if ARGV[1] ~= '' then record.scopes = cjson.decode(ARGV[1]) end
+if ARGV[2] == '-' then record.expiresAt = nil elseif ARGV[2] ~= '' then record.expiresAt = ARGV[2] end
+local updated = cjson.encode(record)
+redis.call('SET', KEYS[1], updated)
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return {'updated', updated}`
+
+// A user's scopes replaced and announced in one step; nothing for a user that does not exist.
+// KEYS: user hash. ARGV: scopes JSON, channel, user-changed message. Returns the user's fields.
+const SET_USER_SCOPES_SCRIPT = `
+if redis.call('HEXISTS', KEYS[1], 'passwordHash') == 0 then return false end
+redis.call('HSET', KEYS[1], 'scopes', ARGV[1])
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return redis.call('HGETALL', KEYS[1])`
+
+/**
+ * What travels on the key-events channel: a revoked key's apiKey alone (as keygate always sent),
+ * `changed:<apiKey>`, `user:<username>`. A gateway of an older version ignores the new two.
+ */
+export const keyEventMessage = {
+  changed: (apiKey: string): string => `changed:${apiKey}`,
+  userChanged: (username: string): string => `user:${username}`
+}
+
+/** The event a key-events message announces; undefined for anything else. */
+export function parseKeyEventMessage (message: string): KeyEvent | undefined {
+  if (API_KEY_PATTERN.test(message)) return { type: 'revoked', apiKey: message }
+  if (message.startsWith('changed:')) {
+    const apiKey = message.slice('changed:'.length)
+    return API_KEY_PATTERN.test(apiKey) ? { type: 'changed', apiKey } : undefined
+  }
+  if (message.startsWith('user:') && message.length > 'user:'.length) return { type: 'user-changed', username: message.slice('user:'.length) }
+  return undefined
+}
 
 // A later use wins; a use of a key that is not registered is not recorded.
 // KEYS: last-used hash, key record. ARGV: apiKey, ms.
@@ -138,6 +185,8 @@ function globEscape (text: string): string {
 function parseKeyRecord (text: string, lastUsedMs: string | null | undefined): KeyRecord {
   const record = JSON.parse(text) as KeyRecord
   delete record.lastUsedAt
+  // absent stays absent: a key from before scopes, which has every scope of its owner
+  if ('scopes' in record) record.scopes = storedScopes(record.scopes)
   const used = Number(lastUsedMs)
   return lastUsedMs === null || lastUsedMs === undefined || !Number.isFinite(used) ? record : { ...record, lastUsedAt: new Date(used).toISOString() }
 }
@@ -236,6 +285,23 @@ function previousKeys (flat: unknown[]): SigningKeyRing['previous'] {
   return previous
 }
 
+/** A user's hash fields as a record; null when there is no such user. */
+function userFrom (username: string, fields: Record<string, string>): UserRecord | null {
+  if (fields.passwordHash === undefined) return null
+  let scopes: unknown
+  try {
+    scopes = fields.scopes === undefined ? [] : JSON.parse(fields.scopes)
+  } catch {}
+  return { username, passwordHash: fields.passwordHash, createdAt: fields.createdAt ?? '', updatedAt: fields.updatedAt ?? '', scopes: storedScopes(scopes) }
+}
+
+/** [field, value, field, value, ...] as HGETALL answers from a script */
+function fieldsOf (flat: unknown[]): Record<string, string> {
+  const fields: Record<string, string> = {}
+  for (let i = 0; i + 1 < flat.length; i += 2) fields[String(flat[i])] = String(flat[i + 1])
+  return fields
+}
+
 function unavailable (err: unknown): GatewayError {
   return new GatewayError('STORE_UNAVAILABLE', 'The key and user store did not answer; try again shortly', {
     headers: { 'retry-after': RETRY_AFTER_SECONDS },
@@ -312,7 +378,8 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       })
     })
     sub.on('message', (channel: string, message: string) => {
-      if (channel === keyEventsChannel && API_KEY_PATTERN.test(message)) emit({ type: 'revoked', apiKey: message })
+      const event = channel === keyEventsChannel ? parseKeyEventMessage(message) : undefined
+      if (event !== undefined) emit(event)
     })
     return sub
   }
@@ -414,21 +481,24 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
   return {
     kind: 'redis',
     get errors () { return errors },
-    getUser: async (username) => await guarded(async () => {
-      const fields = await redis.hgetall(userKey(username))
-      if (fields.passwordHash === undefined) return null
-      return { username, passwordHash: fields.passwordHash, createdAt: fields.createdAt ?? '', updatedAt: fields.updatedAt ?? '' }
-    }),
-    putUser: async (username, passwordHash) => await guarded(async () => {
+    getUser: async (username) => await guarded(async () => userFrom(username, await redis.hgetall(userKey(username)))),
+    putUser: async (username, passwordHash, scopes) => await guarded(async () => {
       const now = new Date().toISOString()
-      const values = results(await redis.multi()
+      const multi = redis.multi()
         .hsetnx(userKey(username), 'createdAt', now)
         .hset(userKey(username), 'passwordHash', passwordHash, 'updatedAt', now)
         .sadd(usersSet, username)
-        .hget(userKey(username), 'createdAt')
-        .exec())
-      const createdAt = String(values[3] ?? now)
-      return { username, passwordHash, createdAt, updatedAt: now } satisfies UserRecord
+      // in the same MULTI: the scopes are stored and announced with the rest, or none of it is
+      if (scopes !== undefined) multi.hset(userKey(username), 'scopes', JSON.stringify(scopes)).publish(keyEventsChannel, keyEventMessage.userChanged(username))
+      const values = results(await multi.hgetall(userKey(username)).exec())
+      const user = userFrom(username, values[values.length - 1] as Record<string, string>)
+      if (user === null) throw new Error('the user vanished right after it was stored')
+      return user
+    }),
+    setUserScopes: async (username, scopes) => await guarded(async () => {
+      const fields = await redis.eval(SET_USER_SCOPES_SCRIPT, 1, userKey(username), JSON.stringify(scopes), keyEventsChannel,
+        keyEventMessage.userChanged(username)) as unknown[] | null
+      return fields === null ? null : userFrom(username, fieldsOf(fields))
     }),
     countUsers: async () => await guarded(async () => await redis.scard(usersSet)),
     listUsers: async () => await guarded(async () => {
@@ -438,14 +508,13 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       for (const name of names) multi.hgetall(userKey(name))
       const values = results(await multi.exec()) as Array<Record<string, string>>
       return names.flatMap((username, i) => {
-        const fields = values[i]
-        if (fields?.passwordHash === undefined) return []
-        return [{ username, passwordHash: fields.passwordHash, createdAt: fields.createdAt ?? '', updatedAt: fields.updatedAt ?? '' }]
+        const user = userFrom(username, values[i] ?? {})
+        return user === null ? [] : [user]
       })
     }),
     removeUser: async (username) => await guarded(async () => {
       const [removed, revokedKeys] = await redis.eval(REMOVE_USER_SCRIPT, 3, userKey(username), usersSet, ownerKeys(username),
-        new Date().toISOString(), keyKey(''), keyEventsChannel, username) as [number, string[]]
+        new Date().toISOString(), keyKey(''), keyEventsChannel, username, keyEventMessage.userChanged(username)) as [number, string[]]
       return { removed: removed === 1, revokedKeys }
     }),
     getKey: async (apiKey) => await guarded(async () => {
@@ -478,6 +547,13 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       const [outcome, text] = await redis.eval(
         REVOKE_KEY_SCRIPT, 1, keyKey(apiKey), at, owner ?? '', keyEventsChannel, apiKey
       ) as [RevokeResult['outcome'], string]
+      if (outcome === 'not-found') return { outcome, record: null }
+      const used = await redis.hget(lastUsedKey, apiKey)
+      return { outcome, record: parseKeyRecord(text, used) }
+    }),
+    updateKey: async (apiKey, { scopes, expiresAt }) => await guarded(async () => {
+      const [outcome, text] = await redis.eval(UPDATE_KEY_SCRIPT, 1, keyKey(apiKey), scopes === undefined ? '' : JSON.stringify(scopes),
+        expiresAt === undefined ? '' : expiresAt ?? '-', keyEventsChannel, keyEventMessage.changed(apiKey)) as [UpdateKeyResult['outcome'], string]
       if (outcome === 'not-found') return { outcome, record: null }
       const used = await redis.hget(lastUsedKey, apiKey)
       return { outcome, record: parseKeyRecord(text, used) }

@@ -8,6 +8,8 @@ export interface UserRecord {
   passwordHash: string
   createdAt: string
   updatedAt: string
+  /** what an operator allows the user (sorted, each once); a user stored before scopes existed has none */
+  scopes: string[]
 }
 
 export interface KeyRecord {
@@ -23,14 +25,26 @@ export interface KeyRecord {
   /** ISO 8601; set once, never cleared: a revoked public key stays revoked */
   revokedAt?: string
   /**
+   * The scopes the key may use (sorted, each once), at most those of its owner: set at
+   * registration. Absent (a key registered before scopes existed): every scope its owner has.
+   */
+  scopes?: string[]
+  /**
    * ISO 8601, coarse: the last successful use some gateway recorded (each records a key's use at
    * most once a minute). Absent: never used. Kept beside the record, not in it.
    */
   lastUsedAt?: string
 }
 
-/** What `watchKeys` listeners hear: a key changed, or anything may have (resync: drop every cached key). */
-export type KeyEvent = { type: 'revoked'; apiKey: string } | { type: 'resync' }
+/**
+ * What `watchKeys` listeners hear: a key was revoked, or changed (its scopes, its expiry); a user's
+ * scopes changed, or the user was removed; or anything may have (resync: drop everything cached).
+ */
+export type KeyEvent =
+  | { type: 'revoked'; apiKey: string }
+  | { type: 'changed'; apiKey: string }
+  | { type: 'user-changed'; username: string }
+  | { type: 'resync' }
 
 export type KeyEventListener = (event: KeyEvent) => void
 
@@ -40,6 +54,20 @@ export interface RevokeResult {
   /** not-found: no such key, or (with `owner`) not that owner's key */
   outcome: 'revoked' | 'already-revoked' | 'not-found'
   /** the record after the call (null when not found) */
+  record: KeyRecord | null
+}
+
+/** What `updateKey` changes; `expiresAt: null` removes the expiry. Absent fields stay as they are. */
+export interface KeyChanges {
+  scopes?: string[]
+  /** ISO 8601 UTC as toISOString() writes it, or null: the key no longer expires */
+  expiresAt?: string | null
+}
+
+export interface UpdateKeyResult {
+  /** revoked: the key is revoked and was left as it is (a revoked key stays as revoked) */
+  outcome: 'updated' | 'revoked' | 'not-found'
+  /** the record after the call (as it is, when revoked; null when not found) */
   record: KeyRecord | null
 }
 
@@ -70,14 +98,24 @@ export interface Store {
   /** store operations that failed for want of an answer (Redis down, slow, reset), since start */
   readonly errors: number
   getUser: (username: string) => Promise<UserRecord | null>
-  /** creates the user, or replaces its password hash keeping its creation time */
-  putUser: (username: string, passwordHash: string) => Promise<UserRecord>
+  /**
+   * Creates the user, or replaces its password hash keeping its creation time. Its scopes stay as
+   * they are unless `scopes` is given (a new user without them has none); given scopes are
+   * announced as by setUserScopes.
+   */
+  putUser: (username: string, passwordHash: string, scopes?: string[]) => Promise<UserRecord>
+  /**
+   * Atomically replaces the user's scopes and announces `user-changed` to every `watchKeys`
+   * listener (on Redis: every gateway). The record after the change; null when no such user.
+   */
+  setUserScopes: (username: string, scopes: string[]) => Promise<UserRecord | null>
   countUsers: () => Promise<number>
   /** every user, by name */
   listUsers: () => Promise<UserRecord[]>
   /**
    * Atomically: revokes every key of the user (announcing each to `watchKeys` listeners, on every
-   * gateway), forgets the user's key index, and removes the user. The revoked records stay.
+   * gateway, and the user as `user-changed`), forgets the user's key index, and removes the user.
+   * The revoked records stay.
    */
   removeUser: (username: string) => Promise<RemoveUserResult>
   /** the record, revoked or expired ones included (the caller judges); null when never registered */
@@ -96,10 +134,17 @@ export interface Store {
    * listener (on Redis: every gateway). With `owner`, another owner's key is `not-found`.
    */
   revokeKey: (apiKey: string, at: string, owner?: string) => Promise<RevokeResult>
+  /**
+   * Atomically changes the key's scopes and/or expiry and announces `changed` to every `watchKeys`
+   * listener (on Redis: every gateway). A revoked key is left as it is (`revoked`). The caller
+   * checks the values (the store stores what it is given).
+   */
+  updateKey: (apiKey: string, changes: KeyChanges) => Promise<UpdateKeyResult>
   /** records a use of the key at `atMs` (a later use wins; an earlier one changes nothing) */
   touchKey: (apiKey: string, atMs: number) => Promise<void>
   /**
-   * Calls `listener` for every key revocation made through any store on the same backing store,
+   * Calls `listener` for every key revocation and change, and every change of a user's scopes or
+   * removal of a user, made through any store on the same backing store,
    * and with `resync` whenever events may have been missed (on Redis: each time the subscription
    * is (re)established, the first time included). Resolves to a function that stops listening.
    */
@@ -176,4 +221,12 @@ export interface RateOutcome {
 export function newestFirst (a: KeyRecord, b: KeyRecord): number {
   if (a.createdAt !== b.createdAt) return a.createdAt < b.createdAt ? 1 : -1
   return a.apiKey < b.apiKey ? -1 : a.apiKey > b.apiKey ? 1 : 0
+}
+
+/**
+ * Scopes as a store holds them: a list of strings, else none. (Redis's Lua JSON encoder writes an
+ * empty list as `{}`, and a record stored before scopes existed has no list at all.)
+ */
+export function storedScopes (value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((scope): scope is string => typeof scope === 'string') : []
 }

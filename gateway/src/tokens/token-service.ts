@@ -61,6 +61,8 @@ export interface IdentityClaims {
   audience: string
   apiKey: string | undefined
   ttlSeconds: number
+  /** the request's scopes, space-separated (RFC 9068's `scope`); absent: none */
+  scope?: string | undefined
 }
 
 /** Explicit types (RFC 8725 §3.11): a bearer token and an upstream identity token never pass for each other. */
@@ -293,11 +295,11 @@ export async function createTokenService (settings: TokenSettings, store: Store,
         .sign(key.privateKey)
       return { token, tokenType: 'Bearer', expiresIn: settings.ttlSeconds }
     },
-    async issueIdentity ({ subject, audience, apiKey, ttlSeconds }) {
+    async issueIdentity ({ subject, audience, apiKey, ttlSeconds, scope }) {
       const key = ring.current
       if (ttlSeconds > longestTtlSeconds) longestTtlSeconds = ttlSeconds
       const issuedAt = Math.floor(now() / 1000)
-      return await new SignJWT(apiKey === undefined ? {} : { api_key: apiKey })
+      return await new SignJWT({ ...(apiKey !== undefined && { api_key: apiKey }), ...(scope !== undefined && { scope }) })
         .setProtectedHeader({ alg: key.algorithm, kid: key.kid, typ: IDENTITY_TOKEN_TYPE })
         .setIssuer(settings.issuer)
         .setAudience(audience)

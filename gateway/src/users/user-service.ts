@@ -2,14 +2,24 @@ import { GatewayError } from '../errors.js'
 import { USERNAME_PATTERN, type BootstrapUser } from '../config/bootstrap-users.js'
 import type { RemoveUserResult, Store, UserRecord } from '../store/index.js'
 import { hashPassword, verifyPassword } from './passwords.js'
+import { normaliseScopes } from './scopes.js'
 
 export const MAX_PASSWORD_LENGTH = 1024
 
 export interface UserService {
   /** the username when the password is right; INVALID_CREDENTIALS otherwise, in the same time */
   authenticate: (username: string, password: string) => Promise<string>
-  /** creates the user or changes its password */
-  upsert: (username: string, password: string) => Promise<UserRecord>
+  /**
+   * Creates the user or changes its password. With `scopes` (checked: VALIDATION_FAILED naming a
+   * bad one) the user's scopes become those; without, an existing user keeps theirs and a new one
+   * has none.
+   */
+  upsert: (username: string, password: string, scopes?: string[]) => Promise<UserRecord>
+  /**
+   * Replaces the user's scopes (checked as for upsert); every gateway on the store sees the change
+   * within a second, and every key of the user loses what the user lost at once. null: no such user.
+   */
+  setScopes: (username: string, scopes: string[]) => Promise<UserRecord | null>
   bootstrap: (users: BootstrapUser[]) => Promise<void>
   /** the user; null when there is none (a name no user can have included) */
   get: (username: string) => Promise<UserRecord | null>
@@ -40,9 +50,15 @@ export function createUserService (store: Store): UserService {
       if (user === null || !ok) throw new GatewayError('INVALID_CREDENTIALS', 'The username or the password is wrong')
       return user.username
     },
-    async upsert (username, password) {
+    async upsert (username, password, scopes) {
       validateNewUser(username, password)
-      return await store.putUser(username, await hashPassword(password))
+      const checked = scopes === undefined ? undefined : normaliseScopes(scopes)
+      return await store.putUser(username, await hashPassword(password), checked)
+    },
+    async setScopes (username, scopes) {
+      const checked = normaliseScopes(scopes)
+      if (!USERNAME_PATTERN.test(username)) return null
+      return await store.setUserScopes(username, checked)
     },
     async bootstrap (users) {
       for (const { username, password } of users) {

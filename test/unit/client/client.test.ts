@@ -2,7 +2,7 @@
 // sources under the keygate-source condition), and login, registerKey and createClient's fetch
 // against a real gateway and example service. The built package, installed in another project and
 // run by Node.js 20 and 24 and by a browser: test/system/client-package.test.ts and client-browser.test.ts.
-import { generateKeyPairSync, webcrypto } from 'node:crypto'
+import { generateKeyPairSync, webcrypto, type KeyObject } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { apiKeyOf, createClient, KeygateResponseError, login, registerKey, SigningInputError } from '@keygate/client'
@@ -103,4 +103,25 @@ t.test('login, registerKey and a client\'s fetch against a real gateway', async 
     t.ok(err instanceof SigningInputError, `${label}: a SigningInputError${sync.includes(label) ? ', thrown by createClient at once' : ''}`)
     t.match(err, { input }, label)
   }
+})
+
+t.test('registerKey and keyRegistration with scopes', async (t) => {
+  const gw = await startStack(t, { store: 'memory' })
+  await gw.app.keygate.users.upsert('bob', PASSWORD, ['clients:read', 'clients:write'])
+  const { token } = await login({ baseUrl: gw.url, username: 'bob', password: PASSWORD })
+  const fresh = (): KeyObject => generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey
+  const narrow = await registerKey({ baseUrl: gw.url, token, name: 'reader', privateKey: fresh(), scopes: ['clients:read'] })
+  t.same(narrow.scopes, ['clients:read'], 'the key has the scopes asked for')
+  const all = await registerKey({ baseUrl: gw.url, token, name: 'all', privateKey: generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey })
+  t.same(all.scopes, ['clients:read', 'clients:write'], 'none asked: all of the user\'s')
+  const refused = await rejection(() => registerKey({
+    baseUrl: gw.url, token, name: 'admin', privateKey: generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey, scopes: ['admin']
+  }))
+  t.match(refused, { status: 400, code: 'VALIDATION_FAILED' }, 'more than the user has: refused by keygate')
+  const body = await direct.keyRegistration('k', generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey, undefined, { scopes: ['a'] })
+  t.same(body.scopes, ['a'], 'the body carries them')
+  t.equal('scopes' in await direct.keyRegistration('k', generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey), false, 'and nothing without')
+  const err = await rejection(() => direct.keyRegistration('k', generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey, undefined,
+    { scopes: 'a' as unknown as string[] }))
+  t.ok(err instanceof SigningInputError, 'not a list: refused before anything is sent')
 })

@@ -1,6 +1,7 @@
 // The admin API's key resource: what it takes and answers (TypeBox; the OpenAPI document is made from these).
 import { Type, type Static } from '@sinclair/typebox'
 import { ApiKeyView } from '../../http/schemas/api-keys.js'
+import { MAX_SCOPES, SCOPE_RULE } from '../../users/scopes.js'
 
 export const KeyParams = Type.Object({
   apiKey: Type.String({ description: 'the hex SHA-256 of the key\'s DER SubjectPublicKeyInfo (64 characters)' })
@@ -24,3 +25,16 @@ export const KeyList = Type.Object({
 export const KeyRevocation = Type.Composite([OperatorKey, Type.Object({
   alreadyRevoked: Type.Boolean({ description: 'true: the key was revoked before this call, at `revokedAt`' })
 })], { description: 'The key is revoked: every gateway on the store refuses it within a second' })
+
+/** PATCH /v1/keys/{apiKey}: what changes; what is absent stays */
+export const KeyPatchBody = Type.Object({
+  scopes: Type.Optional(Type.Array(Type.String({ maxLength: 200, description: `a scope: ${SCOPE_RULE}` }), {
+    uniqueItems: true,
+    maxItems: MAX_SCOPES,
+    description: 'the key\'s scopes, replacing its own: some of its owner\'s (VALIDATION_FAILED names any other)'
+  })),
+  expiresAt: Type.Optional(Type.Union([Type.String({ description: 'ISO 8601 with a time zone, in the future, within 5 years' }), Type.Null()], {
+    description: 'when the key stops signing; null: it never expires'
+  }))
+}, { additionalProperties: false })
+export type KeyPatchBody = Static<typeof KeyPatchBody>

@@ -1,5 +1,6 @@
 // The admin API's user resource: what it takes and answers (TypeBox; the OpenAPI document is made from these).
 import { Type, type Static } from '@sinclair/typebox'
+import { MAX_SCOPES, SCOPE_RULE } from '../../users/scopes.js'
 import { MAX_PASSWORD_LENGTH } from '../../users/user-service.js'
 
 // The rules for names and passwords are the user service's (validateNewUser), applied there for
@@ -11,7 +12,15 @@ export type UserParams = Static<typeof UserParams>
 
 /** PUT /v1/users/{name}: every field the operator sets on a user (more join it as users gain settings) */
 export const UserPutBody = Type.Object({
-  password: Type.String({ description: `8 to ${MAX_PASSWORD_LENGTH} characters` })
+  password: Type.Optional(Type.String({
+    description: `8 to ${MAX_PASSWORD_LENGTH} characters; required for a new user, absent: an existing user keeps theirs`
+  })),
+  scopes: Type.Optional(Type.Array(Type.String({ maxLength: 200, description: `a scope: ${SCOPE_RULE}` }), {
+    uniqueItems: true,
+    maxItems: MAX_SCOPES,
+    description: 'the user\'s scopes, replacing theirs (every key of theirs keeps only those it has among these); ' +
+      'absent: a new user has none, an existing one keeps theirs'
+  }))
 }, { additionalProperties: false })
 export type UserPutBody = Static<typeof UserPutBody>
 
@@ -20,7 +29,8 @@ export const UserSummary = Type.Object({
   createdAt: Type.String({ description: 'ISO 8601' }),
   updatedAt: Type.String({ description: 'ISO 8601: when the password was last set' }),
   activeKeys: Type.Integer({ description: 'keys neither revoked nor expired' }),
-  keys: Type.Integer({ description: 'every key of the user, revoked and expired ones included' })
+  keys: Type.Integer({ description: 'every key of the user, revoked and expired ones included' }),
+  scopes: Type.Array(Type.String(), { description: 'what the user may do: each of their keys has some of these' })
 })
 
 export const UserList = Type.Object({

@@ -31,7 +31,8 @@ export const TIER_PROBLEMS: Record<AuthTier, readonly DocumentedProblem[]> = {
 export const PROBLEM_SCHEMA: OpenAPIV3_1.SchemaObject = {
   type: 'object',
   description: 'RFC 9457 problem details. `code` is stable: program against it. ' +
-    'Some codes add members (`errors`, `serverTime`, `maxSkewMs`, `missing`, `apiKey`; `policy`, `by`, `limit`, `window` on a rate limit).',
+    'Some codes add members (`errors`, `serverTime`, `maxSkewMs`, `missing`, `apiKey`, `requiredScopes`, `missingScopes`; ' +
+      '`policy`, `by`, `limit`, `window` on a rate limit).',
   required: ['type', 'title', 'status', 'detail', 'code'],
   properties: {
     type: { type: 'string', description: '`urn:keygate:problem:` and the code in lower case with dashes' },
@@ -157,7 +158,8 @@ export function problemResponses (problems: readonly DocumentedProblem[]): Recor
 
 /** The codes a business route can answer for one method. */
 export function routeProblems (route: RouteConfig, method: string): DocumentedProblem[] {
-  return [
+  // each once: a route's limits and its scopes may both answer STORE_UNAVAILABLE
+  return [...new Set<DocumentedProblem>([
     ...COMMON_PROBLEMS,
     BODYLESS_METHODS.has(method) ? 'VALIDATION_FAILED' : 'PAYLOAD_TOO_LARGE',
     ...TIER_PROBLEMS[route.auth],
@@ -165,10 +167,12 @@ export function routeProblems (route: RouteConfig, method: string): DocumentedPr
     // a route's rate limits (the signed tier already answers both: its signature budget, its key store)
     ...(route.rateLimits.length > 0 && route.auth !== 'signed' ? ['RATE_LIMITED' as const] : []),
     ...(route.rateLimits.length > 0 && route.onStoreDown === 'deny' && route.auth !== 'signed' ? ['STORE_UNAVAILABLE' as const] : []),
+    // the user's scopes are read from the store when they are not cached
+    ...(route.scopes.length > 0 ? ['INSUFFICIENT_SCOPE' as const, 'STORE_UNAVAILABLE' as const] : []),
     'UPSTREAM_UNAVAILABLE',
     'UPSTREAM_BUSY',
     'UPSTREAM_TIMEOUT'
-  ]
+  ])]
 }
 
 export interface OperationObject {
@@ -198,6 +202,7 @@ export function businessPaths (routes: readonly RouteConfig[]): Record<string, R
       item[key] = {
         summary: `${method} ${route.prefix} (${route.auth})`,
         description: `Business route \`${route.name}\`: ${scope}, forwarded to its upstream service once authenticated (${describeTier(route.auth)}). ` +
+          requiresScopes(route.scopes) +
           'The success answer is the upstream\'s own.',
         tags: [BUSINESS_TAG],
         security: SECURITY_BY_TIER[route.auth],
@@ -205,12 +210,20 @@ export function businessPaths (routes: readonly RouteConfig[]): Record<string, R
           default: { description: 'The upstream service\'s answer, passed through unchanged' },
           ...problemResponses(routeProblems(route, method))
         },
-        [ROUTE_EXTENSION]: { name: route.name, match: route.exact ? 'exact' : 'prefix', auth: route.auth },
+        [ROUTE_EXTENSION]: {
+          name: route.name, match: route.exact ? 'exact' : 'prefix', auth: route.auth, ...(route.scopes.length > 0 && { scopes: route.scopes })
+        },
         [ERRORS_EXTENSION]: [...new Set(problemCodes(routeProblems(route, method)).map(([code]) => code))]
       }
     }
   }
   return paths
+}
+
+/** "Requires the scope `a` ..." for a route that requires some, else nothing. */
+function requiresScopes (scopes: readonly string[]): string {
+  if (scopes.length === 0) return ''
+  return `Requires the scope${scopes.length === 1 ? '' : 's'} ${scopes.map((scope) => `\`${scope}\``).join(', ')} (403 INSUFFICIENT_SCOPE without). `
 }
 
 function describeTier (tier: AuthTier): string {

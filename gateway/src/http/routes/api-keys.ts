@@ -44,7 +44,9 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
         'The answer\'s `apiKey` (the hex SHA-256 of the key\'s DER SubjectPublicKeyInfo) goes in X-API-Key. A key can be registered once, by anyone; ' +
         'a revoked or expired key stays registered. RSA keys of 2048, 3072 or 4096 bits with the exponent 65537; at most ' +
         'KEYGATE_MAX_KEYS_PER_USER (default 20) active keys per user (KEY_LIMIT_REACHED beyond). ' +
-        'Optional `expiresAt` (ISO 8601 with a time zone, at most 5 years ahead) makes it expire.',
+        'Optional `expiresAt` (ISO 8601 with a time zone, at most 5 years ahead) makes it expire. ' +
+        'Optional `scopes` narrows what the key may do to some of your user\'s scopes (VALIDATION_FAILED naming any other); ' +
+        'without it the key has all of them, as they are at registration. Neither is covered by `signature`.',
       tags: ['auth'],
       security: [{ bearerAuth: [] }],
       body: ApiKeyRequest,
@@ -55,14 +57,20 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
     const record = await keys.registerForUser({ owner: owner(request), ...request.body })
     if (record === undefined) throw userGone()
     reply.code(201)
-    return { message: 'API key registered', apiKey: record.apiKey, name: record.name, ...(record.expiresAt !== undefined && { expiresAt: record.expiresAt }) }
+    return {
+      message: 'API key registered',
+      apiKey: record.apiKey,
+      name: record.name,
+      ...(record.expiresAt !== undefined && { expiresAt: record.expiresAt }),
+      scopes: record.scopes ?? []
+    }
   })
 
   app.get('/v1/api-keys', {
     config: { authenticates: true, problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'STORE_UNAVAILABLE'] },
     schema: {
       summary: "The caller's API keys",
-      description: 'Newest first, revoked and expired ones included, with `lastUsedAt` (to the minute).',
+      description: 'Newest first, revoked and expired ones included, with `lastUsedAt` (to the minute) and `scopes`.',
       tags: ['auth'],
       security: [{ bearerAuth: [] }],
       response: { 200: ApiKeyList }

@@ -1,7 +1,7 @@
 // Business traffic: every request that is not one of keygate's own endpoints lands here, and its
 // trip reads top to bottom: match the route (proxy/route-table.ts) -> authenticate by the route's
-// tier (auth/authenticate.ts) -> count it against the route's rate limits (limits/limiter.ts) ->
-// mutate: the identity token (proxy/identity.ts) -> forward the
+// tier, and authorise by its scopes (auth/authenticate.ts) -> count it against the route's rate
+// limits (limits/limiter.ts) -> mutate: the identity token (proxy/identity.ts) -> forward the
 // upstream request (proxy/upstream-request.ts) over the transport (proxy/forwarder.ts). The body
 // is buffered (up to the route's limit) so the signature is checked over the exact bytes, and
 // those same bytes are forwarded.
@@ -86,7 +86,8 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     // A declared length over the limit is refused before a byte of the body is read.
     const declaredLength = request.headers['content-length']
     if (declaredLength !== undefined && Number(declaredLength) > route.bodyLimit) throw tooLarge(route.bodyLimit)
-    return authenticator.beforeBody(request, route.auth, { replay: route.replay })
+    // the route's required scopes travel with the state to the scope stage, which ends the pipeline
+    return authenticator.beforeBody(request, route.auth, { replay: route.replay, requiredScopes: route.scopes })
   }
 
   // 2. Authenticate what needs the body; 3. count the request against the route's rate limits:

@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
+import { MAX_SCOPES, SCOPE_RULE } from '../../users/scopes.js'
 
 // Printable ASCII only: the name travels to upstreams in the x-gateway-key-name header, whose value
 // must be plain text, and is signed byte for byte.
@@ -9,7 +10,13 @@ export const ApiKeyRequest = Type.Object({
   publicKey: Type.String({ minLength: 1, maxLength: 16_384 }),
   signature: Type.String({ minLength: 1, maxLength: 4096 }),
   // ISO 8601 with a time zone, in the future, at most 5 years ahead (checked by the registry)
-  expiresAt: Type.Optional(Type.String({ minLength: 1, maxLength: 64 }))
+  expiresAt: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  // each a scope (checked by the registry, whose answer names the bad one and the rule)
+  scopes: Type.Optional(Type.Array(Type.String({ maxLength: 200, description: `a scope: ${SCOPE_RULE}` }), {
+    uniqueItems: true,
+    maxItems: MAX_SCOPES,
+    description: 'what the key may do: some of your user\'s scopes; absent: all of them (as they are now)'
+  }))
 }, { additionalProperties: false })
 export type ApiKeyRequest = Static<typeof ApiKeyRequest>
 
@@ -17,7 +24,8 @@ export const ApiKeyResponse = Type.Object({
   message: Type.String(),
   apiKey: Type.String({ description: 'send it in X-API-Key' }),
   name: Type.String(),
-  expiresAt: Type.Optional(Type.String({ description: 'ISO 8601 (UTC); absent: the key does not expire' }))
+  expiresAt: Type.Optional(Type.String({ description: 'ISO 8601 (UTC); absent: the key does not expire' })),
+  scopes: Type.Array(Type.String(), { description: 'the key\'s scopes' })
 }, { description: 'The key is registered' })
 
 /** One of the caller's keys, as GET /v1/api-keys lists it. */
@@ -28,7 +36,10 @@ export const ApiKeyView = Type.Object({
   lastUsedAt: Type.Union([Type.String(), Type.Null()], { description: 'ISO 8601, to the minute; null: never used' }),
   status: Type.Union([Type.Literal('active'), Type.Literal('revoked'), Type.Literal('expired')]),
   expiresAt: Type.Optional(Type.String({ description: 'ISO 8601; absent: the key does not expire' })),
-  revokedAt: Type.Optional(Type.String({ description: 'ISO 8601; present once revoked' }))
+  revokedAt: Type.Optional(Type.String({ description: 'ISO 8601; present once revoked' })),
+  scopes: Type.Union([Type.Array(Type.String()), Type.Null()], {
+    description: 'the key\'s scopes (of them, a request may use those its user still has); null: every scope of its user (a key registered before scopes)'
+  })
 })
 
 export const ApiKeyList = Type.Object({

@@ -55,7 +55,7 @@ t.test('users passwd, list, remove and keys list, show, revoke', async (t) => {
     t.equal(users.error, undefined)
     t.match(
       users.stdout,
-      /^USERNAME +CREATED +PASSWORD CHANGED +ACTIVE KEYS +KEYS\nalice +\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +\S+ \S+ +2 +2\nbob .* 1 +1\n2 users\n$/
+      /^USERNAME +CREATED +PASSWORD CHANGED +ACTIVE KEYS +KEYS +SCOPES\nalice +\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +\S+ \S+ +2 +2 +-\nbob .* 1 +1 +-\n2 users\n$/
     )
     const json = JSON.parse((await inProcess(['users', 'list', '--json'], env)).stdout) as unknown
     t.match(json, [{ username: 'alice', activeKeys: 2, keys: 2 }, { username: 'bob', activeKeys: 1, keys: 1 }])
@@ -65,7 +65,7 @@ t.test('users passwd, list, remove and keys list, show, revoke', async (t) => {
     const { stdout, error } = await inProcess(['keys', 'list'], env)
     t.equal(error, undefined)
     const lines = stdout.trimEnd().split('\n')
-    t.match(lines[0], /^APIKEY +OWNER +NAME +STATUS +CREATED +LAST USED +EXPIRES$/)
+    t.match(lines[0], /^APIKEY +OWNER +NAME +STATUS +CREATED +LAST USED +EXPIRES +SCOPES$/)
     t.same(lines.slice(1, 4).map((l) => l.split(/ {2,}/).slice(0, 4)), [
       [bobs.apiKey, 'bob', 'bob key', 'active'], [phone.apiKey, 'alice', 'phone', 'active'], [laptop.apiKey, 'alice', 'laptop', 'active']
     ], 'every key, newest first')
@@ -79,7 +79,7 @@ t.test('users passwd, list, remove and keys list, show, revoke', async (t) => {
     const show = await inProcess(['keys', 'show', laptop.apiKey], env)
     t.match(show.stdout, new RegExp(
       `^owner: +alice\napiKey: +${laptop.apiKey}\nname: +laptop\ncreatedAt: +\\S+\n` +
-      'lastUsedAt: +-\nstatus: +active\n-----BEGIN PUBLIC KEY-----\n'
+      'lastUsedAt: +-\nstatus: +active\nscopes: +-\n-----BEGIN PUBLIC KEY-----\n'
     ))
     t.equal(JSON.parse((await inProcess(['keys', 'show', laptop.apiKey, '--json'], env)).stdout).publicKey, laptop.publicPem)
   })

@@ -37,6 +37,7 @@ t.test('forwarding to a recording upstream', async (t) => {
         'X-Gateway-Key': 'forged',
         'x-gateway-key-name': 'forged',
         'x-gateway-admin': 'true',
+        'x-gateway-scopes': 'admin',
         connection: 'x-gateway-user, authorization'
       }
     })
@@ -50,7 +51,8 @@ t.test('forwarding to a recording upstream', async (t) => {
     t.notOk('authorization' in seen.headers, 'the bearer token stays at the gateway')
     t.notOk('x-api-signature' in seen.headers)
     const identityLines = seen.rawHeaders.filter((_, i) => i % 2 === 0).map((h) => h.toLowerCase()).filter((h) => h.startsWith('x-gateway-'))
-    t.same(identityLines.sort(), ['x-gateway-key', 'x-gateway-key-name', 'x-gateway-user'], 'each identity header exactly once')
+    t.same(identityLines.sort(), ['x-gateway-key', 'x-gateway-key-name', 'x-gateway-scopes', 'x-gateway-user'], 'each identity header exactly once')
+    t.equal(seen.headers['x-gateway-scopes'], '', 'the scopes the gateway knows (alice has none), never the client\'s')
     t.equal(seen.headers['x-api-key'], keys.apiKey, 'other client headers pass')
   })
 

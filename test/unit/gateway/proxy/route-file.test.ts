@@ -108,7 +108,7 @@ t.test('bad files and the exact messages they get', async (t) => {
     ['no auth', route('prefix: /a/\nupstream: http://x'), ['routes.yaml: routes[0].auth: is required']],
     ['an unknown field', route(`${ok}\ncolour: red`),
       ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams, keepHeaders, rateLimits, onStoreDown)']],
+        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams, keepHeaders, rateLimits, onStoreDown, scopes)']],
     ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
       ['routes.yaml: routes[0].methods[1]: "FETCH" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']],
     ['a method twice', route(`${ok}\nmethods: [GET, GET]`), ['routes.yaml: routes[0].methods: lists an item twice']],
@@ -157,7 +157,7 @@ t.test('bad files and the exact messages they get', async (t) => {
         'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
         'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
         'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams, keepHeaders, rateLimits, onStoreDown)'
+          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, identityToken, allowMatrixParams, keepHeaders, rateLimits, onStoreDown, scopes)'
       ]]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
@@ -171,6 +171,36 @@ t.test('matrix parameters: a boolean, on prefix routes', async (t) => {
       ['routes.yaml: routes[0].allowMatrixParams: an exact path takes no matrix parameters; only a prefix route does, below its prefix']]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
+})
+
+t.test('scopes: scopes by the one rule, on signed and bearer routes only; read and write apart on one prefix', async (t) => {
+  const cases: Array<[string, string, string[]]> = [
+    ['a scope with a space', route('prefix: /a/\nupstream: http://x\nauth: signed\nscopes: [clients:read, "clients write"]'),
+      ['routes.yaml: routes[0].scopes[1]: "clients write" is not a scope: 1-64 letters, digits, ":", ".", "_", "-" or "/" (no spaces)']],
+    ['an empty scope', route('prefix: /a/\nupstream: http://x\nauth: bearer\nscopes: [""]'),
+      ['routes.yaml: routes[0].scopes[0]: "" is not a scope: 1-64 letters, digits, ":", ".", "_", "-" or "/" (no spaces)']],
+    ['a scope twice', route('prefix: /a/\nupstream: http://x\nauth: signed\nscopes: [a, a]'), ['routes.yaml: routes[0].scopes: lists an item twice']],
+    ['not a list', route('prefix: /a/\nupstream: http://x\nauth: signed\nscopes: clients:read'),
+      ['routes.yaml: routes[0].scopes: must be a list, not "clients:read"']],
+    ['scopes on a public route', route('prefix: /a/\nupstream: http://x\nauth: public\nscopes: [clients:read]'),
+      ['routes.yaml: routes[0].scopes: a public route has no user whose scopes it could check; give it auth: bearer or signed, or drop scopes']],
+    ['the scopes header named with "_"', route('prefix: /a/\nupstream: http://x\nauth: signed\nidentityHeaders: { scopes: x_scopes }'),
+      ['routes.yaml: routes[0].identityHeaders.scopes: "x_scopes" is not an HTTP header name without "_" ' +
+        '(CGI-style servers read x_user and x-user as one header; use "-")']],
+    ['scopes of every allowed character', route('prefix: /a/\nupstream: http://x\nauth: signed\nscopes: [a.B_c-d/e:9, "' + 'x'.repeat(64) + '"]'), []]
+  ]
+  for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
+
+  const routes = routesFromDocument(parseRouteText(`routes:
+  - { prefix: /v1/clients/, upstream: http://x, auth: signed, methods: [GET], scopes: [clients:read] }
+  - { prefix: /v1/clients/, upstream: http://x, auth: signed, methods: [POST], scopes: [clients:read, clients:write] }
+  - { prefix: /v1/reports/, upstream: http://x, auth: bearer, scopes: [reports:read], identityHeaders: { scopes: X-Scopes } }
+  - { prefix: /v1/other/, upstream: http://x, auth: signed }
+`, 'routes.yaml'), 'routes.yaml', defaults)
+  t.same(routes.map((r) => [r.methods, r.scopes]), [[['GET'], ['clients:read']], [['POST'], ['clients:read', 'clients:write']],
+    [[...HTTP_METHODS], ['reports:read']], [[...HTTP_METHODS], []]], 'one prefix, a scope per method; none by default')
+  t.equal(routes[2]?.identityHeaders.scopes, 'x-scopes', 'the scopes header renamed, in lower case')
+  t.equal(routes[0]?.identityHeaders.scopes, DEFAULT_IDENTITY_HEADERS.scopes, 'by default x-gateway-scopes')
 })
 
 t.test('keepHeaders: only the headers keygate strips, any case', async (t) => {

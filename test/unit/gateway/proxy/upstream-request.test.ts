@@ -5,6 +5,7 @@ import t from 'tap'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
 import { route, type RouteConfig } from '../../../../gateway/src/proxy/route.js'
 import { forwardedPath, OVERRIDE_HEADERS, upstreamHeaders, upstreamRequest, type DownstreamRequest } from '../../../../gateway/src/proxy/upstream-request.js'
+import { NO_SCOPES, scopeSet } from '../../../../gateway/src/users/scopes.js'
 
 const DEFAULTS = { bodyLimit: 1024, timeoutMs: 5000 }
 const keyObject = generateKeyPairSync('ed25519').publicKey
@@ -92,12 +93,15 @@ t.test('upstreamHeaders: a route\'s own identity header names and identity token
     prefix: '/',
     upstream: 'http://u',
     auth: 'signed',
-    identityHeaders: { user: 'x-user', key: 'x-key', keyName: 'x-key-name' },
+    identityHeaders: { user: 'x-user', key: 'x-key', keyName: 'x-key-name', scopes: 'x-scopes' },
     identityToken: { header: 'x-proof', ttlSeconds: 60, audience: 'http://u' }
   }, DEFAULTS)
-  const forged = client({ headers: { 'x-user': 'mallory', 'x-proof': 'forged', 'x-key-name': 'forged' } })
+  const forged = client({ headers: { 'x-user': 'mallory', 'x-proof': 'forged', 'x-key-name': 'forged', 'x-scopes': 'admin' } })
   const headers = upstreamHeaders(forged, { route: r, identityToken: 'jwt' }, AUTH)
   t.same(headers, { host: 'u', 'x-forwarded-for': '127.0.0.9', 'x-user': 'alice', 'x-key': 'a'.repeat(64), 'x-key-name': 'laptop', 'x-proof': 'jwt' })
+  const scoped = upstreamHeaders(forged, { route: r, identityToken: 'jwt' }, { ...AUTH, scopes: scopeSet(['clients:read', 'clients:write']) })
+  t.equal(scoped['x-scopes'], 'clients:read clients:write', 'the scopes under the route\'s name, space-separated; the client\'s copy dropped')
+  t.equal(upstreamHeaders(forged, { route: r }, { ...AUTH, scopes: NO_SCOPES })['x-scopes'], '', 'no scopes: an empty header, never the client\'s')
 })
 
 t.test('upstreamHeaders: through a trusted proxy, its chain and forwarding headers; the route\'s own headers still win', async (t) => {

@@ -244,6 +244,83 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       t.same(await store.removeUser('carol'), { removed: false, revokedKeys: [] }, 'removing an unknown user removes nothing')
     })
 
+    t.test(`${kind} store: user scopes, key scopes and key changes, each announced`, async (t) => {
+      const store = await make(t)
+      const events: KeyEvent[] = []
+      await store.watchKeys((event) => { events.push(event) })
+      await until(() => events.length > 0)
+      events.length = 0
+
+      // A user is created with scopes, or without (none); a password change keeps them.
+      t.same((await store.putUser('dave', 'hash-d')).scopes, [], 'a user created without scopes has none')
+      const erin = await store.putUser('erin', 'hash-e', ['clients:read', 'clients:write'])
+      t.same(erin.scopes, ['clients:read', 'clients:write'], 'a user created with scopes')
+      t.same((await store.getUser('erin'))?.scopes, ['clients:read', 'clients:write'])
+      const changed = await store.putUser('erin', 'hash-e2')
+      t.same(changed.scopes, ['clients:read', 'clients:write'], 'a password change keeps the scopes')
+      t.equal((await store.getUser('erin'))?.passwordHash, 'hash-e2')
+      t.same((await store.listUsers()).map((u) => [u.username, u.scopes]), [['dave', []], ['erin', ['clients:read', 'clients:write']]],
+        'listed with their scopes')
+      await until(() => events.some((e) => e.type === 'user-changed'))
+      t.same(events, [{ type: 'user-changed', username: 'erin' }], 'scopes given at creation are announced; a password change is not')
+      events.length = 0
+
+      // setUserScopes: replaces them, announces it; null for nobody.
+      const set = await store.setUserScopes('erin', ['clients:read'])
+      t.same(set?.scopes, ['clients:read'])
+      t.equal(set?.passwordHash, 'hash-e2', 'the rest of the record stays')
+      t.same((await store.getUser('erin'))?.scopes, ['clients:read'])
+      t.same((await store.setUserScopes('erin', []))?.scopes, [], 'scopes can be emptied')
+      t.same((await store.getUser('erin'))?.scopes, [])
+      t.equal(await store.setUserScopes('nobody', ['a']), null, 'no such user: null')
+      t.equal(await store.getUser('nobody'), null, 'and no user is made')
+      await until(() => events.filter((e) => e.type === 'user-changed').length >= 2)
+      t.same(events, [{ type: 'user-changed', username: 'erin' }, { type: 'user-changed', username: 'erin' }], 'each change announced once')
+      events.length = 0
+
+      // Keys: scopes stored at registration; a record without them stays without (a legacy key).
+      const scoped = { ...record('c'.repeat(64), 'erin'), scopes: ['clients:read'] }
+      const empty = { ...record('d'.repeat(64), 'erin'), scopes: [] }
+      const legacy = record('e'.repeat(64), 'erin')
+      for (const r of [scoped, empty, legacy]) t.equal(await store.createKey(r), 'created')
+      t.same(await store.getKey(scoped.apiKey), scoped)
+      t.same(await store.getKey(empty.apiKey), empty, 'an empty list stays an empty list')
+      t.equal((await store.getKey(legacy.apiKey))?.scopes, undefined, 'no scopes given: none stored (every scope of its owner)')
+
+      // updateKey: scopes, expiry set and cleared; announced; the record after the change.
+      const later = at('2030-06-01T00:00:00Z')
+      const updated = await store.updateKey(scoped.apiKey, { scopes: ['clients:read', 'clients:write'], expiresAt: later })
+      t.same(updated, { outcome: 'updated', record: { ...scoped, scopes: ['clients:read', 'clients:write'], expiresAt: later } })
+      t.same(await store.getKey(scoped.apiKey), { ...scoped, scopes: ['clients:read', 'clients:write'], expiresAt: later })
+      t.same((await store.updateKey(scoped.apiKey, { scopes: [] })).record, { ...scoped, scopes: [], expiresAt: later }, 'scopes emptied, the expiry kept')
+      t.same((await store.getKey(scoped.apiKey))?.scopes, [], 'read back as an empty list')
+      t.same((await store.updateKey(scoped.apiKey, { expiresAt: null })).record, { ...scoped, scopes: [] }, 'expiresAt null: the key no longer expires')
+      t.same((await store.updateKey(legacy.apiKey, { expiresAt: later })).record, { ...legacy, expiresAt: later }, 'a legacy key keeps having no scopes')
+      t.same(await store.updateKey('f'.repeat(64), { scopes: ['a'] }), { outcome: 'not-found', record: null })
+      await until(() => events.filter((e) => e.type === 'changed').length >= 4)
+      t.same(events, [scoped, scoped, scoped, legacy].map((r) => ({ type: 'changed', apiKey: r.apiKey })), 'each change announced once')
+      events.length = 0
+
+      // A revoked key is not changed.
+      await store.revokeKey(empty.apiKey, at('2026-03-01T00:00:00Z'))
+      const refused = await store.updateKey(empty.apiKey, { scopes: ['clients:read'], expiresAt: later })
+      t.equal(refused.outcome, 'revoked')
+      t.same(refused.record, { ...empty, revokedAt: at('2026-03-01T00:00:00Z') }, 'the record as it is')
+      t.same(await store.getKey(empty.apiKey), { ...empty, revokedAt: at('2026-03-01T00:00:00Z') }, 'unchanged, its empty scopes included')
+
+      // Concurrent changes: each applied whole (the last one wins), none lost half-way.
+      await Promise.all(Array.from({ length: 10 }, async (_, i) => await store.updateKey(legacy.apiKey, { scopes: [`s${i}`], expiresAt: later })))
+      const final = await store.getKey(legacy.apiKey)
+      t.equal(final?.scopes?.length, 1, 'one whole set of scopes')
+      t.equal(final?.expiresAt, later)
+
+      // Removing the user announces it (and revokes its keys, as before).
+      events.length = 0
+      await store.removeUser('erin')
+      await until(() => events.some((e) => e.type === 'user-changed'))
+      t.same(events.filter((e) => e.type === 'user-changed'), [{ type: 'user-changed', username: 'erin' }], 'the removal is announced')
+    })
+
     t.test(`${kind} store: at most maxActiveKeys active keys per owner, checked and added in one step`, async (t) => {
       const store = await make(t)
       const hex = (i: number, owner: string): string => `${owner === 'alice' ? 'a' : 'b'}${String(i).padStart(63, '0')}`
@@ -313,6 +390,17 @@ t.test('redis store: revocations reach every store on the prefix, and a resubscr
   await a.revokeKey('6'.repeat(64), new Date().toISOString())
   await until(() => heard.some((e) => e.type === 'revoked' && e.apiKey === '6'.repeat(64)))
   t.pass('after the resubscription, revocations are heard again')
+
+  // Key changes and user changes reach B too.
+  heard.length = 0
+  await a.updateKey('6'.repeat(64), { scopes: ['x'] })
+  await a.createKey(record('5'.repeat(64)))
+  await a.updateKey('5'.repeat(64), { scopes: ['clients:read'] })
+  await a.putUser('zoe', 'hash-z')
+  await a.setUserScopes('zoe', ['clients:read'])
+  await until(() => heard.length >= 2)
+  t.same(heard, [{ type: 'changed', apiKey: '5'.repeat(64) }, { type: 'user-changed', username: 'zoe' }],
+    'a key change and a user\'s scope change at A are heard at B (a revoked key is not changed, nor announced)')
   t.same(heardOther.filter((e) => e.type === 'revoked'), [], 'another prefix hears nothing')
 })
 

@@ -64,3 +64,20 @@ t.test('validateNewUser: VALIDATION_FAILED for bad usernames and passwords', asy
   t.equal((await captureGatewayError(() => users.upsert('bad name', '12345678'))).code, 'VALIDATION_FAILED')
   t.equal(calls.putUser, before, 'upsert validates before storing')
 })
+
+t.test('scopes: upsert with scopes, setScopes, a password change keeps them', async (t) => {
+  const carol = await users.upsert('carol', 'carol-password-1', ['reports:read', 'clients:read', 'reports:read'])
+  t.same(carol.scopes, ['clients:read', 'reports:read'], 'checked, each once, sorted')
+  t.same((await users.upsert('carol', 'carol-password-2')).scopes, ['clients:read', 'reports:read'], 'a password change keeps them')
+  t.same((await users.setScopes('carol', ['billing/invoices.write']))?.scopes, ['billing/invoices.write'])
+  t.same((await store.getUser('carol'))?.scopes, ['billing/invoices.write'])
+  t.equal(await users.setScopes('nobody', ['a']), null, 'no such user: null')
+  t.equal(await users.setScopes('not a name', ['a']), null, 'not even a username: null')
+  const puts = calls.putUser
+  const bad = await captureGatewayError(() => users.upsert('dave', 'dave-password-1', ['ok', 'not ok']))
+  t.equal(bad.code, 'VALIDATION_FAILED')
+  t.match(bad.message, /"not ok" is not a scope/)
+  t.equal(calls.putUser, puts, 'nothing stored')
+  t.equal((await captureGatewayError(() => users.setScopes('carol', ['x'.repeat(65)]))).code, 'VALIDATION_FAILED')
+  t.same((await store.getUser('carol'))?.scopes, ['billing/invoices.write'], 'a refused change changes nothing')
+})

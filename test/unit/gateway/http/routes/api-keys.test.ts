@@ -43,7 +43,8 @@ for (const kind of STORE_KINDS) {
     const expiresAt = new Date(Date.now() + 3_600_000).toISOString()
     const registered = await register(gw.url, alice, second, 'second', expiresAt)
     t.equal(registered.status, 201)
-    t.same(registered.json(), { message: 'API key registered', apiKey: second.apiKey, name: 'second', expiresAt }, 'the answer names the expiry')
+    t.same(registered.json(), { message: 'API key registered', apiKey: second.apiKey, name: 'second', expiresAt, scopes: [] },
+      'the answer names the expiry (and the scopes: alice has none)')
     t.equal((await registerKey(gw.url, bob, bobs, 'bobs')).status, 201)
 
     const listed = await list(gw.url, alice)
