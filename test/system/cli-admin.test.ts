@@ -2,7 +2,8 @@
 // processes whose environment holds KEYGATE_ADMIN_URL and KEYGATE_ADMIN_TOKEN and nothing of
 // Redis, against a running gateway on Redis. They print what the direct way prints (compared
 // with it on the same store), exit as it does, and say clearly what only this way meets: a
-// refused token, an admin URL nobody answers, a command the admin API has no form of.
+// refused token, an admin URL nobody answers, a command the admin API has no form of. The scope
+// commands (users scopes, users add --scopes, keys update) go through it too.
 import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { runCli } from '../../gateway/src/cli/keygate.js'
@@ -39,7 +40,7 @@ t.test('users and keys through the admin API, with no Redis in the environment',
     t.equal(passwd.stdout, `password of frank changed in ${where}; tokens already issued stay valid until they expire\n`)
     t.type(await login(gw.url, 'frank', 'the third password'), 'string')
     const list = await keygate(['users', 'list'], '', env)
-    t.match(list.stdout, /^USERNAME +CREATED +PASSWORD CHANGED +ACTIVE KEYS +KEYS\nfrank +\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +\S+ \S+ +0 +0\n1 user\n$/)
+    t.match(list.stdout, /^USERNAME +CREATED +PASSWORD CHANGED +ACTIVE KEYS +KEYS +SCOPES\nfrank +\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +\S+ \S+ +0 +0 +-\n1 user\n$/)
   })
 
   await t.test('keys list, show, revoke; users remove', async (t) => {
@@ -53,7 +54,7 @@ t.test('users and keys through the admin API, with no Redis in the environment',
     const list = await keygate(['keys', 'list', '--user', 'frank'], '', env)
     t.equal(list.code, 0, list.stderr)
     const lines = list.stdout.trimEnd().split('\n')
-    t.match(lines[0], /^APIKEY +OWNER +NAME +STATUS +CREATED +LAST USED +EXPIRES$/)
+    t.match(lines[0], /^APIKEY +OWNER +NAME +STATUS +CREATED +LAST USED +EXPIRES +SCOPES$/)
     t.same(lines.slice(1, 3).map((l) => l.split(/ {2,}/).slice(0, 4)), [[phone.apiKey, 'frank', 'phone', 'active'], [laptop.apiKey, 'frank', 'laptop', 'active']])
     t.equal(lines[3], '2 keys of frank')
     const show = await keygate(['keys', 'show', laptop.apiKey, '--json'], '', env)
@@ -83,6 +84,41 @@ t.test('users and keys through the admin API, with no Redis in the environment',
       t.equal(viaAdmin.code, 0, viaAdmin.stderr)
       t.equal(viaAdmin.stdout, await direct(args, directWay), `${args.join(' ')}: the same`)
     }
+  })
+
+  await t.test('scopes: users add --scopes, users scopes, keys update; the gateway follows', async (t) => {
+    const added = await keygate(['users', 'add', 'ivy', '--scopes', 'clients:read,reports:read'], 'a password of ivy\n', env)
+    t.equal(added.code, 0, added.stderr)
+    t.equal(added.stdout, `user ivy created in ${where}, scopes: clients:read reports:read\n`)
+    const shown = await keygate(['users', 'scopes', 'ivy'], '', env)
+    t.equal(shown.stdout, 'scopes of ivy: clients:read reports:read\n')
+    const set = await keygate(['users', 'scopes', 'ivy', 'clients:read', 'clients:write'], '', env)
+    t.equal(set.code, 0, set.stderr)
+    t.match(set.stdout, `scopes of ivy set to clients:read clients:write (were: clients:read reports:read) in ${where}\n`)
+    t.same((await gw.app.keygate.store.getUser('ivy'))?.scopes, ['clients:read', 'clients:write'], 'stored')
+
+    const token = await login(gw.url, 'ivy', 'a password of ivy')
+    const key = rsaKeyPair()
+    t.same((await registerKey(gw.url, token, key, 'ivy key')).json().scopes, ['clients:read', 'clients:write'])
+    const updated = await keygate(['keys', 'update', key.apiKey, '--scopes', 'clients:read', '--expires-at', '2030-01-01T00:00:00Z'], '', env)
+    t.equal(updated.code, 0, updated.stderr)
+    t.equal(updated.stdout, `key ${key.apiKey} (ivy, "ivy key") updated: scopes clients:read, expires 2030-01-01 00:00:00Z; ` +
+      `every gateway on ${where} applies it within a second\n`)
+    t.match(await gw.app.keygate.store.getKey(key.apiKey), { scopes: ['clients:read'], expiresAt: '2030-01-01T00:00:00.000Z' })
+    const cleared = await keygate(['keys', 'update', key.apiKey, '--no-scopes', '--expires-at', 'never'], '', env)
+    t.match(cleared.stdout, /updated: scopes -, expires -;/)
+    const extra = await keygate(['keys', 'update', key.apiKey, '--scopes', 'billing:admin'], '', env)
+    t.equal(extra.code, 1)
+    t.match(extra.stderr, /^VALIDATION_FAILED: .*billing:admin/)
+    const nothing = await keygate(['keys', 'update', key.apiKey], '', env)
+    t.equal(nothing.code, 2)
+    t.match(nothing.stderr, /^keys update needs --scopes A,B, --no-scopes or --expires-at ISO\|never/)
+    t.equal((await keygate(['keys', 'revoke', key.apiKey], '', env)).code, 0)
+    const revoked = await keygate(['keys', 'update', key.apiKey, '--scopes', 'clients:read'], '', env)
+    t.equal(revoked.code, 1)
+    t.equal(revoked.stderr, `keygate: key ${key.apiKey} (ivy, "ivy key") is revoked: it can never sign again, so it was left as it is\n`)
+    const directWay = { REDIS_URL: await testRedisUrl(), KEYGATE_REDIS_PREFIX: gw.config.redisPrefix }
+    t.equal((await keygate(['users', 'scopes', 'ivy'], '', env)).stdout, await direct(['users', 'scopes', 'ivy'], directWay), 'the same as the direct way')
   })
 
   await t.test('mistakes and failures: clear words, the same exit codes', async (t) => {

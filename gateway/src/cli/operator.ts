@@ -128,7 +128,8 @@ async function keysCommand (command: string | undefined, args: string[], io: Ope
     io.stdout.write(`${records.length} key${records.length === 1 ? '' : 's'}${user === undefined ? '' : ` of ${user}`}\n`)
     return
   }
-  const { json, positional } = parseFlags(args, {})
+  const flags = parseFlags(args, command === 'update' ? COMMANDS.keys.update : {})
+  const { json, positional } = flags
   const apiKey = positional[0]
   if (apiKey === undefined || positional.length > 1) throw new OperatorUsageError(`keys ${command ?? ''} needs one APIKEY`)
   if (command === 'show') {
@@ -144,7 +145,7 @@ async function keysCommand (command: string | undefined, args: string[], io: Ope
     return
   }
   if (command === 'update') {
-    const change = await operations.updateKey(apiKey, keyChanges(parseFlags(args, COMMANDS.keys.update)))
+    const change = await operations.updateKey(apiKey, keyChanges(flags))
     if (change === null) throw new Error(`no key ${apiKey} in ${where}`)
     const { key } = change
     const what = `key ${apiKey} (${key.owner}, ${JSON.stringify(key.name)})`
@@ -196,7 +197,7 @@ async function usersCommand (command: string | undefined, args: string[], io: Op
       return
     }
     io.stdout.write(formatTable([['USERNAME', 'CREATED', 'PASSWORD CHANGED', 'ACTIVE KEYS', 'KEYS', 'SCOPES'],
-      ...rows.map((r) => [r.username, when(r.createdAt), when(r.updatedAt), String(r.activeKeys), String(r.keys), userScopes(r.scopes)])]))
+      ...rows.map((r) => [r.username, when(r.createdAt), when(r.updatedAt), String(r.activeKeys), String(r.keys), keyScopes(r.scopes)])]))
     io.stdout.write(`${rows.length} user${rows.length === 1 ? '' : 's'}\n`)
     return
   }
