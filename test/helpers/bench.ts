@@ -2,7 +2,11 @@
 // or `npm run keygate -- bench`. A run that hangs is interrupted (SIGINT, as Ctrl-C would) after
 // 50 s, so a test fails instead of waiting for tap's timeout.
 import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { Redis } from 'ioredis'
 import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -24,4 +28,25 @@ export async function runBench (args: string[], env: NodeJS.ProcessEnv = {}, ent
     child.on('error', reject)
     child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }) })
   })
+}
+
+/** the smallest settings that still run every step: a second per configuration, no warm-up, one round */
+export const TINY = ['--duration', '1', '--warmup', '0', '--rounds', '1', '--connections', '4']
+
+/** the process is still running */
+export function alive (pid: number): boolean {
+  try { process.kill(pid, 0); return true } catch { return false }
+}
+
+/** every Redis key under `prefix` (a run must leave none behind) */
+export async function keysUnder (url: string, prefix: string): Promise<string[]> {
+  const client = new Redis(url, { maxRetriesPerRequest: 1 })
+  try { return await client.keys(`${prefix}*`) } finally { client.disconnect() }
+}
+
+/** a folder for the reports, removed after the test */
+export function outDir (t: { teardown: (fn: () => unknown) => void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-test-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  return dir
 }

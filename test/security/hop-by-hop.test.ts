@@ -13,7 +13,9 @@ type Pairs = Array<[string, string]>
 
 interface Case { name: string; headers: Pairs }
 
-const FORGED_IDENTITY: Pairs = [['X-Gateway-User', 'mallory'], ['X-Gateway-Key', 'f'.repeat(64)], ['X-Gateway-Key-Name', 'forged']]
+const FORGED_IDENTITY: Pairs = [
+  ['X-Gateway-User', 'mallory'], ['X-Gateway-Key', 'f'.repeat(64)], ['X-Gateway-Key-Name', 'forged'], ['X-Gateway-Scopes', 'admin:all']
+]
 
 const CASES: Case[] = [
   { name: 'Connection: x-gateway-user, authorization', headers: [['Connection', 'x-gateway-user, authorization'], ...FORGED_IDENTITY] },
@@ -29,7 +31,7 @@ const CASES: Case[] = [
   },
   {
     name: 'Connection naming every header the gateway writes',
-    headers: [['Connection', 'x-gateway-user, x-gateway-key, x-gateway-key-name, x-forwarded-for, content-length, host'], ...FORGED_IDENTITY]
+    headers: [['Connection', 'x-gateway-user, x-gateway-key, x-gateway-key-name, x-gateway-scopes, x-forwarded-for, content-length, host'], ...FORGED_IDENTITY]
   },
   { name: 'Connection with odd spacing and empty members', headers: [['Connection', ' ,x-gateway-user ,, \tx-gateway-key\t,'], ...FORGED_IDENTITY] },
   {
@@ -63,17 +65,20 @@ const CASES: Case[] = [
   }
 ]
 
-const IDENTITY = ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name'] as const
+const IDENTITY = ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name', 'x-gateway-scopes'] as const
 
 t.test(`${CASES.length} hostile header sets on signed requests: ${CASES.length} succeed, ` +
   'each identity header reaches the upstream exactly once with the gateway\'s value', async (t) => {
   const recorder = await startRecorder(t)
   const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: recorder.url })
   await addUser(gw, 'alice')
+  await gw.app.keygate.users.setScopes('alice', ['clients:read', 'clients:write'])
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()
   t.equal((await registerKey(gw.url, token, keys, 'alice key')).status, 201)
-  const expectedValues: Record<typeof IDENTITY[number], string> = { 'x-gateway-user': 'alice', 'x-gateway-key': keys.apiKey, 'x-gateway-key-name': 'alice key' }
+  const expectedValues: Record<typeof IDENTITY[number], string> = {
+    'x-gateway-user': 'alice', 'x-gateway-key': keys.apiKey, 'x-gateway-key-name': 'alice key', 'x-gateway-scopes': 'clients:read clients:write'
+  }
 
   for (const { name, headers } of CASES) {
     t.test(name, async (t) => {

@@ -1,31 +1,13 @@
 // `npm run bench` end to end with tiny settings: it starts the five configurations, loads each,
 // prints the comparison table, writes JSON and HTML reports, and leaves no process or Redis key.
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Redis } from 'ioredis'
 import t from 'tap'
 import type { BenchReport } from '../../bench/report.js'
-import { runBench, type BenchRun } from '../helpers/bench.js'
+import { TINY, alive, keysUnder, outDir, runBench, type BenchRun } from '../helpers/bench.js'
 import { testRedisUrl } from '../helpers/redis.js'
 
-const TINY = ['--duration', '1', '--warmup', '0', '--rounds', '1', '--connections', '4']
 const bench = runBench
-
-function alive (pid: number): boolean {
-  try { process.kill(pid, 0); return true } catch { return false }
-}
-
-async function keysUnder (url: string, prefix: string): Promise<string[]> {
-  const client = new Redis(url, { maxRetriesPerRequest: 1 })
-  try { return await client.keys(`${prefix}*`) } finally { client.disconnect() }
-}
-
-function outDir (t: { teardown: (fn: () => unknown) => void }): string {
-  const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-test-'))
-  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
-  return dir
-}
 
 t.test('with no target: the five configurations, a table, JSON and HTML, nothing left behind', async (t) => {
   const redisUrl = await testRedisUrl()
@@ -98,21 +80,6 @@ t.test('signed POSTs: each signed once per store, none refused as a replay, on b
     t.equal(c.median.non2xx, 0, `${c.id}: no replay refusals or conflicts: ${JSON.stringify(c.median.statuses)}`)
     t.equal(c.median.ratioToBare, null, `${c.id}: no ratio without b`)
   }
-})
-
-t.test('--only f: keygate on Redis with one per-key rate limit that never refuses; nothing left behind', async (t) => {
-  const redisUrl = await testRedisUrl()
-  const run = await bench([...TINY, '--only', 'f', '--json', '--out', outDir(t)], { REDIS_URL: redisUrl })
-  t.equal(run.code, 0, `exit 0\n${run.stderr}`)
-  const report = JSON.parse(run.stdout) as BenchReport
-  t.same(report.configs.map((c) => [c.id, c.label]), [['f', 'keygate, Redis, one per-key limit']])
-  const f = report.configs[0]
-  t.ok((f?.median.statuses['200'] ?? 0) > 0, 'signed GETs answered 200')
-  t.equal(f?.median.non2xx, 0, `none refused: ${JSON.stringify(f?.median.statuses)}`)
-  t.ok((f?.median.cpuPerRequestUs ?? 0) > 0, 'CPU per request')
-  for (const service of report.services) t.notOk(alive(service.pid), `${service.name} (pid ${service.pid}) is gone`)
-  t.type(report.options.redisPrefix, 'string')
-  t.same(await keysUnder(redisUrl, report.options.redisPrefix as string), [], 'no Redis key left under its prefix, rate counters included')
 })
 
 t.test('--help prints the usage; a bad flag is a usage error', async (t) => {
