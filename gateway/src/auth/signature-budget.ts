@@ -26,7 +26,7 @@
 // on it. Sharing the counts in Redis would cost a round trip per signed request.
 import { GatewayError } from '../errors.js'
 import { LruCache } from '../lib/lru-cache.js'
-import { addressBucket } from '../users/login-guard.js'
+import { addressBucket } from '../lib/client-address.js'
 import type { AuthStage } from './stage.js'
 import { integerOption } from '../lib/integer-option.js'
 

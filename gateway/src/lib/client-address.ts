@@ -15,6 +15,7 @@
 // (nginx's `$proxy_add_x_forwarded_for` leaves a client's `Forwarded` as it came), so reading both
 // would let a client choose its own address.
 import { isIPv4, isIPv6 } from 'node:net'
+import { sha256Base64url } from './sha256.js'
 
 export const CLIENT_ADDRESS_HEADERS = ['x-forwarded-for', 'forwarded'] as const
 export type ClientAddressHeader = typeof CLIENT_ADDRESS_HEADERS[number]
@@ -282,4 +283,25 @@ export function clientAddress (
     ip: walk(peer, forwardedForEntries(received), proxies),
     hop: { forwardedFor: received === '' ? peer : `${received}, ${peer}`, headers: passOn }
   }
+}
+
+/** Eight 16-bit groups of an IPv6 address (zone dropped), or null when it is not one. */
+function ipv6GroupsOf (address: string): number[] | null {
+  const ip = address.split('%', 1)[0] ?? ''
+  return isIPv6(ip) ? ipv6Groups(ip) : null
+}
+
+/**
+ * What one client address counts as, for every per-address count (login failures, failed
+ * signatures, rate limits): an IPv4 address itself (also when IPv4-mapped), an IPv6
+ * address its /64, since anyone holding one IPv6 address holds the 2^64 of its network.
+ */
+export function addressBucket (address: string): string {
+  address = String(address) // a socket that went away may leave request.ip undefined
+  if (isIPv4(address)) return address
+  const groups = ipv6GroupsOf(address)
+  if (groups === null) return `other:${sha256Base64url(address)}`
+  const isMapped = groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff
+  if (isMapped) return [groups[6] ?? 0, groups[7] ?? 0].flatMap((g) => [g >> 8, g & 0xff]).join('.')
+  return `${groups.slice(0, 4).map((g) => g.toString(16)).join(':')}::/64`
 }

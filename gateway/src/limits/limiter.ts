@@ -10,7 +10,7 @@
 // STORE_FAILURE_LOG_INTERVAL_MS, saying how many failures the line stands for.
 import { GatewayError, isGatewayError } from '../errors.js'
 import type { RateCounter, RateOutcome, Store } from '../store/index.js'
-import { addressBucket } from '../users/login-guard.js'
+import { addressBucket } from '../lib/client-address.js'
 import { policyField, RATE_LIMIT_HEADER, RATE_LIMIT_POLICY_HEADER, serviceLimitItem } from './headers.js'
 import {
   counterKey, remainingRequests as remainingOf, requestShareMs as share, wholeSeconds as seconds, type LimitedRoute, type RateLimit, type StoreDownPolicy

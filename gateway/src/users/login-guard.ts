@@ -17,11 +17,10 @@
 // the same time, and failures = attempts - successes = 2 * attempts - (checks + successes).
 // Both address counters live in clock-aligned windows (the window's number is in the key), so
 // the two always describe the same window.
-import { createHash } from 'node:crypto'
-import { isIPv4, isIPv6 } from 'node:net'
 import { GatewayError } from '../errors.js'
 import type { Store } from '../store/index.js'
-import { ipv6Groups } from '../lib/client-address.js'
+import { addressBucket } from '../lib/client-address.js'
+import { sha256Base64url } from '../lib/sha256.js'
 import { Semaphore } from '../lib/semaphore.js'
 import type { UserService } from './user-service.js'
 import { integerOption } from '../lib/integer-option.js'
@@ -68,30 +67,8 @@ export function loginLimits (options: LoginGuardOptions = {}): LoginLimits {
   }
 }
 
-/** Eight 16-bit groups of an IPv6 address (zone dropped), or null when it is not one. */
-function ipv6GroupsOf (address: string): number[] | null {
-  const ip = address.split('%', 1)[0] ?? ''
-  return isIPv6(ip) ? ipv6Groups(ip) : null
-}
-
-/**
- * What one client address counts as: an IPv4 address itself (also when IPv4-mapped), an IPv6
- * address its /64, since anyone holding one IPv6 address holds the 2^64 of its network.
- */
-export function addressBucket (address: string): string {
-  address = String(address) // a socket that went away may leave request.ip undefined
-  if (isIPv4(address)) return address
-  const groups = ipv6GroupsOf(address)
-  if (groups === null) return `other:${hashed(address)}`
-  const isMapped = groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff
-  if (isMapped) return [groups[6] ?? 0, groups[7] ?? 0].flatMap((g) => [g >> 8, g & 0xff]).join('.')
-  return `${groups.slice(0, 4).map((g) => g.toString(16)).join(':')}::/64`
-}
-
 /** Bounded and key-safe whatever the input: a 256-character username makes a 43-character key. */
-function hashed (text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('base64url')
-}
+const hashed = sha256Base64url
 
 /** The store keys (under the store's own prefix), kept apart by their own prefixes. */
 export const loginKeys = {

@@ -8,8 +8,9 @@ import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
 import { createRedisStore } from '../../../../gateway/src/store/redis.js'
 import {
   DEFAULT_LOGIN_CONCURRENCY, DEFAULT_LOGIN_MAX_FAILURES_PER_ADDRESS, DEFAULT_LOGIN_MAX_FAILURES_PER_USER, DEFAULT_LOGIN_QUEUE,
-  DEFAULT_LOGIN_WINDOW_SECONDS, addressBucket, createLoginGuard, loginKeys, loginLimits
+  DEFAULT_LOGIN_WINDOW_SECONDS, createLoginGuard, loginKeys, loginLimits
 } from '../../../../gateway/src/users/login-guard.js'
+import { addressBucket } from '../../../../gateway/src/lib/client-address.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
 import { STORE_KINDS, type StoreKind } from '../../../helpers/stack.js'
 
