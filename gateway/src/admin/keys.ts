@@ -7,7 +7,7 @@ import type { Operations } from './operations.js'
 import { KeyList, KeyParams, KeyPatchBody, KeyQuery, KeyRevocation, OperatorKey, OperatorKeyDetail } from './schemas/keys.js'
 
 const TAG = 'keys'
-const noSuchKey = (apiKey: string): GatewayError => new GatewayError('API_KEY_NOT_FOUND', `No key ${apiKey} was ever registered`)
+export const noSuchKey = (apiKey: string): GatewayError => new GatewayError('API_KEY_NOT_FOUND', `No key ${apiKey} was ever registered`)
 
 export const adminKeyRoutes: FastifyPluginAsyncTypebox<{ operations: Operations }> = async (app, { operations }) => {
   app.get('/v1/keys', {

@@ -4,8 +4,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { GatewayError } from '../errors.js'
 import type { LimitUsage, UsageSubject } from '../limits/usage.js'
+import { noSuchKey } from './keys.js'
 import type { Operations } from './operations.js'
 import { Usage, UsageQuery } from './schemas/usage.js'
+import { noSuchUser } from './users.js'
 
 /** The usage of a key or a user against the limits of the routes in force. */
 export type UsageReader = (subject: UsageSubject) => Promise<LimitUsage[]>
@@ -30,11 +32,11 @@ export const adminUsageRoutes: FastifyPluginAsyncTypebox<{ usage: UsageReader; o
       })
     }
     if (key !== undefined) {
-      if (await operations.getKey(key) === null) throw new GatewayError('API_KEY_NOT_FOUND', `No key ${key} was ever registered`)
+      if (await operations.getKey(key) === null) throw noSuchKey(key)
       return { key, items: await usage({ key }) }
     }
     const name = user as string
-    if (await operations.getUser(name) === null) throw new GatewayError('USER_NOT_FOUND', `There is no user ${name}`)
+    if (await operations.getUser(name) === null) throw noSuchUser(name)
     return { user: name, items: await usage({ user: name }) }
   })
 }

@@ -6,7 +6,7 @@ import type { Operations } from './operations.js'
 import { UserList, UserParams, UserPutBody, UserRemoval, UserSummary } from './schemas/users.js'
 
 const TAG = 'users'
-const noSuchUser = (name: string): GatewayError => new GatewayError('USER_NOT_FOUND', `There is no user ${name}; PUT /v1/users/${name} creates it`)
+export const noSuchUser = (name: string): GatewayError => new GatewayError('USER_NOT_FOUND', `There is no user ${name}; PUT /v1/users/${name} creates it`)
 
 export const adminUserRoutes: FastifyPluginAsyncTypebox<{ operations: Operations }> = async (app, { operations }) => {
   app.get('/v1/users', {

@@ -1,7 +1,6 @@
 // The admin API's key resource: what it takes and answers (TypeBox; the OpenAPI document is made from these).
 import { Type, type Static } from '@sinclair/typebox'
-import { ApiKeyView } from '../../http/schemas/api-keys.js'
-import { MAX_SCOPES, SCOPE_RULE } from '../../users/scopes.js'
+import { ApiKeyView, ScopeList } from '../../http/schemas/api-keys.js'
 
 export const KeyParams = Type.Object({
   apiKey: Type.String({ description: 'the hex SHA-256 of the key\'s DER SubjectPublicKeyInfo (64 characters)' })
@@ -28,11 +27,7 @@ export const KeyRevocation = Type.Composite([OperatorKey, Type.Object({
 
 /** PATCH /v1/keys/{apiKey}: what changes; what is absent stays */
 export const KeyPatchBody = Type.Object({
-  scopes: Type.Optional(Type.Array(Type.String({ maxLength: 200, description: `a scope: ${SCOPE_RULE}` }), {
-    uniqueItems: true,
-    maxItems: MAX_SCOPES,
-    description: 'the key\'s scopes, replacing its own: some of its owner\'s (VALIDATION_FAILED names any other)'
-  })),
+  scopes: Type.Optional(ScopeList('the key\'s scopes, replacing its own: some of its owner\'s (VALIDATION_FAILED names any other)')),
   expiresAt: Type.Optional(Type.Union([Type.String({ description: 'ISO 8601 with a time zone, in the future, within 5 years' }), Type.Null()], {
     description: 'when the key stops signing; null: it never expires'
   }))

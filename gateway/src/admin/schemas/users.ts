@@ -1,6 +1,6 @@
 // The admin API's user resource: what it takes and answers (TypeBox; the OpenAPI document is made from these).
 import { Type, type Static } from '@sinclair/typebox'
-import { MAX_SCOPES, SCOPE_RULE } from '../../users/scopes.js'
+import { ScopeList } from '../../http/schemas/api-keys.js'
 import { MAX_PASSWORD_LENGTH } from '../../users/user-service.js'
 
 // The rules for names and passwords are the user service's (validateNewUser), applied there for
@@ -15,12 +15,8 @@ export const UserPutBody = Type.Object({
   password: Type.Optional(Type.String({
     description: `8 to ${MAX_PASSWORD_LENGTH} characters; required for a new user, absent: an existing user keeps theirs`
   })),
-  scopes: Type.Optional(Type.Array(Type.String({ maxLength: 200, description: `a scope: ${SCOPE_RULE}` }), {
-    uniqueItems: true,
-    maxItems: MAX_SCOPES,
-    description: 'the user\'s scopes, replacing theirs (every key of theirs keeps only those it has among these); ' +
-      'absent: a new user has none, an existing one keeps theirs'
-  }))
+  scopes: Type.Optional(ScopeList('the user\'s scopes, replacing theirs (every key of theirs keeps only those it has among these); ' +
+      'absent: a new user has none, an existing one keeps theirs'))
 }, { additionalProperties: false })
 export type UserPutBody = Static<typeof UserPutBody>
 

@@ -1,5 +1,13 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static, type TArray, type TString } from '@sinclair/typebox'
 import { MAX_SCOPES, SCOPE_RULE } from '../../users/scopes.js'
+
+/**
+ * A list of scopes in a request body (registration, the admin API's users and keys): each checked
+ * by the scope rule in the service (users/scopes.ts), whose answer names the bad one; here only
+ * what bounds the body.
+ */
+export const ScopeList = (description: string): TArray<TString> =>
+  Type.Array(Type.String({ maxLength: 200, description: `a scope: ${SCOPE_RULE}` }), { uniqueItems: true, maxItems: MAX_SCOPES, description })
 
 // Printable ASCII only: the name travels to upstreams in the x-gateway-key-name header, whose value
 // must be plain text, and is signed byte for byte.
@@ -12,11 +20,7 @@ export const ApiKeyRequest = Type.Object({
   // ISO 8601 with a time zone, in the future, at most 5 years ahead (checked by the registry)
   expiresAt: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
   // each a scope (checked by the registry, whose answer names the bad one and the rule)
-  scopes: Type.Optional(Type.Array(Type.String({ maxLength: 200, description: `a scope: ${SCOPE_RULE}` }), {
-    uniqueItems: true,
-    maxItems: MAX_SCOPES,
-    description: 'what the key may do: some of your user\'s scopes; absent: all of them (as they are now)'
-  }))
+  scopes: Type.Optional(ScopeList('what the key may do: some of your user\'s scopes; absent: all of them (as they are now)'))
 }, { additionalProperties: false })
 export type ApiKeyRequest = Static<typeof ApiKeyRequest>
 
