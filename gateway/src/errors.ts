@@ -15,6 +15,7 @@ export const ERRORS = {
   TIMESTAMP_INVALID: { status: 401, title: 'X-API-Timestamp is not a timestamp in milliseconds' },
   TIMESTAMP_OUT_OF_RANGE: { status: 401, title: 'X-API-Timestamp is too far from server time' },
   INVALID_SIGNATURE: { status: 401, title: 'The signature does not verify' },
+  INVALID_CONTENT_DIGEST: { status: 401, title: 'Content-Digest does not match the body' },
   REPLAYED_REQUEST: { status: 401, title: 'This signed request was already accepted' },
   KEY_OWNER_MISMATCH: { status: 403, title: 'The API key belongs to another user' },
   KEY_LIMIT_REACHED: { status: 403, title: 'The user has as many active API keys as allowed' },

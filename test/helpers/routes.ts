@@ -1,7 +1,10 @@
-// Route files written to a temporary folder, for gateways started with KEYGATE_ROUTES.
+// Route files written to a temporary folder, for gateways started with KEYGATE_ROUTES; and a
+// route file's text made into routes, for gateways started in the test's own process.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { RouteConfig } from '../../gateway/src/proxy/route.js'
+import { parseRouteText, routesFromDocument } from '../../gateway/src/proxy/route-file.js'
 
 export interface RouteFileHandle {
   path: string
@@ -15,4 +18,10 @@ export function routeFile (t: { teardown: (fn: () => unknown) => void }, text: s
   const write = (next: string): void => { writeFileSync(path, next) }
   write(text)
   return { path, write }
+}
+
+/** The routes of a route file's text in which every UPSTREAM stands for `upstream` (as the route file's checks make them). */
+export function routesFromYaml (yaml: string, upstream: string): RouteConfig[] {
+  const document = parseRouteText(yaml.replaceAll('UPSTREAM', upstream), 'routes.yaml')
+  return routesFromDocument(document, 'routes.yaml', { upstream, bodyLimit: 1024 * 1024, timeoutMs: 5000 })
 }

@@ -6,12 +6,12 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { parseRouteText, routesFromDocument } from '../../gateway/src/proxy/route-file.js'
 import { send, type RawResponse } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { rateLimitFields } from '../helpers/ratelimit-fields.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { startRelay } from '../helpers/relay.js'
+import { routesFromYaml } from '../helpers/routes.js'
 import { addUser, login, registerKey, sendSigned, startTestGateway, type GatewayHandle, type StackOptions } from '../helpers/stack.js'
 
 type Test = Parameters<Parameters<typeof t.test>[0]>[0]
@@ -29,8 +29,7 @@ async function countingUpstream (t: Test): Promise<{ url: string; hits: string[]
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits }
 }
 
-const routesOf = (yaml: string) => (upstream: string) =>
-  routesFromDocument(parseRouteText(yaml.replaceAll('UPSTREAM', upstream), 'routes.yaml'), 'routes.yaml', { upstream, bodyLimit: 1024 * 1024, timeoutMs: 5000 })
+const routesOf = (yaml: string) => (upstream: string) => routesFromYaml(yaml, upstream)
 
 const ROUTES = `routes:
   - name: things

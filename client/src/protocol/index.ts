@@ -3,6 +3,11 @@
 // imports (no node:, no Buffer), so that, compiled, the same code runs in Node, Deno, Bun and
 // browsers.
 export { API_KEY_PATTERN, apiKeyOfSpki } from './api-key.js'
+export {
+  ALGORITHMS_OF_KEY_TYPE, ComponentError, CONTENT_DIGEST_ALGORITHMS, contentDigestValue, KEY_TYPES, MESSAGE_SIGNATURE_ALGORITHMS, normaliseAuthority,
+  requestComponentValue, serializeComponentId, serializeParameters, serializeSignatureParams, signatureBase,
+  type ComponentId, type ContentDigestAlgorithm, type KeyType, type MessageSignatureAlgorithm, type Parameters, type ParameterValue, type SignedMessage
+} from './message-signature.js'
 export { BODYLESS_METHODS, HTTP_METHODS, METHOD_TOKEN, SAFE_METHODS, type HttpMethod } from './methods.js'
 export { pathOf, requestTargetProblem } from './request-target.js'
 export { describeSigningString, signingString, type Sha256Hex, type Sha256HexAsync, type SigningStringDetails } from './signing-string.js'

@@ -86,6 +86,15 @@ export interface Operations {
 
 export const operatorKey = (record: KeyRecord & { status: KeyStatus }): OperatorKey => ({ owner: record.owner, ...keyView(record) })
 
+/**
+ * A key with its public key, its properties in the order the admin API's serialiser writes them
+ * (required ones first, then keyType, expiresAt, revokedAt): the CLI's direct way prints the same JSON.
+ */
+const operatorKeyDetail = (record: KeyRecord & { status: KeyStatus }): OperatorKeyDetail => {
+  const { owner, apiKey, name, createdAt, lastUsedAt, status, scopes, ...optional } = operatorKey(record)
+  return { owner, apiKey, name, createdAt, lastUsedAt, status, scopes, publicKey: record.publicKey, ...optional }
+}
+
 const invalidUserInput = (field: string, message: string): GatewayError =>
   new GatewayError('VALIDATION_FAILED', message, { extra: { errors: [{ field, message }] } })
 
@@ -128,7 +137,7 @@ export function createOperations ({ users, keys }: { users: UserService; keys: K
     },
     async getKey (apiKey) {
       const record = await keys.get(apiKey)
-      return record === null ? null : { ...operatorKey(record), publicKey: record.publicKey }
+      return record === null ? null : operatorKeyDetail(record)
     },
     async revokeKey (apiKey) {
       const { outcome, record } = await keys.revoke(apiKey)

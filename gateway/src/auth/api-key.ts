@@ -7,13 +7,13 @@ import { required, type AuthStage, type AuthState } from './stage.js'
  * key is refused like an unknown one (UNKNOWN_API_KEY, the same code); only its owner is told
  * which, so a key's state is news to no one else.
  */
-function accept (found: KeyCheck | null, state: AuthState): void {
+export function accept (found: KeyCheck | null, state: AuthState, field = 'X-API-Key'): void {
   if (found === null || (found.status !== 'active' && found.owner !== state.user)) {
-    throw new GatewayError('UNKNOWN_API_KEY', 'X-API-Key is not a registered key; send the apiKey that POST /v1/api-keys returned')
+    throw new GatewayError('UNKNOWN_API_KEY', `${field} is not a registered key; send the apiKey that POST /v1/api-keys returned`)
   }
   if (found.status !== 'active') {
     const what = found.status === 'revoked' ? 'was revoked' : 'expired'
-    throw new GatewayError('UNKNOWN_API_KEY', `X-API-Key ${what} at ${found.at}; register a new key`, { extra: { keyStatus: found.status } })
+    throw new GatewayError('UNKNOWN_API_KEY', `${field} ${what} at ${found.at}; register a new key`, { extra: { keyStatus: found.status } })
   }
   state.key = found.key
 }

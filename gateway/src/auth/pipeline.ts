@@ -1,6 +1,6 @@
 // The business auth pipeline, in order, on one screen. Cheap checks first: nothing here touches
-// the store before the token and headers are sound, and the RSA verification runs last of the
-// checks of who sent the request; then what it may do (scope.ts). Before all of them, a client
+// the store before the token and headers are sound, and the signature verification (either
+// scheme's, any key type's) runs last of the checks of who sent the request; then what it may do (scope.ts). Before all of them, a client
 // address that has failed too many signature checks is refused (signature-budget.ts).
 import type { FastifyRequest } from 'fastify'
 import type { KeyRegistry } from '../keys/key-registry.js'
@@ -9,15 +9,19 @@ import type { TokenService } from '../tokens/token-service.js'
 import type { UserScopes } from '../users/user-scopes.js'
 import { apiKeyStage } from './api-key.js'
 import { bearerTokenStage } from './bearer.js'
+import { keyIdStage } from './key-id.js'
 import { keyOwnerStage } from './key-owner.js'
 import { keyUsageStage } from './key-usage.js'
+import { messageSignatureStage } from './message-signature.js'
+import { messageSignatureHeadersStage } from './message-signature-headers.js'
 import { replayStage } from './replay.js'
+import { onlyFor, perScheme, signatureSchemeStage } from './scheme.js'
 import { scopeStage } from './scope.js'
 import { signatureBudgetStage, type SignatureBudget } from './signature-budget.js'
 import { signatureHeadersStage } from './signature-headers.js'
 import { signatureStage } from './signature.js'
 import type { AuthStage, AuthState } from './stage.js'
-import { timestampStage } from './timestamp.js'
+import { createdStage, timestampStage } from './timestamp.js'
 
 export type { AuthStage, AuthState } from './stage.js'
 
@@ -28,7 +32,7 @@ export interface PipelineDeps {
   /** each user's current scopes (the scope stage) */
   userScopes: UserScopes
   now?: () => number
-  /** the seconds each RSA signature verification took (the metrics) */
+  /** the seconds each signature verification took (the metrics) */
   observeVerification?: (seconds: number) => void
   /** failed signature checks per client address; past the budget, 429 before any check */
   signatureBudget?: SignatureBudget
@@ -37,14 +41,22 @@ export interface PipelineDeps {
 /** `signed` routes: bearer token and API key signature. */
 export function signedPipeline ({ tokens, keys, store, userScopes, now, observeVerification, signatureBudget: budget }: PipelineDeps): AuthStage[] {
   const clock = now ?? Date.now
+  const onFailure = budget && ((request: FastifyRequest): void => { budget.recordFailure(request.ip, clock()) })
   return [
     ...(budget === undefined ? [] : [signatureBudgetStage(budget, clock)]),
     bearerTokenStage(tokens),
-    signatureHeadersStage(),
-    timestampStage(now),
-    apiKeyStage(keys, now),
+    // the seed's X-API-* headers, or RFC 9421's Signature-Input and Signature (scheme.ts)
+    signatureSchemeStage(),
+    perScheme({ seed: signatureHeadersStage(), rfc9421: messageSignatureHeadersStage() }),
+    onlyFor('seed', timestampStage(now)),
+    perScheme({ seed: apiKeyStage(keys, now), rfc9421: keyIdStage(keys, now) }),
+    // RFC 9421: `created` of the signature whose keyid is registered (known only now)
+    onlyFor('rfc9421', createdStage(now)),
     keyOwnerStage(),
-    signatureStage(observeVerification, budget && ((request) => { budget.recordFailure(request.ip, clock()) })),
+    perScheme({
+      seed: signatureStage(observeVerification, onFailure),
+      rfc9421: messageSignatureStage(observeVerification, onFailure)
+    }),
     // authenticated: now what it may do. Before the replay mark and the key's use are recorded, so
     // a refused request spends neither (signed again once the scope is granted, it passes).
     scopeStage(userScopes, { needsBody: true }),

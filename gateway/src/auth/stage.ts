@@ -5,6 +5,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { RegisteredKey } from '../keys/key-registry.js'
 import type { ScopeSet } from '../users/scopes.js'
+import type { ComponentId, Parameters } from '#client/protocol'
 
 export interface SignatureHeaders {
   apiKey: string
@@ -12,7 +13,31 @@ export interface SignatureHeaders {
   signature: string
 }
 
+/** RFC 9421: one signature of a request, its Signature-Input member and its Signature bytes (message-signature-headers.ts). */
+export interface MessageSignatureInput {
+  label: string
+  /** the covered components, in order */
+  components: ComponentId[]
+  /** the signature parameters, in the order received (they are part of the signature base) */
+  params: Parameters
+  /** the @signature-params value: the inner list and its parameters, serialised again */
+  signatureParams: string
+  keyid: string
+  alg: string | undefined
+  /** seconds since the epoch */
+  created: number | undefined
+  expires: number | undefined
+  nonce: string | undefined
+  signature: Buffer
+}
+
 export type ReplayPolicy = 'reject' | 'allow'
+
+/** How a request on a signed route is signed: the seed's X-API-* headers, or RFC 9421 (Signature-Input, Signature). */
+export type SignatureScheme = 'seed' | 'rfc9421'
+/** The schemes a signed route takes (its `signature` option): one of them, or either (`any`, the default). */
+export type SignatureSchemePolicy = SignatureScheme | 'any'
+export const SIGNATURE_SCHEME_POLICIES: readonly SignatureSchemePolicy[] = ['any', 'seed', 'rfc9421']
 
 /** How much a route asks of a request: a signature and a token, a token, or nothing. */
 export type AuthTier = 'signed' | 'bearer' | 'public'
@@ -24,6 +49,18 @@ export interface AuthState {
   /** the bearer token's subject */
   user?: string
   signatureHeaders?: SignatureHeaders
+  /** signed routes: the schemes the route takes (default any) */
+  signaturePolicy?: SignatureSchemePolicy
+  /** signed routes: the label of the RFC 9421 signature to verify (default: the first that names a registered key) */
+  signatureLabel?: string
+  /** the scheme the request is signed with (scheme.ts) */
+  scheme?: SignatureScheme
+  /** RFC 9421: the signatures that may be verified, in order (message-signature-headers.ts) */
+  messageSignatures?: readonly MessageSignatureInput[]
+  /** RFC 9421: the one chosen, whose keyid is the registered key (key-id.ts) */
+  messageSignature?: MessageSignatureInput
+  /** what identifies the request to the replay check when not the seed's X-API-Signature (RFC 9421: the signature base) */
+  replayId?: string
   timestampMs?: number
   key?: RegisteredKey
   /** the scopes the route requires, all of them (the scope stage refuses a request without one) */

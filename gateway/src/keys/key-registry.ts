@@ -6,18 +6,24 @@
 // may have been missed (the subscription was re-established) the whole cache goes. Expiry needs no announcement: the
 // cached entry holds the expiry time and the check compares a number.
 import { createPublicKey, type KeyObject } from 'node:crypto'
-import { API_KEY_PATTERN } from '#client/protocol'
+import { API_KEY_PATTERN, type KeyType } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import type { KeyEvent, KeyRecord, RevokeResult, Store } from '../store/index.js'
 import { LruCache, type CacheStats } from '../lib/lru-cache.js'
 import { missingScopes, normaliseScopes, notHeldError, scopeSet, type ScopeSet } from '../users/scopes.js'
-import { decodeBase64, parseRsaPublicKey, verifyRsaSha256 } from './public-key.js'
+import { decodeBase64, keyTypeOf, parsePublicKey, verifyWithKey } from './public-key.js'
 
 export interface RegisteredKey {
   apiKey: string
   owner: string
   name: string
   keyObject: KeyObject
+  /**
+   * rsa, ed25519 or p256: which algorithm verifies its signatures. Always set by the registry (read
+   * from the stored PEM, so keys stored before key types existed need nothing new); absent only
+   * on a key built by hand, whose keyObject then says (keyTypeOf).
+   */
+  keyType?: KeyType
   /** the scopes the key may use (of those its owner still has); undefined: every scope its owner has (a key from before scopes) */
   scopes?: ScopeSet | undefined
 }
@@ -133,6 +139,13 @@ function parseIsoDateTime (value: string): number {
  */
 const SIGNING_STRING_PREFIX = /^[0-9]{9,}[A-Za-z]+\//
 
+/** The proof of possession registration asks of each key type, over the bytes of `name`. */
+const PROOF: Readonly<Record<KeyType, string>> = {
+  rsa: 'RSA-SHA256 signature',
+  ed25519: 'Ed25519 signature (64 bytes: openssl pkeyutl -sign -rawin)',
+  p256: 'ECDSA P-256 SHA-256 signature in DER (openssl dgst -sha256 -sign)'
+}
+
 /** Cached per apiKey: a usable key, or the fact that it is revoked (which is forever). */
 type CacheEntry =
   | { status: 'active'; key: RegisteredKey; /** ms; Infinity when the key does not expire */ expiresAtMs: number }
@@ -195,11 +208,13 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
   const entryFrom = (record: KeyRecord): CacheEntry => {
     if (record.revokedAt !== undefined) return { status: 'revoked', owner: record.owner, at: record.revokedAt }
     // The stored PEM was checked at registration: parse it, nothing more.
+    const keyObject = createPublicKey(record.publicKey)
     const key = {
       apiKey: record.apiKey,
       owner: record.owner,
       name: record.name,
-      keyObject: createPublicKey(record.publicKey),
+      keyObject,
+      keyType: keyTypeOf(keyObject),
       scopes: record.scopes === undefined ? undefined : scopeSet(record.scopes)
     }
     return { status: 'active', key, expiresAtMs: expiryMs(record.expiresAt) }
@@ -255,10 +270,10 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       }
       const expires = expiresAt === undefined ? undefined : parseExpiresAt(expiresAt, Date.now())
       const scopes = scopesAsked === undefined ? undefined : normaliseScopes(scopesAsked)
-      const parsed = parseRsaPublicKey(publicKey)
+      const parsed = parsePublicKey(publicKey)
       const signatureBytes = decodeBase64(signature)
-      if (signatureBytes === undefined || !verifyRsaSha256(parsed.keyObject, Buffer.from(name, 'utf8'), signatureBytes)) {
-        throw new GatewayError('INVALID_SIGNATURE', 'signature is not a base64 RSA-SHA256 signature of the exact bytes of name ' +
+      if (signatureBytes === undefined || !verifyWithKey(parsed.keyObject, parsed.keyType, Buffer.from(name, 'utf8'), signatureBytes)) {
+        throw new GatewayError('INVALID_SIGNATURE', `signature is not a base64 ${PROOF[parsed.keyType]} of the exact bytes of name ` +
           'made with the private half of publicKey', { status: 400 })
       }
       const record: KeyRecord = {
@@ -283,7 +298,9 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
           '(GET /v1/api-keys lists them, DELETE /v1/api-keys/{apiKey} revokes one), then register again', { extra: { maxKeys: most } })
       }
       unknown.delete(parsed.apiKey)
-      const key = { apiKey: parsed.apiKey, owner, name, keyObject: parsed.keyObject, scopes: scopes === undefined ? undefined : scopeSet(scopes) }
+      const key = {
+        apiKey: parsed.apiKey, owner, name, keyObject: parsed.keyObject, keyType: parsed.keyType, scopes: scopes === undefined ? undefined : scopeSet(scopes)
+      }
       cache.set(parsed.apiKey, { status: 'active', key, expiresAtMs: expiryMs(expires) })
       return record
     },

@@ -1,5 +1,8 @@
+import { createPublicKey } from 'node:crypto'
+import type { KeyType } from '#client/protocol'
 import type { KeyRecord } from '../store/index.js'
 import type { KeyStatus } from './key-registry.js'
+import { keyTypeOf } from './public-key.js'
 
 /** A key as its owner and operators see it: never the public key's text. */
 export interface KeyView {
@@ -8,13 +11,25 @@ export interface KeyView {
   createdAt: string
   lastUsedAt: string | null
   status: KeyStatus
-  expiresAt?: string
-  revokedAt?: string
   /** null: every scope of its user (a key registered before scopes existed) */
   scopes: string[] | null
+  /** rsa, ed25519 or p256: read from the stored PEM (absent only for a key of no type keygate registers) */
+  keyType?: KeyType
+  expiresAt?: string
+  revokedAt?: string
+}
+
+/** The type of a stored key, from its PEM; undefined when it cannot be read as one keygate registers. */
+function storedKeyType (publicKey: string): KeyType | undefined {
+  try {
+    return keyTypeOf(createPublicKey(publicKey))
+  } catch {
+    return undefined
+  }
 }
 
 export function keyView (record: KeyRecord & { status: KeyStatus }): KeyView {
+  const keyType = storedKeyType(record.publicKey)
   return {
     apiKey: record.apiKey,
     name: record.name,
@@ -22,6 +37,7 @@ export function keyView (record: KeyRecord & { status: KeyStatus }): KeyView {
     lastUsedAt: record.lastUsedAt ?? null,
     status: record.status,
     scopes: record.scopes ?? null,
+    ...(keyType !== undefined && { keyType }),
     ...(record.expiresAt !== undefined && { expiresAt: record.expiresAt }),
     ...(record.revokedAt !== undefined && { revokedAt: record.revokedAt })
   }

@@ -1,7 +1,8 @@
-// Parsing and proving the RSA public keys clients register. The apiKey is the hex SHA-256 of the
-// key's DER SubjectPublicKeyInfo: one key gives one apiKey whatever its PEM form or wrapping.
-import { createPublicKey, createVerify, verify, type KeyObject } from 'node:crypto'
-import { apiKeyOfSpki } from '#client/protocol'
+// Parsing the public keys clients register (RSA, Ed25519, EC P-256) and verifying signatures made
+// with them, one function per key type. The apiKey is the hex SHA-256 of the key's DER
+// SubjectPublicKeyInfo: one key gives one apiKey whatever its PEM form or wrapping.
+import { constants, createPublicKey, createVerify, verify, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto'
+import { apiKeyOfSpki, type KeyType } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import { sha256Hex } from '../lib/sha256.js'
 
@@ -21,29 +22,83 @@ export const RSA_PUBLIC_EXPONENT = 65537n
 const ONE_SHOT_MAX_BYTES = 64 * 1024
 const PEM_BLOCK = /^-----BEGIN (PUBLIC KEY|RSA PUBLIC KEY)-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END \1-----\s*$/
 
+/** What registration accepts, and how to make each: the advice of every refused key type. */
+const ACCEPTED_KEYS = 'keygate accepts RSA (2048, 3072 or 4096 bits: openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048), ' +
+  'Ed25519 (openssl genpkey -algorithm ed25519) and EC P-256 (openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256) ' +
+  'public keys, as SPKI PEM (openssl pkey -in private.pem -pubout), or keygate keygen'
+
 export interface ParsedPublicKey {
   keyObject: KeyObject
+  keyType: KeyType
   apiKey: string
   /** SPKI PEM, the stored form */
   pem: string
 }
 
-/** SPKI (`PUBLIC KEY`) or PKCS#1 (`RSA PUBLIC KEY`) PEM text -> a verified, normalised RSA key. */
-export function parseRsaPublicKey (text: string): ParsedPublicKey {
+/** The one PEM block of `text` as a public KeyObject, else INVALID_PUBLIC_KEY. */
+function readPemPublicKey (text: string): KeyObject {
   const block = PEM_BLOCK.exec(text.trim() + '\n')
   if (block === null) {
     throw new GatewayError('INVALID_PUBLIC_KEY', 'publicKey must be one PEM block, ' +
       '"-----BEGIN PUBLIC KEY-----" (SPKI) or "-----BEGIN RSA PUBLIC KEY-----" (PKCS#1)')
   }
-  let keyObject: KeyObject
   try {
-    keyObject = createPublicKey({ key: block[0], format: 'pem' })
+    return createPublicKey({ key: block[0], format: 'pem' })
   } catch (err) {
     throw new GatewayError('INVALID_PUBLIC_KEY', 'publicKey is not a parseable PEM public key', { cause: err })
   }
+}
+
+/**
+ * The key type of a public key keygate accepts (EC: on P-256 only), else undefined. Cheap: Node
+ * caches a KeyObject's type and details.
+ */
+export function keyTypeOf (keyObject: KeyObject): KeyType | undefined {
+  switch (keyObject.asymmetricKeyType) {
+    case 'rsa': return 'rsa'
+    case 'ed25519': return 'ed25519'
+    case 'ec': return keyObject.asymmetricKeyDetails?.namedCurve === 'prime256v1' ? 'p256' : undefined
+    default: return undefined
+  }
+}
+
+function parsed (keyObject: KeyObject, keyType: KeyType): ParsedPublicKey {
+  return {
+    keyObject,
+    keyType,
+    apiKey: apiKeyOf(keyObject),
+    pem: keyObject.export({ type: 'spki', format: 'pem' }).toString()
+  }
+}
+
+/**
+ * PEM text -> a verified, normalised public key of a type keygate accepts: RSA (SPKI or PKCS#1,
+ * by the rules of parseRsaPublicKey), Ed25519 or EC P-256 (SPKI). Anything else (other curves,
+ * Ed448, X25519, DSA, RSA-PSS-only keys) is INVALID_PUBLIC_KEY saying what is accepted.
+ */
+export function parsePublicKey (text: string): ParsedPublicKey {
+  const keyObject = readPemPublicKey(text)
+  const keyType = keyTypeOf(keyObject)
+  if (keyType === undefined) {
+    const curve = keyObject.asymmetricKeyType === 'ec' ? ` on the curve ${keyObject.asymmetricKeyDetails?.namedCurve ?? '(explicit parameters)'}` : ''
+    throw new GatewayError('INVALID_PUBLIC_KEY', `publicKey is a ${keyObject.asymmetricKeyType ?? 'unknown'} key${curve}: ${ACCEPTED_KEYS}`)
+  }
+  if (keyType === 'rsa') checkRsaRules(keyObject)
+  return parsed(keyObject, keyType)
+}
+
+/** SPKI (`PUBLIC KEY`) or PKCS#1 (`RSA PUBLIC KEY`) PEM text -> a verified, normalised RSA key. */
+export function parseRsaPublicKey (text: string): ParsedPublicKey {
+  const keyObject = readPemPublicKey(text)
   if (keyObject.asymmetricKeyType !== 'rsa') {
     throw new GatewayError('INVALID_PUBLIC_KEY', `publicKey is a ${keyObject.asymmetricKeyType ?? 'unknown'} key; only RSA keys are accepted`)
   }
+  checkRsaRules(keyObject)
+  return parsed(keyObject, 'rsa')
+}
+
+/** #9's rules: the sizes and the exponent registration accepts. */
+function checkRsaRules (keyObject: KeyObject): void {
   const { modulusLength = 0, publicExponent = 0n } = keyObject.asymmetricKeyDetails ?? {}
   if (!ACCEPTED_RSA_BITS.includes(modulusLength)) {
     throw new GatewayError('INVALID_PUBLIC_KEY', `publicKey is an RSA key of ${modulusLength} bits: keygate accepts 2048, 3072 or 4096 bits ` +
@@ -52,11 +107,6 @@ export function parseRsaPublicKey (text: string): ParsedPublicKey {
   if (publicExponent !== RSA_PUBLIC_EXPONENT) {
     throw new GatewayError('INVALID_PUBLIC_KEY', `publicKey has the public exponent ${publicExponent}: keygate accepts ${RSA_PUBLIC_EXPONENT} only ` +
       '(the default of openssl, ssh-keygen, WebCrypto and Node.js)')
-  }
-  return {
-    keyObject,
-    apiKey: apiKeyOf(keyObject),
-    pem: keyObject.export({ type: 'spki', format: 'pem' }).toString()
   }
 }
 
@@ -78,22 +128,155 @@ export function decodeBase64 (text: string): Buffer | undefined {
   return bytes.toString('base64') === text ? bytes : undefined
 }
 
+/** The parts of the signed data: one buffer, or several hashed in turn (a signing string and a body). */
+export type SignedData = Uint8Array | readonly Uint8Array[]
+
+function partsOf (data: SignedData): readonly Uint8Array[] {
+  return data instanceof Uint8Array ? [data] : data
+}
+
+/** The parts as one buffer (a copy only when there are several). */
+function joined (parts: readonly Uint8Array[]): Uint8Array {
+  return parts.length === 1 ? parts[0] as Uint8Array : Buffer.concat(parts)
+}
+
+/**
+ * Hash-then-verify with `digest`: one buffer (a GET's signing string, or a small body joined to
+ * it) goes to the one-shot verify, which builds no stream; a large body is hashed in place, part
+ * by part, never copied.
+ */
+function verifyDigest (digest: string, key: KeyObject | VerifyKeyObjectInput, data: SignedData, signature: Uint8Array): boolean {
+  const parts = partsOf(data)
+  const size = parts.reduce((sum, part) => sum + part.length, 0)
+  if (parts.length === 1 || size <= ONE_SHOT_MAX_BYTES) return verify(digest, joined(parts), key, signature)
+  const verifier = createVerify(digest)
+  for (const part of parts) verifier.update(part)
+  return verifier.verify(key, signature)
+}
+
+/** The bytes of an RSA key's signatures: as many as its modulus. */
+export function rsaSignatureBytes (keyObject: KeyObject): number {
+  return Math.ceil((keyObject.asymmetricKeyDetails?.modulusLength ?? 0) / 8)
+}
+
 /**
  * RSASSA-PKCS1-v1_5 with SHA-256 (what `openssl dgst -sha256 -sign` makes) over the concatenation
  * of `data` (several parts are hashed in turn: no copy of a large body).
  */
-export function verifyRsaSha256 (keyObject: KeyObject, data: Uint8Array | readonly Uint8Array[], signature: Uint8Array): boolean {
+export function verifyRsaSha256 (keyObject: KeyObject, data: SignedData, signature: Uint8Array): boolean {
   // A signature is exactly as long as the modulus; a shorter or longer one cannot verify.
-  const bits = keyObject.asymmetricKeyDetails?.modulusLength ?? 0
-  if (signature.length !== Math.ceil(bits / 8)) return false
-  const parts: readonly Uint8Array[] = data instanceof Uint8Array ? [data] : data
-  // One buffer (a GET's signing string, or a small body joined to it): the one-shot verify, which
-  // builds no stream. A large body is hashed in place, part by part, never copied.
-  const size = parts.reduce((sum, part) => sum + part.length, 0)
-  if (parts.length === 1 || size <= ONE_SHOT_MAX_BYTES) {
-    return verify('sha256', parts.length === 1 ? parts[0] as Uint8Array : Buffer.concat(parts, size), keyObject, signature)
+  if (signature.length !== rsaSignatureBytes(keyObject)) return false
+  return verifyDigest('sha256', keyObject, data, signature)
+}
+
+/** RSASSA-PSS with SHA-512, MGF1 SHA-512 and a 64-byte salt: RFC 9421's `rsa-pss-sha512`. */
+export function verifyRsaPssSha512 (keyObject: KeyObject, data: SignedData, signature: Uint8Array): boolean {
+  if (signature.length !== rsaSignatureBytes(keyObject)) return false
+  // OpenSSL's MGF1 uses the signature's digest unless told otherwise: SHA-512. RFC 9421 signs with
+  // a 64-byte salt; any salt length is taken, as common signers (http-message-signatures) use the
+  // longest, and PSS's security does not rest on the verifier fixing it.
+  return verifyDigest('sha512', { key: keyObject, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_AUTO }, data, signature)
+}
+
+/** An Ed25519 signature's size, and a raw (IEEE P1363, r||s) P-256 one's. */
+export const ED25519_SIGNATURE_BYTES = 64
+export const P256_RAW_SIGNATURE_BYTES = 64
+/** The sizes a DER ECDSA-Sig-Value on P-256 can have: SEQUENCE of two INTEGERs of 1 to 33 bytes. */
+export const P256_DER_SIGNATURE_BYTES = { min: 8, max: 72 } as const
+
+/** Ed25519 (RFC 8032, pure): the one-shot verify over the joined data (Ed25519 hashes it twice, so no streaming). */
+export function verifyEd25519 (keyObject: KeyObject, data: SignedData, signature: Uint8Array): boolean {
+  if (signature.length !== ED25519_SIGNATURE_BYTES) return false
+  return verify(null, joined(partsOf(data)), keyObject, signature)
+}
+
+/**
+ * How an ECDSA signature is written: `der`, an ECDSA-Sig-Value (what `openssl dgst -sha256 -sign`
+ * makes; the seed scheme and registration), or `ieee-p1363`, r||s of 32 bytes each (RFC 9421's
+ * `ecdsa-p256-sha256`, WebCrypto's).
+ */
+export type EcdsaSignatureEncoding = 'der' | 'ieee-p1363'
+
+/** A plausible size for the encoding: no verification for a signature that cannot be one. */
+function p256SizeFits (signature: Uint8Array, encoding: EcdsaSignatureEncoding): boolean {
+  if (encoding === 'ieee-p1363') return signature.length === P256_RAW_SIGNATURE_BYTES
+  return signature.length >= P256_DER_SIGNATURE_BYTES.min && signature.length <= P256_DER_SIGNATURE_BYTES.max && signature[0] === 0x30
+}
+
+/** ECDSA on P-256 with SHA-256, the signature in `encoding` (default DER). */
+export function verifyP256Sha256 (keyObject: KeyObject, data: SignedData, signature: Uint8Array, encoding: EcdsaSignatureEncoding = 'der'): boolean {
+  if (!p256SizeFits(signature, encoding)) return false
+  return verifyDigest('sha256', { key: keyObject, dsaEncoding: encoding }, data, signature)
+}
+
+export interface VerifyOptions {
+  /** P-256 only: how the signature is written (default `der`) */
+  encoding?: EcdsaSignatureEncoding
+}
+
+/**
+ * The signature check of each key type, with its algorithm for the seed scheme and registration:
+ * RSA PKCS#1 v1.5 SHA-256, Ed25519, ECDSA P-256 SHA-256 (DER unless `encoding` says otherwise).
+ */
+export function verifyWithKey (keyObject: KeyObject, keyType: KeyType, data: SignedData, signature: Uint8Array, options: VerifyOptions = {}): boolean {
+  switch (keyType) {
+    case 'rsa': return verifyRsaSha256(keyObject, data, signature)
+    case 'ed25519': return verifyEd25519(keyObject, data, signature)
+    case 'p256': return verifyP256Sha256(keyObject, data, signature, options.encoding ?? 'der')
   }
-  const verifier = createVerify('sha256')
-  for (const part of parts) verifier.update(part)
-  return verifier.verify(keyObject, signature)
+}
+
+/** The order n of P-256's base point, and n / 2 (rounded down), as 32 big-endian bytes. */
+const P256_ORDER = Buffer.from('ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551', 'hex')
+const P256_HALF_ORDER = Buffer.from('7fffffff800000007fffffffffffffffde737d56d38bcf4279dce5617e3192a8', 'hex')
+const SCALAR_BYTES = 32
+
+/**
+ * One DER INTEGER at `at`, minimally encoded, positive and of at most 32 bytes: where its value
+ * starts and where it ends; else undefined.
+ */
+function derScalar (bytes: Uint8Array, at: number): { start: number; end: number } | undefined {
+  const length = bytes[at + 1] ?? 0
+  if (bytes[at] !== 0x02 || length < 1 || length > SCALAR_BYTES + 1 || at + 2 + length > bytes.length) return undefined
+  const first = bytes[at + 2] ?? 0
+  // negative, or a leading zero not needed to keep the next byte's high bit from reading as a sign
+  if ((first & 0x80) !== 0 || (first === 0 && length > 1 && ((bytes[at + 3] ?? 0) & 0x80) === 0)) return undefined
+  const start = first === 0 && length > 1 ? at + 3 : at + 2
+  return at + 2 + length - start > SCALAR_BYTES ? undefined : { start, end: at + 2 + length }
+}
+
+/** r || s as 64 bytes (each right-aligned in its 32), from a signature in `encoding`; undefined when it is not one (strict DER). */
+function p256Scalars (signature: Uint8Array, encoding: EcdsaSignatureEncoding): Buffer | undefined {
+  if (encoding === 'ieee-p1363') return signature.length === P256_RAW_SIGNATURE_BYTES ? Buffer.from(signature) : undefined
+  // short-form length only: a P-256 ECDSA-Sig-Value is at most 72 bytes
+  if (signature[0] !== 0x30 || signature[1] !== signature.length - 2) return undefined
+  const r = derScalar(signature, 2)
+  const s = r === undefined ? undefined : derScalar(signature, r.end)
+  if (r === undefined || s === undefined || s.end !== signature.length) return undefined
+  const out = Buffer.alloc(2 * SCALAR_BYTES)
+  out.set(signature.subarray(r.start, r.end), SCALAR_BYTES - (r.end - r.start))
+  out.set(signature.subarray(s.start, s.end), 2 * SCALAR_BYTES - (s.end - s.start))
+  return out
+}
+
+/**
+ * One identity per P-256 signature, whatever its spelling: ECDSA signatures are malleable ((r, s)
+ * and (r, n - s) both verify, and DER has variants), so whoever saw a signed request could send it
+ * again under another signature. This gives r || min(s, n - s) as 64 bytes (low-s form), the same
+ * for each of them, by byte arithmetic (~1 us). A signature that cannot be parsed is given back as
+ * it is (it cannot verify).
+ */
+export function canonicalP256Signature (signature: Uint8Array, encoding: EcdsaSignatureEncoding = 'der'): Uint8Array {
+  const rs = p256Scalars(signature, encoding)
+  if (rs === undefined) return signature
+  const s = rs.subarray(SCALAR_BYTES)
+  if (Buffer.compare(s, P256_HALF_ORDER) <= 0) return rs
+  // s := n - s, big-endian with borrow (s < n for any signature that verifies)
+  let borrow = 0
+  for (let i = SCALAR_BYTES - 1; i >= 0; i--) {
+    const difference = (P256_ORDER[i] ?? 0) - (s[i] ?? 0) - borrow
+    borrow = difference < 0 ? 1 : 0
+    s[i] = difference & 0xff
+  }
+  return rs
 }

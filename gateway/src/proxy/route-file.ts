@@ -11,6 +11,7 @@ import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value'
 import { parse as parseYaml } from 'yaml'
 import { routeMatchesPath as matches } from './route-table.js'
 import { AUTH_TIERS, DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
+import { SIGNATURE_SCHEME_POLICIES } from '../auth/stage.js'
 import { OVERRIDE_HEADERS } from './upstream-request.js'
 import { ConfigError, type RouteDefaults } from '../config/env.js'
 import {
@@ -57,6 +58,11 @@ export const RouteEntrySchema = Type.Object({
   addHeaders: Type.Optional(Type.Record(Type.String({ pattern: HEADER_NAME }), HeaderValue)),
   removeHeaders: Type.Optional(Type.Array(HeaderName)),
   replay: Type.Optional(Type.Union([Type.Literal('reject'), Type.Literal('allow')])),
+  signature: Type.Optional(Type.Union(SIGNATURE_SCHEME_POLICIES.map((policy) => Type.Literal(policy)))),
+  signatureLabel: Type.Optional(Type.String({
+    pattern: '^[a-z*][a-z0-9_\\-.*]{0,62}$',
+    description: 'a signature label: a Structured Fields key (lower-case letters, digits, _ - . *), at most 63'
+  })),
   identityToken: Type.Optional(Type.Object({
     header: Type.Optional(IdentityHeaderName),
     ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 3600 })),
@@ -191,6 +197,17 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
       text: `${at}.scopes: a public route has no user whose scopes it could check; give it auth: bearer or signed, or drop scopes`
     })
   }
+  if ((entry.signature !== undefined || entry.signatureLabel !== undefined) && entry.auth !== 'signed') {
+    problems.push({
+      route: index,
+      text: `${at}.${entry.signature !== undefined ? 'signature' : 'signatureLabel'}: only a signed route verifies signatures; give it auth: signed, or drop it`
+    })
+  } else if (entry.signatureLabel !== undefined && entry.signature === 'seed') {
+    problems.push({
+      route: index,
+      text: `${at}.signatureLabel: labels are RFC 9421's; a route with signature: seed has none (use rfc9421 or any, or drop signatureLabel)`
+    })
+  }
   const exact = entry.path !== undefined
   const prefix = (entry.path ?? entry.prefix) as string
   const origin = upstream?.origin ?? entry.upstream
@@ -214,6 +231,8 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     addHeaders: Object.fromEntries(Object.entries(entry.addHeaders ?? {}).map(([name, value]) => [name.toLowerCase(), value])),
     removeHeaders: (entry.removeHeaders ?? []).map((name) => name.toLowerCase()),
     ...(entry.replay !== undefined && { replay: entry.replay }),
+    ...(entry.signature !== undefined && { signature: entry.signature }),
+    ...(entry.signatureLabel !== undefined && { signatureLabel: entry.signatureLabel }),
     ...(entry.allowMatrixParams !== undefined && { allowMatrixParams: entry.allowMatrixParams }),
     keepHeaders: (entry.keepHeaders ?? []).map((name) => name.toLowerCase()),
     rateLimits: (entry.rateLimits ?? []).map((limit) => rateLimit(limit, scope)),

@@ -1,7 +1,7 @@
 // The route model: what a route file entry becomes once checked, and the routes keygate serves
 // without a route file. Plain data, read by the route table, the proxy and the docs.
 import { HTTP_METHODS } from '#client/protocol'
-import type { AuthTier, ReplayPolicy } from '../auth/stage.js'
+import type { AuthTier, ReplayPolicy, SignatureSchemePolicy } from '../auth/stage.js'
 import type { RouteDefaults } from '../config/env.js'
 import { DEFAULT_STORE_DOWN_POLICY, type RateLimit, type StoreDownPolicy } from '../limits/rate-limit.js'
 
@@ -49,6 +49,10 @@ export interface RouteConfig {
   identityToken: IdentityTokenConfig | undefined
   /** signed routes: refuse (default) or allow a repeat of an accepted signed POST, PUT, PATCH, DELETE */
   replay: ReplayPolicy
+  /** signed routes: the signature schemes taken: seed (X-API-*), rfc9421 (Signature-Input, Signature) or any (default) */
+  signature: SignatureSchemePolicy
+  /** signed routes taking RFC 9421: the label of the signature verified; undefined: the first whose keyid is a registered key */
+  signatureLabel: string | undefined
   /** take paths with ";" (matrix parameters) below the prefix; refused (400 INVALID_TARGET) otherwise */
   allowMatrixParams: boolean
   /** headers that change a request's meaning (upstream-request.ts) forwarded on this route anyway (lower-case names) */
@@ -78,6 +82,8 @@ export function route (
     removeHeaders: [],
     identityToken: undefined,
     replay: 'reject',
+    signature: 'any',
+    signatureLabel: undefined,
     allowMatrixParams: false,
     keepHeaders: [],
     rateLimits: [],

@@ -164,6 +164,8 @@ export function routeProblems (route: RouteConfig, method: string): DocumentedPr
     BODYLESS_METHODS.has(method) ? 'VALIDATION_FAILED' : 'PAYLOAD_TOO_LARGE',
     ...TIER_PROBLEMS[route.auth],
     ...(route.auth === 'signed' && route.replay === 'reject' && !SAFE_METHODS.has(method) ? ['REPLAYED_REQUEST' as const] : []),
+    // RFC 9421 requests: a Content-Digest that is not the body's (a bodiless request may carry one too)
+    ...(route.auth === 'signed' && route.signature !== 'seed' ? ['INVALID_CONTENT_DIGEST' as const] : []),
     // a route's rate limits (the signed tier already answers both: its signature budget, its key store)
     ...(route.rateLimits.length > 0 && route.auth !== 'signed' ? ['RATE_LIMITED' as const] : []),
     ...(route.rateLimits.length > 0 && route.onStoreDown === 'deny' && route.auth !== 'signed' ? ['STORE_UNAVAILABLE' as const] : []),

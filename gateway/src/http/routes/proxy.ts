@@ -87,7 +87,9 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     const declaredLength = request.headers['content-length']
     if (declaredLength !== undefined && Number(declaredLength) > route.bodyLimit) throw tooLarge(route.bodyLimit)
     // the route's required scopes travel with the state to the scope stage, which ends the pipeline
-    return authenticator.beforeBody(request, route.auth, { replay: route.replay, requiredScopes: route.scopes })
+    return authenticator.beforeBody(request, route.auth, {
+      replay: route.replay, requiredScopes: route.scopes, signaturePolicy: route.signature, signatureLabel: route.signatureLabel
+    })
   }
 
   // 2. Authenticate what needs the body; 3. count the request against the route's rate limits:

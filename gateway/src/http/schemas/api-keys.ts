@@ -39,6 +39,9 @@ export const ApiKeyView = Type.Object({
   createdAt: Type.String({ description: 'ISO 8601' }),
   lastUsedAt: Type.Union([Type.String(), Type.Null()], { description: 'ISO 8601, to the minute; null: never used' }),
   status: Type.Union([Type.Literal('active'), Type.Literal('revoked'), Type.Literal('expired')]),
+  keyType: Type.Optional(Type.Union([Type.Literal('rsa'), Type.Literal('ed25519'), Type.Literal('p256')], {
+    description: 'the key\'s type, which says how it signs: rsa (RSA-SHA256), ed25519, p256 (ECDSA P-256 SHA-256)'
+  })),
   expiresAt: Type.Optional(Type.String({ description: 'ISO 8601; absent: the key does not expire' })),
   revokedAt: Type.Optional(Type.String({ description: 'ISO 8601; present once revoked' })),
   scopes: Type.Union([Type.Array(Type.String()), Type.Null()], {

@@ -98,7 +98,7 @@ t.test('each operation lists the catalog codes it can answer, as problem+json', 
   const business = documentedProblems(doc.paths['/v1/clients/']?.post as Operation)
   for (const code of [
     'MISSING_TOKEN', 'MISSING_SIGNATURE_HEADERS', 'TIMESTAMP_OUT_OF_RANGE', 'UNKNOWN_API_KEY',
-    'KEY_OWNER_MISMATCH', 'REPLAYED_REQUEST', 'PAYLOAD_TOO_LARGE', 'UPSTREAM_TIMEOUT', 'RATE_LIMITED'
+    'KEY_OWNER_MISMATCH', 'REPLAYED_REQUEST', 'PAYLOAD_TOO_LARGE', 'UPSTREAM_TIMEOUT', 'RATE_LIMITED', 'INVALID_CONTENT_DIGEST'
   ]) {
     t.ok(business.some(([, c]) => c === code), `POST /v1/clients/: ${code}`)
   }
