@@ -1,7 +1,8 @@
 // The little PEM and DER the client needs, without a library: find a key's PEM block, read which
-// algorithm a PKCS#8 or SPKI key is for (to name a non-RSA key), and wrap a PKCS#1 RSA key (what
-// "BEGIN RSA PRIVATE KEY" and "BEGIN RSA PUBLIC KEY" hold) into the PKCS#8 or SPKI that WebCrypto
-// imports.
+// algorithm (and curve) a PKCS#8 or SPKI key is for, wrap a PKCS#1 RSA key (what "BEGIN RSA
+// PRIVATE KEY" and "BEGIN RSA PUBLIC KEY" hold) or a SEC1 EC key ("BEGIN EC PRIVATE KEY") into
+// the PKCS#8 or SPKI that WebCrypto imports, and turn WebCrypto's raw ECDSA signature (r || s)
+// into the DER one that openssl and the seed scheme use.
 import { type Bytes, concatBytes, fromBase64, toBase64 } from './bytes.js'
 
 export interface PemBlock {
@@ -55,11 +56,22 @@ export function isSequence (der: Uint8Array): boolean {
   return outer?.tag === SEQUENCE && outer.end === der.length
 }
 
+const OID = 0x06
+
 /**
  * The algorithm OID ("1.2.840.113549.1.1.1") of a PKCS#8 PrivateKeyInfo or a SubjectPublicKeyInfo,
  * or undefined when the DER is not one.
  */
 export function keyAlgorithmOid (der: Uint8Array, kind: 'pkcs8' | 'spki'): string | undefined {
+  return keyAlgorithm(der, kind)?.oid
+}
+
+/**
+ * The algorithm OID of a PKCS#8 PrivateKeyInfo or a SubjectPublicKeyInfo, and its parameters when
+ * they are an OID (an EC key's named curve, "1.2.840.10045.3.1.7" for P-256); undefined when the
+ * DER is not one.
+ */
+export function keyAlgorithm (der: Uint8Array, kind: 'pkcs8' | 'spki'): { oid: string; parameter: string | undefined } | undefined {
   const outer = readTlv(der, 0, der.length)
   if (outer?.tag !== SEQUENCE || outer.end !== der.length) return undefined
   let at = outer.start
@@ -71,8 +83,29 @@ export function keyAlgorithmOid (der: Uint8Array, kind: 'pkcs8' | 'spki'): strin
   const algorithm = readTlv(der, at, outer.end)
   if (algorithm?.tag !== SEQUENCE) return undefined
   const oid = readTlv(der, algorithm.start, algorithm.end)
-  if (oid?.tag !== 0x06 || oid.end === oid.start) return undefined
-  return dotted(der.subarray(oid.start, oid.end))
+  if (oid?.tag !== OID || oid.end === oid.start) return undefined
+  const parameter = readTlv(der, oid.end, algorithm.end)
+  return {
+    oid: dotted(der.subarray(oid.start, oid.end)),
+    parameter: parameter?.tag === OID && parameter.end > parameter.start ? dotted(der.subarray(parameter.start, parameter.end)) : undefined
+  }
+}
+
+/**
+ * The named curve of a SEC1 ECPrivateKey ("BEGIN EC PRIVATE KEY"): SEQUENCE { INTEGER 1, OCTET
+ * STRING, [0] { OID } OPTIONAL, ... }. Undefined when the DER is not one or names no curve.
+ */
+export function sec1Curve (der: Uint8Array): string | undefined {
+  const outer = readTlv(der, 0, der.length)
+  if (outer?.tag !== SEQUENCE || outer.end !== der.length) return undefined
+  const version = readTlv(der, outer.start, outer.end)
+  if (version?.tag !== 0x02) return undefined
+  const secret = readTlv(der, version.end, outer.end)
+  if (secret?.tag !== 0x04) return undefined
+  const parameters = readTlv(der, secret.end, outer.end)
+  if (parameters?.tag !== 0xa0) return undefined
+  const oid = readTlv(der, parameters.start, parameters.end)
+  return oid?.tag === OID && oid.end > oid.start ? dotted(der.subarray(oid.start, oid.end)) : undefined
 }
 
 function dotted (oid: Uint8Array): string {
@@ -90,6 +123,9 @@ function dotted (oid: Uint8Array): string {
 }
 
 export const RSA_OID = '1.2.840.113549.1.1.1'
+export const EC_OID = '1.2.840.10045.2.1'
+export const ED25519_OID = '1.3.101.112'
+export const P256_OID = '1.2.840.10045.3.1.7'
 
 const ALGORITHM_NAMES: Record<string, string> = {
   [RSA_OID]: 'RSA',
@@ -101,6 +137,18 @@ const ALGORITHM_NAMES: Record<string, string> = {
   '1.3.101.111': 'X448',
   '1.3.101.112': 'Ed25519',
   '1.3.101.113': 'Ed448'
+}
+
+const CURVE_NAMES: Record<string, string> = {
+  [P256_OID]: 'P-256',
+  '1.3.132.0.34': 'P-384',
+  '1.3.132.0.35': 'P-521',
+  '1.3.132.0.10': 'secp256k1'
+}
+
+/** "P-384", "secp256k1", ... or the OID itself */
+export function curveName (oid: string | undefined): string {
+  return oid === undefined ? 'unnamed curve' : CURVE_NAMES[oid] ?? `curve OID ${oid}`
 }
 
 /** "EC", "Ed25519", ... or the OID itself */
@@ -131,4 +179,27 @@ export function pkcs8OfPkcs1 (pkcs1: Uint8Array): Bytes {
 /** PKCS#1 RSAPublicKey -> SubjectPublicKeyInfo: SEQUENCE { RSA_ALGORITHM, BIT STRING { no unused bits, pkcs1 } } */
 export function spkiOfPkcs1 (pkcs1: Uint8Array): Bytes {
   return tlv(SEQUENCE, RSA_ALGORITHM, tlv(0x03, Uint8Array.of(0x00), pkcs1))
+}
+
+// AlgorithmIdentifier { id-ecPublicKey, prime256v1 }
+const P256_ALGORITHM = tlv(SEQUENCE, Uint8Array.of(0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01),
+  Uint8Array.of(0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07))
+
+/** SEC1 ECPrivateKey of a P-256 key -> PKCS#8 PrivateKeyInfo: SEQUENCE { INTEGER 0, P256_ALGORITHM, OCTET STRING { sec1 } } */
+export function pkcs8OfSec1P256 (sec1: Uint8Array): Bytes {
+  return tlv(SEQUENCE, Uint8Array.of(0x02, 0x01, 0x00), P256_ALGORITHM, tlv(0x04, sec1))
+}
+
+/** One unsigned big-endian integer as a minimal DER INTEGER: no leading zero bytes, one 0x00 when the top bit is set. */
+function derInteger (unsigned: Uint8Array): Bytes {
+  let start = 0
+  while (start < unsigned.length - 1 && unsigned[start] === 0) start++
+  const trimmed = unsigned.subarray(start)
+  return (trimmed[0] ?? 0) >= 0x80 ? tlv(0x02, Uint8Array.of(0), trimmed) : tlv(0x02, trimmed)
+}
+
+/** WebCrypto's ECDSA signature (r || s, each half the same length) -> DER SEQUENCE { INTEGER r, INTEGER s }, what openssl makes. */
+export function derOfRawEcdsa (raw: Uint8Array): Bytes {
+  const half = raw.length / 2
+  return tlv(SEQUENCE, derInteger(raw.subarray(0, half)), derInteger(raw.subarray(half)))
 }

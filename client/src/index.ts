@@ -2,21 +2,32 @@
 //
 //   import { signRequest, createClient } from '@keygate/client'
 //
-// It builds the signing string with the very function the gateway verifies with, and checks
-// targets with the gateway's own request-target rules (both in ./protocol), so a request it signs
-// is one keygate accepts. Only what every runtime has: WebCrypto (globalThis.crypto.subtle), fetch,
+// It signs with either scheme keygate verifies: the seed's X-API-* headers (the default) or RFC 9421
+// HTTP Message Signatures (scheme: 'rfc9421'), with RSA, Ed25519 or EC P-256 keys. It builds the
+// signing string and the signature base with the very functions the gateway verifies with, and
+// checks targets with the gateway's own request-target rules (all in ./protocol), so a request it
+// signs is one keygate accepts. Only what every runtime has: WebCrypto (globalThis.crypto.subtle), fetch,
 // TextEncoder, btoa and atob. No dependencies, no node: imports, no Buffer.
-import { type Bytes, concatBytes, fromBase64, isArrayBuffer, isUint8Array, ownBytes, sha256Hex, subtle, utf8 } from './bytes.js'
-import { pem } from './der.js'
+import { type Bytes, concatBytes, isArrayBuffer, isUint8Array, ownBytes, sha256Hex, subtle, toBase64, utf8 } from './bytes.js'
+import { derOfRawEcdsa, pem } from './der.js'
 import { KeygateResponseError, SigningInputError } from './errors.js'
-import { importSigningKey, prepareKey, preparePrivateKey, publicHalfReadable, publicSpki, signBase64, verifies, type WebCryptoKey } from './keys.js'
 import {
-  API_KEY_PATTERN, apiKeyOfSpki, BODYLESS_METHODS, describeSigningString as describeWith, looksLikeSeconds, METHOD_TOKEN,
-  MILLISECONDS_TIMESTAMP, requestTargetProblem, signingString, type SigningStringDetails
+  defaultAlgorithm, importSigningKey, type PreparedPrivateKey, prepareKey, preparePrivateKey, publicHalfReadable, publicSpki, signRaw, verifies,
+  type WebCryptoKey
+} from './keys.js'
+import {
+  checkAlgorithm, checkCoveredTarget, checkLabel, type CoveredTarget, describeBase, type MessageSignatureOptions, prepareMessageSignature,
+  type SignatureBaseDetails, signatureBaseMismatches, signatureField, type SignatureScheme
+} from './message-signing.js'
+import {
+  ALGORITHMS_OF_KEY_TYPE, API_KEY_PATTERN, apiKeyOfSpki, BODYLESS_METHODS, describeSigningString as describeWith, type KeyType, looksLikeSeconds,
+  type MessageSignatureAlgorithm, METHOD_TOKEN, MILLISECONDS_TIMESTAMP, requestTargetProblem, signingString, type SigningStringDetails
 } from './protocol/index.js'
 import type { CryptoKeyLike, KeyInput, KeyObjectLike, PrivateKeyInput } from './types.js'
 
 export { KeygateResponseError, SigningInputError, signingString, type CryptoKeyLike, type KeyInput, type KeyObjectLike, type PrivateKeyInput }
+export { signatureBaseMismatches }
+export type { CoveredTarget, KeyType, MessageSignatureAlgorithm, MessageSignatureOptions, SignatureBaseDetails, SignatureScheme }
 export type { SigningStringDetails }
 
 /** What a signing string is made of (see SigningStringDetails), as keygate describes it. */
@@ -33,12 +44,17 @@ export async function apiKeyOf (key: KeyInput): Promise<string> {
 }
 
 /**
- * The private key as a WebCrypto CryptoKey (RSASSA-PKCS1-v1_5, SHA-256, not extractable), to
- * check a key early or import it once for many `signRequest` calls. A CryptoKey given is returned
- * as it is.
+ * The private key as a WebCrypto CryptoKey (not extractable) for its type's default algorithm
+ * (RSASSA-PKCS1-v1_5 with SHA-256, Ed25519, or ECDSA P-256), to check a key early or import it
+ * once for many `signRequest` calls. A CryptoKey given is returned as it is.
  */
 export async function importPrivateKey (privateKey: PrivateKeyInput): Promise<CryptoKeyLike> {
   return await importSigningKey(preparePrivateKey(privateKey))
+}
+
+/** Which type of key this is: "rsa", "ed25519" or "p256" (what keygen --type makes). */
+export function keyTypeOf (key: KeyInput): KeyType {
+  return prepareKey(key, 'key').type
 }
 
 /** The three headers of a signed business request (the bearer token goes in Authorization). */
@@ -60,10 +76,35 @@ export interface SignRequestInput {
   body?: RequestBody | null | undefined
   /** the apiKey POST /v1/api-keys returned */
   apiKey: string
-  /** the RSA private key: PEM text (PKCS#8 or PKCS#1), a CryptoKey or a KeyObject */
+  /** the private key (RSA, Ed25519 or EC P-256): PEM text (PKCS#8, PKCS#1, SEC1), a CryptoKey or a KeyObject */
   privateKey: PrivateKeyInput
-  /** milliseconds since the Unix epoch; default Date.now() */
+  /** seed scheme: milliseconds since the Unix epoch; default Date.now() */
   timestamp?: number | string | undefined
+  /** "seed", the default: X-API-Key, X-API-Timestamp, X-API-Signature; for RFC 9421 see MessageSignatureInput */
+  scheme?: 'seed' | undefined
+}
+
+/**
+ * RFC 9421: what signRequest needs besides the request. `baseUrl` (keygate's origin as the client
+ * addresses it, e.g. https://api.example.com) is needed to cover @target-uri, the default; with
+ * `components: 'path'` it is not.
+ */
+export interface MessageSignatureInput extends Omit<SignRequestInput, 'scheme' | 'timestamp'>, MessageSignatureOptions {
+  scheme: 'rfc9421'
+  baseUrl?: string | undefined
+  /** the Content-Type sent with a body, which is covered; default application/json */
+  contentType?: string | undefined
+}
+
+/**
+ * The headers of an RFC 9421 signed request (the bearer token goes in Authorization). A request
+ * with a body also sends Content-Digest and Content-Type, both covered by the signature.
+ */
+export interface MessageSignatureHeaders {
+  'Signature-Input': string
+  Signature: string
+  'Content-Digest'?: string
+  'Content-Type'?: string
 }
 
 function bodyBytes (body: RequestBody | null | undefined): Bytes {
@@ -129,20 +170,95 @@ function signingBytes (request: CheckedRequest): Bytes {
   return concatBytes(signingString(request.timestamp, request.method, request.target, request.body))
 }
 
-async function signatureHeaders (request: CheckedRequest, apiKey: string, key: WebCryptoKey, bytes: Bytes): Promise<SignatureHeaders> {
-  return { 'X-API-Key': apiKey, 'X-API-Timestamp': request.timestamp, 'X-API-Signature': await signBase64(key, bytes) }
+/**
+ * The seed scheme's signature (and the registration proof), base64: RSA PKCS#1 v1.5 SHA-256, the
+ * raw Ed25519 signature, or for P-256 the DER ECDSA signature of the SHA-256 (what openssl dgst
+ * -sha256 -sign makes; WebCrypto's raw r || s is converted).
+ */
+async function seedSignature (key: WebCryptoKey, type: KeyType, bytes: Bytes): Promise<string> {
+  const raw = await signRaw(key, defaultAlgorithm(type), bytes)
+  return toBase64(type === 'p256' ? derOfRawEcdsa(raw) : raw)
+}
+
+async function signatureHeaders (
+  request: CheckedRequest, apiKey: string, key: WebCryptoKey, type: KeyType, bytes: Bytes
+): Promise<SignatureHeaders> {
+  return { 'X-API-Key': apiKey, 'X-API-Timestamp': request.timestamp, 'X-API-Signature': await seedSignature(key, type, bytes) }
+}
+
+function checkScheme (scheme: unknown): SignatureScheme {
+  if (scheme === undefined) return 'seed'
+  if (scheme !== 'seed' && scheme !== 'rfc9421') {
+    throw new SigningInputError('scheme', 'must be "seed" (X-API-* headers) or "rfc9421" (HTTP Message Signatures)')
+  }
+  return scheme
+}
+
+/** The RFC 9421 algorithm for this key: the one asked for (RSA: rsa-v1_5-sha256 or rsa-pss-sha512), else the key type's. */
+function algorithmFor (key: PreparedPrivateKey, asked: MessageSignatureAlgorithm | undefined): MessageSignatureAlgorithm {
+  if (asked !== undefined && !ALGORITHMS_OF_KEY_TYPE[key.type].includes(asked)) {
+    throw new SigningInputError('algorithm',
+      `${asked} needs another type of key: this ${key.type} key signs with ${ALGORITHMS_OF_KEY_TYPE[key.type].join(' or ')}`)
+  }
+  return asked ?? defaultAlgorithm(key.type)
+}
+
+function checkContentType (contentType: unknown): string {
+  if (contentType === undefined) return 'application/json'
+  if (typeof contentType !== 'string' || contentType.trim() === '') throw new SigningInputError('contentType', 'must be a media type, e.g. application/json')
+  return contentType
 }
 
 /**
- * The X-API-Key, X-API-Timestamp and X-API-Signature headers of one business request. Send the
- * method in upper case, the target and the body exactly as given here. A PEM or KeyObject key is
- * imported on each call: for many requests, use createClient, or importPrivateKey once.
+ * The headers that sign one business request. Seed scheme (the default): X-API-Key,
+ * X-API-Timestamp and X-API-Signature. `scheme: 'rfc9421'`: Signature-Input and Signature (and
+ * Content-Digest and Content-Type with a body). Send the method in upper case, the target and
+ * the body exactly as given here. A PEM or KeyObject key is imported on each call: for many
+ * requests, use createClient, or importPrivateKey once.
  */
-export async function signRequest (input: SignRequestInput): Promise<SignatureHeaders> {
-  const request = checkRequest(input)
+export async function signRequest (input: SignRequestInput): Promise<SignatureHeaders>
+export async function signRequest (input: MessageSignatureInput): Promise<MessageSignatureHeaders>
+export async function signRequest (input: SignRequestInput | MessageSignatureInput): Promise<SignatureHeaders | MessageSignatureHeaders> {
+  const scheme = checkScheme(input.scheme)
+  if (scheme === 'rfc9421') return await signMessage(input as MessageSignatureInput)
+  const request = checkRequest(input as SignRequestInput)
   const key = preparePrivateKey(input.privateKey)
   const apiKey = checkApiKey(input.apiKey)
-  return await signatureHeaders(request, apiKey, await importSigningKey(key), signingBytes(request))
+  return await signatureHeaders(request, apiKey, await importSigningKey(key), key.type, signingBytes(request))
+}
+
+async function signMessage (input: MessageSignatureInput): Promise<MessageSignatureHeaders> {
+  const request = checkRequest({ method: input.method, target: input.target, body: input.body })
+  const key = preparePrivateKey(input.privateKey)
+  const apiKey = checkApiKey(input.apiKey)
+  const algorithm = algorithmFor(key, checkAlgorithm(input.algorithm))
+  const contentType = request.body.length > 0 ? checkContentType(input.contentType) : undefined
+  const origin = input.baseUrl === undefined ? undefined : checkBaseUrl(input.baseUrl)
+  const prepared = await prepareMessageSignature({ ...request, origin, contentType }, apiKey, algorithm, input)
+  const signature = await signRaw(await importSigningKey(key, algorithm), algorithm, utf8(prepared.base))
+  return {
+    'Signature-Input': prepared.signatureInput,
+    Signature: signatureField(prepared.label, signature),
+    ...(prepared.contentDigest !== undefined && { 'Content-Digest': prepared.contentDigest }),
+    ...(contentType !== undefined && { 'Content-Type': contentType })
+  }
+}
+
+/**
+ * The RFC 9421 signature base of a request, as keygate describes the one it verified in an
+ * INVALID_SIGNATURE answer (`signatureBase` lines, `signatureBaseSha256`): give the same `created`
+ * and `nonce` as the signature (they are in its Signature-Input), and the `algorithm` it used;
+ * compare with `signatureBaseMismatches`.
+ */
+export async function describeSignatureBase (
+  input: Omit<MessageSignatureInput, 'privateKey' | 'scheme' | 'algorithm' | 'created'> & { algorithm: MessageSignatureAlgorithm; created: number }
+): Promise<SignatureBaseDetails & { signatureInput: string }> {
+  const request = checkRequest({ method: input.method, target: input.target, body: input.body })
+  const algorithm = checkAlgorithm(input.algorithm) as MessageSignatureAlgorithm
+  const contentType = request.body.length > 0 ? checkContentType(input.contentType) : undefined
+  const origin = input.baseUrl === undefined ? undefined : checkBaseUrl(input.baseUrl)
+  const prepared = await prepareMessageSignature({ ...request, origin, contentType }, checkApiKey(input.apiKey), algorithm, input)
+  return { ...await describeBase(prepared.base), signatureInput: prepared.signatureInput }
 }
 
 /**
@@ -168,10 +284,14 @@ function checkName (name: unknown): string {
   return name
 }
 
-/** The registration `signature`: base64 RSA-SHA256 over the exact UTF-8 bytes of the key name. */
+/**
+ * The registration `signature` over the exact UTF-8 bytes of the key name, base64: RSA-SHA256,
+ * the raw Ed25519 signature, or the DER ECDSA P-256 signature of its SHA-256.
+ */
 export async function signKeyName (name: string, privateKey: PrivateKeyInput): Promise<string> {
   const bytes = utf8(checkName(name))
-  return await signBase64(await importSigningKey(preparePrivateKey(privateKey)), bytes)
+  const key = preparePrivateKey(privateKey)
+  return await seedSignature(await importSigningKey(key), key.type, bytes)
 }
 
 export interface KeyRegistrationBody {
@@ -207,11 +327,15 @@ export async function keyRegistration (
     throw new SigningInputError('publicKey', 'privateKey is a non-extractable CryptoKey, whose public half cannot be read: ' +
       'give publicKey too (keyPair.publicKey)')
   }
-  const signature = await signBase64(await importSigningKey(key), nameBytes)
+  if (givenPublic !== undefined && givenPublic.type !== key.type) {
+    throw new SigningInputError('publicKey', `is not the public half of privateKey: it is ${givenPublic.type}, privateKey ${key.type}`)
+  }
+  const raw = await signRaw(await importSigningKey(key), defaultAlgorithm(key.type), nameBytes)
   const spki = await publicSpki(givenPublic ?? key, givenPublic === undefined ? 'privateKey' : 'publicKey')
-  if (givenPublic !== undefined && !await verifies(spki, fromBase64(signature) ?? new Uint8Array(0), nameBytes)) {
+  if (givenPublic !== undefined && !await verifies(key.type, spki, raw, nameBytes)) {
     throw new SigningInputError('publicKey', 'is not the public half of privateKey: its signature does not verify with it')
   }
+  const signature = toBase64(key.type === 'p256' ? derOfRawEcdsa(raw) : raw)
   return { name, publicKey: pem('PUBLIC KEY', spki), signature, ...(scopes !== undefined && { scopes }) }
 }
 
@@ -301,10 +425,20 @@ export interface ClientOptions {
   apiKey?: string | undefined
   /** default: the global fetch */
   fetch?: FetchFunction | undefined
+  /** "seed" (default: X-API-* headers) or "rfc9421" (HTTP Message Signatures, covering @target-uri of baseUrl by default) */
+  scheme?: SignatureScheme | undefined
+  /** rfc9421: the signature's label; default "sig1" */
+  label?: string | undefined
+  /** rfc9421: "target-uri" (default) or "path" (@path and @query: behind a proxy that rewrites Host) */
+  components?: CoveredTarget | undefined
+  /** rfc9421 with an RSA key: "rsa-v1_5-sha256" (default) or "rsa-pss-sha512" */
+  algorithm?: MessageSignatureAlgorithm | undefined
 }
 
 export interface SignedResponseInfo {
-  /** the bytes that were signed: timestamp + METHOD + target + body */
+  /** which scheme signed the request */
+  scheme: SignatureScheme
+  /** the bytes that were signed: seed, timestamp + METHOD + target + body; rfc9421, the signature base */
   signingString: Uint8Array
   /** every header sent, the Authorization value included, names in lower case */
   headers: Record<string, string>
@@ -339,11 +473,14 @@ export function createClient (options: ClientOptions): KeygateClient {
       'give apiKey, what registerKey returned (or await apiKeyOf(keyPair.publicKey))')
   }
   const fetchImpl = checkFetch(options.fetch)
+  const scheme = checkScheme(options.scheme)
+  const messageOptions = { label: checkLabel(options.label), components: checkCoveredTarget(options.components) }
+  const algorithm = algorithmFor(key, checkAlgorithm(options.algorithm))
   subtle() // a runtime without WebCrypto (a browser page on plain http:// other than localhost) is said at once, too
 
   let signingKey: Promise<WebCryptoKey> | undefined
   let apiKey: Promise<string> | undefined
-  const importedKey = async (): Promise<WebCryptoKey> => await (signingKey ??= importSigningKey(key))
+  const importedKey = async (): Promise<WebCryptoKey> => await (signingKey ??= importSigningKey(key, scheme === 'rfc9421' ? algorithm : undefined))
   const clientApiKey = async (): Promise<string> =>
     await (apiKey ??= givenApiKey !== undefined ? Promise.resolve(givenApiKey) : publicSpki(key, 'privateKey').then((spki) => sha256Hex([spki])))
 
@@ -360,9 +497,19 @@ export function createClient (options: ClientOptions): KeygateClient {
     const headers = new Headers(init.headers)
     if (request.body.length > 0 && !headers.has('content-type')) headers.set('content-type', 'application/json')
     headers.set('authorization', `Bearer ${token}`)
-    const bytes = signingBytes(request)
-    const signed = await signatureHeaders(request, await clientApiKey(), await importedKey(), bytes)
-    for (const [name, value] of Object.entries(signed)) headers.set(name, value)
+    let bytes: Bytes
+    if (scheme === 'rfc9421') {
+      const contentType = request.body.length > 0 ? headers.get('content-type') ?? undefined : undefined
+      const prepared = await prepareMessageSignature({ ...request, origin, contentType }, await clientApiKey(), algorithm, messageOptions)
+      bytes = utf8(prepared.base)
+      if (prepared.contentDigest !== undefined) headers.set('content-digest', prepared.contentDigest)
+      headers.set('signature-input', prepared.signatureInput)
+      headers.set('signature', signatureField(prepared.label, await signRaw(await importedKey(), algorithm, bytes)))
+    } else {
+      bytes = signingBytes(request)
+      const signed = await signatureHeaders(request, await clientApiKey(), await importedKey(), key.type, bytes)
+      for (const [name, value] of Object.entries(signed)) headers.set(name, value)
+    }
     const response = await fetchImpl(url, {
       ...init,
       method: request.method,
@@ -371,7 +518,7 @@ export function createClient (options: ClientOptions): KeygateClient {
     })
     const sent: Record<string, string> = {}
     headers.forEach((value, name) => { sent[name] = value })
-    return { response, signingString: bytes, headers: sent }
+    return { response, scheme, signingString: bytes, headers: sent }
   }
   return {
     apiKey: clientApiKey,

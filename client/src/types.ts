@@ -4,7 +4,8 @@
 
 /**
  * A WebCrypto CryptoKey, as far as the client reads it (so that the declarations need neither the
- * DOM's nor Node.js's types). Signing takes a private RSASSA-PKCS1-v1_5 key with SHA-256.
+ * DOM's nor Node.js's types). Signing takes a private RSASSA-PKCS1-v1_5 key with SHA-256 (or
+ * RSA-PSS with SHA-512 for RFC 9421's rsa-pss-sha512), an Ed25519 key, or an ECDSA P-256 key.
  */
 export interface CryptoKeyLike {
   readonly type: string
@@ -21,10 +22,11 @@ export interface KeyObjectLike {
 }
 
 /**
- * An RSA private key: PEM text, PKCS#8 ("BEGIN PRIVATE KEY") or PKCS#1 ("BEGIN RSA PRIVATE KEY"),
+ * A private key of one of the types keygate takes (RSA, Ed25519, EC P-256): PEM text, PKCS#8
+ * ("BEGIN PRIVATE KEY"), PKCS#1 ("BEGIN RSA PRIVATE KEY") or SEC1 ("BEGIN EC PRIVATE KEY", P-256),
  * as a string or its bytes (a file read without an encoding); a CryptoKey; or a KeyObject.
  */
 export type PrivateKeyInput = string | Uint8Array | CryptoKeyLike | KeyObjectLike
 
-/** Either half of an RSA key pair, in the forms of PrivateKeyInput; PEM also "BEGIN PUBLIC KEY" or "BEGIN RSA PUBLIC KEY". */
+/** Either half of a key pair, in the forms of PrivateKeyInput; PEM also "BEGIN PUBLIC KEY" (or "BEGIN RSA PUBLIC KEY" for RSA). */
 export type KeyInput = PrivateKeyInput

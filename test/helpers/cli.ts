@@ -1,7 +1,9 @@
 // `npm run keygate -- ...` as an operator runs it: a child process with only the given
-// environment (and PATH), `stdin` written and closed.
+// environment (and PATH), `stdin` written and closed; or runCli in this process (inProcess).
 import { spawn } from 'node:child_process'
+import { PassThrough } from 'node:stream'
 import { fileURLToPath } from 'node:url'
+import { runCli } from '../../gateway/src/cli/keygate.js'
 import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
@@ -20,4 +22,17 @@ export async function keygateCli (args: string[], stdin: string, env: Record<str
   child.stdin.end(stdin)
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
   return { code, stdout, stderr }
+}
+
+/** runCli in this process, with `env` as its environment: what it printed, or the error it threw */
+export async function inProcess (args: string[], env: Record<string, string>): Promise<{ stdout: string; error: Error | undefined }> {
+  const out = new PassThrough()
+  let stdout = ''
+  out.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+  try {
+    await runCli(args, { stdin: process.stdin, stdout: out as unknown as typeof process.stdout, env })
+    return { stdout, error: undefined }
+  } catch (err) {
+    return { stdout, error: err as Error }
+  }
 }

@@ -4,21 +4,17 @@
 // with it on the same store), exit as it does, and say clearly what only this way meets: a
 // refused token, an admin URL nobody answers, a command the admin API has no form of. The scope
 // commands (users scopes, users add --scopes, keys update) go through it too.
-import { PassThrough } from 'node:stream'
 import t from 'tap'
-import { runCli } from '../../gateway/src/cli/keygate.js'
 import { newAdminToken, startAdminGateway } from '../helpers/admin.js'
-import { keygateCli as keygate } from '../helpers/cli.js'
+import { inProcess, keygateCli as keygate } from '../helpers/cli.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { freePort, testRedisUrl } from '../helpers/redis.js'
 import { login, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
 
 /** runCli in this process, the direct way (on the Redis): its output */
 async function direct (args: string[], env: Record<string, string>): Promise<string> {
-  const out = new PassThrough()
-  let stdout = ''
-  out.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-  await runCli(args, { stdin: process.stdin, stdout: out as unknown as typeof process.stdout, env })
+  const { stdout, error } = await inProcess(args, env)
+  if (error !== undefined) throw error
   return stdout
 }
 

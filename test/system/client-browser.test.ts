@@ -70,13 +70,31 @@ try {
   } catch (err) {
     out.mistake = { isSigningInputError: err instanceof SigningInputError, input: err.input, message: err.message }
   }
+
+  // 3. Page-made Ed25519 and P-256 key pairs (non-extractable), in both schemes: RFC 9421 and the X-API-* headers
+  out.modern = {}
+  for (const [type, algorithm] of [['ed25519', { name: 'Ed25519' }], ['p256', { name: 'ECDSA', namedCurve: 'P-256' }]]) {
+    const modern = await crypto.subtle.generateKey(algorithm, false, ['sign', 'verify'])
+    const der = new Uint8Array(await crypto.subtle.exportKey('spki', modern.publicKey))
+    const pem = '-----BEGIN PUBLIC KEY-----\\n' + btoa(String.fromCharCode(...der)).match(/.{1,64}/g).join('\\n') + '\\n-----END PUBLIC KEY-----\\n'
+    const done = await registerKey({ baseUrl, token, name: 'browser ' + type, privateKey: modern.privateKey, publicKey: pem })
+    const results = { apiKey: done.apiKey }
+    for (const scheme of ['rfc9421', 'seed']) {
+      const modernClient = createClient({ baseUrl, token, privateKey: modern.privateKey, apiKey: done.apiKey, scheme })
+      const taxId = String(10000000 + Object.keys(out.modern).length * 10 + (scheme === 'seed' ? 1 : 2))
+      const body = JSON.stringify({ name: type + ' ' + scheme, email: type + scheme + '@example.com', tax_id: taxId })
+      const made = await answer(await modernClient.fetch('POST', '/v1/clients/', body))
+      results[scheme] = { created: made, fetched: await answer(await modernClient.fetch('GET', '/v1/clients/' + made.body.id + '?via=' + scheme)) }
+    }
+    out.modern[type] = results
+  }
 } catch (err) {
   out.error = String(err && err.stack ? err.stack : err)
 }
 window.result = out
 `
 
-t.test('the built client signs in Chromium with WebCrypto, from a PEM key and from a non-extractable CryptoKey, and keygate accepts it', async (t) => {
+t.test('the built client signs in Chromium (a PEM key; page-made RSA, Ed25519 and P-256 CryptoKeys; both schemes); keygate accepts it', async (t) => {
   const gw = await startStack(t, { store: 'memory' })
   await addUser(gw, 'alice')
   const origin = new URL(gw.url).origin
@@ -180,6 +198,16 @@ t.test('the built client signs in Chromium with WebCrypto, from a PEM key and fr
   t.same(result.cryptoKeyFetched.body, result.cryptoKeyCreated.body, 'and the GET of the client it created')
   t.match(result.mistake, { isSigningInputError: true, input: 'apiKey', message: /non-extractable CryptoKey/ },
     'createClient with that key and no apiKey throws a SigningInputError at once')
+
+  type ModernRun = { created: { status: number; body: Record<string, unknown> }; fetched: { status: number } }
+  const modern = result.modern as Record<string, Record<string, ModernRun>>
+  for (const type of ['ed25519', 'p256']) {
+    for (const scheme of ['rfc9421', 'seed']) {
+      const run = modern[type]?.[scheme]
+      t.equal(run?.created.status, 201, `a page-made ${type} key, ${scheme}: the signed POST is accepted (${JSON.stringify(run?.created.body)})`)
+      t.equal(run?.fetched.status, 200, `a page-made ${type} key, ${scheme}: the signed GET with a query too`)
+    }
+  }
 
   t.ok(served.includes('/__client/index.js') && served.includes('/__client/protocol/index.js'), 'the page loaded the built module\'s files')
   t.same(elsewhere, [], 'the page asked no other origin for anything')

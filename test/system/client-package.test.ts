@@ -26,7 +26,8 @@ const childEnv = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdi
 /** The value exports of @keygate/client; consumer.ts below uses each, and the test checks this list against the built module. */
 const VALUE_EXPORTS = [
   'KeygateResponseError', 'SigningInputError', 'apiKeyOf', 'createClient', 'describeRequest', 'describeSigningString', 'importPrivateKey',
-  'keyRegistration', 'login', 'registerKey', 'signKeyName', 'signRequest', 'signatureMismatches', 'signingString'
+  'keyRegistration', 'login', 'registerKey', 'signKeyName', 'signRequest', 'signatureMismatches', 'signingString',
+  'describeSignatureBase', 'keyTypeOf', 'signatureBaseMismatches'
 ]
 
 /** A `node` on PATH (outside any node_modules) of another version than this one: the system's Node.js 20 here. */
@@ -176,7 +177,9 @@ const COMMON_TS = `import {
   signatureMismatches, signingString, signKeyName, signRequest, SigningInputError,
   type ClientOptions, type ClientRequestInit, type CryptoKeyLike, type FetchFunction, type KeygateClient, type KeyInput, type KeyObjectLike,
   type KeyRegistrationBody, type LoginInput, type PrivateKeyInput, type RegisterKeyInput, type RequestBody, type SignatureHeaders,
-  type SignedResponseInfo, type SigningStringDetails, type SignRequestInput
+  type SignedResponseInfo, type SigningStringDetails, type SignRequestInput,
+  describeSignatureBase, keyTypeOf, signatureBaseMismatches, type CoveredTarget, type KeyType, type MessageSignatureAlgorithm,
+  type MessageSignatureHeaders, type MessageSignatureInput, type SignatureBaseDetails, type SignatureScheme
 } from '@keygate/client'
 import { API_KEY_PATTERN, HTTP_METHODS, requestTargetProblem, type HttpMethod } from '@keygate/client/protocol'
 
@@ -208,6 +211,15 @@ export async function everything (baseUrl: string, pem: string, key: PrivateKeyI
   const errors: Error[] = [new SigningInputError('target', 'x'), new KeygateResponseError(401, { code: 'INVALID_SIGNATURE' })]
   const notes: Array<string | undefined> = [(errors[0] as SigningInputError).input, (errors[1] as KeygateResponseError).code]
   const keyObject: KeyObjectLike | undefined = undefined
+  const scheme: SignatureScheme = 'rfc9421'
+  const components: CoveredTarget = 'path'
+  const algorithm: MessageSignatureAlgorithm = 'ed25519'
+  const messageInput: MessageSignatureInput = { scheme, method: 'POST', target: '/v1/clients/', body, apiKey, privateKey: key, baseUrl, components }
+  const messageHeaders: MessageSignatureHeaders = await signRequest(messageInput)
+  const base: SignatureBaseDetails = await describeSignatureBase({ method: 'GET', target: '/', apiKey, baseUrl, algorithm, created: 1790000000, nonce: 'n' })
+  const baseDiffer: { mine: string[]; keygate: string[] } = signatureBaseMismatches(base, problem)
+  const keyType: KeyType = keyTypeOf(publicKey)
+  differing.push(messageHeaders.Signature, ...baseDiffer.mine, keyType)
   return [String(expiresIn), headers['X-API-Signature'], registrationBody.publicKey, signature, await client.apiKey(), described.target, method,
     String(API_KEY_PATTERN.test(apiKey)), String(requestTargetProblem('/')), String(parts.length), ...differing, ...notes.map(String), String(keyObject)]
 }

@@ -9,15 +9,19 @@
 //   --key FILE       KEYGATE_KEY       the private key (~/.keygate/NAME.pem)
 //   --name NAME                       the key's name: its files and its registered name (default)
 //   --scopes A,B                      register: the key's scopes, some of the user's (default: all)
-import { generateKeyPair } from 'node:crypto'
+//   --type rsa|ed25519|p256           keygen: the key type (default rsa)
+//   --scheme seed|rfc9421             call: X-API-* headers (default) or RFC 9421 Signature-Input/Signature
+//   --components target-uri|path      call --scheme rfc9421: cover @target-uri (default) or @path + @query
+import { createHash, generateKeyPair, type KeyObject } from 'node:crypto'
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { homedir } from 'node:os'
 import { basename, join, resolve } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import {
-  apiKeyOf, createClient, describeSigningString, importPrivateKey, KeygateResponseError, login, registerKey,
-  signatureMismatches, SigningInputError
+  apiKeyOf, type CoveredTarget, createClient, describeSigningString, importPrivateKey, KeygateResponseError, login, registerKey,
+  signatureBaseMismatches, signatureMismatches, type SignatureScheme, SigningInputError
 } from '#client'
+import { KEY_TYPES, type KeyType } from '#client/protocol'
 
 export const CLIENT_COMMANDS = ['keygen', 'login', 'register', 'call'] as const
 export type ClientCommand = (typeof CLIENT_COMMANDS)[number]
@@ -51,14 +55,17 @@ const OPTIONS = {
   out: { type: 'string' },
   scopes: { type: 'string' },
   header: { type: 'string', short: 'H', multiple: true },
-  verbose: { type: 'boolean', short: 'v' }
+  verbose: { type: 'boolean', short: 'v' },
+  type: { type: 'string' },
+  scheme: { type: 'string' },
+  components: { type: 'string' }
 } as const
 
 const ALLOWED: Record<ClientCommand, ReadonlyArray<keyof typeof OPTIONS>> = {
-  keygen: ['out', 'name'],
+  keygen: ['out', 'name', 'type'],
   login: ['url', 'user', 'password'],
   register: ['url', 'user', 'password', 'token', 'key', 'name', 'scopes'],
-  call: ['url', 'user', 'password', 'token', 'key', 'name', 'header', 'verbose']
+  call: ['url', 'user', 'password', 'token', 'key', 'name', 'header', 'verbose', 'scheme', 'components']
 }
 const POSITIONALS: Record<ClientCommand, [min: number, max: number]> = { keygen: [0, 0], login: [0, 0], register: [0, 0], call: [2, 3] }
 
@@ -134,6 +141,23 @@ async function bearerToken (flags: Flags, io: ClientIo): Promise<string> {
   return (await login({ baseUrl: baseUrl(flags, io.env), username, password: await password(flags, io) })).token
 }
 
+function keyType (flag: string | undefined): KeyType {
+  if (flag === undefined) return 'rsa'
+  if (!(KEY_TYPES as readonly string[]).includes(flag)) throw new ClientUsageError(`--type ${JSON.stringify(flag)}: give one of ${KEY_TYPES.join(', ')}`)
+  return flag as KeyType
+}
+
+const generate = promisify(generateKeyPair)
+
+/** RSA-2048, Ed25519 or EC P-256: the types keygate registers. */
+async function newKeyPair (type: KeyType): Promise<{ privateKey: KeyObject; publicKey: KeyObject }> {
+  switch (type) {
+    case 'rsa': return await generate('rsa', { modulusLength: 2048 })
+    case 'ed25519': return await generate('ed25519')
+    case 'p256': return await generate('ec', { namedCurve: 'P-256' })
+  }
+}
+
 async function keygen (flags: Flags, io: ClientIo): Promise<void> {
   const dir = resolve(flags.out ?? keyDir())
   const name = keyName(flags)
@@ -143,13 +167,13 @@ async function keygen (flags: Flags, io: ClientIo): Promise<void> {
   for (const file of [privateFile, publicFile]) {
     if (await exists(file)) throw new ClientUsageError(`${file} exists; keygen never overwrites a key: choose another --name or --out`)
   }
-  const { privateKey, publicKey } = await promisify(generateKeyPair)('rsa', { modulusLength: 2048 })
+  const { privateKey, publicKey } = await newKeyPair(keyType(flags.type))
   await mkdir(dir, { recursive: true, mode: 0o700 })
   // 'wx': fails rather than replaces, should a file have appeared since the check.
   await writeFile(privateFile, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600, flag: 'wx' })
   await writeFile(publicFile, publicKey.export({ type: 'spki', format: 'pem' }), { mode: 0o644, flag: 'wx' })
   io.stdout.write([
-    `private key: ${privateFile} (mode 0600; never share it)`,
+    `private key: ${privateFile} (${keyType(flags.type)}, mode 0600; never share it)`,
     `public key:  ${publicFile}`,
     `apiKey:      ${await apiKeyOf(publicKey)} (once registered)`,
     `next:        npm run keygate -- register${flags.name === undefined ? '' : ` --name ${name}`}${flags.out === undefined ? '' : ` --key ${privateFile}`}`,
@@ -223,18 +247,38 @@ function headerPairs (raw: string[] | undefined): Array<[string, string]> {
   })
 }
 
+function signatureScheme (flags: Flags): SignatureScheme {
+  const scheme = flags.scheme ?? 'seed'
+  if (scheme !== 'seed' && scheme !== 'rfc9421') throw new ClientUsageError(`--scheme ${JSON.stringify(scheme)}: give seed (X-API-* headers) or rfc9421`)
+  if (flags.components !== undefined && scheme !== 'rfc9421') throw new ClientUsageError('--components is for --scheme rfc9421')
+  return scheme
+}
+
+function coveredTarget (flags: Flags): CoveredTarget | undefined {
+  const components = flags.components
+  if (components === undefined || components === 'target-uri' || components === 'path') return components
+  throw new ClientUsageError(`--components ${JSON.stringify(components)}: give target-uri (cover @target-uri, the default) or path ` +
+    '(cover @path and @query: behind a proxy that rewrites Host)')
+}
+
 async function call (flags: Flags, positionals: string[], io: ClientIo): Promise<void> {
   const [method = '', target = '', bodyArg] = positionals
   const privateKey = await readPrivateKey(keyFile(flags, io.env))
   const body = await readBody(bodyArg, io)
   const token = await bearerToken(flags, io)
-  const client = createClient({ baseUrl: baseUrl(flags, io.env), token, privateKey })
+  const scheme = signatureScheme(flags)
+  const client = createClient({ baseUrl: baseUrl(flags, io.env), token, privateKey, scheme, components: coveredTarget(flags) })
   const { response, signingString, headers } = await client.send(method, target, body, { headers: headerPairs(flags.header) })
   if (flags.verbose === true) {
-    const shown = signingString.length > VERBOSE_SIGNING_STRING_BYTES
-      ? `${escapeBytes(signingString.subarray(0, VERBOSE_SIGNING_STRING_BYTES))}... (${signingString.length - VERBOSE_SIGNING_STRING_BYTES} more bytes)`
-      : escapeBytes(signingString)
-    io.stderr.write(`* signing string (${signingString.length} bytes): ${shown}\n`)
+    if (scheme === 'rfc9421') {
+      io.stderr.write(`* signature base (${signingString.length} bytes):\n`)
+      for (const line of Buffer.from(signingString).toString('utf8').split('\n')) io.stderr.write(`*   ${line}\n`)
+    } else {
+      const shown = signingString.length > VERBOSE_SIGNING_STRING_BYTES
+        ? `${escapeBytes(signingString.subarray(0, VERBOSE_SIGNING_STRING_BYTES))}... (${signingString.length - VERBOSE_SIGNING_STRING_BYTES} more bytes)`
+        : escapeBytes(signingString)
+      io.stderr.write(`* signing string (${signingString.length} bytes): ${shown}\n`)
+    }
     io.stderr.write(`> ${method.toUpperCase()} ${target}\n`)
     for (const [name, value] of Object.entries(headers)) {
       // The token is a credential: enough of it to tell tokens apart, not enough to use it.
@@ -247,7 +291,7 @@ async function call (flags: Flags, positionals: string[], io: ClientIo): Promise
   io.stdout.write(answer)
   if (answer.length > 0 && answer[answer.length - 1] !== 0x0a) io.stdout.write('\n')
   if (response.status >= 400) {
-    await explainInvalidSignature(answer, headers, body, method, target, io)
+    await explainInvalidSignature(answer, headers, scheme === 'rfc9421' ? signingString : undefined, body, method, target, io)
     throw new RequestFailed()
   }
 }
@@ -256,6 +300,7 @@ async function call (flags: Flags, positionals: string[], io: ClientIo): Promise
 async function explainInvalidSignature (
   answer: Buffer,
   headers: Record<string, string>,
+  signatureBase: Uint8Array | undefined,
   body: Buffer | undefined,
   method: string,
   target: string,
@@ -268,6 +313,17 @@ async function explainInvalidSignature (
     return
   }
   if (problem.code !== 'INVALID_SIGNATURE') return
+  if (signatureBase !== undefined) {
+    const base = Buffer.from(signatureBase).toString('utf8')
+    const mineBase = { signatureBase: base.split('\n'), signatureBaseSha256: createHash('sha256').update(base).digest('hex') }
+    if (problem.signatureBase === undefined && problem.signatureBaseSha256 === undefined) return
+    const differ = signatureBaseMismatches(mineBase, problem)
+    io.stderr.write(differ.mine.length === 0 && differ.keygate.length === 0
+      ? 'keygate verified the very signature base this CLI signed: the key named by keyid is not the one that signed\n'
+      : `keygate verified another signature base than this CLI signed;\n${differ.mine.map((line) => `  signed:   ${line}\n`).join('')}` +
+        differ.keygate.map((line) => `  verified: ${line}\n`).join(''))
+    return
+  }
   const mine = await describeSigningString(headers['x-api-timestamp'] ?? '', method.toUpperCase(), target, body)
   const differ = signatureMismatches(mine, problem)
   io.stderr.write(differ.length === 0

@@ -31,10 +31,11 @@ export const COMMANDS = ['serve', 'demo', ...CLIENT_COMMANDS, 'users', 'keys', '
 const CMD = keygateCommand()
 const USAGE = `usage: ${CMD} serve
        ${CMD} demo
-       ${CMD} keygen [--out DIR] [--name NAME]
+       ${CMD} keygen [--type rsa|ed25519|p256] [--out DIR] [--name NAME]
        ${CMD} login [--url URL] [--user USER] [--password PASSWORD]
        ${CMD} register [--name NAME] [--key FILE] [--scopes A,B] [--url URL] [--user USER --password PASSWORD | --token TOKEN]
        ${CMD} call METHOD TARGET [BODY | @FILE | @-] [-v] [-H 'Name: value']... [--key FILE] [--url ...]
+                   [--scheme seed|rfc9421] [--components target-uri|path]
        ${CMD} users add|passwd|remove NAME
        ${CMD} users add NAME --scopes A,B
        ${CMD} users scopes NAME [SCOPE ...] | --none
@@ -52,8 +53,9 @@ To run keygate:
   demo               the gateway in front of the example clients service, as npm start runs it
 
 For client developers:
-  keygen             make an RSA-2048 key pair: DIR/NAME.pem (private, mode 0600) and DIR/NAME.pub.pem;
-                     DIR is ~/.keygate, NAME is "default" unless given; never overwrites a file
+  keygen             make a key pair: DIR/NAME.pem (private, PKCS#8, mode 0600) and DIR/NAME.pub.pem;
+                     --type rsa (RSA-2048, the default), ed25519 or p256 (EC P-256); DIR is
+                     ~/.keygate, NAME is "default" unless given; never overwrites a file
   login              log in and print the bearer token (for KEYGATE_TOKEN)
   register           log in (or use the token) and register the public half of the key (--key FILE,
                      else ~/.keygate/NAME.pem) under NAME (default: the file's name); prints the
@@ -63,7 +65,10 @@ For client developers:
                      the status on stderr, the answer's body on stdout; exit 1 on 4xx/5xx.
                      TARGET is the path and query as signed (/v1/clients/?limit=10); BODY is sent
                      byte for byte (@FILE: a file's bytes, @-: stdin). -v shows the signing string,
-                     escaped, and the headers sent (the token shortened)
+                     escaped, and the headers sent (the token shortened). --scheme rfc9421 signs
+                     per RFC 9421 (Signature-Input, Signature, Content-Digest) instead of the X-API-*
+                     headers; --components path covers @path and @query instead of @target-uri
+                     (behind a proxy or load balancer that rewrites Host); -v shows the signature base
   Flags, else environment: --url KEYGATE_URL (default http://127.0.0.1:8080), --user KEYGATE_USER,
   --password KEYGATE_PASSWORD (else asked, or read from piped stdin), --token KEYGATE_TOKEN (else
   register and call log in with the user and password), --key KEYGATE_KEY.

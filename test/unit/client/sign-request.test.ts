@@ -121,8 +121,8 @@ t.test('apiKeyOf: the SHA-256 of the DER SPKI, as node:crypto and openssl comput
   for (const [form, key] of forms) t.equal(await apiKeyOf(key), nodeApiKey, form)
   t.match(await rejection(() => apiKeyOf(cryptoKey)), { input: 'key', message: /non-extractable private CryptoKey.*keyPair\.publicKey/ },
     'a non-extractable private CryptoKey: its public half cannot be read, and the error says what to give')
-  t.match(await rejection(() => apiKeyOf(generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }))),
-    { input: 'key', message: /is an EC key; keygate verifies RSA/ }, 'an EC public key')
+  t.match(await rejection(() => apiKeyOf(generateKeyPairSync('ec', { namedCurve: 'P-384' }).publicKey.export({ type: 'spki', format: 'pem' }))),
+    { input: 'key', message: /is an EC P-384 key; keygate takes RSA, Ed25519 and EC P-256 keys/ }, 'an EC public key on another curve than P-256')
 })
 
 t.test('registration helpers agree with openssl', async (t) => {
@@ -143,8 +143,8 @@ t.test('registration helpers agree with openssl', async (t) => {
 
 t.test('inputs are checked, each mistake named', async (t) => {
   const good: SignRequestInput = { method: 'GET', target: '/v1/clients/', apiKey, privateKey: pem, timestamp: TS }
-  const ecKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey
-  const ecCryptoKey = (await webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, false, ['sign', 'verify'])).privateKey
+  const ecKey = generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey
+  const ecCryptoKey = (await webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-384' }, false, ['sign', 'verify'])).privateKey
   const pssCryptoKey = await webcrypto.subtle.importKey('pkcs8', keyObject.export({ type: 'pkcs8', format: 'der' }),
     { name: 'RSA-PSS', hash: 'SHA-256' }, false, ['sign'])
   const sha1CryptoKey = await webcrypto.subtle.importKey('pkcs8', keyObject.export({ type: 'pkcs8', format: 'der' }),
@@ -176,12 +176,12 @@ t.test('inputs are checked, each mistake named', async (t) => {
     ['a public PEM', { privateKey: publicKey.export({ type: 'spki', format: 'pem' }) }, 'privateKey', /is a public key/],
     ['a public CryptoKey', { privateKey: await webcrypto.subtle.importKey('spki', publicKey.export({ type: 'spki', format: 'der' }), RSA, true, ['verify']) },
       'privateKey', /is a public CryptoKey; signing needs the private key/],
-    ['an EC KeyObject', { privateKey: ecKey }, 'privateKey', /is an EC key; keygate verifies RSA \(PKCS#1 v1\.5, SHA-256\) only: make an RSA key/],
-    ['an EC key as PKCS#8 PEM', { privateKey: ecKey.export({ type: 'pkcs8', format: 'pem' }) }, 'privateKey', /is an EC key; keygate verifies RSA/],
-    ['an EC key as SEC1 PEM (BEGIN EC PRIVATE KEY)', { privateKey: ecKey.export({ type: 'sec1', format: 'pem' }) }, 'privateKey', /is an EC key/],
-    ['an Ed25519 key', { privateKey: generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }) }, 'privateKey',
-      /is an Ed25519 key; keygate verifies RSA/],
-    ['an ECDSA CryptoKey', { privateKey: ecCryptoKey }, 'privateKey', /is an ECDSA CryptoKey; keygate verifies RSASSA-PKCS1-v1_5 with SHA-256/],
+    ['an EC P-384 KeyObject', { privateKey: ecKey }, 'privateKey', /is an EC P-384 key; keygate takes RSA, Ed25519 and EC P-256 keys: make one with keygate keygen/],
+    ['an EC P-384 key as PKCS#8 PEM', { privateKey: ecKey.export({ type: 'pkcs8', format: 'pem' }) }, 'privateKey', /is an EC P-384 key; keygate takes RSA/],
+    ['an EC P-384 key as SEC1 PEM (BEGIN EC PRIVATE KEY)', { privateKey: ecKey.export({ type: 'sec1', format: 'pem' }) }, 'privateKey', /is an EC P-384 key/],
+    ['an Ed448 key', { privateKey: generateKeyPairSync('ed448').privateKey.export({ type: 'pkcs8', format: 'pem' }) }, 'privateKey',
+      /is an Ed448 key; keygate takes RSA, Ed25519 and EC P-256 keys/],
+    ['an ECDSA P-384 CryptoKey', { privateKey: ecCryptoKey }, 'privateKey', /is an ECDSA P-384 CryptoKey; keygate verifies RSASSA-PKCS1-v1_5 with SHA-256, Ed25519 and ECDSA P-256/],
     ['an RSA-PSS CryptoKey', { privateKey: pssCryptoKey }, 'privateKey', /is an RSA-PSS SHA-256 CryptoKey; .*name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256'/],
     ['an RSASSA CryptoKey with SHA-1', { privateKey: sha1CryptoKey }, 'privateKey', /is an RSASSA-PKCS1-v1_5 SHA-1 CryptoKey/],
     ['an encrypted PKCS#8 PEM', { privateKey: encrypted('pkcs8') }, 'privateKey',

@@ -6,8 +6,8 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { admin, startAdminGateway, type AdminGateway } from '../../../helpers/admin.js'
 import { rsaKeyPair } from '../../../helpers/keys.js'
+import { routesFromYaml } from '../../../helpers/routes.js'
 import { PASSWORD, login, registerKey, sendSigned, startUpstreamStub } from '../../../helpers/stack.js'
-import { parseRouteText, routesFromDocument } from '../../../../gateway/src/proxy/route-file.js'
 
 const ROUTES = `routes:
   - { prefix: /v1/clients/, upstream: UPSTREAM, auth: signed, methods: [GET], scopes: [clients:read] }
@@ -19,8 +19,7 @@ const newClient = (): string => JSON.stringify({ name: 'a', email: 'a@b.c', tax_
 
 async function scopedGateway (t: Test): Promise<AdminGateway> {
   const upstream = await startUpstreamStub(t)
-  const routes = routesFromDocument(parseRouteText(ROUTES.replaceAll('UPSTREAM', upstream), 'routes.yaml'), 'routes.yaml',
-    { upstream, bodyLimit: 1024 * 1024, timeoutMs: 5000 })
+  const routes = routesFromYaml(ROUTES, upstream)
   return await startAdminGateway(t, { upstreamUrl: upstream, routes })
 }
 

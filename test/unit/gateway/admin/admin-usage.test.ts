@@ -5,8 +5,8 @@
 import t from 'tap'
 import { admin, startAdminGateway } from '../../../helpers/admin.js'
 import { rsaKeyPair } from '../../../helpers/keys.js'
+import { routesFromYaml } from '../../../helpers/routes.js'
 import { PASSWORD, login, registerKey, sendSigned, startUpstreamStub } from '../../../helpers/stack.js'
-import { parseRouteText, routesFromDocument } from '../../../../gateway/src/proxy/route-file.js'
 
 const ROUTES = `routes:
   - name: clients
@@ -41,8 +41,7 @@ interface UsageItem {
 
 t.test('usage of a key and of a user: what passed, read without counting', async (t) => {
   const upstream = await startUpstreamStub(t)
-  const routes = routesFromDocument(parseRouteText(ROUTES.replaceAll('UPSTREAM', upstream), 'routes.yaml'), 'routes.yaml',
-    { upstream, bodyLimit: 1024 * 1024, timeoutMs: 5000 })
+  const routes = routesFromYaml(ROUTES, upstream)
   const gw = await startAdminGateway(t, { upstreamUrl: upstream, routes })
   t.equal((await admin(gw, 'PUT', '/v1/users/alice', { body: { password: PASSWORD } })).status, 201)
   const token = await login(gw.url, 'alice')

@@ -33,7 +33,7 @@ t.test('mistakes are named, with what to do', async (t) => {
   const closedPort = await freePort()
   const env = { HOME: home, KEYGATE_URL: url, KEYGATE_USER: 'demo', KEYGATE_PASSWORD: PASSWORD }
   const ecFile = join(other, 'ec.pem')
-  writeFileSync(ecFile, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }))
+  writeFileSync(ecFile, generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey.export({ type: 'pkcs8', format: 'pem' }))
   const encryptedFile = join(other, 'encrypted.pem')
   writeFileSync(encryptedFile, privateKey.export({ type: 'pkcs8', format: 'pem', cipher: 'aes-256-cbc', passphrase: 'secret' }))
 
@@ -45,7 +45,7 @@ t.test('mistakes are named, with what to do', async (t) => {
     ['a flag of another command', ['keygen', '--url', url], {}, 2, /keygen takes no --url/],
     ['no key', ['call', 'GET', '/v1/clients/'], { HOME: other }, 2, /no private key at .*default\.pem: make one with `npm run keygate -- keygen`/],
     ['no user and no token', ['register'], { KEYGATE_USER: '' }, 2, /no user to log in as: give --user NAME \(or KEYGATE_USER\), or a token/],
-    ['an EC key', ['call', 'GET', '/v1/clients/', '--key', ecFile], {}, 2, /^key file .*ec\.pem: is an EC key; keygate verifies RSA/m],
+    ['an EC key', ['call', 'GET', '/v1/clients/', '--key', ecFile], {}, 2, /^key file .*ec\.pem: is an EC P-384 key; keygate takes RSA, Ed25519 and EC P-256 keys/m],
     ['an encrypted key', ['register', '--key', encryptedFile], {}, 2, /key file .*encrypted\.pem: is an encrypted private key .*decrypt it first/],
     ['a wrong password', ['call', 'GET', '/v1/clients/', '--password', 'wrong password'], {}, 1, /^401 INVALID_CREDENTIALS: /],
     ['a registered key again', ['register'], {}, 1, /^409 DUPLICATE_KEY: /],

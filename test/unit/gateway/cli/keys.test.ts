@@ -2,26 +2,12 @@
 // that change something (passwd, revoke, remove) run as an operator runs them, in a child process;
 // the read-only ones and the usage errors run in this process (a child costs seconds on a busy
 // machine) through the same entry point, runCli.
-import { PassThrough } from 'node:stream'
 import t from 'tap'
-import { UsageError, runCli } from '../../../../gateway/src/cli/keygate.js'
-import { keygateCli as keygate } from '../../../helpers/cli.js'
+import { UsageError } from '../../../../gateway/src/cli/keygate.js'
+import { inProcess, keygateCli as keygate } from '../../../helpers/cli.js'
 import { rsaKeyPair } from '../../../helpers/keys.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
 import { addUser, login, registerKey, sendSigned, startStack } from '../../../helpers/stack.js'
-
-/** runCli in this process: its output, or the error it threw */
-async function inProcess (args: string[], env: Record<string, string>): Promise<{ stdout: string; error: Error | undefined }> {
-  const out = new PassThrough()
-  let stdout = ''
-  out.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-  try {
-    await runCli(args, { stdin: process.stdin, stdout: out as unknown as typeof process.stdout, env })
-    return { stdout, error: undefined }
-  } catch (err) {
-    return { stdout, error: err as Error }
-  }
-}
 
 t.test('users passwd, list, remove and keys list, show, revoke', async (t) => {
   const redisUrl = await testRedisUrl()

@@ -4,28 +4,14 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { PassThrough } from 'node:stream'
 import t from 'tap'
-import { UsageError, runCli } from '../../../../gateway/src/cli/keygate.js'
-import { keygateCli as keygate } from '../../../helpers/cli.js'
+import { UsageError } from '../../../../gateway/src/cli/keygate.js'
+import { inProcess, keygateCli as keygate } from '../../../helpers/cli.js'
 import { rsaKeyPair, signBase64 } from '../../../helpers/keys.js'
 import { send } from '../../../helpers/http.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
 import { login, sendSigned, startStack } from '../../../helpers/stack.js'
 import { route } from '../../../../gateway/src/proxy/route.js'
-
-/** runCli in this process: its output, or the error it threw */
-async function inProcess (args: string[], env: Record<string, string>): Promise<{ stdout: string; error: Error | undefined }> {
-  const out = new PassThrough()
-  let stdout = ''
-  out.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-  try {
-    await runCli(args, { stdin: process.stdin, stdout: out as unknown as typeof process.stdout, env })
-    return { stdout, error: undefined }
-  } catch (err) {
-    return { stdout, error: err as Error }
-  }
-}
 
 t.test('users add --scopes, users scopes, and scopes in the listings', async (t) => {
   const redisUrl = await testRedisUrl()
