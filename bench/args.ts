@@ -1,6 +1,8 @@
 // The command line of `npm run bench`.
 import { parseArgs } from 'node:util'
+import { KEY_TYPES, type KeyType } from '../client/src/protocol/index.js'
 import { ENV_VARIABLES } from '../gateway/src/config/env.js'
+import { BENCH_SCHEMES, type BenchScheme } from './signing.js'
 
 export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject', 'flood'] as const
 export type Scenario = typeof SCENARIOS[number]
@@ -26,6 +28,10 @@ export interface BenchOptions {
   rejectShare: number
   /** reject: which refusals; all: the three in turn */
   rejectKind: RejectKind
+  /** the signature scheme of the signed requests: the seed's X-API-* or RFC 9421 */
+  scheme: BenchScheme
+  /** the type of the bench's signing key */
+  keyType: KeyType
   only: ConfigId[]
   json: boolean
   /** where the JSON and HTML reports go */
@@ -84,6 +90,10 @@ Options:
                                c, d); reports good traffic under the flood against alone
   --reject-share F     the refused share for --scenario reject, 0 to 1   (default 0.5)
   --reject-kind K      all (in turn) | bad-signature | stale | unknown-key (default all)
+  --scheme S           how requests are signed: seed (X-API-Key, X-API-Timestamp,
+                       X-API-Signature) or rfc9421 (Signature-Input, Signature and
+                       Content-Digest: @method, @path, a body's digest)  (default seed)
+  --key T              the signing key: rsa (2048 bits), ed25519 or p256     (default rsa)
   --only a,b,c,d,e,f   run only these configurations                     (default a,b,c,d,e)
   --url URL            load an existing keygate instead (registers a fresh key for --user)
   --user U             with --url: the user to log in as
@@ -138,6 +148,8 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
         scenario: { type: 'string' },
         'reject-share': { type: 'string' },
         'reject-kind': { type: 'string' },
+        scheme: { type: 'string' },
+        key: { type: 'string' },
         only: { type: 'string' },
         json: { type: 'boolean' },
         url: { type: 'string' },
@@ -162,6 +174,11 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   if (rejectShare > 1) throw new UsageError('--reject-share: must be from 0 to 1')
   const rejectKind = values['reject-kind'] ?? 'all'
   if (!(REJECT_KINDS as readonly string[]).includes(rejectKind)) throw new UsageError(`--reject-kind: "${rejectKind}" is not one of ${REJECT_KINDS.join(', ')}`)
+
+  const scheme = values.scheme ?? 'seed'
+  if (!(BENCH_SCHEMES as readonly string[]).includes(scheme)) throw new UsageError(`--scheme: "${scheme}" is not one of ${BENCH_SCHEMES.join(', ')}`)
+  const keyType = values.key ?? 'rsa'
+  if (!(KEY_TYPES as readonly string[]).includes(keyType)) throw new UsageError(`--key: "${keyType}" is not one of ${KEY_TYPES.join(', ')}`)
 
   const onlyGiven = values.only !== undefined
   const only = (values.only ?? DEFAULT_CONFIG_IDS.join(',')).split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
@@ -230,6 +247,8 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     scenario: scenario as Scenario,
     rejectShare,
     rejectKind: rejectKind as RejectKind,
+    scheme: scheme as BenchScheme,
+    keyType: keyType as KeyType,
     only: configs,
     json: values.json === true,
     out: values.out ?? defaultOut,

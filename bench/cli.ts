@@ -19,7 +19,7 @@ import {
   buildRequests, CLIENTS_PATH, createSignedMaterial, ensurePosts, ensureRegistrations, floodHeaders, postShare, refreshGets, REGISTRATION_POOL_SIZE,
   type Destination, type SignedMaterial
 } from './scenarios.js'
-import { generateBenchKey, signOne, SigningPool, type BenchKey } from './signing.js'
+import { encodingOf, generateBenchKey, signOne, SigningPool, type BenchKey } from './signing.js'
 
 const DEFAULT_OUT = join(tmpdir(), 'keygate-bench')
 /** log in again before a measurement once the token is this old (tokens last 15 minutes by default) */
@@ -340,7 +340,7 @@ function describe (options: BenchOptions, rate: number | undefined = typeof opti
   const refused = options.scenario === 'reject'
     ? ` (${Math.round(options.rejectShare * 100)}% refused${options.rejectKind === 'all' ? '' : `: ${options.rejectKind}`})`
     : ''
-  return `scenario ${options.scenario}${refused}, ` +
+  return `scenario ${options.scenario}${refused}, ${options.scheme} scheme, ${options.keyType} key, ` +
     `${load}, ${options.duration} s measured after ${options.warmup} s warm-up, ` +
     `${options.rounds} alternating round${options.rounds === 1 ? '' : 's'} (medians); ` +
     `${options.workers > 1 && options.target === undefined ? `keygate on Redis with ${options.workers} worker processes; ` : ''}` +
@@ -351,7 +351,7 @@ async function run (options: BenchOptions): Promise<void> {
   const started = new Date()
   const say = progress(options)
   say.log(`keygate bench: ${describe(options)}`)
-  const keyReady = generateBenchKey()
+  const keyReady = generateBenchKey(options.keyType)
   keyReady.catch(() => {})
   const setup: OwnSetup = options.target === undefined
     ? await startOwnConfigs(options, keyReady, say.log)
@@ -364,13 +364,13 @@ async function run (options: BenchOptions): Promise<void> {
       }
   const { configs } = setup
   const key = await keyReady
-  const signer = new SigningPool(key)
+  const signer = new SigningPool(key, encodingOf(options.scheme))
   cleanups.push(async () => { await signer.close() })
   cleanups.push(async () => { killAllFloods() })
   if (configs.length === 0) throw new UsageError('nothing to run')
 
   say.log('signing requests ...')
-  const material: SignedMaterial = await createSignedMaterial(key, signer)
+  const material: SignedMaterial = await createSignedMaterial(key, options.scheme, signer)
   if (options.scenario === 'register') {
     say.log(`making ${REGISTRATION_POOL_SIZE} RSA keys to register ...`)
     await ensureRegistrations(material, REGISTRATION_POOL_SIZE)
@@ -517,6 +517,8 @@ async function run (options: BenchOptions): Promise<void> {
     machine: { cpus: availableParallelism(), cpuModel: cpus()[0]?.model.trim() ?? '', node: process.version, platform: `${process.platform}-${process.arch}` },
     options: {
       scenario: options.scenario,
+      scheme: options.scheme,
+      keyType: options.keyType,
       duration: options.duration,
       warmup: options.warmup,
       connections: options.connections,

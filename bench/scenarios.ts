@@ -2,10 +2,10 @@
 // requests signed beforehand. GETs may repeat (replay protection covers only POST, PUT, PATCH,
 // DELETE), so a fixed pool of distinct signed GETs is rotated; every signed POST is used once per
 // store, taken from a pool signed ahead of each measurement.
-import { randomInt } from 'node:crypto'
+import { randomBytes, randomInt } from 'node:crypto'
 import type autocannon from 'autocannon'
 import type { RejectKind, Scenario } from './args.js'
-import { generateBenchKey, signingString, signOne, unknownApiKey, type BenchKey, type SigningPool } from './signing.js'
+import { encodingOf, generateBenchKey, signOne, toSign, unknownApiKey, type BenchKey, type BenchScheme, type SigningPool } from './signing.js'
 
 export const CLIENTS_PATH = '/v1/clients/'
 export const TOKEN_PATH = '/v1/auth/token'
@@ -36,8 +36,8 @@ export interface Destination {
 }
 
 interface Signed {
-  timestamp: string
-  signature: string
+  /** the signature's headers, in the scheme of the run (X-API-*, or Signature-Input and Signature) */
+  headers: Record<string, string>
   signedAt: number
 }
 
@@ -47,11 +47,12 @@ interface SignedPost extends Signed {
 
 export interface SignedMaterial {
   key: BenchKey
+  scheme: BenchScheme
   gets: Signed[]
   /** reject scenario: a valid signature over another timestamp, a stale timestamp, an unknown key */
   badSignature: Signed
   stale: Signed
-  unknownKey: string
+  unknownKey: Signed
   posts: SignedPost[]
   /** register scenario: registration bodies, each a fresh key proven by a signature over its name */
   registrations: string[]
@@ -68,23 +69,37 @@ function clientBody (): string {
   return JSON.stringify({ name: `Bench Client ${n}`, email: `bench${n}@example.com`, tax_id: `${runTag}${String(n).padStart(10, '0')}` })
 }
 
-async function signGets (pool: SigningPool, count: number): Promise<Signed[]> {
-  const now = Date.now()
-  const timestamps = Array.from({ length: count }, (_, i) => String(now - i))
-  const signatures = await pool.sign(timestamps.map((ts) => signingString(ts, 'GET', CLIENTS_PATH)))
-  return timestamps.map((timestamp, i) => ({ timestamp, signature: signatures[i] as string, signedAt: now }))
+const nonce = (): string => randomBytes(12).toString('base64url')
+
+/** Signed here, one at a time (a few per run): `apiKey` another key's for an unknown-key request. */
+function signNow (key: BenchKey, scheme: BenchScheme, timeMs: number, apiKey = key.apiKey): Signed {
+  const request = toSign(scheme, key, apiKey, 'GET', CLIENTS_PATH, undefined, timeMs, nonce())
+  return { headers: request.headers(signOne(key, request.data, encodingOf(scheme))), signedAt: Date.now() }
 }
 
-export async function createSignedMaterial (key: BenchKey, pool: SigningPool): Promise<SignedMaterial> {
+/** A signature that does not verify: made over another time than the one the headers carry. */
+function badSignature (key: BenchKey, scheme: BenchScheme, now: number): Signed {
+  const other = toSign(scheme, key, key.apiKey, 'GET', CLIENTS_PATH, undefined, now - 2000, nonce())
+  const sent = toSign(scheme, key, key.apiKey, 'GET', CLIENTS_PATH, undefined, now, nonce())
+  return { headers: sent.headers(signOne(key, other.data, encodingOf(scheme))), signedAt: now }
+}
+
+async function signGets (key: BenchKey, scheme: BenchScheme, pool: SigningPool, count: number): Promise<Signed[]> {
   const now = Date.now()
-  const staleTs = String(now - 20 * 60 * 1000)
-  const otherTs = String(now - 1)
+  const requests = Array.from({ length: count }, (_, i) => toSign(scheme, key, key.apiKey, 'GET', CLIENTS_PATH, undefined, now - i, nonce()))
+  const signatures = await pool.sign(requests.map((request) => request.data))
+  return requests.map((request, i) => ({ headers: request.headers(signatures[i] as string), signedAt: now }))
+}
+
+export async function createSignedMaterial (key: BenchKey, scheme: BenchScheme, pool: SigningPool): Promise<SignedMaterial> {
+  const now = Date.now()
   return {
     key,
-    gets: await signGets(pool, GET_POOL_SIZE),
-    badSignature: { timestamp: String(now), signature: signOne(key, signingString(otherTs, 'GET', CLIENTS_PATH)), signedAt: now },
-    stale: { timestamp: staleTs, signature: signOne(key, signingString(staleTs, 'GET', CLIENTS_PATH)), signedAt: now },
-    unknownKey: unknownApiKey(),
+    scheme,
+    gets: await signGets(key, scheme, pool, GET_POOL_SIZE),
+    badSignature: badSignature(key, scheme, now),
+    stale: signNow(key, scheme, now - 20 * 60 * 1000),
+    unknownKey: signNow(key, scheme, now, unknownApiKey()),
     posts: [],
     registrations: [],
     inlineSigned: 0
@@ -105,10 +120,10 @@ export async function ensureRegistrations (material: SignedMaterial, count: numb
 export async function refreshGets (material: SignedMaterial, pool: SigningPool): Promise<void> {
   const oldest = material.gets[0]
   if (oldest !== undefined && Date.now() - oldest.signedAt < MAX_SIGNATURE_AGE_MS) return
-  material.gets = await signGets(pool, GET_POOL_SIZE)
+  material.gets = await signGets(material.key, material.scheme, pool, GET_POOL_SIZE)
   const now = Date.now()
-  const otherTs = String(now - 1)
-  material.badSignature = { timestamp: String(now), signature: signOne(material.key, signingString(otherTs, 'GET', CLIENTS_PATH)), signedAt: now }
+  material.badSignature = badSignature(material.key, material.scheme, now)
+  material.unknownKey = signNow(material.key, material.scheme, now, unknownApiKey())
 }
 
 /** Before a measurement: at least `count` unused, fresh signed POSTs past `destination`'s cursor. */
@@ -119,10 +134,10 @@ export async function ensurePosts (material: SignedMaterial, pool: SigningPool, 
   }
   const missing = destination.postCursor + count - material.posts.length
   if (missing <= 0) return
-  const timestamp = String(now)
   const bodies = Array.from({ length: missing }, clientBody)
-  const signatures = await pool.sign(bodies.map((body) => signingString(timestamp, 'POST', CLIENTS_PATH, body)))
-  bodies.forEach((body, i) => material.posts.push({ timestamp, body, signature: signatures[i] as string, signedAt: now }))
+  const requests = bodies.map((body) => toSign(material.scheme, material.key, material.key.apiKey, 'POST', CLIENTS_PATH, body, now, nonce()))
+  const signatures = await pool.sign(requests.map((request) => request.data))
+  requests.forEach((request, i) => material.posts.push({ headers: request.headers(signatures[i] as string), body: bodies[i] as string, signedAt: now }))
 }
 
 function takePost (material: SignedMaterial, destination: Destination): SignedPost {
@@ -133,27 +148,22 @@ function takePost (material: SignedMaterial, destination: Destination): SignedPo
   }
   // The pool ran out: sign here, which is slow but keeps every POST distinct (a repeat would be refused).
   material.inlineSigned++
-  const timestamp = String(Date.now())
   const body = clientBody()
-  const post = { timestamp, body, signature: signOne(material.key, signingString(timestamp, 'POST', CLIENTS_PATH, body)), signedAt: Date.now() }
+  const request = toSign(material.scheme, material.key, material.key.apiKey, 'POST', CLIENTS_PATH, body, Date.now(), nonce())
+  const post = { headers: request.headers(signOne(material.key, request.data, encodingOf(material.scheme))), body, signedAt: Date.now() }
   material.posts.push(post)
   destination.postCursor = material.posts.length
   return post
 }
 
-function authHeaders (destination: Destination, apiKey: string, signed: Signed): Record<string, string> {
-  const headers: Record<string, string> = {
-    authorization: `Bearer ${destination.token}`,
-    'x-api-key': apiKey,
-    'x-api-timestamp': signed.timestamp,
-    'x-api-signature': signed.signature
-  }
+function authHeaders (destination: Destination, signed: Signed): Record<string, string> {
+  const headers: Record<string, string> = { authorization: `Bearer ${destination.token}`, ...signed.headers }
   if (destination.identityUser !== undefined) headers['x-gateway-user'] = destination.identityUser
   return headers
 }
 
-function getRequest (destination: Destination, material: SignedMaterial, signed: Signed, apiKey = material.key.apiKey): autocannon.Request {
-  return { method: 'GET', path: CLIENTS_PATH, headers: authHeaders(destination, apiKey, signed) }
+function getRequest (destination: Destination, signed: Signed): autocannon.Request {
+  return { method: 'GET', path: CLIENTS_PATH, headers: authHeaders(destination, signed) }
 }
 
 function postRequest (destination: Destination, material: SignedMaterial): autocannon.Request {
@@ -166,7 +176,7 @@ function postRequest (destination: Destination, material: SignedMaterial): autoc
       const signed = destination.kind === 'keygate'
         ? takePost(material, destination)
         : { ...(material.gets[0] as Signed), body: clientBody() }
-      return { ...request, headers: { ...authHeaders(destination, material.key.apiKey, signed), 'content-type': 'application/json' }, body: signed.body }
+      return { ...request, headers: { ...authHeaders(destination, signed), 'content-type': 'application/json' }, body: signed.body }
     }
   }
 }
@@ -187,7 +197,7 @@ export function buildRequests (
   rejectKind: RejectKind = 'all'
 ): autocannon.Request[] {
   const gets = material.gets
-  const get = (i: number): autocannon.Request => getRequest(destination, material, gets[i % gets.length] as Signed)
+  const get = (i: number): autocannon.Request => getRequest(destination, gets[i % gets.length] as Signed)
   switch (scenario) {
     case 'get':
       return gets.map((_, i) => get(i))
@@ -222,11 +232,7 @@ export function buildRequests (
       for (let i = 0; i < REJECT_SLOTS; i++) {
         if (Math.floor((i + 1) * rejectShare) > Math.floor(i * rejectShare)) {
           const kind = rejectKind === 'all' ? bad++ % 3 : REJECT_KIND_ORDER.indexOf(rejectKind)
-          requests.push(kind === 0
-            ? getRequest(destination, material, material.badSignature)
-            : kind === 1
-              ? getRequest(destination, material, material.stale)
-              : getRequest(destination, material, gets[i % gets.length] as Signed, material.unknownKey))
+          requests.push(getRequest(destination, kind === 0 ? material.badSignature : kind === 1 ? material.stale : material.unknownKey))
         } else {
           requests.push(get(i))
         }
@@ -238,5 +244,5 @@ export function buildRequests (
 
 /** flood scenario: the headers of the flood's one request, a signed GET whose signature is over other bytes (the same key and token) */
 export function floodHeaders (destination: Destination, material: SignedMaterial): Record<string, string> {
-  return authHeaders(destination, material.key.apiKey, material.badSignature)
+  return authHeaders(destination, material.badSignature)
 }

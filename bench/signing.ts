@@ -1,13 +1,24 @@
-// Request signing for the load generator (the seed scheme, as the README states it): RSA-2048,
-// PKCS#1 v1.5 with SHA-256, over timestamp + METHOD + target + body. One signature costs the
-// client about 1.4 ms here, so requests are signed before a measurement, never during one, and
-// large batches are spread over worker threads.
+// Request signing for the load generator, in either scheme (--scheme): the seed's (timestamp +
+// METHOD + target + body) or RFC 9421's signature base, with the bench key's algorithm (--key):
+// RSA-2048 PKCS#1 v1.5 with SHA-256, Ed25519, or ECDSA P-256 with SHA-256 (DER in the seed
+// scheme, raw r||s in RFC 9421). One RSA signature costs the client about 1.4 ms here, so requests
+// are signed before a measurement, never during one, and large batches are spread over worker threads.
 import { createHash, generateKeyPair, randomBytes, sign, type KeyObject } from 'node:crypto'
 import { promisify } from 'node:util'
 import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
+import {
+  ALGORITHMS_OF_KEY_TYPE, contentDigestValue, requestComponentValue, serializeSignatureParams, signatureBase, type ComponentId, type KeyType
+} from '../client/src/protocol/index.js'
+
+export const BENCH_SCHEMES = ['seed', 'rfc9421'] as const
+export type BenchScheme = typeof BENCH_SCHEMES[number]
+/** how an ECDSA signature is encoded: DER in the seed scheme (what openssl makes), raw r||s in RFC 9421 */
+export type DsaEncoding = 'der' | 'ieee-p1363'
+export const encodingOf = (scheme: BenchScheme): DsaEncoding => scheme === 'rfc9421' ? 'ieee-p1363' : 'der'
 
 export interface BenchKey {
+  type: KeyType
   privateKey: KeyObject
   privatePem: string
   publicPem: string
@@ -15,10 +26,17 @@ export interface BenchKey {
   apiKey: string
 }
 
-/** Off the main thread (it takes most of a second), so it overlaps starting the services. */
-export async function generateBenchKey (): Promise<BenchKey> {
-  const { privateKey, publicKey } = await promisify(generateKeyPair)('rsa', { modulusLength: 2048 })
+const GENERATE: Record<KeyType, () => Promise<{ privateKey: KeyObject; publicKey: KeyObject }>> = {
+  rsa: async () => await promisify(generateKeyPair)('rsa', { modulusLength: 2048 }),
+  ed25519: async () => await promisify(generateKeyPair)('ed25519'),
+  p256: async () => await promisify(generateKeyPair)('ec', { namedCurve: 'P-256' })
+}
+
+/** Off the main thread (an RSA key takes most of a second), so it overlaps starting the services. */
+export async function generateBenchKey (type: KeyType = 'rsa'): Promise<BenchKey> {
+  const { privateKey, publicKey } = await GENERATE[type]()
   return {
+    type,
     privateKey,
     privatePem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
     publicPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
@@ -30,8 +48,53 @@ export function signingString (timestamp: string, method: string, target: string
   return `${timestamp}${method}${target}${body}`
 }
 
-export function signOne (key: BenchKey, data: string): string {
-  return sign('sha256', Buffer.from(data, 'utf8'), key.privateKey).toString('base64')
+/** The signature of `data` by the key, base64: what keygate verifies (a registration proof is a seed-scheme signature). */
+export function signOne (key: BenchKey, data: string, encoding: DsaEncoding = 'der'): string {
+  return sign(key.type === 'ed25519' ? null : 'sha256', Buffer.from(data, 'utf8'), { key: key.privateKey, dsaEncoding: encoding }).toString('base64')
+}
+
+/** A request to sign: the bytes to sign, and the headers that carry the signature once made. */
+export interface ToSign {
+  data: string
+  headers: (signatureBase64: string) => Record<string, string>
+}
+
+const GET_COMPONENTS: ComponentId[] = [{ name: '@method' }, { name: '@path' }]
+const BODY_COMPONENTS: ComponentId[] = [...GET_COMPONENTS, { name: 'content-digest' }, { name: 'content-type' }]
+
+/**
+ * What to sign for one request of `scheme`, signed at `timeMs` as key `apiKey` (another key's
+ * apiKey: a request keygate refuses as an unknown key). RFC 9421 as @keygate/client signs it
+ * behind a balancer: @method, @path, and for a body content-digest and content-type (JSON);
+ * created, keyid, alg and a nonce (`nonce`, distinct per request).
+ */
+export function toSign (scheme: BenchScheme, key: BenchKey, apiKey: string, method: string, target: string, body: string | undefined,
+  timeMs: number, nonce: string): ToSign {
+  if (scheme === 'seed') {
+    const timestamp = String(timeMs)
+    return {
+      data: signingString(timestamp, method, target, body),
+      headers: (signature) => ({ 'x-api-key': apiKey, 'x-api-timestamp': timestamp, 'x-api-signature': signature })
+    }
+  }
+  const fields: Record<string, string[]> = {}
+  if (body !== undefined) {
+    fields['content-digest'] = [contentDigestValue('sha-256', createHash('sha256').update(body).digest('base64'))]
+    fields['content-type'] = ['application/json']
+  }
+  const components = body === undefined ? GET_COMPONENTS : BODY_COMPONENTS
+  const params = serializeSignatureParams(components, [
+    ['created', Math.floor(timeMs / 1000)], ['keyid', apiKey], ['alg', ALGORITHMS_OF_KEY_TYPE[key.type][0] as string], ['nonce', nonce]
+  ])
+  const message = { method, target, scheme: 'http', authority: 'localhost', field: (name: string) => fields[name] }
+  return {
+    data: signatureBase(components.map((component) => [component, requestComponentValue(message, component)] as const), params),
+    headers: (signature) => ({
+      ...(body !== undefined && { 'content-digest': (fields['content-digest'] as string[])[0] as string }),
+      'signature-input': `sig1=${params}`,
+      signature: `sig1=:${signature}:`
+    })
+  }
 }
 
 /** An apiKey no one registered: 64 hex digits, like a real one. */
@@ -43,9 +106,10 @@ export function unknownApiKey (): string {
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads')
 const { createPrivateKey, sign } = require('node:crypto')
-const key = createPrivateKey(workerData.privatePem)
+const key = { key: createPrivateKey(workerData.privatePem), dsaEncoding: workerData.encoding }
+const algorithm = workerData.type === 'ed25519' ? null : 'sha256'
 parentPort.on('message', ({ id, data }) => {
-  parentPort.postMessage({ id, signatures: data.map((d) => sign('sha256', Buffer.from(d, 'utf8'), key).toString('base64')) })
+  parentPort.postMessage({ id, signatures: data.map((d) => sign(algorithm, Buffer.from(d, 'utf8'), key).toString('base64')) })
 })
 `
 
@@ -57,9 +121,9 @@ export class SigningPool {
   private nextId = 0
   private readonly pending = new Map<number, { resolve: (signatures: string[]) => void; reject: (err: Error) => void }>()
 
-  constructor (key: BenchKey, threads = Math.max(1, availableParallelism())) {
+  constructor (key: BenchKey, encoding: DsaEncoding = 'der', threads = Math.max(1, availableParallelism())) {
     this.workers = Array.from({ length: threads }, () => {
-      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { privatePem: key.privatePem } })
+      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { privatePem: key.privatePem, type: key.type, encoding } })
       worker.on('message', ({ id, signatures }: { id: number; signatures: string[] }) => {
         this.pending.get(id)?.resolve(signatures)
         this.pending.delete(id)
