@@ -80,7 +80,9 @@ export async function startGateway (options: StartGatewayOptions): Promise<Runni
 async function ensureDemoUser (app: FastifyInstance): Promise<void> {
   const { store, users } = app.keygate
   if (await store.countUsers() > 0) return
-  const password = randomBytes(12).toString('base64url')
+  // hex, 128 bits: base64url's '-' as the first character made `keygate login --password X`
+  // take it for an option (1 start in 64), and neither '-' nor '_' is easy to select and copy
+  const password = randomBytes(16).toString('hex')
   await users.upsert('demo', password)
   process.stderr.write([
     '',
