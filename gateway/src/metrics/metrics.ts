@@ -40,7 +40,7 @@ export interface GatewayMetrics {
   countRequest: (route: string, method: string, status: number) => void
   /** how authentication ended: `ok`, or the catalog code that denied it */
   countAuthOutcome: (route: string, reason: string) => void
-  /** the RSA verification of one request signature */
+  /** the verification of one request signature (either scheme, any key type) */
   observeSignatureVerification: (seconds: number) => void
   /** from sending a request upstream to the upstream's response headers */
   observeUpstreamLatency: (route: LabelledRoute, seconds: number) => void
@@ -132,7 +132,7 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
   })
   const signature = new FastHistogram({
     name: METRIC_NAMES.signatureVerification,
-    help: 'Time of the RSA verification of one request signature, in seconds',
+    help: 'Time of the verification of one request signature (X-API-Signature or RFC 9421; RSA, Ed25519 or P-256), in seconds',
     buckets: SIGNATURE_BUCKETS,
     registers: [registry]
   })

@@ -63,7 +63,8 @@ export const SECURITY_SCHEMES: Record<string, OpenAPIV3_1.SecuritySchemeObject> 
     type: 'apiKey',
     in: 'header',
     name: 'X-API-Key',
-    description: 'The `apiKey` that `POST /v1/api-keys` returned for your registered RSA public key. Sent together with X-API-Timestamp and X-API-Signature.'
+    description: 'The `apiKey` that `POST /v1/api-keys` returned for your registered public key. Sent together with X-API-Timestamp and X-API-Signature ' +
+      '(an RFC 9421 request names it as `keyid` in Signature-Input instead).'
   },
   apiTimestamp: {
     type: 'apiKey',
@@ -75,7 +76,8 @@ export const SECURITY_SCHEMES: Record<string, OpenAPIV3_1.SecuritySchemeObject> 
     type: 'apiKey',
     in: 'header',
     name: 'X-API-Signature',
-    description: 'Single-line base64 of the RSA PKCS#1 v1.5 SHA-256 signature, made with the private key of X-API-Key, over the signing string: ' +
+    description: 'Single-line base64 of the signature made with the private key of X-API-Key (RSA: PKCS#1 v1.5 SHA-256; Ed25519; P-256: ECDSA SHA-256, DER) ' +
+      'over the signing string: ' +
       'the X-API-Timestamp value, the upper-case method, the request target exactly as sent (path, plus `?` and the query string when there is one) ' +
       'and the exact body bytes (empty for a GET), concatenated with no separator and no trailing newline.'
   }
@@ -96,8 +98,12 @@ export const DOCUMENT_DESCRIPTION = [
   '',
   '**The signing string** is the concatenation, with no separators, of the timestamp exactly as sent, the upper-case ' +
     'method, the request target as sent on the request line (path, plus `?query` when there is one, undecoded) and the ' +
-    'exact body bytes (nothing for a GET). Sign it with RSA PKCS#1 v1.5 and SHA-256 (what `openssl dgst -sha256 -sign` ' +
-    'makes) and send the signature as single-line base64. A signed POST, PUT, PATCH or DELETE is accepted once.',
+    'exact body bytes (nothing for a GET). Sign it with the key\'s algorithm (RSA: PKCS#1 v1.5 and SHA-256, what `openssl dgst -sha256 -sign` ' +
+    'makes; Ed25519; P-256: ECDSA SHA-256 in DER) and send the signature as single-line base64. A signed POST, PUT, PATCH or DELETE is accepted once.',
+  '',
+  '**RFC 9421.** Instead of the three X-API-* headers, a signed request may carry RFC 9421 HTTP Message Signatures (`Signature-Input` and ' +
+    '`Signature`, `keyid` the apiKey, `created` in seconds) covering `@method`, `@target-uri` (or `@path` and `@query`) and, with a body, ' +
+    '`content-digest` (RFC 9530, `sha-256` or `sha-512`). See the README for the rules and the client that signs them.',
   '',
   '**Errors** are RFC 9457 `application/problem+json` with a stable `code`; each operation lists the codes it can answer. ' +
     'Malformed HTTP (`MALFORMED_HTTP`), slow requests (`REQUEST_TIMEOUT`) and oversized headers (`HEADERS_TOO_LARGE`) are ' +

@@ -16,7 +16,7 @@ export interface ApiKeyRoutesOptions {
 
 /**
  * Key management, bearer token only (no signature headers):
- *   POST   /v1/api-keys          register an RSA public key, proven by a signature over its name
+ *   POST   /v1/api-keys          register a public key (RSA, Ed25519, EC P-256), proven by a signature over its name
  *   GET    /v1/api-keys          the caller's keys, newest first, revoked and expired ones included
  *   DELETE /v1/api-keys/:apiKey  revoke one of the caller's keys, at every gateway within a second
  */
@@ -39,10 +39,11 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
         'INVALID_PUBLIC_KEY', ['INVALID_SIGNATURE', 400], 'KEY_LIMIT_REACHED', 'DUPLICATE_KEY', 'STORE_UNAVAILABLE']
     },
     schema: {
-      summary: 'Register an RSA public key for signing requests',
-      description: '`signature` proves possession of the private key: single-line base64 of the RSA-SHA256 signature over the exact UTF-8 bytes of `name`. ' +
+      summary: 'Register a public key (RSA, Ed25519 or EC P-256) for signing requests',
+      description: '`signature` proves possession of the private key: single-line base64 of the key\'s signature over the exact UTF-8 bytes of `name` ' +
+        '(RSA: RSASSA-PKCS1-v1_5 SHA-256; Ed25519: the 64-byte signature; P-256: ECDSA SHA-256, DER as `openssl dgst -sha256 -sign` makes it). ' +
         'The answer\'s `apiKey` (the hex SHA-256 of the key\'s DER SubjectPublicKeyInfo) goes in X-API-Key. A key can be registered once, by anyone; ' +
-        'a revoked or expired key stays registered. RSA keys of 2048, 3072 or 4096 bits with the exponent 65537; at most ' +
+        'a revoked or expired key stays registered. SPKI PEM: RSA keys of 2048, 3072 or 4096 bits with the exponent 65537, Ed25519, or EC P-256; at most ' +
         'KEYGATE_MAX_KEYS_PER_USER (default 20) active keys per user (KEY_LIMIT_REACHED beyond). ' +
         'Optional `expiresAt` (ISO 8601 with a time zone, at most 5 years ahead) makes it expire. ' +
         'Optional `scopes` narrows what the key may do to some of your user\'s scopes (VALIDATION_FAILED naming any other); ' +

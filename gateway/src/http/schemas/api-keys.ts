@@ -26,7 +26,7 @@ export type ApiKeyRequest = Static<typeof ApiKeyRequest>
 
 export const ApiKeyResponse = Type.Object({
   message: Type.String(),
-  apiKey: Type.String({ description: 'send it in X-API-Key' }),
+  apiKey: Type.String({ description: 'send it in X-API-Key (or as keyid in RFC 9421 Signature-Input)' }),
   name: Type.String(),
   expiresAt: Type.Optional(Type.String({ description: 'ISO 8601 (UTC); absent: the key does not expire' })),
   scopes: Type.Array(Type.String(), { description: 'the key\'s scopes' })
