@@ -1,0 +1,39 @@
+// `npm run bench -- --scenario register|reject`: the scenarios that measure registrations and
+// refusals, with tiny settings. A file of its own: with the others, bench.test.ts came within
+// seconds of tap's per-file timeout on a busy machine (72 s alone of 120).
+import t from 'tap'
+import type { BenchReport } from '../../bench/report.js'
+import { TINY, outDir, runBench as bench } from '../helpers/bench.js'
+
+t.test('--scenario register: 64 fresh keys, each registered once (201), then refused as duplicates (409)', async (t) => {
+  const run = await bench([...TINY, '--scenario', 'register', '--only', 'd', '--json', '--out', outDir(t)])
+  t.equal(run.code, 0, `exit 0\n${run.stderr}`)
+  const report = JSON.parse(run.stdout) as BenchReport
+  const statuses = report.configs[0]?.median.statuses ?? {}
+  t.equal(statuses['201'], 64, 'each key registered exactly once')
+  t.ok((statuses['409'] ?? 0) > 0, 'and every later registration of it refused as a duplicate')
+  t.same(Object.keys(statuses).sort(), ['201', '409'], 'nothing else')
+  // (a noise warning may appear on a busy machine; no warning about the answers may)
+  t.same(report.warnings.filter((w) => /non-2xx|registrations answered/.test(w)), [], 'no warning about the answers: 409s are what this scenario expects')
+  const bad = await bench(['--scenario', 'register', '--only', 'b'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--scenario register: only keygate answers it/)
+})
+
+t.test('--scenario reject: refusals are counted by their problem+json code; --reject-kind picks one kind', async (t) => {
+  const all = await bench([...TINY, '--scenario', 'reject', '--reject-share', '1', '--only', 'd', '--json', '--out', outDir(t)])
+  t.equal(all.code, 0, `exit 0\n${all.stderr}`)
+  const mixed = (JSON.parse(all.stdout) as BenchReport).configs[0]?.median
+  t.same(Object.keys(mixed?.codes ?? {}).sort(), ['401 INVALID_SIGNATURE', '401 TIMESTAMP_OUT_OF_RANGE', '401 UNKNOWN_API_KEY'], 'the three kinds, in turn')
+  t.equal(Object.values(mixed?.codes ?? {}).reduce((a, b) => a + b, 0), mixed?.statuses['401'], 'every 401 named by its code')
+
+  const stale = await bench([...TINY, '--scenario', 'reject', '--reject-share', '1', '--reject-kind', 'stale', '--only', 'd', '--json', '--out', outDir(t)])
+  t.equal(stale.code, 0, `exit 0\n${stale.stderr}`)
+  const only = (JSON.parse(stale.stdout) as BenchReport).configs[0]?.median
+  t.same(Object.keys(only?.codes ?? {}), ['401 TIMESTAMP_OUT_OF_RANGE'])
+  t.equal(only?.codes['401 TIMESTAMP_OUT_OF_RANGE'], only?.statuses['401'])
+
+  const bad = await bench(['--reject-kind', 'nope'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--reject-kind: "nope" is not one of all, bad-signature, stale, unknown-key/)
+})
