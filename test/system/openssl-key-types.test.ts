@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
+import { inProcess } from '../helpers/cli.js'
 import { send } from '../helpers/http.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { STORE_KINDS, addUser, login, startTestGateway } from '../helpers/stack.js'
@@ -84,6 +85,10 @@ for (const storeKind of STORE_KINDS) {
         const listed = await send(gw.url, '/v1/api-keys', { headers: { authorization: `Bearer ${token}` } })
         t.equal(listed.json<{ items: Array<{ apiKey: string; keyType: string }> }>().items.find((k) => k.apiKey === apiKey)?.keyType, kind.type,
           'the listing shows the key type')
+        if (gw.config.redisUrl !== undefined) {
+          const shown = await inProcess(['keys', 'show', apiKey], { REDIS_URL: gw.config.redisUrl, KEYGATE_REDIS_PREFIX: gw.config.redisPrefix })
+          t.match(shown.stdout, new RegExp(`\nstatus: +active\nkeyType: +${kind.type}\n`), 'and so does keygate keys show')
+        }
 
         const signedPost = (timestamp: string, body: string, signature: string): Promise<Awaited<ReturnType<typeof send>>> =>
           send(gw.url, '/v1/clients/', {

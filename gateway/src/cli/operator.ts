@@ -140,9 +140,7 @@ async function keysCommand (command: string | undefined, args: string[], io: Ope
       return
     }
     const { publicKey, scopes, ...fields } = view
-    // the key's type: the PEM below says it
-    const shown = Object.entries(fields).filter(([field]) => field !== 'keyType')
-    const lines = [...shown.map(([field, value]) => [`${field}:`, String(value ?? '-')]), ['scopes:', keyScopes(scopes)]]
+    const lines = [...Object.entries(fields).map(([field, value]) => [`${field}:`, String(value ?? '-')]), ['scopes:', keyScopes(scopes)]]
     io.stdout.write(formatTable(lines) + publicKey + (publicKey.endsWith('\n') ? '' : '\n'))
     return
   }

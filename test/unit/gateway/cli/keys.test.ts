@@ -65,7 +65,7 @@ t.test('users passwd, list, remove and keys list, show, revoke', async (t) => {
     const show = await inProcess(['keys', 'show', laptop.apiKey], env)
     t.match(show.stdout, new RegExp(
       `^owner: +alice\napiKey: +${laptop.apiKey}\nname: +laptop\ncreatedAt: +\\S+\n` +
-      'lastUsedAt: +-\nstatus: +active\nscopes: +-\n-----BEGIN PUBLIC KEY-----\n'
+      'lastUsedAt: +-\nstatus: +active\nkeyType: +rsa\nscopes: +-\n-----BEGIN PUBLIC KEY-----\n'
     ))
     t.equal(JSON.parse((await inProcess(['keys', 'show', laptop.apiKey, '--json'], env)).stdout).publicKey, laptop.publicPem)
   })
