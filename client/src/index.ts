@@ -16,7 +16,7 @@ import {
   type WebCryptoKey
 } from './keys.js'
 import {
-  checkAlgorithm, checkCoveredTarget, checkLabel, type CoveredTarget, describeBase, type MessageSignatureOptions, prepareMessageSignature,
+  checkAlgorithm, checkCoveredTarget, checkExpiresIn, checkLabel, type CoveredTarget, describeBase, type MessageSignatureOptions, prepareMessageSignature,
   type SignatureBaseDetails, signatureBaseMismatches, signatureField, type SignatureScheme
 } from './message-signing.js'
 import {
@@ -246,8 +246,8 @@ async function signMessage (input: MessageSignatureInput): Promise<MessageSignat
 
 /**
  * The RFC 9421 signature base of a request, as keygate describes the one it verified in an
- * INVALID_SIGNATURE answer (`signatureBase` lines, `signatureBaseSha256`): give the same `created`
- * and `nonce` as the signature (they are in its Signature-Input), and the `algorithm` it used;
+ * INVALID_SIGNATURE answer (`signatureBase` lines, `signatureBaseSha256`): give the same `created`,
+ * `expiresIn` and `nonce` as the signature (they are in its Signature-Input), and the `algorithm` it used;
  * compare with `signatureBaseMismatches`.
  */
 export async function describeSignatureBase (
@@ -433,6 +433,8 @@ export interface ClientOptions {
   components?: CoveredTarget | undefined
   /** rfc9421 with an RSA key: "rsa-v1_5-sha256" (default) or "rsa-pss-sha512" */
   algorithm?: MessageSignatureAlgorithm | undefined
+  /** rfc9421: each signature expires this many seconds after it is made (the `expires` parameter); default none */
+  expiresIn?: number | undefined
 }
 
 export interface SignedResponseInfo {
@@ -474,7 +476,7 @@ export function createClient (options: ClientOptions): KeygateClient {
   }
   const fetchImpl = checkFetch(options.fetch)
   const scheme = checkScheme(options.scheme)
-  const messageOptions = { label: checkLabel(options.label), components: checkCoveredTarget(options.components) }
+  const messageOptions = { label: checkLabel(options.label), components: checkCoveredTarget(options.components), expiresIn: checkExpiresIn(options.expiresIn) }
   const algorithm = algorithmFor(key, checkAlgorithm(options.algorithm))
   subtle() // a runtime without WebCrypto (a browser page on plain http:// other than localhost) is said at once, too
 

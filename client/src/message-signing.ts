@@ -27,6 +27,12 @@ export interface MessageSignatureOptions {
   algorithm?: MessageSignatureAlgorithm | undefined
   /** the `created` parameter, seconds since the Unix epoch; default now */
   created?: number | undefined
+  /**
+   * seconds after `created` when the signature expires (the `expires` parameter, which keygate
+   * honours: a signature past it gets TIMESTAMP_OUT_OF_RANGE); default none: keygate's window of
+   * 15 minutes either side of `created` bounds it
+   */
+  expiresIn?: number | undefined
   /** the `nonce` parameter; default 16 random bytes, base64url: two identical requests in one second still differ */
   nonce?: string | undefined
 }
@@ -91,6 +97,15 @@ function checkCreated (created: unknown): number {
   return created
 }
 
+/** `expires`: `created` + expiresIn, or none */
+export function checkExpiresIn (expiresIn: unknown): number | undefined {
+  if (expiresIn === undefined) return undefined
+  if (typeof expiresIn !== 'number' || !Number.isSafeInteger(expiresIn) || expiresIn < 1) {
+    throw new SigningInputError('expiresIn', 'must be a whole number of seconds, 1 or more (the signature expires that long after created)')
+  }
+  return expiresIn
+}
+
 function checkNonce (nonce: unknown): string {
   if (nonce === undefined) return randomNonce()
   if (typeof nonce !== 'string' || !NONCE.test(nonce)) throw new SigningInputError('nonce', 'must be 1 to 256 printable ASCII characters')
@@ -126,14 +141,19 @@ export function coveredComponents (message: MessageToSign, covered: CoveredTarge
 
 /**
  * The signature base and Signature-Input of a request: components as coveredComponents says,
- * parameters created, keyid (the apiKey), alg and nonce, in that order.
+ * parameters created, expires (with expiresIn), keyid (the apiKey), alg and nonce, in that order.
  */
 export async function prepareMessageSignature (
   message: MessageToSign, apiKey: string, algorithm: MessageSignatureAlgorithm, options: MessageSignatureOptions
 ): Promise<PreparedMessageSignature> {
   const label = checkLabel(options.label)
   const covered = checkCoveredTarget(options.components)
-  const params: Parameters = [['created', checkCreated(options.created)], ['keyid', apiKey], ['alg', algorithm], ['nonce', checkNonce(options.nonce)]]
+  const created = checkCreated(options.created)
+  const expiresIn = checkExpiresIn(options.expiresIn)
+  const params: Parameters = [
+    ['created', created], ...(expiresIn === undefined ? [] : [['expires', created + expiresIn] as const]),
+    ['keyid', apiKey], ['alg', algorithm], ['nonce', checkNonce(options.nonce)]
+  ]
   let scheme = ''
   let authority = ''
   if (covered === 'target-uri') {

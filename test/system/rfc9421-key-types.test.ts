@@ -6,7 +6,7 @@
 import { createHash, generateKeyPairSync, type KeyObject } from 'node:crypto'
 import { createSigner, httpbis } from 'http-message-signatures'
 import t, { type Test } from 'tap'
-import { createClient, registerKey } from '../../client/src/index.js'
+import { createClient, registerKey, signRequest } from '../../client/src/index.js'
 import { route, type RouteConfig } from '../../gateway/src/proxy/route.js'
 import { send, type RawResponse } from '../helpers/http.js'
 import { startRecorder } from '../helpers/recorder.js'
@@ -107,4 +107,20 @@ t.test('RFC 9421 with RSA, Ed25519 and P-256 keys, on Redis', async (t) => {
       }
     })
   }
+
+  t.test('@keygate/client with expiresIn: a signature within its expires goes through, one past it is refused', async (t) => {
+    const privatePem = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
+    const { apiKey } = await registerKey({ baseUrl: gw.url, token, name: 'alice expiring', privateKey: privatePem })
+    const client = createClient({ baseUrl: gw.url, token, privateKey: privatePem, scheme: 'rfc9421', expiresIn: 300 })
+    const sent = await client.send('GET', '/v1/clients/?limit=1')
+    t.equal(sent.response.status, 200, await sent.response.clone().text())
+    t.match(sent.headers['signature-input'], /;created=(\d+);expires=\d+;keyid=/, 'Signature-Input carries expires')
+
+    // made two minutes ago, expiring after one: within keygate's 15-minute window, but expired
+    const created = Math.floor(Date.now() / 1000) - 120
+    const signing = { method: 'GET', target: '/v1/clients/?limit=1', apiKey, privateKey: privatePem, baseUrl: gw.url }
+    const headers = await signRequest({ ...signing, scheme: 'rfc9421', created, expiresIn: 60 })
+    await refused(t, 'a signature past its expires', send(gw.url, '/v1/clients/?limit=1', { headers: { ...headers, authorization: `Bearer ${token}` } }),
+      401, 'TIMESTAMP_OUT_OF_RANGE')
+  })
 })

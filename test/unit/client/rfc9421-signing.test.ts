@@ -122,6 +122,12 @@ t.test('two identical requests in the same second differ (nonce); label, created
     `keygate=("@method" "@target-uri" "content-digest" "content-type");created=1790000000;keyid="${apiKey}";alg="ecdsa-p256-sha256";nonce="n-1"`)
   t.match(chosen.Signature, /^keygate=:[A-Za-z0-9+/]{86}==:$/, 'P-256: the raw r || s, 64 bytes')
   t.ok(handVerifies(received('POST', ORIGIN + '/v1/clients/', BODY, chosen), c.publicKey).ok)
+  const expiring = await signRequest({ ...input, nonce: 'n-2', expiresIn: 60 })
+  t.equal(expiring['Signature-Input'],
+    'sig1=("@method" "@target-uri" "content-digest" "content-type");created=1790000000;expires=1790000060;' +
+      `keyid="${apiKey}";alg="ecdsa-p256-sha256";nonce="n-2"`,
+    'expiresIn: expires is created + expiresIn')
+  t.ok(handVerifies(received('POST', ORIGIN + '/v1/clients/', BODY, expiring), c.publicKey).ok, 'and the base signed has it in @signature-params')
 })
 
 t.test('describeSignatureBase gives the lines and SHA-256 of the base signed; signatureBaseMismatches names the differing lines', async (t) => {
@@ -177,6 +183,12 @@ t.test('RFC 9421 input mistakes are named', async (t) => {
   t.match(await rejection(() => signRequest({ ...base, components: 'path', label: 'Sig 1' })), { input: 'label' })
   t.match(await rejection(() => signRequest({ ...base, components: 'uri' as 'path' })), { input: 'components' })
   t.match(await rejection(() => signRequest({ ...base, components: 'path', created: 1790000000000 })), { input: 'created', message: /milliseconds/ })
+  for (const expiresIn of [0, -60, 1.5, '60']) {
+    t.match(await rejection(() => signRequest({ ...base, components: 'path', expiresIn: expiresIn as number })), { input: 'expiresIn', message: /whole number of seconds/ },
+      `expiresIn ${JSON.stringify(expiresIn)}`)
+  }
+  t.match(await rejection(async () => createClient({ baseUrl: ORIGIN, token: 't', privateKey: c.privateKey, scheme: 'rfc9421', expiresIn: 0 })),
+    { input: 'expiresIn' }, 'createClient checks it at once')
   t.match(await rejection(() => signRequest({ ...base, scheme: 'cavage' as 'rfc9421' })), { input: 'scheme' })
   t.match(await rejection(() => createClient({ baseUrl: ORIGIN, token: 't', privateKey: c.privateKey, scheme: 'rfc9421', algorithm: 'rsa-v1_5-sha256' })),
     { input: 'algorithm' })
