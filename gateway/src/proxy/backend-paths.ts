@@ -9,18 +9,15 @@
 export const PATH_NORMALISATIONS = ['case', 'slash', 'trim'] as const
 export type PathNormalisation = typeof PATH_NORMALISATIONS[number]
 
-/** What each normalisation does and the backends known to apply it (routes check prints these; README). */
-export const NORMALISATION_BACKENDS: Record<PathNormalisation, { does: string; backends: string }> = {
-  case: { does: 'fold ASCII case (/V1/Clients/42 is /v1/clients/42)', backends: 'Express (default), Koa router (default), ASP.NET Core, IIS' },
+/** What each normalisation is and the backends known to apply it (routes check prints these; README). */
+export const NORMALISATION_BACKENDS: Record<PathNormalisation, { name: string; backends: string }> = {
+  case: { name: 'case folding (/V1/Clients/42)', backends: 'Express (default), Koa router (default), ASP.NET Core, IIS' },
   slash: {
-    does: 'add or drop a trailing slash (/v1/clients is /v1/clients/)',
+    name: 'a trailing slash added or dropped (/v1/clients)',
     backends: 'Express (non-strict routing, the default), Koa router (default), ASP.NET Core, Rails, Spring MVC 5 (trailing-slash match), ' +
       'Fastify with ignoreTrailingSlash'
   },
-  trim: {
-    does: 'trim trailing dots and spaces from a segment (/v1/clients./42, /v1/clients%20/42)',
-    backends: 'IIS, and any backend serving files from Windows'
-  }
+  trim: { name: 'trailing dots and spaces trimmed (/v1/clients./42)', backends: 'IIS, and any backend serving files from Windows' }
 }
 
 /** A set of normalisations as bits: cheap to compare and to key a cache by. */
