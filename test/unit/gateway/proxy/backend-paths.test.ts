@@ -114,3 +114,10 @@ t.test('all three by default, secure by default', async (t) => {
   t.same(at({ name: 'x', prefix: '/', auth: 'signed' }).backendNormalises, ['case', 'slash', 'trim'])
   t.equal(ALL, maskOf(['trim', 'slash', 'case']))
 })
+
+t.test('the OpenAPI document lists PATH_ALIAS on the routes that can answer it, and only there', async (t) => {
+  const { businessPaths, ERRORS_EXTENSION } = await import('../../../../gateway/src/http/docs/openapi.js')
+  const paths = businessPaths([at({ name: 'catch-all', prefix: '/', auth: 'bearer' }), at({ name: 'clients', prefix: '/v1/clients/', auth: 'signed' })])
+  t.ok((paths['/']?.get?.[ERRORS_EXTENSION] as string[]).includes('PATH_ALIAS'), 'the catch-all: a stronger route beside it')
+  t.notOk((paths['/v1/clients/']?.get?.[ERRORS_EXTENSION] as string[]).includes('PATH_ALIAS'), 'the signed route: nothing stronger')
+})
