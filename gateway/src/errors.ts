@@ -5,6 +5,7 @@
 export const ERRORS = {
   VALIDATION_FAILED: { status: 400, title: 'The request is malformed' },
   INVALID_TARGET: { status: 400, title: 'The request target is not a canonical origin-form target keygate accepts' },
+  PATH_ALIAS: { status: 400, title: 'The path is another spelling of a path a stronger route guards' },
   MALFORMED_HTTP: { status: 400, title: 'The request is not well-formed HTTP/1.1' },
   INVALID_PUBLIC_KEY: { status: 400, title: 'The public key is not one keygate accepts (RSA, Ed25519 or EC P-256)' },
   INVALID_CREDENTIALS: { status: 401, title: 'Wrong username or password' },

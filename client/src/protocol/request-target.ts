@@ -5,7 +5,8 @@
 // segment, plain or percent-encoded (a URL parser would fold them away after verification).
 // Canonical paths: routes match the raw path but backends normalise it, so no path may hold a
 // form a backend reads as another path: an encoded unreserved character (%63 is "c"), an encoded
-// "/" or "\", an empty segment ("//"), or a "." or ".." segment behind matrix parameters (".;x",
+// "/" or "\", an encoded control character (%00 ends a path in C, %09 is trimmed like a space),
+// an empty segment ("//"), or a "." or ".." segment behind matrix parameters (".;x",
 // which Tomcat and Spring read as "."). A ";" itself is the route's call (allowMatrixParams), so
 // the gateway checks it after matching; the query, after "?", is left as it is.
 
@@ -48,6 +49,11 @@ function canonicalPathProblem (path: string): string | undefined {
   if (path.includes('%')) {
     for (const [escape, hex] of path.matchAll(PERCENT_ENCODED)) {
       const code = parseInt(hex as string, 16)
+      // Servers end a path at a NUL, trim a trailing TAB like a space (IIS), or log a CR LF as a
+      // line of its own: an encoded control byte has no meaning in a path that all of them agree on.
+      if (code < 0x20 || code === 0x7f) {
+        return `The request path has an encoded control character ${escape}, which servers truncate, trim or log as a line break: keygate refuses it`
+      }
       if (code === 0x2f || code === 0x5c) {
         const what = code === 0x2f ? '"/"' : '"\\"'
         return `The request path has an encoded ${what} (${escape}), which one server reads as a segment boundary and another as part of a segment: ` +

@@ -15,11 +15,14 @@
 // A W that forwards paths unchanged is never warned of: the path it forwards is the path the
 // client sent, which the route table gave to W and not to S; a stronger route rewritten onto it
 // only adds a stricter way in. Checked on witness paths of the overlap of the two path spaces.
-import type { AuthTier, RouteConfig } from './route.js'
+//
+// Aliases a backend makes (case folding, a trailing slash, trimmed dots and spaces) are refused at
+// request time (route-table.ts, 400 PATH_ALIAS) as far as each stronger route's backendNormalises
+// says; routes check prints what that protects, and warns where a route leaves one open.
+import { NORMALISATION_BACKENDS, PATH_NORMALISATIONS } from './backend-paths.js'
+import { asksMoreThan, TIER_RANK, type AuthTier, type RouteConfig } from './route.js'
 import { RouteTable, routeMatchesPath } from './route-table.js'
 import { forwardedPath } from './upstream-request.js'
-
-const TIER_RANK: Record<AuthTier, number> = { public: 0, bearer: 1, signed: 2 }
 /** who passes a route of this tier */
 const PASSES: Record<AuthTier, string> = { public: 'a request with no credentials', bearer: 'a bearer token alone', signed: 'a signed request' }
 /** what a route of this tier asks for */
@@ -85,7 +88,50 @@ function forwarding (route: RouteConfig): string {
   return raw === upstream ? raw : `${raw} as ${upstream}`
 }
 
-/** Every pair of routes where a weaker one forwards into a stronger one's path space on the same upstream. */
+/** The routes on the same upstream origin that ask less than `strong`: those whose paths are checked for its aliases. */
+function weakerNeighbours (routes: readonly RouteConfig[], strong: RouteConfig): RouteConfig[] {
+  const origin = originOf(strong)
+  return origin === undefined ? [] : routes.filter((weak) => weak !== strong && originOf(weak) === origin && asksMoreThan(strong, weak))
+}
+
+const named = (routes: readonly RouteConfig[]): string => routes.map((r) => `${r.name} (${r.auth})`).join(', ')
+
+/**
+ * For each route with a weaker route on its upstream: the spellings of its paths keygate refuses
+ * on those routes (400 PATH_ALIAS), by its backendNormalises, and the backends that protects.
+ */
+export function aliasGuards (routes: readonly RouteConfig[]): string[] {
+  return routes.flatMap((strong) => {
+    const weaker = weakerNeighbours(routes, strong)
+    if (weaker.length === 0) return []
+    const guarded = strong.backendNormalises.map((n) => `${NORMALISATION_BACKENDS[n].name}: ${NORMALISATION_BACKENDS[n].backends}`)
+    return [`alias guard: ${strong.name} (${strong.auth}) on ${originOf(strong) as string}, against ${named(weaker)}: ` +
+      (guarded.length === 0 ? 'percent-decoding only (backendNormalises: [])' : `protects backends with ${guarded.join('; ')}`)]
+  })
+}
+
+/** A route whose backendNormalises leaves out a normalisation while a weaker route shares its upstream. */
+function openAliasWarnings (routes: readonly RouteConfig[]): RouteWarning[] {
+  return routes.flatMap((strong) => {
+    const weaker = weakerNeighbours(routes, strong)
+    const open = PATH_NORMALISATIONS.filter((n) => !strong.backendNormalises.includes(n))
+    const [weak] = weaker
+    if (weak === undefined || open.length === 0) return []
+    const backends = open.map((n) => `${NORMALISATION_BACKENDS[n].name}: ${NORMALISATION_BACKENDS[n].backends}`).join('; ')
+    return [{
+      weak,
+      strong,
+      text: `${strong.name} (${strong.auth}) has backendNormalises: [${strong.backendNormalises.join(', ')}], so ${named(weaker)} on ` +
+        `${originOf(strong) as string} forward its paths spelled with ${backends}; ` +
+        `keep it only if ${strong.name}'s backend does none of that, or add ${open.join(', ')} to its backendNormalises`
+    }]
+  })
+}
+
+/**
+ * Every pair of routes where a weaker one forwards into a stronger one's path space on the same
+ * upstream, then every route that leaves a normalisation's aliases open to a weaker neighbour.
+ */
 export function routeWarnings (routes: readonly RouteConfig[]): RouteWarning[] {
   const table = new RouteTable(routes)
   const warnings: RouteWarning[] = []
@@ -106,5 +152,5 @@ export function routeWarnings (routes: readonly RouteConfig[]): RouteWarning[] {
       })
     }
   }
-  return warnings
+  return [...warnings, ...openAliasWarnings(routes)]
 }

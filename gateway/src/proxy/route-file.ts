@@ -13,6 +13,7 @@ import { routeMatchesPath as matches } from './route-table.js'
 import { AUTH_TIERS, DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
 import { SIGNATURE_SCHEME_POLICIES } from '../auth/stage.js'
 import { OVERRIDE_HEADERS } from './upstream-request.js'
+import { PATH_NORMALISATIONS } from './backend-paths.js'
 import { ConfigError, type RouteDefaults } from '../config/env.js'
 import {
   BUCKET_PATTERN, MAX_LIMIT, MAX_WINDOW_SECONDS, RATE_LIMIT_BY, rateLimit, routeScope, STORE_DOWN_POLICIES, WINDOW_PATTERN
@@ -72,7 +73,8 @@ export const RouteEntrySchema = Type.Object({
   keepHeaders: Type.Optional(Type.Array(HeaderName, { uniqueItems: true })),
   rateLimits: Type.Optional(Type.Array(RateLimitEntrySchema, { minItems: 1 })),
   onStoreDown: Type.Optional(Type.Union(STORE_DOWN_POLICIES.map((policy) => Type.Literal(policy)))),
-  scopes: Type.Optional(Type.Array(Scope, { uniqueItems: true, maxItems: MAX_SCOPES }))
+  scopes: Type.Optional(Type.Array(Scope, { uniqueItems: true, maxItems: MAX_SCOPES })),
+  backendNormalises: Type.Optional(Type.Array(Type.Union(PATH_NORMALISATIONS.map((n) => Type.Literal(n))), { uniqueItems: true }))
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
 
@@ -238,6 +240,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     rateLimits: (entry.rateLimits ?? []).map((limit) => rateLimit(limit, scope)),
     ...(entry.onStoreDown !== undefined && { onStoreDown: entry.onStoreDown }),
     ...(entry.scopes !== undefined && { scopes: entry.scopes }),
+    ...(entry.backendNormalises !== undefined && { backendNormalises: entry.backendNormalises }),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {

@@ -4,6 +4,7 @@ import { HTTP_METHODS } from '#client/protocol'
 import type { AuthTier, ReplayPolicy, SignatureSchemePolicy } from '../auth/stage.js'
 import type { RouteDefaults } from '../config/env.js'
 import { DEFAULT_STORE_DOWN_POLICY, type RateLimit, type StoreDownPolicy } from '../limits/rate-limit.js'
+import { PATH_NORMALISATIONS, type PathNormalisation } from './backend-paths.js'
 
 export { AUTH_TIERS, type AuthTier } from '../auth/stage.js'
 
@@ -63,6 +64,23 @@ export interface RouteConfig {
   onStoreDown: StoreDownPolicy
   /** signed and bearer routes: the scopes a request must have, all of them (403 INSUFFICIENT_SCOPE otherwise) */
   scopes: string[]
+  /**
+   * how the upstream reads this route's paths (backend-paths.ts): a weaker route on the same
+   * upstream is refused (400 PATH_ALIAS) a path that reads so as one of this route's. Default: all
+   */
+  backendNormalises: PathNormalisation[]
+}
+
+export const TIER_RANK: Record<AuthTier, number> = { public: 0, bearer: 1, signed: 2 }
+
+/**
+ * Whether `strong` asks more of a request than `weak`: a higher tier (public < bearer < signed),
+ * or the same tier (not public) with every scope `weak` requires and more. What a weaker route
+ * must never reach of a stronger one's; other settings (limits, replay) do not rank routes.
+ */
+export function asksMoreThan (strong: RouteConfig, weak: RouteConfig): boolean {
+  if (TIER_RANK[strong.auth] !== TIER_RANK[weak.auth]) return TIER_RANK[strong.auth] > TIER_RANK[weak.auth]
+  return strong.scopes.length > weak.scopes.length && weak.scopes.every((scope) => strong.scopes.includes(scope))
 }
 
 /** A route with every optional setting at its default. */
@@ -89,6 +107,7 @@ export function route (
     rateLimits: [],
     onStoreDown: DEFAULT_STORE_DOWN_POLICY,
     scopes: [],
+    backendNormalises: [...PATH_NORMALISATIONS],
     ...fields
   }
 }

@@ -69,3 +69,18 @@ t.test('canonical paths pass: ";" with a named segment is the route\'s call, not
     t.equal(requestTargetProblem(target), undefined, target)
   }
 })
+
+t.test('every encoded control character in a path, %00-%1F and %7F in either hex case, is refused; in the query it passes', async (t) => {
+  const controls = [...Array.from({ length: 0x20 }, (_, code) => code), 0x7f]
+  let refused = 0
+  for (const code of controls) {
+    for (const escape of [`%${hex(code).toUpperCase()}`, `%${hex(code).toLowerCase()}`]) {
+      for (const target of [`/v1/clients${escape}/42`, `/v1/clients/42${escape}`, `/${escape}`]) {
+        t.match(requestTargetProblem(target), `an encoded control character ${escape}`, target)
+        refused++
+      }
+      t.equal(requestTargetProblem(`/v1/clients/?q=${escape}`), undefined, `?q=${escape}: the query is left as it is`)
+    }
+  }
+  t.equal(refused, 33 * 2 * 3, '33 control codes, each in two hex cases, three places in the path')
+})

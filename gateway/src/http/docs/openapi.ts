@@ -5,6 +5,7 @@
 import type { OpenAPIV3_1 } from 'openapi-types'
 import { BODYLESS_METHODS, HTTP_METHODS, SAFE_METHODS } from '#client/protocol'
 import type { AuthTier, RouteConfig } from '../../proxy/route.js'
+import { RouteTable } from '../../proxy/route-table.js'
 import { ERRORS, problemType, type ErrorCode } from '../../errors.js'
 
 /** A code an operation can answer, at its catalog status or (INVALID_SIGNATURE at registration) another. */
@@ -163,10 +164,12 @@ export function problemResponses (problems: readonly DocumentedProblem[]): Recor
 }
 
 /** The codes a business route can answer for one method. */
-export function routeProblems (route: RouteConfig, method: string): DocumentedProblem[] {
+export function routeProblems (route: RouteConfig, method: string, guardsAgainstAliases = false): DocumentedProblem[] {
   // each once: a route's limits and its scopes may both answer STORE_UNAVAILABLE
   return [...new Set<DocumentedProblem>([
     ...COMMON_PROBLEMS,
+    // a stronger route on the same upstream: its paths spelled otherwise are refused here
+    ...(guardsAgainstAliases ? ['PATH_ALIAS' as const] : []),
     BODYLESS_METHODS.has(method) ? 'VALIDATION_FAILED' : 'PAYLOAD_TOO_LARGE',
     ...TIER_PROBLEMS[route.auth],
     ...(route.auth === 'signed' && route.replay === 'reject' && !SAFE_METHODS.has(method) ? ['REPLAYED_REQUEST' as const] : []),
@@ -199,6 +202,7 @@ export interface OperationObject {
  */
 export function businessPaths (routes: readonly RouteConfig[]): Record<string, Record<string, OperationObject>> {
   const paths: Record<string, Record<string, OperationObject>> = {}
+  const table = new RouteTable(routes)
   const ordered = [...routes].sort((a, b) => Number(b.exact) - Number(a.exact))
   for (const route of ordered) {
     const item = paths[route.prefix] ??= {}
@@ -216,12 +220,12 @@ export function businessPaths (routes: readonly RouteConfig[]): Record<string, R
         security: SECURITY_BY_TIER[route.auth],
         responses: {
           default: { description: 'The upstream service\'s answer, passed through unchanged' },
-          ...problemResponses(routeProblems(route, method))
+          ...problemResponses(routeProblems(route, method, table.guardsAgainstAliases(route)))
         },
         [ROUTE_EXTENSION]: {
           name: route.name, match: route.exact ? 'exact' : 'prefix', auth: route.auth, ...(route.scopes.length > 0 && { scopes: route.scopes })
         },
-        [ERRORS_EXTENSION]: [...new Set(problemCodes(routeProblems(route, method)).map(([code]) => code))]
+        [ERRORS_EXTENSION]: [...new Set(problemCodes(routeProblems(route, method, table.guardsAgainstAliases(route))).map(([code]) => code))]
       }
     }
   }

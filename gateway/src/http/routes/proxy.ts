@@ -75,6 +75,8 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     if (match.kind === 'not-found') throw new GatewayError('NOT_FOUND', `No route for ${request.method} ${pathOf(request.url)}`)
     // a ";" (matrix parameters) the route does not take: refused before authentication
     if (match.kind === 'invalid-target') throw new GatewayError('INVALID_TARGET', match.detail)
+    // another spelling of a stronger route's path, for its backend: refused before authentication
+    if (match.kind === 'alias') throw new GatewayError('PATH_ALIAS', match.detail)
     if (match.kind === 'method-not-allowed') {
       throw new GatewayError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here; allowed: ${match.allow.join(', ')}`, {
         headers: { allow: match.allow.join(', ') }

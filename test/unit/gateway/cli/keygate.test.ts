@@ -31,6 +31,8 @@ t.test('routes check', async (t) => {
   t.equal(alias.code, 0, 'a warning is not fatal')
   t.match(alias.stdout, new RegExp(`${join(dir, 'alias.yaml')}: warning: reports \\(bearer\\) forwards into the path space of clients \\(signed\\) on http://u: `))
   t.match(alias.stdout, /alias\.yaml: 2 routes, valid, 1 warning\n$/)
+  // what the stronger route's backendNormalises (default: all three) protects, against which routes
+  t.match(alias.stdout, /alias\.yaml: alias guard: clients \(signed\) on http:\/\/u, against reports \(bearer\): protects backends with case folding .*; a trailing slash added or dropped .*; trailing dots and spaces trimmed/)
 
   // a rewrite that glues segments: refused, naming the route
   writeFileSync(join(dir, 'glue.yaml'), 'routes:\n  - { name: reports, prefix: /reports/, upstream: http://u, auth: signed, rewrite: /v1/clients }\n')

@@ -3,7 +3,8 @@
 // stronger route's space; not for plain prefixes, where longest-prefix matching on the raw
 // (canonical) path already gives every upstream path exactly one route.
 import t from 'tap'
-import { routeWarnings } from '../../../../gateway/src/proxy/route-aliases.js'
+import { aliasGuards, routeWarnings } from '../../../../gateway/src/proxy/route-aliases.js'
+import type { RouteConfig } from '../../../../gateway/src/proxy/route.js'
 import { parseRouteText, routesFromDocument } from '../../../../gateway/src/proxy/route-file.js'
 
 const defaults = { upstream: 'http://127.0.0.1:8081', bodyLimit: 1024, timeoutMs: 1000 }
@@ -69,4 +70,24 @@ t.test('not warned: longest-prefix matching already gives each upstream path one
   for (const [name, routes] of cases) t.same(warnings(SIGNED_CLIENTS + routes), [], name)
   t.same(warnings('  - { prefix: /a/, upstream: http://u:1, auth: public, methods: [GET] }\n' +
     '  - { prefix: /a/, upstream: http://u:1, auth: signed, methods: [POST] }\n'), [], 'one prefix split by method: public reads, signed writes')
+})
+
+t.test('backendNormalises: routes check says what each setting protects, and warns where one leaves an alias open', async (t) => {
+  const load = (yaml: string): RouteConfig[] => routesFromDocument(parseRouteText(`routes:\n${yaml}`, 'routes.yaml'), 'routes.yaml', defaults)
+  const catchAll = '  - { name: all, prefix: /, upstream: http://u:1, auth: bearer }\n'
+  const all = load(SIGNED_CLIENTS + catchAll)
+  t.same(warnings(SIGNED_CLIENTS + catchAll), [], 'the default (all three) leaves nothing open')
+  t.match(aliasGuards(all), [
+    /^alias guard: clients \(signed\) on http:\/\/u:1, against all \(bearer\): protects backends with case folding .*Express \(default\).*ASP\.NET Core, IIS; a trailing slash added or dropped .*Rails.*; trailing dots and spaces trimmed .*IIS/
+  ])
+  t.equal(aliasGuards(all).length, 1, 'only the route a weaker one shares an upstream with')
+  const strict = `  - { name: clients, prefix: /v1/clients/, upstream: http://u:1, auth: signed, backendNormalises: [slash] }\n${catchAll}`
+  t.match(warnings(strict), [
+    /^clients \(signed\) has backendNormalises: \[slash\], so all \(bearer\) on http:\/\/u:1 forward its paths spelled with case folding .*; trailing dots and spaces trimmed .*add case, trim to its backendNormalises$/
+  ])
+  t.match(aliasGuards(load(strict)), [/protects backends with a trailing slash added or dropped [^;]*$/])
+  const none = `  - { name: clients, prefix: /v1/clients/, upstream: http://u:1, auth: signed, backendNormalises: [] }\n${catchAll}`
+  t.match(aliasGuards(load(none)), [/percent-decoding only/])
+  t.same(warnings('  - { name: clients, prefix: /v1/clients/, upstream: http://u:1, auth: signed, backendNormalises: [] }\n' +
+    '  - { prefix: /, upstream: http://u:2, auth: bearer }\n'), [], 'no weaker route on its upstream: nothing open')
 })

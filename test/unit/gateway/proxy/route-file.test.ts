@@ -109,10 +109,13 @@ t.test('bad files and the exact messages they get', async (t) => {
     ['an unknown field', route(`${ok}\ncolour: red`),
       ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
         'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, signature, signatureLabel, identityToken, allowMatrixParams, keepHeaders, ' +
-        'rateLimits, onStoreDown, scopes)']],
+        'rateLimits, onStoreDown, scopes, backendNormalises)']],
     ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
       ['routes.yaml: routes[0].methods[1]: "FETCH" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']],
     ['a method twice', route(`${ok}\nmethods: [GET, GET]`), ['routes.yaml: routes[0].methods: lists an item twice']],
+    ['an unknown backend normalisation', route(`${ok}\nbackendNormalises: [case, unicode]`),
+      ['routes.yaml: routes[0].backendNormalises[1]: "unicode" is not one of case, slash, trim']],
+    ['a backend normalisation twice', route(`${ok}\nbackendNormalises: [trim, trim]`), ['routes.yaml: routes[0].backendNormalises: lists an item twice']],
     ['no methods', route(`${ok}\nmethods: []`), ['routes.yaml: routes[0].methods: must not be empty']],
     ['a prefix without a leading slash', route('prefix: a/\nupstream: http://x\nauth: public'),
       ['routes.yaml: routes[0].prefix: "a/" is not a path starting with /']],
@@ -159,7 +162,7 @@ t.test('bad files and the exact messages they get', async (t) => {
         'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
         'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
           'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, signature, signatureLabel, identityToken, allowMatrixParams, keepHeaders, ' +
-          'rateLimits, onStoreDown, scopes)'
+          'rateLimits, onStoreDown, scopes, backendNormalises)'
       ]]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
