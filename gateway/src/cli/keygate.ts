@@ -206,11 +206,13 @@ export function formatRouteTable (routes: readonly RouteConfig[]): string {
 }
 
 async function checkRoutes (file: string, io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
-  const [{ loadRouteFile }, { routeWarnings }] = await Promise.all([import('../proxy/route-file.js'), import('../proxy/route-aliases.js')])
+  const [{ loadRouteFile }, { routeWarnings }, { routeOptOuts }] = await Promise.all([
+    import('../proxy/route-file.js'), import('../proxy/route-aliases.js'), import('../proxy/route-opt-outs.js')
+  ])
   const routes = await loadRouteFile(file, (await loadConfig(io.env)).routeDefaults)
   io.stdout.write(formatRouteTable(routes))
   // Warnings are never fatal: the gateway loads the file all the same (and logs them).
-  const warnings = routeWarnings(routes)
+  const warnings = [...routeWarnings(routes), ...routeOptOuts(routes)]
   for (const { text } of warnings) io.stdout.write(`${file}: warning: ${text}\n`)
   const warned = warnings.length === 0 ? '' : `, ${warnings.length} warning${warnings.length === 1 ? '' : 's'}`
   io.stdout.write(`${file}: ${routes.length} route${routes.length === 1 ? '' : 's'}, valid${warned}\n`)
