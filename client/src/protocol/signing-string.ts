@@ -100,6 +100,5 @@ export function seedBodyProblem (body: Uint8Array | undefined): string | undefin
   return `The body starts with ${describeByte(first)}, a byte a request target may hold. The seed scheme signs timestamp + METHOD + target + body ` +
     'with no separator, so bytes could move between the end of the target and the start of the body and the same signature would ' +
     'authorize another request. With the seed scheme, a body must start with a byte no target holds ("{", "[", a quote, whitespace, ...); ' +
-    'sign a body that must start otherwise with RFC 9421 HTTP Message Signatures (Signature-Input covering content-digest, RFC 9530), ' +
-    'or send it on a route with seedBodyBoundary: unchecked'
+    'sign a body that must start otherwise with RFC 9421 HTTP Message Signatures (Signature-Input covering content-digest, RFC 9530)'
 }
