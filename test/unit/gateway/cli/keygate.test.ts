@@ -32,6 +32,13 @@ t.test('routes check', async (t) => {
   t.match(alias.stdout, new RegExp(`${join(dir, 'alias.yaml')}: warning: reports \\(bearer\\) forwards into the path space of clients \\(signed\\) on http://u: `))
   t.match(alias.stdout, /alias\.yaml: 2 routes, valid, 1 warning\n$/)
 
+  // a route that opts out of the seed body rule: warned, saying what it lets through; still valid
+  writeFileSync(join(dir, 'forms.yaml'), 'routes:\n  - { name: forms, prefix: /forms/, upstream: http://u, auth: signed, seedBodyBoundary: unchecked }\n')
+  const forms = await keygate(['routes', 'check', join(dir, 'forms.yaml')], '', {})
+  t.equal(forms.code, 0, 'a warning is not fatal')
+  t.match(forms.stdout, /forms\.yaml: warning: forms \(signed\) has seedBodyBoundary: unchecked: .* one seed signature also authorizes/)
+  t.match(forms.stdout, /forms\.yaml: 1 route, valid, 1 warning\n$/)
+
   // a rewrite that glues segments: refused, naming the route
   writeFileSync(join(dir, 'glue.yaml'), 'routes:\n  - { name: reports, prefix: /reports/, upstream: http://u, auth: signed, rewrite: /v1/clients }\n')
   const glue = await keygate(['routes', 'check', join(dir, 'glue.yaml')], '', {})
