@@ -20,8 +20,9 @@ import {
   type SignatureBaseDetails, signatureBaseMismatches, signatureField, type SignatureScheme
 } from './message-signing.js'
 import {
-  ALGORITHMS_OF_KEY_TYPE, API_KEY_PATTERN, apiKeyOfSpki, BODYLESS_METHODS, describeSigningString as describeWith, type KeyType, looksLikeSeconds,
-  type MessageSignatureAlgorithm, METHOD_TOKEN, MILLISECONDS_TIMESTAMP, requestTargetProblem, signingString, type SigningStringDetails
+  ALGORITHMS_OF_KEY_TYPE, API_KEY_PATTERN, apiKeyOfSpki, BODY_OPTIONAL_METHODS, BODYLESS_METHODS, describeSigningString as describeWith, type KeyType,
+  looksLikeSeconds, type MessageSignatureAlgorithm, METHOD_TOKEN, MILLISECONDS_TIMESTAMP, requestTargetProblem, seedBodyProblem, signedBodyMethodProblem,
+  signingString, type SigningStringDetails
 } from './protocol/index.js'
 import type { CryptoKeyLike, KeyInput, KeyObjectLike, PrivateKeyInput } from './types.js'
 
@@ -82,7 +83,17 @@ export interface SignRequestInput {
   timestamp?: number | string | undefined
   /** "seed", the default: X-API-Key, X-API-Timestamp, X-API-Signature; for RFC 9421 see MessageSignatureInput */
   scheme?: 'seed' | undefined
+  /**
+   * seed scheme: "enforced" (default) refuses a body that starts with a byte a target may hold, as
+   * keygate does (AMBIGUOUS_SIGNED_BODY); "unchecked" only for a route with seedBodyBoundary: unchecked
+   */
+  seedBodyBoundary?: SeedBodyBoundary | undefined
+  /** DELETE and OPTIONS requests that may carry a body (the route's bodyOnMethods); default none, as keygate's signed routes */
+  bodyOnMethods?: readonly string[] | undefined
 }
+
+/** The seed scheme's body rule: as keygate's routes by default, or off for a route that opted out. */
+export type SeedBodyBoundary = 'enforced' | 'unchecked'
 
 /**
  * RFC 9421: what signRequest needs besides the request. `baseUrl` (keygate's origin as the client
@@ -165,6 +176,34 @@ function checkRequest (input: Pick<SignRequestInput, 'method' | 'target' | 'body
   return { method, target, body, timestamp: checkTimestamp(input.timestamp) }
 }
 
+/** What keygate's body rules for signed requests need of the caller: the route's settings, when it changed them. */
+interface BodyRules { seedBodyBoundary: SeedBodyBoundary; bodyOnMethods: readonly string[] }
+
+function checkBodyRules (input: { seedBodyBoundary?: unknown; bodyOnMethods?: unknown }): BodyRules {
+  const { seedBodyBoundary = 'enforced', bodyOnMethods = [] } = input
+  if (seedBodyBoundary !== 'enforced' && seedBodyBoundary !== 'unchecked') {
+    throw new SigningInputError('seedBodyBoundary', 'must be "enforced" (the default) or "unchecked" (only for a route with seedBodyBoundary: unchecked)')
+  }
+  if (!Array.isArray(bodyOnMethods) || !bodyOnMethods.every((m) => (BODY_OPTIONAL_METHODS as readonly unknown[]).includes(m))) {
+    throw new SigningInputError('bodyOnMethods', `must be a list of ${BODY_OPTIONAL_METHODS.join(' and ')}: the route's bodyOnMethods`)
+  }
+  return { seedBodyBoundary, bodyOnMethods: bodyOnMethods as string[] }
+}
+
+/**
+ * The refusals keygate makes of a signed request's body, made before signing: a body on a method
+ * that carries none (unless the route takes one), and with the seed scheme a body that starts
+ * with a byte a target may hold (its signature would also authorize other requests).
+ */
+function checkSignedBody (request: CheckedRequest, scheme: SignatureScheme, rules: BodyRules): void {
+  if (request.body.length === 0) return
+  const methodProblem = signedBodyMethodProblem(request.method, rules.bodyOnMethods)
+  if (methodProblem !== undefined) throw new SigningInputError('body', `keygate would refuse it (VALIDATION_FAILED): ${methodProblem}`)
+  if (scheme !== 'seed' || rules.seedBodyBoundary === 'unchecked') return
+  const problem = seedBodyProblem(request.body)
+  if (problem !== undefined) throw new SigningInputError('body', `keygate would refuse it (AMBIGUOUS_SIGNED_BODY): ${problem}. Here: scheme: 'rfc9421'`)
+}
+
 /** The signing string as one run of bytes: WebCrypto signs one buffer. */
 function signingBytes (request: CheckedRequest): Bytes {
   return concatBytes(signingString(request.timestamp, request.method, request.target, request.body))
@@ -222,6 +261,7 @@ export async function signRequest (input: SignRequestInput | MessageSignatureInp
   const scheme = checkScheme(input.scheme)
   if (scheme === 'rfc9421') return await signMessage(input as MessageSignatureInput)
   const request = checkRequest(input as SignRequestInput)
+  checkSignedBody(request, 'seed', checkBodyRules(input))
   const key = preparePrivateKey(input.privateKey)
   const apiKey = checkApiKey(input.apiKey)
   return await signatureHeaders(request, apiKey, await importSigningKey(key), key.type, signingBytes(request))
@@ -229,6 +269,7 @@ export async function signRequest (input: SignRequestInput | MessageSignatureInp
 
 async function signMessage (input: MessageSignatureInput): Promise<MessageSignatureHeaders> {
   const request = checkRequest({ method: input.method, target: input.target, body: input.body })
+  checkSignedBody(request, 'rfc9421', checkBodyRules(input))
   const key = preparePrivateKey(input.privateKey)
   const apiKey = checkApiKey(input.apiKey)
   const algorithm = algorithmFor(key, checkAlgorithm(input.algorithm))
@@ -435,6 +476,10 @@ export interface ClientOptions {
   algorithm?: MessageSignatureAlgorithm | undefined
   /** rfc9421: each signature expires this many seconds after it is made (the `expires` parameter); default none */
   expiresIn?: number | undefined
+  /** seed: "enforced" (default) or "unchecked", for a route with seedBodyBoundary: unchecked (see SignRequestInput) */
+  seedBodyBoundary?: SeedBodyBoundary | undefined
+  /** DELETE and OPTIONS requests that may carry a body: the route's bodyOnMethods; default none */
+  bodyOnMethods?: readonly string[] | undefined
 }
 
 export interface SignedResponseInfo {
@@ -478,6 +523,7 @@ export function createClient (options: ClientOptions): KeygateClient {
   const scheme = checkScheme(options.scheme)
   const messageOptions = { label: checkLabel(options.label), components: checkCoveredTarget(options.components), expiresIn: checkExpiresIn(options.expiresIn) }
   const algorithm = algorithmFor(key, checkAlgorithm(options.algorithm))
+  const bodyRules = checkBodyRules(options)
   subtle() // a runtime without WebCrypto (a browser page on plain http:// other than localhost) is said at once, too
 
   let signingKey: Promise<WebCryptoKey> | undefined
@@ -489,6 +535,7 @@ export function createClient (options: ClientOptions): KeygateClient {
   const send: KeygateClient['send'] = async (method, target, body, init = {}) => {
     if ((init as { body?: unknown }).body !== undefined) throw new SigningInputError('init.body', 'pass the body as the third argument, so that it is signed')
     const request = checkRequest({ method, target, body })
+    checkSignedBody(request, scheme, bodyRules)
     // fetch's URL parser re-encodes some characters (a ' in a query) and drops an empty "?":
     // what it would send must be exactly what is signed.
     const url = new URL(request.target, origin)

@@ -2,7 +2,9 @@
 // a. at the signature stage: a signature over timestamp + METHOD + target + body stops verifying
 //    when any single byte of any of the four changes;
 // b. end to end: whatever the bytes of an accepted request, the upstream receives exactly the
-//    signed method, target and body.
+//    signed method, target and body;
+// c. end to end: a seed-signed body that starts with a byte a target may hold is refused with
+//    AMBIGUOUS_SIGNED_BODY and never forwarded (the split is proven unique in seed-body-boundary.test.ts).
 import { Agent } from 'node:http'
 import { performance } from 'node:perf_hooks'
 import { sign } from 'node:crypto'
@@ -11,6 +13,7 @@ import fc from 'fast-check'
 import t from 'tap'
 import { signatureStage } from '../../gateway/src/auth/signature.js'
 import type { AuthState } from '../../gateway/src/auth/stage.js'
+import { seedBodyProblem } from '../../client/src/protocol/index.js'
 import { isGatewayError } from '../../gateway/src/errors.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
@@ -140,7 +143,7 @@ const dupJson = fc.array(fc.tuple(jsonKey, jsonValue, fc.constantFrom('', ' ', '
     members.map(([k, v, ws]) => `${ws}${JSON.stringify(k)}${ws}:${typeof v === 'string' && v.startsWith('{') ? v : JSON.stringify(v)}`).join(',') +
     '}')
 const BOM = Buffer.from([0xef, 0xbb, 0xbf])
-const body = fc.oneof(
+const anyBody = fc.oneof(
   fc.uint8Array({ maxLength: 600 }).map((b) => Buffer.from(b)),
   fc.tuple(fc.uint8Array({ maxLength: 40 }), fc.constantFrom([0xff], [0xfe, 0xff], [0xc0, 0xae], [0xed, 0xa0, 0x80], [0x80], [0xf8, 0x88, 0x80, 0x80, 0x80]))
     .map(([prefix, invalid]) => Buffer.concat([Buffer.from(prefix), Buffer.from(invalid)])),
@@ -150,6 +153,10 @@ const body = fc.oneof(
   fc.string({ maxLength: 100 }).map((s) => Buffer.concat([BOM, Buffer.from(s, 'utf8')])),
   fc.constant(Buffer.alloc(0))
 )
+/** what the seed scheme accepts: bodies that do not start with a byte a target may hold (c. has the others) */
+const body = anyBody.filter((b) => seedBodyProblem(b) === undefined)
+/** and what it refuses: a target byte first, then anything */
+const ambiguousBody = fc.tuple(fc.constantFrom(...URI_CHARS), anyBody).map(([first, rest]) => Buffer.concat([Buffer.from(first), rest]))
 const contentType = fc.constantFrom(
   'application/json', 'application/json; charset=utf-8', 'application/octet-stream', 'text/plain', 'application/x-www-form-urlencoded', undefined
 )
@@ -257,4 +264,45 @@ t.test(`${INNER_DOTS.length} signed targets with ".." next to a "/": ` +
     t.match(res.body.toString(), /"code":"INVALID_TARGET"/, `${target}: as an invalid target`)
   }
   t.equal(recorder.requests.length, 0, 'none forwarded')
+})
+
+const AMBIGUOUS_RUNS = 2_000
+
+t.test(`${AMBIGUOUS_RUNS} generated seed-signed requests whose body starts with a byte a target may hold: ` +
+  `${AMBIGUOUS_RUNS} refused with 400 AMBIGUOUS_SIGNED_BODY, 0 forwarded`, async (t) => {
+  const recorder = await startRecorder(t)
+  const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: recorder.url })
+  await addUser(gw, 'alice')
+  const token = await login(gw.url, 'alice')
+  t.equal((await registerKey(gw.url, token, keys, 'property key')).status, 201)
+  const agent = new Agent({ keepAlive: true, maxSockets: BATCH })
+  t.teardown(() => { agent.destroy() })
+  const firstBytes = new Tally()
+  let refused = 0
+  const started = performance.now()
+  await fc.assert(fc.asyncProperty(fc.array(fc.record({ target, body: ambiguousBody, type: contentType }), { minLength: BATCH, maxLength: BATCH }),
+    async (batch) => {
+      await Promise.all(batch.map(async ({ target, body: payload, type }) => {
+        const timestamp = String(uniqueTimestamp())
+        const signature = await signAsync(Buffer.concat([Buffer.from(timestamp + 'POST' + target, 'latin1'), payload]))
+        const res = await sendOn(agent, gw.url, target, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${token}`,
+            'x-api-key': keys.apiKey,
+            'x-api-timestamp': timestamp,
+            'x-api-signature': signature,
+            ...(type !== undefined && { 'content-type': type })
+          },
+          body: payload
+        })
+        const code = (JSON.parse(res.body.toString()) as { code?: string }).code
+        if (res.status !== 400 || code !== 'AMBIGUOUS_SIGNED_BODY') throw new Error(`POST ${target} (${payload.length} bytes): ${res.status} ${code ?? ''}`)
+        refused++
+        firstBytes.add(/[0-9]/.test(String.fromCharCode(payload[0] ?? 0)) ? 'digit' : /[A-Za-z]/.test(String.fromCharCode(payload[0] ?? 0)) ? 'letter' : 'other')
+      }))
+    }), { numRuns: AMBIGUOUS_RUNS / BATCH })
+  t.equal(refused, AMBIGUOUS_RUNS, 'each refused')
+  t.equal(recorder.requests.length, 0, 'none forwarded')
+  t.comment(`first byte: ${firstBytes.toString()}; ${((performance.now() - started) / 1000).toFixed(1)} s`)
 })

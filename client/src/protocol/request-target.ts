@@ -10,8 +10,13 @@
 // which Tomcat and Spring read as "."). A ";" itself is the route's call (allowMatrixParams), so
 // the gateway checks it after matching; the query, after "?", is left as it is.
 
-// RFC 3986 pchar plus "/" and "?", and "%" checked below. Everything else is refused.
-const ORIGIN_FORM = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]*$/
+/**
+ * One character a request target may hold: RFC 3986 pchar plus "/" and "?", and "%" (checked
+ * below). Everything else is refused. The seed scheme's body rule is derived from it
+ * (signing-string.ts): change it here and both follow.
+ */
+export const TARGET_CHARACTER = /[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]/
+const ORIGIN_FORM = new RegExp(`^/${TARGET_CHARACTER.source}*$`)
 const BAD_PERCENT = /%(?![0-9A-Fa-f]{2})/
 
 /** Why the gateway refuses this request target (400 INVALID_TARGET), or undefined when it accepts it. */

@@ -1,6 +1,8 @@
 // The signing string of the X-API-Key / X-API-Timestamp / X-API-Signature scheme, in one place for
 // both sides: the gateway verifies over it and the client signs over it. timestamp + METHOD + raw
-// request target + raw body, no separators.
+// request target + raw body, no separators; and the rule that makes that concatenation read one
+// way only (seedBodyProblem).
+import { TARGET_CHARACTER } from './request-target.js'
 
 /**
  * UTF-8, which is the identity on ASCII: the gateway refuses any target that is not made of URI
@@ -67,4 +69,36 @@ export function describeSigningString (timestamp: string, method: string, target
   const wholeHash = sha256Hex(parts)
   if (typeof bodyHash === 'string' && typeof wholeHash === 'string') return details(bodyHash, wholeHash)
   return Promise.all([bodyHash, wholeHash]).then(([bodySha256, signingStringSha256]) => details(bodySha256, signingStringSha256))
+}
+
+/** Which bytes the target rule admits in a target: all of them ASCII, so a byte table of 128. */
+const IN_TARGET = new Uint8Array(128).map((_, byte) => TARGET_CHARACTER.test(String.fromCharCode(byte)) ? 1 : 0)
+
+/** Whether the target rule (requestTargetProblem) admits this byte in a request target. */
+export function isTargetByte (byte: number): boolean {
+  return byte < 128 && IN_TARGET[byte] === 1
+}
+
+/** `"4" (0x34)`, or `0x0a` for a byte that does not print */
+function describeByte (byte: number): string {
+  const hex = `0x${byte.toString(16).padStart(2, '0')}`
+  return byte > 0x20 && byte < 0x7f ? `${JSON.stringify(String.fromCharCode(byte))} (${hex})` : hex
+}
+
+/**
+ * Why keygate refuses this body under the seed scheme (400 AMBIGUOUS_SIGNED_BODY), or undefined.
+ * The signing string has no separator between target and body, so a body that starts with a byte
+ * a target may hold could have been the target's end, and vice versa: one signature would then
+ * authorize several requests (DELETE /v1/clients/42 is also DELETE /v1/clients/ with body "42").
+ * When a non-empty body starts with a byte no target holds, moving bytes into the target makes
+ * an invalid target, and moving them out makes a body that starts with a target byte: the split
+ * is unique. The method and timestamp are fixed by their own rules (letters, digits).
+ */
+export function seedBodyProblem (body: Uint8Array | undefined): string | undefined {
+  const first = body?.[0]
+  if (first === undefined || !isTargetByte(first)) return undefined
+  return `The body starts with ${describeByte(first)}, a byte a request target may hold. The seed scheme signs timestamp + METHOD + target + body ` +
+    'with no separator, so bytes could move between the end of the target and the start of the body and the same signature would ' +
+    'authorize another request. With the seed scheme, a body must start with a byte no target holds ("{", "[", a quote, whitespace, ...); ' +
+    'sign a body that must start otherwise with RFC 9421 HTTP Message Signatures (Signature-Input covering content-digest, RFC 9530)'
 }

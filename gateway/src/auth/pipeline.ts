@@ -17,6 +17,7 @@ import { messageSignatureHeadersStage } from './message-signature-headers.js'
 import { replayStage } from './replay.js'
 import { onlyFor, perScheme, signatureSchemeStage } from './scheme.js'
 import { scopeStage } from './scope.js'
+import { seedBodyStage } from './seed-body.js'
 import { signatureBudgetStage, type SignatureBudget } from './signature-budget.js'
 import { signatureHeadersStage } from './signature-headers.js'
 import { signatureStage } from './signature.js'
@@ -53,6 +54,9 @@ export function signedPipeline ({ tokens, keys, store, userScopes, now, observeV
     // RFC 9421: `created` of the signature whose keyid is registered (known only now)
     onlyFor('rfc9421', createdStage(now)),
     keyOwnerStage(),
+    // the first stage once the body is read: a seed-signed body that could be the target's end is
+    // refused before any verification (seed-body.ts)
+    onlyFor('seed', seedBodyStage()),
     perScheme({
       seed: signatureStage(observeVerification, onFailure),
       rfc9421: messageSignatureStage(observeVerification, onFailure)

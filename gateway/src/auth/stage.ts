@@ -39,6 +39,13 @@ export type SignatureScheme = 'seed' | 'rfc9421'
 export type SignatureSchemePolicy = SignatureScheme | 'any'
 export const SIGNATURE_SCHEME_POLICIES: readonly SignatureSchemePolicy[] = ['any', 'seed', 'rfc9421']
 
+/**
+ * A signed route's seed body rule (seed-body.ts): enforced (the default), or unchecked: a body
+ * starting with a target byte is verified anyway (one signature then authorizes other requests).
+ */
+export type SeedBodyBoundary = 'enforced' | 'unchecked'
+export const SEED_BODY_BOUNDARIES: readonly SeedBodyBoundary[] = ['enforced', 'unchecked']
+
 /** How much a route asks of a request: a signature and a token, a token, or nothing. */
 export type AuthTier = 'signed' | 'bearer' | 'public'
 export const AUTH_TIERS: readonly AuthTier[] = ['signed', 'bearer', 'public']
@@ -53,6 +60,8 @@ export interface AuthState {
   signaturePolicy?: SignatureSchemePolicy
   /** signed routes: the label of the RFC 9421 signature to verify (default: the first that names a registered key) */
   signatureLabel?: string
+  /** signed routes: the seed scheme's body rule (default enforced) */
+  seedBodyBoundary?: SeedBodyBoundary
   /** the scheme the request is signed with (scheme.ts) */
   scheme?: SignatureScheme
   /** RFC 9421: the signatures that may be verified, in order (message-signature-headers.ts) */

@@ -206,13 +206,15 @@ export function formatRouteTable (routes: readonly RouteConfig[]): string {
 }
 
 async function checkRoutes (file: string, io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
-  const [{ loadRouteFile }, { aliasGuards, routeWarnings }] = await Promise.all([import('../proxy/route-file.js'), import('../proxy/route-aliases.js')])
+  const [{ loadRouteFile }, { aliasGuards, routeWarnings }, { routeOptOuts }] = await Promise.all([
+    import('../proxy/route-file.js'), import('../proxy/route-aliases.js'), import('../proxy/route-opt-outs.js')
+  ])
   const routes = await loadRouteFile(file, (await loadConfig(io.env)).routeDefaults)
   io.stdout.write(formatRouteTable(routes))
   // what each stronger route's backendNormalises protects: the backends whose aliases are refused
   for (const line of aliasGuards(routes)) io.stdout.write(`${file}: ${line}\n`)
   // Warnings are never fatal: the gateway loads the file all the same (and logs them).
-  const warnings = routeWarnings(routes)
+  const warnings = [...routeWarnings(routes), ...routeOptOuts(routes)]
   for (const { text } of warnings) io.stdout.write(`${file}: warning: ${text}\n`)
   const warned = warnings.length === 0 ? '' : `, ${warnings.length} warning${warnings.length === 1 ? '' : 's'}`
   io.stdout.write(`${file}: ${routes.length} route${routes.length === 1 ? '' : 's'}, valid${warned}\n`)

@@ -11,7 +11,7 @@ import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value'
 import { parse as parseYaml } from 'yaml'
 import { routeMatchesPath as matches } from './route-table.js'
 import { AUTH_TIERS, DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
-import { SIGNATURE_SCHEME_POLICIES } from '../auth/stage.js'
+import { SEED_BODY_BOUNDARIES, SIGNATURE_SCHEME_POLICIES } from '../auth/stage.js'
 import { OVERRIDE_HEADERS } from './upstream-request.js'
 import { PATH_NORMALISATIONS } from './backend-paths.js'
 import { ConfigError, type RouteDefaults } from '../config/env.js'
@@ -19,7 +19,7 @@ import {
   BUCKET_PATTERN, MAX_LIMIT, MAX_WINDOW_SECONDS, RATE_LIMIT_BY, rateLimit, routeScope, STORE_DOWN_POLICIES, WINDOW_PATTERN
 } from '../limits/rate-limit.js'
 import { MAX_SCOPES, SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
-import { HTTP_METHODS, requestTargetProblem } from '#client/protocol'
+import { BODY_OPTIONAL_METHODS, HTTP_METHODS, requestTargetProblem } from '#client/protocol'
 
 const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 const HeaderName = Type.String({ pattern: HEADER_NAME, maxLength: 100, description: 'an HTTP header name' })
@@ -64,6 +64,8 @@ export const RouteEntrySchema = Type.Object({
     pattern: '^[a-z*][a-z0-9_\\-.*]{0,62}$',
     description: 'a signature label: a Structured Fields key (lower-case letters, digits, _ - . *), at most 63'
   })),
+  seedBodyBoundary: Type.Optional(Type.Union(SEED_BODY_BOUNDARIES.map((value) => Type.Literal(value)))),
+  bodyOnMethods: Type.Optional(Type.Array(Type.Union(BODY_OPTIONAL_METHODS.map((m) => Type.Literal(m))), { minItems: 1, uniqueItems: true })),
   identityToken: Type.Optional(Type.Object({
     header: Type.Optional(IdentityHeaderName),
     ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 3600 })),
@@ -210,6 +212,26 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
       text: `${at}.signatureLabel: labels are RFC 9421's; a route with signature: seed has none (use rfc9421 or any, or drop signatureLabel)`
     })
   }
+  if (entry.seedBodyBoundary !== undefined && (entry.auth !== 'signed' || entry.signature === 'rfc9421')) {
+    problems.push({
+      route: index,
+      text: entry.auth !== 'signed'
+        ? `${at}.seedBodyBoundary: only a signed route verifies seed signatures; give it auth: signed, or drop it`
+        : `${at}.seedBodyBoundary: the rule is the seed scheme's, and this route takes RFC 9421 signatures only (signature: rfc9421), ` +
+          'whose Content-Digest binds the body; drop it'
+    })
+  }
+  if (entry.bodyOnMethods !== undefined) {
+    const missing = entry.bodyOnMethods.filter((m) => !(entry.methods ?? HTTP_METHODS).includes(m))
+    if (entry.auth !== 'signed') {
+      problems.push({
+        route: index,
+        text: `${at}.bodyOnMethods: only a signed route refuses a body on DELETE and OPTIONS, so only one takes it back; drop it`
+      })
+    } else if (missing.length > 0) {
+      problems.push({ route: index, text: `${at}.bodyOnMethods: ${missing.join(', ')} is not among the route's methods; add it there, or drop it here` })
+    }
+  }
   const exact = entry.path !== undefined
   const prefix = (entry.path ?? entry.prefix) as string
   const origin = upstream?.origin ?? entry.upstream
@@ -235,6 +257,8 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     ...(entry.replay !== undefined && { replay: entry.replay }),
     ...(entry.signature !== undefined && { signature: entry.signature }),
     ...(entry.signatureLabel !== undefined && { signatureLabel: entry.signatureLabel }),
+    ...(entry.seedBodyBoundary !== undefined && { seedBodyBoundary: entry.seedBodyBoundary }),
+    ...(entry.bodyOnMethods !== undefined && { bodyOnMethods: [...entry.bodyOnMethods] }),
     ...(entry.allowMatrixParams !== undefined && { allowMatrixParams: entry.allowMatrixParams }),
     keepHeaders: (entry.keepHeaders ?? []).map((name) => name.toLowerCase()),
     rateLimits: (entry.rateLimits ?? []).map((limit) => rateLimit(limit, scope)),

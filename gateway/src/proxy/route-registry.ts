@@ -1,7 +1,8 @@
 // The live route table: loaded at start, swapped whole on reload (SIGHUP, or a change of the file
 // when watching). A reload that fails leaves the running table in place and says why; requests
 // in flight keep the route they were matched to. Each load logs its warnings (a weaker route
-// forwarding into a stronger one's path space: route-aliases.ts) and goes ahead.
+// forwarding into a stronger one's path space: route-aliases.ts; a route opting out of a default
+// rule: route-opt-outs.ts) and goes ahead.
 import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname } from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
@@ -9,6 +10,7 @@ import type { GatewayConfig } from '../config/env.js'
 import { defaultRoutes, type RouteConfig } from './route.js'
 import { routeWarnings } from './route-aliases.js'
 import { loadRouteFile } from './route-file.js'
+import { routeOptOuts } from './route-opt-outs.js'
 import { RouteTable } from './route-table.js'
 
 export type ReloadResult = { ok: true; routes: readonly RouteConfig[] } | { ok: false; error: Error }
@@ -29,6 +31,7 @@ export async function createRouteRegistry (config: Pick<GatewayConfig, 'routesFi
   const file = config.routesFile
   const warn = (routes: readonly RouteConfig[]): void => {
     for (const { weak, strong, text } of routeWarnings(routes)) log.warn({ file, route: weak.name, stronger: strong.name }, `route warning: ${text}`)
+    for (const { route, text } of routeOptOuts(routes)) log.warn({ file, route: route.name }, `route warning: ${text}`)
   }
   const loaded = file === undefined ? builtIn : await loadRouteFile(file, config.routeDefaults)
   warn(loaded)

@@ -1,7 +1,7 @@
 // The route model: what a route file entry becomes once checked, and the routes keygate serves
 // without a route file. Plain data, read by the route table, the proxy and the docs.
 import { HTTP_METHODS } from '#client/protocol'
-import type { AuthTier, ReplayPolicy, SignatureSchemePolicy } from '../auth/stage.js'
+import type { AuthTier, ReplayPolicy, SeedBodyBoundary, SignatureSchemePolicy } from '../auth/stage.js'
 import type { RouteDefaults } from '../config/env.js'
 import { DEFAULT_STORE_DOWN_POLICY, type RateLimit, type StoreDownPolicy } from '../limits/rate-limit.js'
 import { PATH_NORMALISATIONS, type PathNormalisation } from './backend-paths.js'
@@ -54,6 +54,13 @@ export interface RouteConfig {
   signature: SignatureSchemePolicy
   /** signed routes taking RFC 9421: the label of the signature verified; undefined: the first whose keyid is a registered key */
   signatureLabel: string | undefined
+  /**
+   * signed routes taking the seed scheme: refuse (enforced, the default) a body that starts with a
+   * byte a target may hold, which one signature could split another way (auth/seed-body.ts)
+   */
+  seedBodyBoundary: SeedBodyBoundary
+  /** signed routes: DELETE and OPTIONS requests that may carry a body; refused with one otherwise (400 VALIDATION_FAILED) */
+  bodyOnMethods: string[]
   /** take paths with ";" (matrix parameters) below the prefix; refused (400 INVALID_TARGET) otherwise */
   allowMatrixParams: boolean
   /** headers that change a request's meaning (upstream-request.ts) forwarded on this route anyway (lower-case names) */
@@ -102,6 +109,8 @@ export function route (
     replay: 'reject',
     signature: 'any',
     signatureLabel: undefined,
+    seedBodyBoundary: 'enforced',
+    bodyOnMethods: [],
     allowMatrixParams: false,
     keepHeaders: [],
     rateLimits: [],

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import fc from 'fast-check'
 import t from 'tap'
 import { verifyRequestSignature } from '../../../gateway/src/auth/signature.js'
-import { requestTargetProblem } from '@keygate/client/protocol'
+import { requestTargetProblem, seedBodyProblem } from '@keygate/client/protocol'
 import {
   apiKeyOf, type CryptoKeyLike, describeRequest, importPrivateKey, keyRegistration, signatureMismatches, signKeyName, signRequest, SigningInputError,
   type SignRequestInput
@@ -224,13 +224,16 @@ t.test('property: whatever signRequest signs, the gateway\'s verification accept
   const target = fc.array(fc.constantFrom(...TARGET_CHARS), { maxLength: 30 })
     .map((parts) => `/${parts.join('')}`)
     .filter((candidate) => requestTargetProblem(candidate) === undefined)
+  // bodies the seed scheme accepts: none, or one that starts with a byte no target holds (the others are refused, below)
   const body = fc.oneof(fc.uint8Array({ maxLength: 2000 }), fc.string({ unit: 'binary', maxLength: 500 }))
+    .filter((candidate) => seedBodyProblem(typeof candidate === 'string' ? Buffer.from(candidate, 'utf8') : candidate) === undefined)
   let checked = 0
   await fc.assert(fc.asyncProperty(
     fc.constantFrom('POST', 'PUT', 'PATCH', 'DELETE', 'post', 'Patch'), target, body,
     fc.integer({ min: 1_000_000_000_000, max: 999_999_999_999_999 }),
     async (method, target, body, timestamp) => {
-      const headers = await signRequest({ method, target, body, timestamp, apiKey, privateKey: cryptoKey })
+      // a body on DELETE, as a route with bodyOnMethods: [DELETE] takes it
+      const headers = await signRequest({ method, target, body, timestamp, apiKey, privateKey: cryptoKey, bodyOnMethods: ['DELETE'] })
       const bytes = Buffer.from(typeof body === 'string' ? Buffer.from(body, 'utf8') : body)
       const request = { timestamp: headers['X-API-Timestamp'], method: method.toUpperCase(), target, body: bytes, signature: headers['X-API-Signature'] }
       if (verifyRequestSignature(publicKey, request) !== undefined) return false
@@ -243,4 +246,36 @@ t.test('property: whatever signRequest signs, the gateway\'s verification accept
       return true
     }), { numRuns: 300 })
   t.equal(checked, 300, '300 generated requests verified by the gateway\'s function')
+})
+
+t.test('the seed body rule before signing: a body that starts with a byte a target may hold is refused, as keygate refuses it', async (t) => {
+  const input = { target: '/v1/clients/', apiKey, privateKey: cryptoKey, timestamp: TS }
+  for (const body of ['42', 'a=1', '=1', '&x', '/x', '%7B', '?a', 'e', '-1', '~', new Uint8Array([0x41, 0x7b])]) {
+    const err = await signRequest({ ...input, method: 'POST', body }).then(() => undefined, (e: unknown) => e)
+    t.ok(err instanceof SigningInputError, `${String(body)}: refused`)
+    t.equal((err as SigningInputError).input, 'body')
+    t.match((err as Error).message, /AMBIGUOUS_SIGNED_BODY/, 'named by the code keygate would answer')
+    t.match((err as Error).message, /scheme: 'rfc9421'/, 'and RFC 9421 suggested')
+  }
+  for (const body of ['{"a":1}', '[1]', '"x"', ' a=1', '\n42', '#x', new Uint8Array([0xff, 0x41])]) {
+    t.ok((await signRequest({ ...input, method: 'POST', body }))['X-API-Signature'], `${JSON.stringify(String(body))}: signed`)
+  }
+  t.ok((await signRequest({ ...input, method: 'POST', body: 'a=1', seedBodyBoundary: 'unchecked' }))['X-API-Signature'],
+    'seedBodyBoundary: unchecked, for a route that opted out: signed')
+  const form = { scheme: 'rfc9421', components: 'path', method: 'POST', body: 'a=1', contentType: 'application/x-www-form-urlencoded' } as const
+  t.ok(await signRequest({ ...input, ...form }), 'the same body with RFC 9421: signed')
+  const wrong = { seedBodyBoundary: 'off' as 'unchecked' }
+  await t.rejects(signRequest({ ...input, method: 'POST', body: '{}', ...wrong }), { name: 'SigningInputError', input: 'seedBodyBoundary' })
+})
+
+t.test('a body on DELETE or OPTIONS is refused before signing, either scheme, unless bodyOnMethods takes it', async (t) => {
+  const input = { target: '/v1/clients/7', apiKey, privateKey: cryptoKey, timestamp: TS, body: '{"reason":"x"}' }
+  for (const method of ['DELETE', 'OPTIONS']) {
+    await t.rejects(signRequest({ ...input, method }), { name: 'SigningInputError', input: 'body', message: /VALIDATION_FAILED.*bodyOnMethods/ }, method)
+    const rfc = { scheme: 'rfc9421', components: 'path' } as const
+    await t.rejects(signRequest({ ...input, method, ...rfc }), { name: 'SigningInputError', input: 'body' }, `${method}, RFC 9421`)
+    t.ok(await signRequest({ ...input, method, bodyOnMethods: [method] }), `${method} with bodyOnMethods: [${method}]`)
+  }
+  t.ok(await signRequest({ ...input, method: 'DELETE', body: undefined }), 'a DELETE without a body')
+  await t.rejects(signRequest({ ...input, method: 'DELETE', bodyOnMethods: ['GET'] }), { name: 'SigningInputError', input: 'bodyOnMethods' })
 })

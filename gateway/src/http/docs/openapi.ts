@@ -3,7 +3,7 @@
 // the business routes of the live route table, which are not Fastify routes but entries of the
 // catch-all proxy. http/plugins/docs.ts puts them together with what @fastify/swagger generates.
 import type { OpenAPIV3_1 } from 'openapi-types'
-import { BODYLESS_METHODS, HTTP_METHODS, SAFE_METHODS } from '#client/protocol'
+import { BODYLESS_METHODS, HTTP_METHODS, SAFE_METHODS, signedBodyMethodProblem } from '#client/protocol'
 import type { AuthTier, RouteConfig } from '../../proxy/route.js'
 import { RouteTable } from '../../proxy/route-table.js'
 import { ERRORS, problemType, type ErrorCode } from '../../errors.js'
@@ -163,6 +163,11 @@ export function problemResponses (problems: readonly DocumentedProblem[]): Recor
   return responses
 }
 
+/** Whether a request of this method may carry a body on this route (else 400 VALIDATION_FAILED). */
+function takesBody (route: RouteConfig, method: string): boolean {
+  return route.auth === 'signed' ? signedBodyMethodProblem(method, route.bodyOnMethods) === undefined : !BODYLESS_METHODS.has(method)
+}
+
 /** The codes a business route can answer for one method. */
 export function routeProblems (route: RouteConfig, method: string, guardsAgainstAliases = false): DocumentedProblem[] {
   // each once: a route's limits and its scopes may both answer STORE_UNAVAILABLE
@@ -170,8 +175,12 @@ export function routeProblems (route: RouteConfig, method: string, guardsAgainst
     ...COMMON_PROBLEMS,
     // a stronger route on the same upstream: its paths spelled otherwise are refused here
     ...(guardsAgainstAliases ? ['PATH_ALIAS' as const] : []),
-    BODYLESS_METHODS.has(method) ? 'VALIDATION_FAILED' : 'PAYLOAD_TOO_LARGE',
+    takesBody(route, method) ? 'PAYLOAD_TOO_LARGE' : 'VALIDATION_FAILED',
     ...TIER_PROBLEMS[route.auth],
+    // a seed-signed body that starts with a byte a target may hold (auth/seed-body.ts)
+    ...(takesBody(route, method) && route.auth === 'signed' && route.signature !== 'rfc9421' && route.seedBodyBoundary === 'enforced'
+      ? ['AMBIGUOUS_SIGNED_BODY' as const]
+      : []),
     ...(route.auth === 'signed' && route.replay === 'reject' && !SAFE_METHODS.has(method) ? ['REPLAYED_REQUEST' as const] : []),
     // RFC 9421 requests: a Content-Digest that is not the body's (a bodiless request may carry one too)
     ...(route.auth === 'signed' && route.signature !== 'seed' ? ['INVALID_CONTENT_DIGEST' as const] : []),

@@ -12,6 +12,7 @@ import t from 'tap'
 import { describeSigningString, type SigningStringDetails } from '@keygate/client'
 import { MAX_TIMESTAMP_SKEW_MS } from '@keygate/client/protocol'
 import { send, type RawResponse } from '../../../helpers/http.js'
+import { startRecorder } from '../../../helpers/recorder.js'
 import { exchange } from '../../../helpers/security.js'
 import { addUser, login, startStack } from '../../../helpers/stack.js'
 
@@ -309,5 +310,53 @@ t.test('a signature broken over lines, as curl sends $(... | base64): the answer
     writeFileSync(GUIDE, guide.slice(0, from + start.length) + generated + '\n' + guide.slice(to))
   } else {
     t.equal(guideRegion(guide, 'line-broken-signature'), generated, 'docs/debugging-signatures.md shows keygate\'s answer to a line-broken signature')
+  }
+})
+
+t.test('a form body signed with the seed scheme: refused before the signature is checked, the answer names the byte and RFC 9421', async (t) => {
+  const recorder = await startRecorder(t)
+  const gw = await startStack(t, { store: 'memory', now: () => CLOCK, upstreamUrl: recorder.url })
+  await addUser(gw, 'alice')
+  const token = await login(gw.url, 'alice')
+  const registration = await send(gw.url, '/v1/api-keys', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({
+      name: 'laptop',
+      publicKey: createPublicKey(registered).export({ type: 'spki', format: 'pem' }).toString(),
+      signature: sign('sha256', Buffer.from('laptop'), registered).toString('base64')
+    })
+  })
+  t.equal(registration.status, 201)
+  const body = 'name=Ada+Lovelace&email=ada%40example.com&tax_id=12345678'
+  const res = await send(gw.url, '/v1/clients/', {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${token}`,
+      'x-api-key': apiKeyOf(registered),
+      'x-api-timestamp': TS,
+      'x-api-signature': sign('sha256', Buffer.from(`${TS}POST/v1/clients/${body}`), registered).toString('base64'),
+      'content-type': 'application/x-www-form-urlencoded'
+    },
+    body
+  })
+  const problem = res.json()
+  t.equal(res.status, 400)
+  t.equal(problem.code, 'AMBIGUOUS_SIGNED_BODY')
+  t.match(problem.detail, /^The body starts with "n" \(0x6e\)/)
+  t.match(problem.detail, /RFC 9421/)
+  t.equal(recorder.requests.length, 0, 'nothing forwarded')
+
+  const generated = [`keygate answers \`${res.status}\`, \`${res.headers['content-type'] ?? ''}\`:`, '',
+    '```json', JSON.stringify(problem, null, 2), '```'].join('\n')
+  const guide = readFileSync(GUIDE, 'utf8')
+  if (process.env.KEYGATE_WRITE_GUIDE === '1') {
+    const [start, end] = markers('ambiguous-body')
+    const from = guide.indexOf(start)
+    const to = guide.indexOf(end)
+    if (from === -1 || to < from) throw new Error(`the guide has no ${start.trim()} ... ${end} markers`)
+    writeFileSync(GUIDE, guide.slice(0, from + start.length) + generated + '\n' + guide.slice(to))
+  } else {
+    t.equal(guideRegion(guide, 'ambiguous-body'), generated, 'docs/debugging-signatures.md shows keygate\'s answer to a form body under the seed scheme')
   }
 })

@@ -34,6 +34,13 @@ t.test('routes check', async (t) => {
   // what the stronger route's backendNormalises (default: all three) protects, against which routes
   t.match(alias.stdout, /alias\.yaml: alias guard: clients \(signed\) on http:\/\/u, against reports \(bearer\): protects backends with case folding .*; a trailing slash added or dropped .*; trailing dots and spaces trimmed/)
 
+  // a route that opts out of the seed body rule: warned, saying what it lets through; still valid
+  writeFileSync(join(dir, 'forms.yaml'), 'routes:\n  - { name: forms, prefix: /forms/, upstream: http://u, auth: signed, seedBodyBoundary: unchecked }\n')
+  const forms = await keygate(['routes', 'check', join(dir, 'forms.yaml')], '', {})
+  t.equal(forms.code, 0, 'a warning is not fatal')
+  t.match(forms.stdout, /forms\.yaml: warning: forms \(signed\) has seedBodyBoundary: unchecked: .* one seed signature also authorizes/)
+  t.match(forms.stdout, /forms\.yaml: 1 route, valid, 1 warning\n$/)
+
   // a rewrite that glues segments: refused, naming the route
   writeFileSync(join(dir, 'glue.yaml'), 'routes:\n  - { name: reports, prefix: /reports/, upstream: http://u, auth: signed, rewrite: /v1/clients }\n')
   const glue = await keygate(['routes', 'check', join(dir, 'glue.yaml')], '', {})

@@ -102,6 +102,8 @@ t.test('each operation lists the catalog codes it can answer, as problem+json', 
   ]) {
     t.ok(business.some(([, c]) => c === code), `POST /v1/clients/: ${code}`)
   }
+  t.ok(business.some(([s, c]) => s === 400 && c === 'AMBIGUOUS_SIGNED_BODY'), 'POST /v1/clients/: the seed body rule, 400 AMBIGUOUS_SIGNED_BODY')
+  t.notOk(documentedProblems(doc.paths['/v1/clients/']?.get as Operation).some(([, c]) => c === 'AMBIGUOUS_SIGNED_BODY'), 'a GET has no body to refuse so')
   t.notOk(documentedProblems(doc.paths['/v1/clients/']?.get as Operation).some(([, c]) => c === 'REPLAYED_REQUEST'), 'a GET may repeat: no REPLAYED_REQUEST')
   t.ok(documentedProblems(doc.paths['/readyz']?.get as Operation).some(([s, c]) => s === 503 && c === 'STORE_UNAVAILABLE'))
   t.ok(doc.paths['/v1/auth/token']?.post?.responses['200'], 'the success answer from the route schema')
@@ -134,6 +136,11 @@ t.test('a route file\'s routes: paths, methods and auth tiers; a catch-all "/" a
   t.same(Object.keys(doc.paths['/orders/'] ?? {}).sort(), ['delete', 'get', 'put'])
   t.same(doc.paths['/orders/']?.put?.['x-keygate-route'], { name: 'orders', match: 'prefix', auth: 'signed' })
   t.ok(documentedProblems(doc.paths['/orders/']?.delete as Operation).some(([, c]) => c === 'REPLAYED_REQUEST'))
+  // a signed DELETE carries no body (no bodyOnMethods): refused as malformed, never too large or ambiguous
+  const orderDelete = documentedProblems(doc.paths['/orders/']?.delete as Operation).map(([, c]) => c)
+  t.ok(orderDelete.includes('VALIDATION_FAILED'), 'DELETE /orders/: VALIDATION_FAILED (a body)')
+  t.notOk(orderDelete.includes('PAYLOAD_TOO_LARGE') || orderDelete.includes('AMBIGUOUS_SIGNED_BODY'), 'DELETE /orders/: no body, so no body limit or body rule')
+  t.ok(documentedProblems(doc.paths['/orders/']?.put as Operation).some(([, c]) => c === 'AMBIGUOUS_SIGNED_BODY'), 'PUT /orders/: AMBIGUOUS_SIGNED_BODY')
   t.same(doc.paths['/status']?.get?.['x-keygate-route'], { name: 'status', match: 'exact', auth: 'public' })
   t.same(doc.paths['/status']?.get?.security, [], 'a public route needs no credentials')
   t.same(doc.paths['/reports']?.get?.security, [{ bearerAuth: [] }])

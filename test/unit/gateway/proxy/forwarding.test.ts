@@ -61,7 +61,8 @@ t.test('forwarding to a recording upstream', async (t) => {
       ['JSON with odd spacing and duplicate keys', Buffer.from('{ "a" :1,\n"a":2 , "__proto__": {"x":1}}  \n'), 'application/json'],
       ['bytes that are not UTF-8', Buffer.from([0xff, 0xfe, 0x00, 0xc3, 0x28, 0x80]), 'application/octet-stream'],
       ['a UTF-8 BOM', Buffer.from('\uFEFF{"name":"x"}'), 'application/json'],
-      ['text', Buffer.from('plain text body'), 'text/plain']
+      // (a seed-signed body starts with a byte no target holds: a quote here)
+      ['text', Buffer.from('"plain" text body'), 'text/plain']
     ]
     for (const [name, body, contentType] of bodies) {
       const target = '/v1/clients/?b=2&a=1&a=%20x'

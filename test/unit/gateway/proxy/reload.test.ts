@@ -179,4 +179,9 @@ t.test('tier warnings are logged (warn) at start and on reload, and stop neither
   const glued = await gw.app.keygate.routes.reload()
   t.equal(glued.ok, false)
   t.match(!glued.ok && glued.error.message, /routes\[1\]\.rewrite: "\/v1\/clients" glues segments/)
+
+  // a route opting out of the seed body rule: logged at reload too, naming the route
+  file.write(aliasing.replace('auth: signed }', 'auth: signed, seedBodyBoundary: unchecked }'))
+  t.equal((await gw.app.keygate.routes.reload()).ok, true)
+  t.match(warnings().at(-1), { level: 40, route: 'clients', msg: /^route warning: clients \(signed\) has seedBodyBoundary: unchecked/ })
 })
