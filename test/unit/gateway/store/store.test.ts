@@ -339,8 +339,13 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       await store.revokeKey('3'.repeat(64), '2026-02-01T00:00:00.000Z')
       t.equal(await store.pruneRevokedKeys(Date.parse('2026-01-10T00:00:00Z'), 100), 1, 'only the key revoked before the cut-off')
       t.same(await store.getKey('1'.repeat(64)), {
-        apiKey: '1'.repeat(64), owner: 'alice', name: 'k', createdAt: '2026-01-01T00:00:00.000Z', revokedAt: '2026-01-05T00:00:00.000Z',
-        fingerprint: fp('x'), prunedAt: (await store.getKey('1'.repeat(64)))?.prunedAt
+        apiKey: '1'.repeat(64),
+        owner: 'alice',
+        name: 'k',
+        createdAt: '2026-01-01T00:00:00.000Z',
+        revokedAt: '2026-01-05T00:00:00.000Z',
+        fingerprint: fp('x'),
+        prunedAt: (await store.getKey('1'.repeat(64)))?.prunedAt
       }, 'a tombstone: no public key, scopes or last use')
       t.match((await store.getKey('1'.repeat(64)))?.prunedAt, /^\d{4}-\d\d-\d\dT/)
       t.same((await store.listKeys('alice')).map((k) => k.apiKey), ['3'.repeat(64)], 'it leaves its owner\'s list')
