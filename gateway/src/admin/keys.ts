@@ -22,7 +22,7 @@ export const adminKeyRoutes: FastifyPluginAsyncTypebox<{ operations: Operations 
     }
   }, async (request) => {
     const { user, limit, cursor } = request.query
-    const page = await operations.listKeys(user, { ...(limit !== undefined && { limit }), ...(cursor !== undefined && { cursor }) })
+    const page = await operations.listKeys(user, { ...(limit !== undefined && { limit: Number(limit) }), ...(cursor !== undefined && { cursor }) })
     return { items: page.items, next_cursor: page.nextCursor }
   })
 

@@ -21,7 +21,7 @@ export const adminUserRoutes: FastifyPluginAsyncTypebox<{ operations: Operations
     }
   }, async (request) => {
     const { limit, cursor } = request.query
-    const page = await operations.listUsers({ ...(limit !== undefined && { limit }), ...(cursor !== undefined && { cursor }) })
+    const page = await operations.listUsers({ ...(limit !== undefined && { limit: Number(limit) }), ...(cursor !== undefined && { cursor }) })
     return { items: page.items, next_cursor: page.nextCursor }
   })
 

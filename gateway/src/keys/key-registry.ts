@@ -201,6 +201,7 @@ const HOUR_MS = 3600_000
 const DAY_MS = 24 * HOUR_MS
 /** revoked keys cut to tombstones per registration or listing, at most: bounded work per request */
 const PRUNE_BATCH = 100
+const PRUNE_INTERVAL_MS = 60_000
 
 /** The registry's policy options from the gateway's config (KEYGATE_KEY_REGISTRATIONS_PER_*, KEYGATE_REVOKED_KEY_RETENTION_DAYS). */
 type KeyPolicyConfig = Pick<GatewayConfig, 'maxKeysPerUser' | 'keyRegistrationsPerHour' | 'keyRegistrationsPerDay' | 'revokedKeyRetentionDays'>
@@ -322,11 +323,19 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
     })
     await indexed
   }
-  /** Revoked keys past their retention become tombstones: lazily, a batch per registration or listing. */
-  const prune = async (): Promise<void> => {
+  /**
+   * Revoked keys past their retention become tombstones: lazily, a batch per listing, and per
+   * registration at most once a PRUNE_INTERVAL_MS in this process (a registration costs one store
+   * round trip more at most that often; a listing, rarer, answers with its own keys pruned).
+   */
+  let prunedAtMs = Number.NEGATIVE_INFINITY
+  const prune = async (onRegistration: boolean): Promise<void> => {
     if (options.revokedKeyRetentionMs === undefined) return
+    const nowMs = Date.now()
+    if (onRegistration && nowMs - prunedAtMs < PRUNE_INTERVAL_MS) return
+    prunedAtMs = nowMs
     await keyIndexReady()
-    await store.pruneRevokedKeys(Date.now() - options.revokedKeyRetentionMs, PRUNE_BATCH)
+    await store.pruneRevokedKeys(nowMs - options.revokedKeyRetentionMs, PRUNE_BATCH)
   }
   const countRegistration = async (owner: string): Promise<void> => {
     const limits = options.registrationLimits
@@ -370,7 +379,7 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       }
       await keyIndexReady()
       await countRegistration(owner)
-      await prune().catch(() => {})
+      await prune(true).catch(() => {})
       const record: KeyRecord = {
         apiKey: parsed.apiKey,
         owner,
@@ -435,7 +444,7 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
     async list (owner, page = {}, nowMs = Date.now()) {
       // checked before any store work
       const after = afterKeyCursor(page.cursor)
-      await prune().catch(() => {})
+      await prune(false).catch(() => {})
       const listed = pageOf(await store.listKeys(owner), page, (record) => [record.createdAt, record.apiKey], after)
       return { items: withStatus(listed.items, nowMs), nextCursor: listed.nextCursor }
     },

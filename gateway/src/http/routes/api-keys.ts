@@ -86,7 +86,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
     }
   }, async (request) => {
     const { limit, cursor } = request.query
-    const page = await keys.list(owner(request), { ...(limit !== undefined && { limit }), ...(cursor !== undefined && { cursor }) })
+    const page = await keys.list(owner(request), { ...(limit !== undefined && { limit: Number(limit) }), ...(cursor !== undefined && { cursor }) })
     return { items: page.items.map(keyView), next_cursor: page.nextCursor }
   })
 

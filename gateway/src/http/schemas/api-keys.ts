@@ -4,8 +4,9 @@ import { MAX_SCOPES, SCOPE_RULE } from '../../users/scopes.js'
 
 /** `?limit=&cursor=` of every paged list (lib/paging.ts), with the list's own fields besides */
 export const PageQuery = Type.Object({
-  limit: Type.Optional(Type.Integer({
-    minimum: 1, maximum: MAX_PAGE_LIMIT, description: `items per page, 1 to ${MAX_PAGE_LIMIT}; default ${DEFAULT_PAGE_LIMIT}`
+  // digits: a query string is text (no type coercion here); the range is checked by lib/paging.ts
+  limit: Type.Optional(Type.String({
+    pattern: '^[0-9]{1,9}$', description: `items per page, 1 to ${MAX_PAGE_LIMIT}; default ${DEFAULT_PAGE_LIMIT}`
   })),
   cursor: Type.Optional(Type.String({
     minLength: 1, maxLength: 1024, description: 'the `next_cursor` of the page before, as it was given; absent: the first page'
