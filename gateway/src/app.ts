@@ -19,7 +19,7 @@ import { jwksRoutes } from './http/routes/jwks.js'
 import { proxyRoutes } from './http/routes/proxy.js'
 import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
-import { createKeyRegistry } from './keys/key-registry.js'
+import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
 import { createRateLimiter } from './limits/limiter.js'
 import { createGatewayMetrics } from './metrics/metrics.js'
 import { createIdentityTokenIssuer } from './proxy/identity.js'
@@ -88,7 +88,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const tokens = await createTokenService(config.jwt, store)
   const keys = createKeyRegistry(store, {
     cacheSize: config.keyCacheSize,
-    maxKeysPerOwner: config.maxKeysPerUser,
+    ...keyPolicy(config),
     onRecordUseError: (err, apiKey) => { app.log.debug({ err, apiKey }, 'recording a key\'s last use failed') }
   })
   const users = createUserService(store)

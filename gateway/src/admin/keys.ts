@@ -12,12 +12,29 @@ export const noSuchKey = (apiKey: string): GatewayError => new GatewayError('API
 export const adminKeyRoutes: FastifyPluginAsyncTypebox<{ operations: Operations }> = async (app, { operations }) => {
   app.get('/v1/keys', {
     config: { problems: ['VALIDATION_FAILED', 'STORE_UNAVAILABLE'] },
-    schema: { summary: 'Every key, or one user\'s (?user=NAME)', tags: [TAG], querystring: KeyQuery, response: { 200: KeyList } }
-  }, async (request) => ({ items: await operations.listKeys(request.query.user) }))
+    schema: {
+      summary: 'Every key, or one user\'s (?user=NAME)',
+      description: 'A page at a time, newest first: `limit` (1 to 1000, default 100) and `cursor` (the `next_cursor` of the page before; ' +
+        'null on the last page). A revoked key past KEYGATE_REVOKED_KEY_RETENTION_DAYS is listed no more; GET /v1/keys/{apiKey} still shows it.',
+      tags: [TAG],
+      querystring: KeyQuery,
+      response: { 200: KeyList }
+    }
+  }, async (request) => {
+    const { user, limit, cursor } = request.query
+    const page = await operations.listKeys(user, { ...(limit !== undefined && { limit: Number(limit) }), ...(cursor !== undefined && { cursor }) })
+    return { items: page.items, next_cursor: page.nextCursor }
+  })
 
   app.get('/v1/keys/:apiKey', {
     config: { problems: ['API_KEY_NOT_FOUND', 'STORE_UNAVAILABLE'] },
-    schema: { summary: 'One key, with its public key', tags: [TAG], params: KeyParams, response: { 200: OperatorKeyDetail } }
+    schema: {
+      summary: 'One key, with its public key',
+      description: 'Revoked keys included; a revoked key past KEYGATE_REVOKED_KEY_RETENTION_DAYS is a tombstone: `prunedAt`, no `publicKey`.',
+      tags: [TAG],
+      params: KeyParams,
+      response: { 200: OperatorKeyDetail }
+    }
   }, async (request) => {
     const key = await operations.getKey(request.params.apiKey)
     if (key === null) throw noSuchKey(request.params.apiKey)

@@ -7,6 +7,7 @@ import { keyStatus, type KeyRegistry, type KeyStatus, type KeyUpdate } from '../
 import type { KeyRecord, UserRecord } from '../store/index.js'
 import type { UserService } from '../users/user-service.js'
 import { GatewayError } from '../errors.js'
+import { decodeCursor, pageOf, type Page, type PageRequest } from '../lib/paging.js'
 
 /** A user as operators see it: never the password hash. */
 export interface UserSummary {
@@ -25,8 +26,8 @@ export interface UserSummary {
 /** A key as operators see it: whose it is, and what its owner sees. */
 export type OperatorKey = { owner: string } & KeyView
 
-/** One key in full: with its public key (PEM). */
-export type OperatorKeyDetail = OperatorKey & { publicKey: string }
+/** One key in full: with its public key (PEM; absent on a tombstone: a revoked key past its retention). */
+export type OperatorKeyDetail = OperatorKey & { publicKey?: string }
 
 /**
  * What an operator sets on a user (PUT /v1/users/{name}, `keygate users add|passwd|scopes`). A new
@@ -64,15 +65,16 @@ export interface KeyRevocation {
 }
 
 export interface Operations {
-  listUsers: () => Promise<UserSummary[]>
+  /** one page of the users, by name (VALIDATION_FAILED for a bad limit or cursor) */
+  listUsers: (page?: PageRequest) => Promise<Page<UserSummary>>
   /** null when there is no such user */
   getUser: (username: string) => Promise<UserSummary | null>
   /** creates the user, or sets its password (the password rules of users/user-service.ts) */
   putUser: (username: string, input: UserInput) => Promise<UserPut>
   /** null when there is no such user */
   removeUser: (username: string) => Promise<UserRemoval | null>
-  /** every key, or one user's, newest first */
-  listKeys: (user?: string) => Promise<OperatorKey[]>
+  /** one page of every key, or of one user's, newest first (VALIDATION_FAILED for a bad limit or cursor) */
+  listKeys: (user?: string, page?: PageRequest) => Promise<Page<OperatorKey>>
   /** null when no such key was ever registered */
   getKey: (apiKey: string) => Promise<OperatorKeyDetail | null>
   /** revokes the key for every gateway on the store; null when no such key was ever registered */
@@ -92,7 +94,7 @@ export const operatorKey = (record: KeyRecord & { status: KeyStatus }): Operator
  */
 const operatorKeyDetail = (record: KeyRecord & { status: KeyStatus }): OperatorKeyDetail => {
   const { owner, apiKey, name, createdAt, lastUsedAt, status, scopes, ...optional } = operatorKey(record)
-  return { owner, apiKey, name, createdAt, lastUsedAt, status, scopes, publicKey: record.publicKey, ...optional }
+  return { owner, apiKey, name, createdAt, lastUsedAt, status, scopes, ...(record.publicKey !== undefined && { publicKey: record.publicKey }), ...optional }
 }
 
 const invalidUserInput = (field: string, message: string): GatewayError =>
@@ -100,7 +102,7 @@ const invalidUserInput = (field: string, message: string): GatewayError =>
 
 export function createOperations ({ users, keys }: { users: UserService; keys: KeyRegistry }): Operations {
   const summary = async (user: UserRecord): Promise<UserSummary> => {
-    const owned = await keys.list(user.username)
+    const owned = await keys.listAll(user.username)
     return {
       username: user.username,
       createdAt: user.createdAt,
@@ -111,8 +113,11 @@ export function createOperations ({ users, keys }: { users: UserService; keys: K
     }
   }
   return {
-    async listUsers () {
-      return await Promise.all((await users.list()).map(summary))
+    async listUsers (page = {}) {
+      // the key after which the page starts: a username (cursors hold any string; names are checked where users are made)
+      const after = page.cursor === undefined ? undefined : (decodeCursor(page.cursor, 1, (name) => name.length > 0)[0] as string)
+      const listed = pageOf(await users.list(), page, (user) => [user.username], after === undefined ? undefined : (user) => user.username > after)
+      return { items: await Promise.all(listed.items.map(summary)), nextCursor: listed.nextCursor }
     },
     async getUser (username) {
       const user = await users.get(username)
@@ -132,8 +137,9 @@ export function createOperations ({ users, keys }: { users: UserService; keys: K
       const { removed, revokedKeys } = await users.remove(username)
       return removed ? { username, revokedKeys } : null
     },
-    async listKeys (user) {
-      return (await keys.list(user)).map(operatorKey)
+    async listKeys (user, page) {
+      const listed = await keys.list(user, page)
+      return { items: listed.items.map(operatorKey), nextCursor: listed.nextCursor }
     },
     async getKey (apiKey) {
       const record = await keys.get(apiKey)

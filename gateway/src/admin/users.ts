@@ -3,6 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { GatewayError } from '../errors.js'
 import type { Operations } from './operations.js'
+import { PageQuery } from '../http/schemas/api-keys.js'
 import { UserList, UserParams, UserPutBody, UserRemoval, UserSummary } from './schemas/users.js'
 
 const TAG = 'users'
@@ -10,9 +11,19 @@ export const noSuchUser = (name: string): GatewayError => new GatewayError('USER
 
 export const adminUserRoutes: FastifyPluginAsyncTypebox<{ operations: Operations }> = async (app, { operations }) => {
   app.get('/v1/users', {
-    config: { problems: ['STORE_UNAVAILABLE'] },
-    schema: { summary: 'Every user, with their numbers of keys', tags: [TAG], response: { 200: UserList } }
-  }, async () => ({ items: await operations.listUsers() }))
+    config: { problems: ['VALIDATION_FAILED', 'STORE_UNAVAILABLE'] },
+    schema: {
+      summary: 'Every user, with their numbers of keys',
+      description: 'A page at a time, by name: `limit` (1 to 1000, default 100) and `cursor` (the `next_cursor` of the page before; null on the last page).',
+      tags: [TAG],
+      querystring: PageQuery,
+      response: { 200: UserList }
+    }
+  }, async (request) => {
+    const { limit, cursor } = request.query
+    const page = await operations.listUsers({ ...(limit !== undefined && { limit: Number(limit) }), ...(cursor !== undefined && { cursor }) })
+    return { items: page.items, next_cursor: page.nextCursor }
+  })
 
   app.get('/v1/users/:name', {
     config: { problems: ['VALIDATION_FAILED', 'USER_NOT_FOUND', 'STORE_UNAVAILABLE'] },

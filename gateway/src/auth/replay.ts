@@ -16,11 +16,16 @@ const CLOCK_MARGIN_MS = 60_000
  * signed request has exactly one signature. ECDSA's are not: (r, s) and (r, n - s) both verify, so
  * a P-256 signature is remembered in its low-s form (replayIdentity).
  */
-/** The seed scheme's identity of a signed request: its key and signature (a P-256 one in low-s form). */
+/**
+ * The seed scheme's identity of a signed request: its key and signature (a P-256 one in low-s
+ * form). The key is named by its fingerprint (computed once when it was cached), not its apiKey:
+ * the seed's signing string names no key, so two apiKeys of one key pair (registered in two
+ * encodings before fingerprints) would otherwise each accept the same signed request once.
+ */
 function seedReplayId (state: AuthState): string {
   const { apiKey, signature } = required(state.signatureHeaders, 'the signature headers', 'replay')
   const key = required(state.key, 'the key', 'replay')
-  return replayIdentity(apiKey, key.keyType ?? keyTypeOf(key.keyObject), signature)
+  return replayIdentity(key.fingerprint ?? apiKey, key.keyType ?? keyTypeOf(key.keyObject), signature)
 }
 
 export function replayStage (store: Store, now: () => number = Date.now): AuthStage {
@@ -47,14 +52,14 @@ export function replayStage (store: Store, now: () => number = Date.now): AuthSt
 }
 
 /**
- * What a signed request is remembered by: its apiKey and signature (as received: canonical
+ * What a signed request is remembered by: its key (seed: its fingerprint) and signature (as received: canonical
  * base64, one spelling). A P-256 signature (verified before this runs) by its r and low s, the
  * same for each of its malleated forms: read as DER (the seed scheme), else, 64 bytes, as raw
  * r||s (RFC 9421's ecdsa-p256-sha256), so one identity serves both schemes; one that cannot be
  * read stays as it is.
  */
-export function replayIdentity (apiKey: string, keyType: KeyType | undefined, signature: string): string {
-  const hash = createHash('sha256').update(apiKey).update('\n')
+export function replayIdentity (keyId: string, keyType: KeyType | undefined, signature: string): string {
+  const hash = createHash('sha256').update(keyId).update('\n')
   const bytes = keyType === 'p256' ? decodeBase64(signature) : undefined
   if (bytes === undefined) return hash.update(signature).digest('hex')
   let canonical = canonicalP256Signature(bytes, 'der')

@@ -6,6 +6,7 @@
 // (the admin API unreachable, the token refused) is said in words that name the variable to fix.
 import type { KeyChange, KeyRevocation, OperatorKey, OperatorKeyDetail, Operations, UserPut, UserRemoval, UserSummary } from '../admin/operations.js'
 import { ERRORS, GatewayError, type ErrorCode } from '../errors.js'
+import type { Page, PageRequest } from '../lib/paging.js'
 import type { OperatorBackend } from './operator.js'
 
 /** an admin request that has no answer within this fails */
@@ -59,8 +60,21 @@ export function adminApiBackend (url: string, token: string): OperatorBackend {
   const user = (name: string): string => `/v1/users/${encodeURIComponent(name)}`
   const key = (apiKey: string): string => `/v1/keys/${encodeURIComponent(apiKey)}`
 
+  /** `path` with the page's query (and `more`), `?a=1&b=2` */
+  const paged = (path: string, page: PageRequest | undefined, more: Record<string, string> = {}): string => {
+    const query = new URLSearchParams(more)
+    if (page?.limit !== undefined) query.set('limit', String(page.limit))
+    if (page?.cursor !== undefined) query.set('cursor', page.cursor)
+    const text = query.toString()
+    return text === '' ? path : `${path}?${text}`
+  }
+  const pageFrom = <T>(answer: Answer): Page<T> => {
+    const { items, next_cursor: nextCursor } = must<{ items: T[]; next_cursor: string | null }>(answer)
+    return { items, nextCursor }
+  }
+
   const operations: Operations = {
-    listUsers: async () => must<{ items: UserSummary[] }>(await call('GET', '/v1/users')).items,
+    listUsers: async (page) => pageFrom<UserSummary>(await call('GET', paged('/v1/users', page))),
     getUser: async (name) => expect<UserSummary>(await call('GET', user(name)), 'USER_NOT_FOUND'),
     async putUser (name, input): Promise<UserPut> {
       const answer = await call('PUT', user(name), input)
@@ -70,10 +84,7 @@ export function adminApiBackend (url: string, token: string): OperatorBackend {
       const removed = expect<UserRemoval>(await call('DELETE', user(name)), 'USER_NOT_FOUND')
       return removed === null ? null : { username: removed.username, revokedKeys: removed.revokedKeys }
     },
-    listKeys: async (owner) => {
-      const query = owner === undefined ? '' : `?user=${encodeURIComponent(owner)}`
-      return must<{ items: OperatorKey[] }>(await call('GET', `/v1/keys${query}`)).items
-    },
+    listKeys: async (owner, page) => pageFrom<OperatorKey>(await call('GET', paged('/v1/keys', page, owner === undefined ? {} : { user: owner }))),
     getKey: async (apiKey) => expect<OperatorKeyDetail>(await call('GET', key(apiKey)), 'API_KEY_NOT_FOUND'),
     async revokeKey (apiKey): Promise<KeyRevocation | null> {
       const revoked = expect<OperatorKey & { alreadyRevoked: boolean }>(await call('DELETE', key(apiKey)), 'API_KEY_NOT_FOUND')

@@ -39,8 +39,8 @@ const USAGE = `usage: ${CMD} serve
        ${CMD} users add|passwd|remove NAME
        ${CMD} users add NAME --scopes A,B
        ${CMD} users scopes NAME [SCOPE ...] | --none
-       ${CMD} users list [--json]
-       ${CMD} keys list [--user NAME] [--json]
+       ${CMD} users list [--limit N] [--cursor C] [--json]
+       ${CMD} keys list [--user NAME] [--limit N] [--cursor C] [--json]
        ${CMD} keys show|revoke APIKEY
        ${CMD} keys update APIKEY [--scopes A,B | --no-scopes] [--expires-at ISO | never]
        ${CMD} routes check FILE
@@ -87,7 +87,9 @@ For operators:
                      within a second); tokens already issued pass bearer-only routes until they expire
   users list         every user, with their number of keys and their scopes
   keys list          every key (--user NAME: that user's), newest first: owner, name, status
-                     (active, revoked, expired), created, last used (to the minute), expiry, scopes
+                     (active, revoked, expired), created, last used (to the minute), expiry, scopes.
+                     Both lists print every item; --limit N (1 to 1000) prints one page, and
+                     --cursor C the page after the one that printed C (--json: { items, next_cursor })
   keys show APIKEY   one key, with its public key (--json for scripts, as for the lists)
   keys update APIKEY change the key's scopes (--scopes A,B: some of its user's; --no-scopes: none)
                      and/or its expiry (--expires-at 2027-01-01T00:00:00Z, or never); every

@@ -6,7 +6,8 @@
 // changes are announced over Redis pub/sub, as when a user revokes over HTTP).
 import { createOperations, type KeyChanges, type OperatorKey, type Operations } from '../admin/operations.js'
 import type { GatewayConfig } from '../config/env.js'
-import { createKeyRegistry } from '../keys/key-registry.js'
+import { createKeyRegistry, keyPolicy } from '../keys/key-registry.js'
+import { MAX_PAGE_LIMIT, type Page, type PageRequest } from '../lib/paging.js'
 import { formatTable } from '../lib/table.js'
 import { createStore } from '../store/index.js'
 import { redisConnection } from '../store/index.js'
@@ -34,7 +35,7 @@ export interface OperatorIo {
 export async function directBackend (config: GatewayConfig): Promise<OperatorBackend> {
   const store = await createStore(config)
   // it serves no signed request: no key cache, and no need to hear of revocations
-  const keys = createKeyRegistry(store, { cacheSize: 0, maxKeysPerOwner: config.maxKeysPerUser, watch: false })
+  const keys = createKeyRegistry(store, { cacheSize: 0, ...keyPolicy(config), watch: false })
   const connection = redisConnection(config)
   return {
     operations: createOperations({ users: createUserService(store), keys }),
@@ -47,7 +48,7 @@ export async function directBackend (config: GatewayConfig): Promise<OperatorBac
 }
 
 /** the options with a value, by flag */
-const VALUE_OPTIONS = { user: '--user', scopes: '--scopes', expiresAt: '--expires-at' } as const
+const VALUE_OPTIONS = { user: '--user', scopes: '--scopes', expiresAt: '--expires-at', limit: '--limit', cursor: '--cursor' } as const
 type ValueOption = keyof typeof VALUE_OPTIONS
 /** the switches, by flag */
 const SWITCHES = { none: '--none', noScopes: '--no-scopes' } as const
@@ -114,18 +115,50 @@ function keyChanges (flags: Flags): KeyChanges {
   return changes
 }
 
+/** --limit N and --cursor C as a page request; undefined when neither is given (then the command lists everything) */
+function pageRequest (flags: Flags): PageRequest | undefined {
+  if (flags.limit === undefined && flags.cursor === undefined) return undefined
+  if (flags.limit !== undefined && !/^[0-9]{1,9}$/.test(flags.limit)) throw new OperatorUsageError(`--limit takes a number from 1 to ${MAX_PAGE_LIMIT}`)
+  return { ...(flags.limit !== undefined && { limit: Number(flags.limit) }), ...(flags.cursor !== undefined && { cursor: flags.cursor }) }
+}
+
+/** Every page of a list, the largest pages the API gives, in order. */
+async function allPages<T> (list: (page: PageRequest) => Promise<Page<T>>): Promise<T[]> {
+  const items: T[] = []
+  let cursor: string | null = null
+  do {
+    const page: Page<T> = await list({ limit: MAX_PAGE_LIMIT, ...(cursor !== null && { cursor }) })
+    items.push(...page.items)
+    cursor = page.nextCursor
+  } while (cursor !== null)
+  return items
+}
+
+/**
+ * A list command's output: with --limit or --cursor one page (JSON: `{ items, next_cursor }`; a
+ * table: then how to ask for the next page), else every item (JSON: the array, as before paging).
+ */
+async function writeList<T> (io: OperatorIo, flags: Flags, list: (page: PageRequest) => Promise<Page<T>>, table: (items: T[]) => string,
+  count: (n: number) => string, command: string): Promise<void> {
+  const request = pageRequest(flags)
+  const page: Page<T> = request === undefined ? { items: await allPages(list), nextCursor: null } : await list(request)
+  if (flags.json) {
+    io.stdout.write(JSON.stringify(request === undefined ? page.items : { items: page.items, next_cursor: page.nextCursor }, null, 2) + '\n')
+    return
+  }
+  io.stdout.write(table(page.items))
+  io.stdout.write(count(page.items.length) + '\n')
+  if (page.nextCursor !== null) io.stdout.write(`more: ${command} --cursor ${page.nextCursor}${flags.limit === undefined ? '' : ` --limit ${flags.limit}`}\n`)
+}
+
 async function keysCommand (command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
   const { operations, where } = io.backend
   if (command === 'list') {
-    const { json, user, positional } = parseFlags(args, { user: true })
-    if (positional.length > 0) throw new OperatorUsageError('keys list takes no argument but --user NAME and --json')
-    const records = await operations.listKeys(user)
-    if (json) {
-      io.stdout.write(JSON.stringify(records, null, 2) + '\n')
-      return
-    }
-    io.stdout.write(formatTable([KEY_HEADER, ...records.map(keyRow)]))
-    io.stdout.write(`${records.length} key${records.length === 1 ? '' : 's'}${user === undefined ? '' : ` of ${user}`}\n`)
+    const flags = parseFlags(args, COMMANDS.keys.list)
+    const { user, positional } = flags
+    if (positional.length > 0) throw new OperatorUsageError('keys list takes no argument but --user NAME, --limit N, --cursor C and --json')
+    await writeList(io, flags, async (page) => await operations.listKeys(user, page), (records) => formatTable([KEY_HEADER, ...records.map(keyRow)]),
+      (n) => `${n} key${n === 1 ? '' : 's'}${user === undefined ? '' : ` of ${user}`}`, `keys list${user === undefined ? '' : ` --user ${user}`}`)
     return
   }
   const flags = parseFlags(args, command === 'update' ? COMMANDS.keys.update : {})
@@ -141,7 +174,9 @@ async function keysCommand (command: string | undefined, args: string[], io: Ope
     }
     const { publicKey, scopes, ...fields } = view
     const lines = [...Object.entries(fields).map(([field, value]) => [`${field}:`, String(value ?? '-')]), ['scopes:', keyScopes(scopes)]]
-    io.stdout.write(formatTable(lines) + publicKey + (publicKey.endsWith('\n') ? '' : '\n'))
+    // a tombstone (a revoked key past its retention) keeps no public key
+    const pem = publicKey ?? '(public key pruned: the key was revoked and is kept as a tombstone)\n'
+    io.stdout.write(formatTable(lines) + pem + (pem.endsWith('\n') ? '' : '\n'))
     return
   }
   if (command === 'update') {
@@ -188,17 +223,14 @@ async function userScopesCommand (args: string[], io: OperatorIo): Promise<void>
 async function usersCommand (command: string | undefined, args: string[], io: OperatorIo): Promise<void> {
   if (command === 'scopes') return await userScopesCommand(args, io)
   const { operations, where } = io.backend
-  const { json, positional, scopes } = parseFlags(args, command === 'add' ? COMMANDS.users.add : {})
+  const flags = parseFlags(args, command === 'add' ? COMMANDS.users.add : command === 'list' ? COMMANDS.users.list : {})
+  const { json, positional, scopes } = flags
   if (command === 'list') {
-    if (positional.length > 0) throw new OperatorUsageError('users list takes no argument but --json')
-    const rows = await operations.listUsers()
-    if (json) {
-      io.stdout.write(JSON.stringify(rows, null, 2) + '\n')
-      return
-    }
-    io.stdout.write(formatTable([['USERNAME', 'CREATED', 'PASSWORD CHANGED', 'ACTIVE KEYS', 'KEYS', 'SCOPES'],
-      ...rows.map((r) => [r.username, when(r.createdAt), when(r.updatedAt), String(r.activeKeys), String(r.keys), keyScopes(r.scopes)])]))
-    io.stdout.write(`${rows.length} user${rows.length === 1 ? '' : 's'}\n`)
+    if (positional.length > 0) throw new OperatorUsageError('users list takes no argument but --limit N, --cursor C and --json')
+    const header = ['USERNAME', 'CREATED', 'PASSWORD CHANGED', 'ACTIVE KEYS', 'KEYS', 'SCOPES']
+    await writeList(io, flags, async (page) => await operations.listUsers(page), (rows) => formatTable([header,
+      ...rows.map((r) => [r.username, when(r.createdAt), when(r.updatedAt), String(r.activeKeys), String(r.keys), keyScopes(r.scopes)])]),
+    (n) => `${n} user${n === 1 ? '' : 's'}`, 'users list')
     return
   }
   const name = positional[0]
@@ -232,8 +264,19 @@ async function usersCommand (command: string | undefined, args: string[], io: Op
 
 /** each command: its positional arguments and its options */
 const COMMANDS = {
-  keys: { list: { args: 0, user: true }, show: { args: 1 }, update: { args: 1, scopes: true, noScopes: true, expiresAt: true }, revoke: { args: 1 } },
-  users: { list: { args: 0 }, add: { args: 1, scopes: true }, passwd: { args: 1 }, remove: { args: 1 }, scopes: { args: 1, more: true, none: true } }
+  keys: {
+    list: { args: 0, user: true, limit: true, cursor: true },
+    show: { args: 1 },
+    update: { args: 1, scopes: true, noScopes: true, expiresAt: true },
+    revoke: { args: 1 }
+  },
+  users: {
+    list: { args: 0, limit: true, cursor: true },
+    add: { args: 1, scopes: true },
+    passwd: { args: 1 },
+    remove: { args: 1 },
+    scopes: { args: 1, more: true, none: true }
+  }
 } satisfies Record<'keys' | 'users', Record<string, CommandShape>>
 
 /** Throws OperatorUsageError for a command or arguments that are not one of COMMANDS. */

@@ -21,6 +21,15 @@ export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500
 export const DEFAULT_KEY_CACHE_SIZE = 10_000
 /** active API keys per user: a person or service has a handful (a few devices, a rotation under way) */
 export const DEFAULT_MAX_KEYS_PER_USER = 20
+/**
+ * key registrations per user (GCRA: a burst of this many, then one every 60 s): far above what a
+ * person or a rotating service does, far below a loop that registers and revokes to fill the store
+ */
+export const DEFAULT_KEY_REGISTRATIONS_PER_HOUR = 60
+/** and per day: what the store can grow by per user, at most (revoked keys shrink to tombstones, which stay) */
+export const DEFAULT_KEY_REGISTRATIONS_PER_DAY = 200
+/** a revoked key is kept whole this long (for the owner's list and the operator), then as a tombstone */
+export const DEFAULT_REVOKED_KEY_RETENTION_DAYS = 30
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 30_000
 /** keep-alive connections per upstream origin: at most this many requests are sent to it at once */
 export const DEFAULT_UPSTREAM_CONNECTIONS = 128
@@ -81,6 +90,9 @@ export const EnvSchema = Type.Object({
   KEYGATE_BODY_LIMIT: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
   KEYGATE_KEY_CACHE_SIZE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   KEYGATE_MAX_KEYS_PER_USER: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
+  KEYGATE_KEY_REGISTRATIONS_PER_HOUR: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+  KEYGATE_KEY_REGISTRATIONS_PER_DAY: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
+  KEYGATE_REVOKED_KEY_RETENTION_DAYS: Type.Optional(Type.Integer({ minimum: 0, maximum: 36_500 })),
   KEYGATE_UPSTREAM_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
   KEYGATE_UPSTREAM_CONNECTIONS: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
   KEYGATE_UPSTREAM_MAX_PENDING: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })),
@@ -135,6 +147,11 @@ export interface GatewayConfig {
   keyCacheSize: number
   /** KEYGATE_MAX_KEYS_PER_USER: active (neither revoked nor expired) keys a user may hold */
   maxKeysPerUser: number
+  /** KEYGATE_KEY_REGISTRATIONS_PER_HOUR and _PER_DAY: key registrations per user, at every gateway together */
+  keyRegistrationsPerHour: number
+  keyRegistrationsPerDay: number
+  /** KEYGATE_REVOKED_KEY_RETENTION_DAYS: a revoked key is kept whole this long, then as a tombstone */
+  revokedKeyRetentionDays: number
   logLevel: string
   server: ServerLimits
   /** login brute-force limits and concurrency; unset fields take users/login-guard.ts's defaults */
@@ -265,6 +282,9 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     bodyLimit,
     keyCacheSize: e.KEYGATE_KEY_CACHE_SIZE ?? DEFAULT_KEY_CACHE_SIZE,
     maxKeysPerUser: e.KEYGATE_MAX_KEYS_PER_USER ?? DEFAULT_MAX_KEYS_PER_USER,
+    keyRegistrationsPerHour: e.KEYGATE_KEY_REGISTRATIONS_PER_HOUR ?? DEFAULT_KEY_REGISTRATIONS_PER_HOUR,
+    keyRegistrationsPerDay: e.KEYGATE_KEY_REGISTRATIONS_PER_DAY ?? DEFAULT_KEY_REGISTRATIONS_PER_DAY,
+    revokedKeyRetentionDays: e.KEYGATE_REVOKED_KEY_RETENTION_DAYS ?? DEFAULT_REVOKED_KEY_RETENTION_DAYS,
     logLevel: e.LOG_LEVEL ?? 'info',
     login: {
       ...(e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER !== undefined && { maxFailuresPerUser: e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER }),

@@ -7,17 +7,25 @@
 // cached entry holds the expiry time and the check compares a number.
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import { API_KEY_PATTERN, type KeyType } from '#client/protocol'
+import type { GatewayConfig } from '../config/env.js'
 import { GatewayError } from '../errors.js'
-import type { KeyEvent, KeyRecord, RevokeResult, Store } from '../store/index.js'
+import { newestFirst, type KeyEvent, type KeyRecord, type RevokeResult, type Store } from '../store/index.js'
 import { LruCache, type CacheStats } from '../lib/lru-cache.js'
+import { decodeCursor, pageOf, type Page, type PageRequest } from '../lib/paging.js'
 import { missingScopes, normaliseScopes, notHeldError, scopeSet, type ScopeSet } from '../users/scopes.js'
-import { decodeBase64, keyTypeOf, parsePublicKey, verifyWithKey } from './public-key.js'
+import { decodeBase64, keyFingerprint, keyTypeOf, parsePublicKey, verifyWithKey } from './public-key.js'
 
 export interface RegisteredKey {
   apiKey: string
   owner: string
   name: string
   keyObject: KeyObject
+  /**
+   * RFC 7638 thumbprint of the key (public-key.ts: keyFingerprint), computed once when the key is
+   * cached: what a seed request's replay mark names, so two apiKeys of one key pair (registered
+   * before fingerprints) share their marks. Absent only on a key built by hand.
+   */
+  fingerprint?: string
   /**
    * rsa, ed25519 or p256: which algorithm verifies its signatures. Always set by the registry (read
    * from the stored PEM, so keys stored before key types existed need nothing new); absent only
@@ -79,8 +87,14 @@ export interface KeyRegistry {
   registerForUser: (input: RegistrationInput) => Promise<KeyRecord | undefined>
   /** the key's record (revoked and expired ones included) with its status at `nowMs`; null when never registered */
   get: (apiKey: string, nowMs?: number) => Promise<(KeyRecord & { status: KeyStatus }) | null>
-  /** the owner's keys (every key when undefined), newest first, with their status at `nowMs` */
-  list: (owner?: string, nowMs?: number) => Promise<Array<KeyRecord & { status: KeyStatus }>>
+  /**
+   * One page of the owner's keys (every key when undefined), newest first, with their status at
+   * `nowMs`; revoked keys past their retention are pruned first (tombstones are not listed).
+   * VALIDATION_FAILED for a bad limit or cursor.
+   */
+  list: (owner?: string, page?: PageRequest, nowMs?: number) => Promise<Page<KeyRecord & { status: KeyStatus }>>
+  /** every key of the owner (none pruned), with their status: for counting, not for answers */
+  listAll: (owner: string, nowMs?: number) => Promise<Array<KeyRecord & { status: KeyStatus }>>
   /** revokes the key for every gateway on the store; with `owner`, another owner's key is not-found */
   revoke: (apiKey: string, owner?: string) => Promise<RevokeResult>
   /**
@@ -106,6 +120,16 @@ export interface KeyRegistryOptions {
   cacheSize: number
   /** active keys (neither revoked nor expired) an owner may hold; unset: no limit */
   maxKeysPerOwner?: number
+  /**
+   * Registrations per user, counted in the store (shared by every gateway): GCRA limits of
+   * `perHour` an hour and `perDay` a day; beyond, 429 RATE_LIMITED with Retry-After. Unset: none.
+   */
+  registrationLimits?: { perHour: number; perDay: number }
+  /**
+   * How long (ms) a revoked key stays whole; then it is cut down to a tombstone (Store.pruneRevokedKeys)
+   * on the next registration or listing at any gateway. Unset: never.
+   */
+  revokedKeyRetentionMs?: number
   /** how often (per key, per process) a use is written to the store; default 60 s */
   lastUsedIntervalMs?: number
   /** told when recording a use failed (the request it came from has long been answered) */
@@ -173,6 +197,31 @@ export function parseExpiresAt (value: string, nowMs: number): string {
   return new Date(ms).toISOString()
 }
 
+const HOUR_MS = 3600_000
+const DAY_MS = 24 * HOUR_MS
+/** revoked keys cut to tombstones per registration or listing, at most: bounded work per request */
+const PRUNE_BATCH = 100
+const PRUNE_INTERVAL_MS = 60_000
+
+/** The registry's policy options from the gateway's config (KEYGATE_KEY_REGISTRATIONS_PER_*, KEYGATE_REVOKED_KEY_RETENTION_DAYS). */
+type KeyPolicyConfig = Pick<GatewayConfig, 'maxKeysPerUser' | 'keyRegistrationsPerHour' | 'keyRegistrationsPerDay' | 'revokedKeyRetentionDays'>
+export function keyPolicy (config: KeyPolicyConfig): Pick<KeyRegistryOptions, 'maxKeysPerOwner' | 'registrationLimits' | 'revokedKeyRetentionMs'> {
+  return {
+    maxKeysPerOwner: config.maxKeysPerUser,
+    registrationLimits: { perHour: config.keyRegistrationsPerHour, perDay: config.keyRegistrationsPerDay },
+    revokedKeyRetentionMs: config.revokedKeyRetentionDays * DAY_MS
+  }
+}
+
+const API_KEY_HEX = /^[0-9a-f]{64}$/
+/** The keys after a key-list cursor ([createdAt, apiKey] of the last key given), in newestFirst order. */
+function afterKeyCursor (cursor: string | undefined): ((record: KeyRecord) => boolean) | undefined {
+  if (cursor === undefined) return undefined
+  const [createdAt, apiKey] = decodeCursor(cursor, 2, (part, i) => i === 0 ? !Number.isNaN(Date.parse(part)) : API_KEY_HEX.test(part)) as [string, string]
+  const last = { apiKey, createdAt } as KeyRecord
+  return (record) => newestFirst(record, last) > 0
+}
+
 /** how long, and how many, apiKeys the store did not know are remembered as unknown */
 const UNKNOWN_TTL_MS = 1000
 const UNKNOWN_CACHE_SIZE = 10_000
@@ -207,6 +256,7 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
 
   const entryFrom = (record: KeyRecord): CacheEntry => {
     if (record.revokedAt !== undefined) return { status: 'revoked', owner: record.owner, at: record.revokedAt }
+    if (record.publicKey === undefined) throw new Error(`the key ${record.apiKey} is neither revoked nor has a public key`)
     // The stored PEM was checked at registration: parse it, nothing more.
     const keyObject = createPublicKey(record.publicKey)
     const key = {
@@ -214,6 +264,7 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       owner: record.owner,
       name: record.name,
       keyObject,
+      fingerprint: record.fingerprint ?? keyFingerprint(keyObject),
       keyType: keyTypeOf(keyObject),
       scopes: record.scopes === undefined ? undefined : scopeSet(record.scopes)
     }
@@ -254,6 +305,56 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
     return fromStore(apiKey, nowMs)
   }
 
+  /**
+   * Records stored before fingerprints get theirs before this process registers anything (once
+   * per store, ever: Store.backfillKeyIndex); a failed attempt is tried again by the next call.
+   */
+  let indexed: Promise<unknown> | undefined
+  const keyIndexReady = async (): Promise<void> => {
+    indexed ??= store.backfillKeyIndex((pem) => {
+      try {
+        return keyFingerprint(createPublicKey(pem))
+      } catch {
+        return undefined
+      }
+    }).catch((err: unknown) => {
+      indexed = undefined
+      throw err
+    })
+    await indexed
+  }
+  /**
+   * Revoked keys past their retention become tombstones: lazily, a batch per listing, and per
+   * registration at most once a PRUNE_INTERVAL_MS in this process (a registration costs one store
+   * round trip more at most that often; a listing, rarer, answers with its own keys pruned).
+   */
+  let prunedAtMs = Number.NEGATIVE_INFINITY
+  const prune = async (onRegistration: boolean): Promise<void> => {
+    if (options.revokedKeyRetentionMs === undefined) return
+    const nowMs = Date.now()
+    if (onRegistration && nowMs - prunedAtMs < PRUNE_INTERVAL_MS) return
+    prunedAtMs = nowMs
+    await keyIndexReady()
+    await store.pruneRevokedKeys(nowMs - options.revokedKeyRetentionMs, PRUNE_BATCH)
+  }
+  const countRegistration = async (owner: string): Promise<void> => {
+    const limits = options.registrationLimits
+    if (limits === undefined) return
+    const counters = [
+      { key: `registrations:hour:${owner}`, limit: limits.perHour, windowMs: HOUR_MS },
+      { key: `registrations:day:${owner}`, limit: limits.perDay, windowMs: DAY_MS }
+    ]
+    const outcome = await store.countRate(counters)
+    if (outcome.allowed) return
+    // a refused registration counted nowhere: it fits again once each counter has drained by the excess
+    const waitMs = Math.max(...counters.map((c, i) => (outcome.backlogMs[i] ?? 0) + c.windowMs / c.limit - c.windowMs))
+    const retryAfter = Math.max(1, Math.ceil(waitMs / 1000))
+    throw new GatewayError('RATE_LIMITED', `Too many key registrations by one user (at most ${limits.perHour} an hour and ${limits.perDay} a day); ` +
+      `try again in ${retryAfter} s`, { headers: { 'retry-after': String(retryAfter) }, extra: { retryAfterSeconds: retryAfter } })
+  }
+  const withStatus = (records: KeyRecord[], nowMs: number): Array<KeyRecord & { status: KeyStatus }> =>
+    records.map((record) => ({ ...record, status: keyStatus(record, nowMs) }))
+
   const registry: KeyRegistry = {
     check,
 
@@ -276,11 +377,15 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
         throw new GatewayError('INVALID_SIGNATURE', `signature is not a base64 ${PROOF[parsed.keyType]} of the exact bytes of name ` +
           'made with the private half of publicKey', { status: 400 })
       }
+      await keyIndexReady()
+      await countRegistration(owner)
+      await prune(true).catch(() => {})
       const record: KeyRecord = {
         apiKey: parsed.apiKey,
         owner,
         name,
         publicKey: parsed.pem,
+        fingerprint: parsed.fingerprint,
         createdAt: new Date().toISOString(),
         ...(expires !== undefined && { expiresAt: expires }),
         ...(scopes !== undefined && { scopes })
@@ -288,9 +393,8 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       const outcome = await store.createKey(record, options.maxKeysPerOwner)
       if (outcome === 'exists') {
         // Revoked and expired keys stay registered: the same words for all, whoever asks.
-        throw new GatewayError('DUPLICATE_KEY', 'This public key is already registered (a revoked or expired key stays so); generate a new key pair', {
-          extra: { apiKey: parsed.apiKey }
-        })
+        throw new GatewayError('DUPLICATE_KEY', 'This public key is already registered, in this or another encoding (a revoked or expired key stays so); ' +
+          'generate a new key pair', { extra: { apiKey: parsed.apiKey } })
       }
       if (outcome === 'limit-reached') {
         const most = options.maxKeysPerOwner ?? 0
@@ -299,7 +403,13 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       }
       unknown.delete(parsed.apiKey)
       const key = {
-        apiKey: parsed.apiKey, owner, name, keyObject: parsed.keyObject, keyType: parsed.keyType, scopes: scopes === undefined ? undefined : scopeSet(scopes)
+        apiKey: parsed.apiKey,
+        owner,
+        name,
+        keyObject: parsed.keyObject,
+        fingerprint: parsed.fingerprint,
+        keyType: parsed.keyType,
+        scopes: scopes === undefined ? undefined : scopeSet(scopes)
       }
       cache.set(parsed.apiKey, { status: 'active', key, expiresAtMs: expiryMs(expires) })
       return record
@@ -331,8 +441,16 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       return record === null ? null : { ...record, status: keyStatus(record, nowMs) }
     },
 
-    async list (owner, nowMs = Date.now()) {
-      return (await store.listKeys(owner)).map((record) => ({ ...record, status: keyStatus(record, nowMs) }))
+    async list (owner, page = {}, nowMs = Date.now()) {
+      // checked before any store work
+      const after = afterKeyCursor(page.cursor)
+      await prune(false).catch(() => {})
+      const listed = pageOf(await store.listKeys(owner), page, (record) => [record.createdAt, record.apiKey], after)
+      return { items: withStatus(listed.items, nowMs), nextCursor: listed.nextCursor }
+    },
+
+    async listAll (owner, nowMs = Date.now()) {
+      return withStatus(await store.listKeys(owner), nowMs)
     },
 
     async revoke (apiKey, owner) {

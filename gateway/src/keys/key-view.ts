@@ -17,10 +17,13 @@ export interface KeyView {
   keyType?: KeyType
   expiresAt?: string
   revokedAt?: string
+  /** the revoked key was cut down to a tombstone after KEYGATE_REVOKED_KEY_RETENTION_DAYS (admin API only: listings leave it out) */
+  prunedAt?: string
 }
 
 /** The type of a stored key, from its PEM; undefined when it cannot be read as one keygate registers. */
-function storedKeyType (publicKey: string): KeyType | undefined {
+function storedKeyType (publicKey: string | undefined): KeyType | undefined {
+  if (publicKey === undefined) return undefined
   try {
     return keyTypeOf(createPublicKey(publicKey))
   } catch {
@@ -39,6 +42,7 @@ export function keyView (record: KeyRecord & { status: KeyStatus }): KeyView {
     scopes: record.scopes ?? null,
     ...(keyType !== undefined && { keyType }),
     ...(record.expiresAt !== undefined && { expiresAt: record.expiresAt }),
-    ...(record.revokedAt !== undefined && { revokedAt: record.revokedAt })
+    ...(record.revokedAt !== undefined && { revokedAt: record.revokedAt }),
+    ...(record.prunedAt !== undefined && { prunedAt: record.prunedAt })
   }
 }

@@ -1,7 +1,9 @@
 // Parsing the public keys clients register (RSA, Ed25519, EC P-256) and verifying signatures made
 // with them, one function per key type. The apiKey is the hex SHA-256 of the key's DER
-// SubjectPublicKeyInfo: one key gives one apiKey whatever its PEM form or wrapping.
-import { constants, createPublicKey, createVerify, verify, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto'
+// SubjectPublicKeyInfo: one key gives one apiKey whatever its PEM form or wrapping. The
+// fingerprint (RFC 7638) names the key by its mathematical value: one key, one fingerprint, in
+// any encoding (an EC point compressed or not), so a key is registered once, ever.
+import { constants, createHash, createPublicKey, createVerify, verify, type JsonWebKey, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto'
 import { apiKeyOfSpki, type KeyType } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import { sha256Hex } from '../lib/sha256.js'
@@ -31,6 +33,8 @@ export interface ParsedPublicKey {
   keyObject: KeyObject
   keyType: KeyType
   apiKey: string
+  /** RFC 7638 JWK thumbprint: the key's value, whatever its encoding (keyFingerprint) */
+  fingerprint: string
   /** SPKI PEM, the stored form */
   pem: string
 }
@@ -63,10 +67,13 @@ export function keyTypeOf (keyObject: KeyObject): KeyType | undefined {
 }
 
 function parsed (keyObject: KeyObject, keyType: KeyType): ParsedPublicKey {
+  const fingerprint = keyFingerprint(keyObject)
+  if (fingerprint === undefined) throw new Error(`a ${keyType} key without a thumbprint`)
   return {
     keyObject,
     keyType,
     apiKey: apiKeyOf(keyObject),
+    fingerprint,
     pem: keyObject.export({ type: 'spki', format: 'pem' }).toString()
   }
 }
@@ -113,6 +120,32 @@ function checkRsaRules (keyObject: KeyObject): void {
 /** The apiKey of a public key: lowercase hex SHA-256 of its DER SubjectPublicKeyInfo. */
 export function apiKeyOf (publicKey: KeyObject): string {
   return apiKeyOfSpki(publicKey.export({ type: 'spki', format: 'der' }), sha256Hex)
+}
+
+/**
+ * The RFC 7638 JWK thumbprint (SHA-256, base64url) of a public key: the hash of its required JWK
+ * members in lexicographic order, which hold only its value (RSA n and e, the EC curve and point
+ * x and y, the Ed25519 bytes). The SPKI DER is no such name: a P-256 point has a compressed and an
+ * uncompressed form, two apiKeys for one key. What jose's calculateJwkThumbprint gives, but
+ * synchronous (a cache miss computes it while parsing the key). Undefined for a key of no type
+ * that has a thumbprint here.
+ */
+export function keyFingerprint (keyObject: KeyObject): string | undefined {
+  let jwk: JsonWebKey
+  try {
+    jwk = keyObject.export({ format: 'jwk' })
+  } catch {
+    // a type Node cannot write as a JWK (DSA, DH): none keygate registers
+    return undefined
+  }
+  let members: Record<string, unknown>
+  switch (jwk.kty) {
+    case 'RSA': members = { e: jwk.e, kty: jwk.kty, n: jwk.n }; break
+    case 'EC': members = { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y }; break
+    case 'OKP': members = { crv: jwk.crv, kty: jwk.kty, x: jwk.x }; break
+    default: return undefined
+  }
+  return createHash('sha256').update(JSON.stringify(members)).digest('base64url')
 }
 
 /**

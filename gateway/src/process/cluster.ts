@@ -21,7 +21,7 @@ import { readUsage } from '../limits/usage.js'
 import { REDACTED_PATHS } from '../app.js'
 import type { GatewayConfig } from '../config/env.js'
 import { startMetricsServer, type MetricsServer } from '../http/metrics-server.js'
-import { createKeyRegistry } from '../keys/key-registry.js'
+import { createKeyRegistry, keyPolicy } from '../keys/key-registry.js'
 import { aggregateMetrics, type MetricsSnapshot } from '../metrics/aggregate.js'
 import { createStore } from '../store/index.js'
 import { createUserService } from '../users/user-service.js'
@@ -362,7 +362,7 @@ Promise<{ server: AdminServer; close: () => Promise<void> }> {
   const store = await createStore(config)
   try {
     // it serves no signed request: no key cache, and no need to hear of revocations
-    const keys = createKeyRegistry(store, { cacheSize: 0, maxKeysPerOwner: config.maxKeysPerUser, watch: false })
+    const keys = createKeyRegistry(store, { cacheSize: 0, ...keyPolicy(config), watch: false })
     const operations = createOperations({ users: createUserService(store), keys })
     const { port, host, token } = config.admin as { port: number; host: string; token: string }
     // the workers' routes (they load them; the primary does not), counted in the shared store

@@ -3,6 +3,7 @@ import { createMemoryStore } from './memory.js'
 import { createRedisStore } from './redis.js'
 import type { RedisConnection } from './redis-connection.js'
 import type { Store } from './types.js'
+export { newestFirst } from './types.js'
 
 export type {
   CreateKeyOutcome, KeyEvent, KeyEventListener, KeyRecord, RateCounter, RateOutcome, RemoveUserResult, RevokeResult, Store, UserRecord

@@ -1,6 +1,21 @@
 import type { KeyEvent, KeyEventListener, KeyRecord, RateCounter, RateOutcome, SigningKeyRing, Store, UserRecord } from './types.js'
 import { RATE_SLACK_MS, newestFirst } from './types.js'
 
+/** A revoked record cut down to what "never again" and "it was revoked" need (Store.pruneRevokedKeys). */
+function tombstone (record: KeyRecord, prunedAt: string): KeyRecord {
+  const { apiKey, owner, name, createdAt, revokedAt, fingerprint } = record
+  return {
+    apiKey,
+    owner,
+    name,
+    createdAt,
+    ...(revokedAt !== undefined && { revokedAt }),
+    // without a fingerprint (a record an older gateway stored) the public key is what still names the key
+    ...(fingerprint === undefined ? { publicKey: record.publicKey } : { fingerprint }),
+    prunedAt
+  }
+}
+
 /** The embedded store: one process's memory, lost at exit. Same contract as the Redis store. */
 export function createMemoryStore (now: () => number = Date.now): Store {
   // Expiring entries are swept lazily on access and by a timer that never keeps the process alive.
@@ -21,6 +36,11 @@ export function createMemoryStore (now: () => number = Date.now): Store {
   const ownerKeys = new Map<string, Set<string>>()
   /** apiKey -> ms of the last recorded use */
   const lastUsed = new Map<string, number>()
+  /** fingerprint -> apiKey: the Redis store's fingerprint index */
+  const fingerprints = new Map<string, string>()
+  /** apiKey -> ms of its revocation, until it is pruned: the Redis store's sorted set */
+  const revokedIndex = new Map<string, number>()
+  let keyIndexDone = false
   const listeners = new Set<KeyEventListener>()
   // Copies in and out, lists included: a caller changing what it got changes nothing stored.
   const withLastUse = (record: KeyRecord): KeyRecord => {
@@ -98,6 +118,7 @@ export function createMemoryStore (now: () => number = Date.now): Store {
         const record = keys.get(apiKey)
         if (record === undefined || record.revokedAt !== undefined) continue
         keys.set(apiKey, { ...record, revokedAt: at })
+        revokedIndex.set(apiKey, Date.parse(at))
         revokedKeys.push(apiKey)
       }
       ownerKeys.delete(username)
@@ -113,6 +134,7 @@ export function createMemoryStore (now: () => number = Date.now): Store {
     async createKey (record, maxActiveKeys) {
       // No await between the checks and the write: one step, as the Redis script is.
       if (keys.has(record.apiKey)) return 'exists'
+      if (record.fingerprint !== undefined && fingerprints.has(record.fingerprint)) return 'exists'
       let owned = ownerKeys.get(record.owner)
       if (maxActiveKeys !== undefined) {
         const t = now()
@@ -127,13 +149,14 @@ export function createMemoryStore (now: () => number = Date.now): Store {
       keys.set(record.apiKey, stored.scopes === undefined ? stored : { ...stored, scopes: [...stored.scopes] })
       if (owned === undefined) ownerKeys.set(record.owner, owned = new Set())
       owned.add(record.apiKey)
+      if (record.fingerprint !== undefined) fingerprints.set(record.fingerprint, record.apiKey)
       return 'created'
     },
     async listKeys (owner) {
       const apiKeys = owner === undefined ? [...keys.keys()] : [...ownerKeys.get(owner) ?? []]
       return apiKeys.flatMap((apiKey) => {
         const record = keys.get(apiKey)
-        return record === undefined ? [] : [withLastUse(record)]
+        return record === undefined || record.prunedAt !== undefined ? [] : [withLastUse(record)]
       }).sort(newestFirst)
     },
     async revokeKey (apiKey, at, owner) {
@@ -142,6 +165,7 @@ export function createMemoryStore (now: () => number = Date.now): Store {
       if (record.revokedAt !== undefined) return { outcome: 'already-revoked', record: withLastUse(record) }
       const revoked = { ...record, revokedAt: at }
       keys.set(apiKey, revoked)
+      revokedIndex.set(apiKey, Date.parse(at))
       announceRevoked(apiKey)
       return { outcome: 'revoked', record: withLastUse(revoked) }
     },
@@ -159,6 +183,34 @@ export function createMemoryStore (now: () => number = Date.now): Store {
       keys.set(apiKey, updated)
       announce({ type: 'changed', apiKey })
       return { outcome: 'updated', record: withLastUse(updated) }
+    },
+    async pruneRevokedKeys (revokedBefore, max) {
+      const due = [...revokedIndex].filter(([, at]) => at <= revokedBefore).sort((a, b) => a[1] - b[1]).slice(0, max)
+      let pruned = 0
+      for (const [apiKey] of due) {
+        revokedIndex.delete(apiKey)
+        const record = keys.get(apiKey)
+        if (record?.revokedAt === undefined) continue
+        keys.set(apiKey, tombstone(record, new Date(now()).toISOString()))
+        ownerKeys.get(record.owner)?.delete(apiKey)
+        lastUsed.delete(apiKey)
+        pruned++
+      }
+      return pruned
+    },
+    async backfillKeyIndex (fingerprintOf) {
+      if (keyIndexDone) return 0
+      let indexed = 0
+      for (const [apiKey, record] of keys) {
+        const fingerprint = record.fingerprint ?? (record.publicKey === undefined ? undefined : fingerprintOf(record.publicKey))
+        if (fingerprint === undefined) continue
+        if (record.fingerprint === undefined) keys.set(apiKey, { ...record, fingerprint })
+        if (!fingerprints.has(fingerprint)) fingerprints.set(fingerprint, apiKey)
+        if (record.revokedAt !== undefined && record.prunedAt === undefined && !revokedIndex.has(apiKey)) revokedIndex.set(apiKey, Date.parse(record.revokedAt))
+        indexed++
+      }
+      keyIndexDone = true
+      return indexed
     },
     async touchKey (apiKey, atMs) {
       if (!keys.has(apiKey)) return

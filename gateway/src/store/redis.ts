@@ -37,6 +37,12 @@ export function redisKeyNames (prefix: string, cluster: boolean) {
     users: `${registry}users`,
     key: (apiKey: string): string => `${registry}key:${apiKey}`,
     ownerKeys: (owner: string): string => `${registry}user-keys:${owner}`,
+    // fingerprint -> apiKey, written with the record in one script: one key pair, one apiKey
+    keyFingerprint: (fingerprint: string): string => `${registry}key-fingerprint:${fingerprint}`,
+    // revoked keys not yet pruned, scored by the ms of their revocation (pruneRevokedKeys)
+    revokedKeys: `${registry}revoked-keys`,
+    // set once backfillKeyIndex has indexed every record stored before fingerprints
+    keyIndexVersion: `${registry}key-index-version`,
     // read with the key records in one MULTI, so in the registry's slot; written at most once a
     // minute per key and gateway, so it adds little to that shard
     lastUsed: `${registry}keys-last-used`,
@@ -56,11 +62,15 @@ export function redisKeyNames (prefix: string, cluster: boolean) {
 // concurrent registrations (at any gateway) cannot together pass it. Active: not revoked and not
 // expired at ARGV[4]; both times are ISO 8601 UTC as toISOString() writes them, so they compare as
 // strings. The records are named from the index (key-record prefix .. apiKey), in the registry's
-// hash slot like the index (see redisKeyNames). KEYS: key record, owner index.
-// ARGV: record JSON, apiKey, most active keys ('' = no limit), now (ISO 8601), key-record prefix.
+// hash slot like the index (see redisKeyNames). The fingerprint's index entry is checked and
+// written in the same step: the same key in another encoding (another apiKey) is `exists` too.
+// KEYS: key record, owner index, fingerprint index entry.
+// ARGV: record JSON, apiKey, most active keys ('' = no limit), now (ISO 8601), key-record prefix,
+// fingerprint ('' = none: a record as an older gateway stored it).
 // Returns 1 created, 0 exists, -1 limit reached.
 const CREATE_KEY_SCRIPT = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if ARGV[6] ~= '' and redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 local most = tonumber(ARGV[3])
 if most then
   local active = 0
@@ -77,6 +87,7 @@ if most then
 end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('SADD', KEYS[2], ARGV[2])
+if ARGV[6] ~= '' then redis.call('SET', KEYS[3], ARGV[2]) end
 return 1`
 
 const RETRY_AFTER_SECONDS = '1'
@@ -84,7 +95,8 @@ const RETRY_AFTER_SECONDS = '1'
 // Key records are JSON strings (read on a cache miss in one GET). Revocation rewrites the record
 // and announces it on the key-events channel in the same step, so a revocation that is stored is
 // always announced, and one that is announced is always stored (every gateway then drops its
-// cached copy). ARGV: revokedAt, owner ('' = any), channel, apiKey.
+// cached copy). The key joins the revoked-keys index (pruneRevokedKeys).
+// KEYS: key record, revoked-keys index. ARGV: revokedAt, owner ('' = any), channel, apiKey, revokedAt (ms).
 const REVOKE_KEY_SCRIPT = `
 local text = redis.call('GET', KEYS[1])
 if not text then return {'not-found', ''} end
@@ -94,6 +106,7 @@ if record.revokedAt then return {'already-revoked', text} end
 record.revokedAt = ARGV[1]
 local updated = cjson.encode(record)
 redis.call('SET', KEYS[1], updated)
+redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return {'revoked', updated}`
 
@@ -102,8 +115,8 @@ return {'revoked', updated}`
 // named from the index (key-record prefix .. apiKey): undeclared keys, which a single Redis allows
 // and a cluster too, since every registry key shares one hash slot (redisKeyNames).
 // The user's removal is announced too (ARGV[5], a user-changed message: keyEventMessage).
-// KEYS: user hash, users set, owner index. ARGV: revokedAt, key-record prefix, channel, username,
-// user-changed message.
+// KEYS: user hash, users set, owner index, revoked-keys index. ARGV: revokedAt, key-record prefix,
+// channel, username, user-changed message, revokedAt (ms).
 const REMOVE_USER_SCRIPT = `
 local revoked = {}
 for _, apiKey in ipairs(redis.call('SMEMBERS', KEYS[3])) do
@@ -114,6 +127,7 @@ for _, apiKey in ipairs(redis.call('SMEMBERS', KEYS[3])) do
     if not record.revokedAt then
       record.revokedAt = ARGV[1]
       redis.call('SET', name, cjson.encode(record))
+      redis.call('ZADD', KEYS[4], ARGV[6], apiKey)
       redis.call('PUBLISH', ARGV[3], apiKey)
       table.insert(revoked, apiKey)
     end
@@ -168,6 +182,47 @@ export function parseKeyEventMessage (message: string): KeyEvent | undefined {
   if (message.startsWith('user:') && message.length > 'user:'.length) return { type: 'user-changed', username: message.slice('user:'.length) }
   return undefined
 }
+
+// Revoked keys past their retention cut down to tombstones (types.ts: Store.pruneRevokedKeys), the
+// oldest first, at most ARGV[2] per call; each record and its indexes in this one step. A record
+// without a fingerprint (an older gateway's) keeps its public key: it is what names the key then.
+// KEYS: revoked-keys index, last-used hash. ARGV: revoked before (ms), most, key-record prefix,
+// owner-index prefix, prunedAt (ISO 8601). Returns how many were cut.
+const PRUNE_REVOKED_KEYS_SCRIPT = `
+local pruned = 0
+for _, apiKey in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))) do
+  local name = ARGV[3] .. apiKey
+  local text = redis.call('GET', name)
+  if text then
+    local r = cjson.decode(text)
+    if r.revokedAt and not r.prunedAt then
+      local kept = { apiKey = r.apiKey, owner = r.owner, name = r.name, createdAt = r.createdAt, revokedAt = r.revokedAt, prunedAt = ARGV[5] }
+      if r.fingerprint then kept.fingerprint = r.fingerprint else kept.publicKey = r.publicKey end
+      redis.call('SET', name, cjson.encode(kept))
+      redis.call('SREM', ARGV[4] .. r.owner, apiKey)
+      redis.call('HDEL', KEYS[2], apiKey)
+      pruned = pruned + 1
+    end
+  end
+  redis.call('ZREM', KEYS[1], apiKey)
+end
+return pruned`
+
+// One record of the backfill (Store.backfillKeyIndex): its fingerprint into the record (read again
+// here, so a revocation since the scan is kept) and the index, each set only when absent; a revoked
+// record that is not a tombstone into the revoked-keys index.
+// KEYS: key record, fingerprint index entry, revoked-keys index. ARGV: fingerprint, apiKey, revokedAt (ms).
+const INDEX_KEY_SCRIPT = `
+local text = redis.call('GET', KEYS[1])
+if not text then return 0 end
+local r = cjson.decode(text)
+if not r.fingerprint then
+  r.fingerprint = ARGV[1]
+  redis.call('SET', KEYS[1], cjson.encode(r))
+end
+redis.call('SET', KEYS[2], ARGV[2], 'NX')
+if r.revokedAt and not r.prunedAt then redis.call('ZADD', KEYS[3], 'NX', ARGV[3], ARGV[2]) end
+return 1`
 
 // A later use wins; a use of a key that is not registered is not recorded.
 // KEYS: last-used hash, key record. ARGV: apiKey, ms.
@@ -513,8 +568,9 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       })
     }),
     removeUser: async (username) => await guarded(async () => {
-      const [removed, revokedKeys] = await redis.eval(REMOVE_USER_SCRIPT, 3, userKey(username), usersSet, ownerKeys(username),
-        new Date().toISOString(), keyKey(''), keyEventsChannel, username, keyEventMessage.userChanged(username)) as [number, string[]]
+      const at = new Date()
+      const [removed, revokedKeys] = await redis.eval(REMOVE_USER_SCRIPT, 4, userKey(username), usersSet, ownerKeys(username), names.revokedKeys,
+        at.toISOString(), keyKey(''), keyEventsChannel, username, keyEventMessage.userChanged(username), at.getTime()) as [number, string[]]
       return { removed: removed === 1, revokedKeys }
     }),
     getKey: async (apiKey) => await guarded(async () => {
@@ -523,8 +579,9 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
     }),
     createKey: async (record, maxActiveKeys) => await guarded(async () => {
       const { lastUsedAt: _, ...stored } = record
-      const outcome = await redis.eval(CREATE_KEY_SCRIPT, 2, keyKey(record.apiKey), ownerKeys(record.owner), JSON.stringify(stored), record.apiKey,
-        maxActiveKeys === undefined ? '' : String(maxActiveKeys), new Date().toISOString(), keyKey(''))
+      const outcome = await redis.eval(CREATE_KEY_SCRIPT, 3, keyKey(record.apiKey), ownerKeys(record.owner), names.keyFingerprint(record.fingerprint ?? ''),
+        JSON.stringify(stored), record.apiKey, maxActiveKeys === undefined ? '' : String(maxActiveKeys), new Date().toISOString(), keyKey(''),
+        record.fingerprint ?? '')
       return outcome === 1 ? 'created' : outcome === -1 ? 'limit-reached' : 'exists'
     }),
     listKeys: async (owner) => await guarded(async () => {
@@ -541,11 +598,11 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       const records: KeyRecord[] = []
       // MGET in slices: a few thousand keys per round trip
       for (let i = 0; i < apiKeys.length; i += 1000) records.push(...await readKeys(apiKeys.slice(i, i + 1000)))
-      return records.sort(newestFirst)
+      return records.filter((record) => record.prunedAt === undefined).sort(newestFirst)
     }),
     revokeKey: async (apiKey, at, owner) => await guarded(async () => {
       const [outcome, text] = await redis.eval(
-        REVOKE_KEY_SCRIPT, 1, keyKey(apiKey), at, owner ?? '', keyEventsChannel, apiKey
+        REVOKE_KEY_SCRIPT, 2, keyKey(apiKey), names.revokedKeys, at, owner ?? '', keyEventsChannel, apiKey, Date.parse(at)
       ) as [RevokeResult['outcome'], string]
       if (outcome === 'not-found') return { outcome, record: null }
       const used = await redis.hget(lastUsedKey, apiKey)
@@ -557,6 +614,29 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       if (outcome === 'not-found') return { outcome, record: null }
       const used = await redis.hget(lastUsedKey, apiKey)
       return { outcome, record: parseKeyRecord(text, used) }
+    }),
+    pruneRevokedKeys: async (revokedBefore, max) => await guarded(async () =>
+      await redis.eval(PRUNE_REVOKED_KEYS_SCRIPT, 2, names.revokedKeys, lastUsedKey, Math.floor(revokedBefore), max, keyKey(''), ownerKeys(''),
+        new Date().toISOString()) as number),
+    backfillKeyIndex: async (fingerprintOf) => await guarded(async () => {
+      if (await redis.get(names.keyIndexVersion) !== null) return 0
+      let indexed = 0
+      const start = keyKey('').length
+      for await (const batch of scanKeys(redis, `${globEscape(keyKey(''))}*`)) {
+        const records = await readKeys(batch.map((name) => name.slice(start)))
+        const pipeline = redis.pipeline()
+        for (const record of records) {
+          const fingerprint = record.fingerprint ?? (record.publicKey === undefined ? undefined : fingerprintOf(record.publicKey))
+          if (fingerprint === undefined) continue
+          const revokedMs = record.revokedAt === undefined ? Date.now() : Date.parse(record.revokedAt)
+          pipeline.eval(INDEX_KEY_SCRIPT, 3, keyKey(record.apiKey), names.keyFingerprint(fingerprint), names.revokedKeys, fingerprint, record.apiKey,
+            Number.isFinite(revokedMs) ? revokedMs : Date.now())
+          indexed++
+        }
+        if (pipeline.length > 0) results(await pipeline.exec())
+      }
+      await redis.set(names.keyIndexVersion, '1')
+      return indexed
     }),
     touchKey: async (apiKey, atMs) => {
       await guarded(async () => await redis.eval(TOUCH_KEY_SCRIPT, 2, lastUsedKey, keyKey(apiKey), apiKey, Math.floor(atMs)))

@@ -17,13 +17,24 @@ export interface KeyRecord {
   apiKey: string
   owner: string
   name: string
-  /** SPKI PEM, as normalised at registration */
-  publicKey: string
+  /** SPKI PEM, as normalised at registration; absent on a tombstone (`prunedAt`) */
+  publicKey?: string
+  /**
+   * RFC 7638 thumbprint of the public key (keys/public-key.ts: keyFingerprint), the key's value
+   * whatever its encoding. Indexed with the record, so one key pair has one apiKey, ever. Absent
+   * on a record stored before fingerprints until backfillKeyIndex adds it.
+   */
+  fingerprint?: string
   createdAt: string
   /** ISO 8601; from then on the key signs nothing. Absent: the key does not expire */
   expiresAt?: string
   /** ISO 8601; set once, never cleared: a revoked public key stays revoked */
   revokedAt?: string
+  /**
+   * ISO 8601: the revoked record was cut down to a tombstone (pruneRevokedKeys): apiKey, owner,
+   * name, fingerprint and the dates, what "never registered again" and "it was revoked" need.
+   */
+  prunedAt?: string
   /**
    * The scopes the key may use (sorted, each once), at most those of its owner: set at
    * registration. Absent (a key registered before scopes existed): every scope its owner has.
@@ -115,23 +126,28 @@ export interface Store {
   /**
    * Atomically: revokes every key of the user (announcing each to `watchKeys` listeners, on every
    * gateway, and the user as `user-changed`), forgets the user's key index, and removes the user.
-   * The revoked records stay.
+   * The revoked records stay (until pruneRevokedKeys cuts them to tombstones).
    */
   removeUser: (username: string) => Promise<RemoveUserResult>
   /** the record, revoked or expired ones included (the caller judges); null when never registered */
   getKey: (apiKey: string) => Promise<KeyRecord | null>
   /**
-   * Atomic: stores the key unless a key with this apiKey exists already (by anyone, revoked ones
-   * included: `exists`) or, with `maxActiveKeys`, its owner already has that many active keys
+   * Atomic: stores the key unless a key with this apiKey, or with this `fingerprint` (the same key
+   * in another encoding), exists already (by anyone, revoked and pruned ones included: `exists`)
+   * or, with `maxActiveKeys`, its owner already has that many active keys
    * (neither revoked nor expired now: `limit-reached`). The check and the write are one step, so
    * of concurrent registrations by one owner at most the limit succeed, on every gateway.
    */
   createKey: (record: KeyRecord, maxActiveKeys?: number) => Promise<CreateKeyOutcome>
-  /** the owner's keys (every key when `owner` is undefined), newest first, revoked ones included */
+  /**
+   * The owner's keys (every key when `owner` is undefined), newest first, revoked ones included,
+   * tombstones (`prunedAt`) left out.
+   */
   listKeys: (owner?: string) => Promise<KeyRecord[]>
   /**
    * Atomically marks the key revoked at `at` (ISO 8601) and announces it to every `watchKeys`
-   * listener (on Redis: every gateway). With `owner`, another owner's key is `not-found`.
+   * listener (on Redis: every gateway). With `owner`, another owner's key is `not-found`. The key
+   * joins the index of revoked keys that pruneRevokedKeys reads.
    */
   revokeKey: (apiKey: string, at: string, owner?: string) => Promise<RevokeResult>
   /**
@@ -140,6 +156,21 @@ export interface Store {
    * checks the values (the store stores what it is given).
    */
   updateKey: (apiKey: string, changes: KeyChanges) => Promise<UpdateKeyResult>
+  /**
+   * Cuts at most `max` keys revoked before `revokedBefore` (ms since the epoch) down to tombstones:
+   * the public key, scopes, expiry and last use go, the record leaves its owner's index (and so
+   * every listing), the fingerprint index stays; each in one atomic step. A record without a
+   * fingerprint (stored by an older gateway) keeps its public key. Returns how many were cut.
+   */
+  pruneRevokedKeys: (revokedBefore: number, max: number) => Promise<number>
+  /**
+   * Once per store, ever: gives every key record stored before fingerprints its `fingerprint`
+   * (computed by `fingerprintOf` from its public key) and the index entry, and puts revoked ones
+   * in the index pruneRevokedKeys reads; then marks the store done, so later calls only read the
+   * mark. Idempotent and safe to run from several gateways at once (each write is
+   * set-if-absent). Returns how many records it indexed.
+   */
+  backfillKeyIndex: (fingerprintOf: (publicKey: string) => string | undefined) => Promise<number>
   /** records a use of the key at `atMs` (a later use wins; an earlier one changes nothing) */
   touchKey: (apiKey: string, atMs: number) => Promise<void>
   /**

@@ -1,6 +1,6 @@
 // The admin API's user resource: what it takes and answers (TypeBox; the OpenAPI document is made from these).
 import { Type, type Static } from '@sinclair/typebox'
-import { ScopeList } from '../../http/schemas/api-keys.js'
+import { PageOf, ScopeList } from '../../http/schemas/api-keys.js'
 import { MAX_PASSWORD_LENGTH } from '../../users/user-service.js'
 
 // The rules for names and passwords are the user service's (validateNewUser), applied there for
@@ -29,9 +29,7 @@ export const UserSummary = Type.Object({
   scopes: Type.Array(Type.String(), { description: 'what the user may do: each of their keys has some of these' })
 })
 
-export const UserList = Type.Object({
-  items: Type.Array(UserSummary, { description: 'by name' })
-})
+export const UserList = PageOf(UserSummary, 'by name')
 
 export const UserRemoval = Type.Object({
   username: Type.String(),

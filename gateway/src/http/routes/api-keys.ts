@@ -5,7 +5,7 @@ import { GatewayError } from '../../errors.js'
 import type { KeyRegistry } from '../../keys/key-registry.js'
 import { keyView } from '../../keys/key-view.js'
 import { invalidTokenError } from '../../tokens/token-service.js'
-import { ApiKeyList, ApiKeyParams, ApiKeyRequest, ApiKeyResponse } from '../schemas/api-keys.js'
+import { ApiKeyList, ApiKeyParams, ApiKeyRequest, ApiKeyResponse, PageQuery } from '../schemas/api-keys.js'
 
 const userGone = (): GatewayError => invalidTokenError('The bearer token\'s user no longer exists')
 
@@ -17,7 +17,7 @@ export interface ApiKeyRoutesOptions {
 /**
  * Key management, bearer token only (no signature headers):
  *   POST   /v1/api-keys          register a public key (RSA, Ed25519, EC P-256), proven by a signature over its name
- *   GET    /v1/api-keys          the caller's keys, newest first, revoked and expired ones included
+ *   GET    /v1/api-keys          the caller's keys, newest first, revoked and expired ones included, a page at a time
  *   DELETE /v1/api-keys/:apiKey  revoke one of the caller's keys, at every gateway within a second
  */
 export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = async (app, { keys, authenticator }) => {
@@ -36,15 +36,19 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
     config: {
       authenticates: true,
       problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'VALIDATION_FAILED', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
-        'INVALID_PUBLIC_KEY', ['INVALID_SIGNATURE', 400], 'KEY_LIMIT_REACHED', 'DUPLICATE_KEY', 'STORE_UNAVAILABLE']
+        'INVALID_PUBLIC_KEY', ['INVALID_SIGNATURE', 400], 'KEY_LIMIT_REACHED', 'DUPLICATE_KEY', 'RATE_LIMITED', 'STORE_UNAVAILABLE']
     },
     schema: {
       summary: 'Register a public key (RSA, Ed25519 or EC P-256) for signing requests',
       description: '`signature` proves possession of the private key: single-line base64 of the key\'s signature over the exact UTF-8 bytes of `name` ' +
         '(RSA: RSASSA-PKCS1-v1_5 SHA-256; Ed25519: the 64-byte signature; P-256: ECDSA SHA-256, DER as `openssl dgst -sha256 -sign` makes it). ' +
         'The answer\'s `apiKey` (the hex SHA-256 of the key\'s DER SubjectPublicKeyInfo) goes in X-API-Key. A key can be registered once, by anyone; ' +
-        'a revoked or expired key stays registered. SPKI PEM: RSA keys of 2048, 3072 or 4096 bits with the exponent 65537, Ed25519, or EC P-256; at most ' +
-        'KEYGATE_MAX_KEYS_PER_USER (default 20) active keys per user (KEY_LIMIT_REACHED beyond). ' +
+        'a revoked or expired key stays registered. One key pair is one key whatever its encoding (an EC point compressed or not, ' +
+        'PKCS#1 or SPKI): compared by its RFC 7638 thumbprint. ' +
+        'SPKI PEM: RSA keys of 2048, 3072 or 4096 bits with the exponent 65537, Ed25519, or EC P-256; at most ' +
+        'KEYGATE_MAX_KEYS_PER_USER (default 20) active keys per user (KEY_LIMIT_REACHED beyond), and at most ' +
+        'KEYGATE_KEY_REGISTRATIONS_PER_HOUR (default 60) and KEYGATE_KEY_REGISTRATIONS_PER_DAY (default 200) registrations per user, ' +
+        'at every gateway together (429 RATE_LIMITED with Retry-After beyond). ' +
         'Optional `expiresAt` (ISO 8601 with a time zone, at most 5 years ahead) makes it expire. ' +
         'Optional `scopes` narrows what the key may do to some of your user\'s scopes (VALIDATION_FAILED naming any other); ' +
         'without it the key has all of them, as they are at registration. Neither is covered by `signature`.',
@@ -68,16 +72,22 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
   })
 
   app.get('/v1/api-keys', {
-    config: { authenticates: true, problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'STORE_UNAVAILABLE'] },
+    config: { authenticates: true, problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'VALIDATION_FAILED', 'STORE_UNAVAILABLE'] },
     schema: {
       summary: "The caller's API keys",
-      description: 'Newest first, revoked and expired ones included, with `lastUsedAt` (to the minute) and `scopes`.',
+      description: 'Newest first, revoked and expired ones included, with `lastUsedAt` (to the minute) and `scopes`; a revoked key leaves the ' +
+        'list KEYGATE_REVOKED_KEY_RETENTION_DAYS (default 30) after its revocation. A page at a time: `limit` (1 to 1000, default 100) ' +
+        'and `cursor` (the `next_cursor` of the page before); `next_cursor` is null on the last page. A key registered while paging ' +
+        'is on no later page (it is newer than the cursor); no key is given twice.',
       tags: ['auth'],
       security: [{ bearerAuth: [] }],
+      querystring: PageQuery,
       response: { 200: ApiKeyList }
     }
   }, async (request) => {
-    return { items: (await keys.list(owner(request))).map(keyView) }
+    const { limit, cursor } = request.query
+    const page = await keys.list(owner(request), { ...(limit !== undefined && { limit: Number(limit) }), ...(cursor !== undefined && { cursor }) })
+    return { items: page.items.map(keyView), next_cursor: page.nextCursor }
   })
 
   app.delete('/v1/api-keys/:apiKey', {

@@ -70,7 +70,7 @@ t.test('users: list, show, create, change the password, remove', async (t) => {
   const upstream = await startUpstreamStub(t)
   const gw = await startAdminGateway(t, { upstreamUrl: upstream })
 
-  t.same((await admin(gw, 'GET', '/v1/users')).json(), { items: [] }, 'no user yet')
+  t.same((await admin(gw, 'GET', '/v1/users')).json(), { items: [], next_cursor: null }, 'no user yet')
   const created = await admin(gw, 'PUT', '/v1/users/alice', { body: { password: PASSWORD } })
   t.equal(created.status, 201, 'a new user: 201')
   t.match(created.json(), { username: 'alice', createdAt: String, updatedAt: String, activeKeys: 0, keys: 0 })
@@ -148,7 +148,7 @@ t.test('keys: list (every key, or one user\'s), show with the public key, revoke
   ], 'every key, newest first')
   t.notOk(all.some((k) => 'publicKey' in k), 'a list shows no public key')
   t.same((await admin(gw, 'GET', '/v1/keys?user=alice')).json<{ items: Array<{ name: string }> }>().items.map((k) => k.name), ['phone', 'laptop'])
-  t.same((await admin(gw, 'GET', '/v1/keys?user=nobody')).json(), { items: [] })
+  t.same((await admin(gw, 'GET', '/v1/keys?user=nobody')).json(), { items: [], next_cursor: null })
   t.equal((await admin(gw, 'GET', '/v1/keys?owner=alice')).json().code, 'VALIDATION_FAILED', 'an unknown query parameter')
 
   const shown = await admin(gw, 'GET', `/v1/keys/${laptop.apiKey}`)

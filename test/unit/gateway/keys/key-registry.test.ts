@@ -24,7 +24,7 @@ t.test('register: the happy path stores and returns the record', async (t) => {
   t.equal(record.apiKey, spkiHash(pair.spkiPem))
   t.equal(record.owner, 'alice')
   t.equal(record.name, 'laptop')
-  t.equal(spkiHash(record.publicKey), record.apiKey, 'stored as SPKI PEM')
+  t.equal(spkiHash(record.publicKey ?? ''), record.apiKey, 'stored as SPKI PEM')
   t.match(record.publicKey, /^-----BEGIN PUBLIC KEY-----\n/)
   t.ok(Date.parse(record.createdAt) >= before - 1000 && Date.parse(record.createdAt) <= Date.now() + 1000, 'createdAt is now')
   t.same(await store.getKey(record.apiKey), record, 'the store holds the record')

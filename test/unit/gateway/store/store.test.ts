@@ -321,6 +321,68 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       t.same(events.filter((e) => e.type === 'user-changed'), [{ type: 'user-changed', username: 'erin' }], 'the removal is announced')
     })
 
+    t.test(`${kind} store: one fingerprint, one key; revoked keys pruned to tombstones; the one-time backfill`, async (t) => {
+      const store = await make(t)
+      const fp = (c: string): string => c.repeat(43)
+      const keyed = (apiKey: string, fingerprint: string, owner = 'alice', createdAt = '2026-01-01T00:00:00.000Z'): KeyRecord =>
+        ({ ...record(apiKey, owner), fingerprint, createdAt, scopes: ['a'] })
+      t.equal(await store.createKey(keyed('1'.repeat(64), fp('x'))), 'created')
+      t.equal(await store.createKey(keyed('2'.repeat(64), fp('x'), 'bob')), 'exists', 'another apiKey with a stored fingerprint: exists, for anyone')
+      t.equal(await store.getKey('2'.repeat(64)), null, 'and nothing is stored')
+      const racers = await Promise.all(Array.from({ length: 10 }, async (_, i) => await store.createKey(keyed(String(i).padStart(64, 'c'), fp('y'), `u${i}`))))
+      t.equal(racers.filter((o) => o === 'created').length, 1, 'of 10 concurrent registrations of one fingerprint under 10 apiKeys, one wins')
+
+      // revoked at two times; the cut-off between them
+      await store.touchKey('1'.repeat(64), Date.parse('2026-01-02T00:00:00Z'))
+      await store.revokeKey('1'.repeat(64), '2026-01-05T00:00:00.000Z')
+      t.equal(await store.createKey(keyed('3'.repeat(64), fp('z'), 'alice', '2026-01-03T00:00:00.000Z')), 'created')
+      await store.revokeKey('3'.repeat(64), '2026-02-01T00:00:00.000Z')
+      t.equal(await store.pruneRevokedKeys(Date.parse('2026-01-10T00:00:00Z'), 100), 1, 'only the key revoked before the cut-off')
+      t.same(await store.getKey('1'.repeat(64)), {
+        apiKey: '1'.repeat(64),
+        owner: 'alice',
+        name: 'k',
+        createdAt: '2026-01-01T00:00:00.000Z',
+        revokedAt: '2026-01-05T00:00:00.000Z',
+        fingerprint: fp('x'),
+        prunedAt: (await store.getKey('1'.repeat(64)))?.prunedAt
+      }, 'a tombstone: no public key, scopes or last use')
+      t.match((await store.getKey('1'.repeat(64)))?.prunedAt, /^\d{4}-\d\d-\d\dT/)
+      t.same((await store.listKeys('alice')).map((k) => k.apiKey), ['3'.repeat(64)], 'it leaves its owner\'s list')
+      t.notOk((await store.listKeys()).some((k) => k.apiKey === '1'.repeat(64)), 'and the list of every key')
+      t.equal(await store.createKey(keyed('4'.repeat(64), fp('x'))), 'exists', 'its fingerprint still refuses the key')
+      t.equal(await store.createKey(keyed('1'.repeat(64), fp('w'))), 'exists', 'and its apiKey')
+      t.equal(await store.pruneRevokedKeys(Date.parse('2026-01-10T00:00:00Z'), 100), 0, 'pruned once')
+      t.equal(await store.pruneRevokedKeys(Date.now(), 100), 1, 'the other, later')
+
+      // removal revokes, and the revoked keys are pruned like any
+      t.equal(await store.createKey(keyed('5'.repeat(64), fp('v'), 'gone')), 'created')
+      await store.removeUser('gone')
+      t.equal(await store.pruneRevokedKeys(Date.now(), 100), 1, 'a removed user\'s key is pruned too')
+      t.ok((await store.getKey('5'.repeat(64)))?.prunedAt)
+
+      // records as an older gateway stored them: no fingerprint; one revoked
+      const legacy = (apiKey: string, publicKey: string): KeyRecord => ({ ...record(apiKey, 'old'), publicKey })
+      t.equal(await store.createKey(legacy('6'.repeat(64), 'PEM-A')), 'created')
+      t.equal(await store.createKey(legacy('7'.repeat(64), 'PEM-B')), 'created')
+      await store.revokeKey('7'.repeat(64), '2026-01-01T00:00:00.000Z')
+      const fingerprintOf = (pem: string): string | undefined => pem === 'PEM-A' ? fp('a') : pem === 'PEM-B' ? fp('b') : undefined
+      const indexed = await store.backfillKeyIndex(fingerprintOf)
+      t.ok(indexed >= 2, `the backfill indexed the older records (${indexed})`)
+      t.equal((await store.getKey('6'.repeat(64)))?.fingerprint, fp('a'), 'the record has its fingerprint')
+      t.equal(await store.createKey(keyed('8'.repeat(64), fp('a'))), 'exists', 'and the index refuses the key in another encoding')
+      t.equal(await store.createKey(keyed('9'.repeat(64), fp('b'))), 'exists', 'a revoked one too')
+      t.equal(await store.backfillKeyIndex(() => { throw new Error('the backfill ran twice') }), 0, 'once per store')
+      t.equal(await store.pruneRevokedKeys(Date.parse('2026-01-02T00:00:00Z'), 100), 1, 'an older revoked record joined the revoked index')
+      t.equal((await store.getKey('7'.repeat(64)))?.fingerprint, fp('b'))
+
+      // an older gateway's revoked record without a fingerprint keeps its public key when pruned
+      t.equal(await store.createKey(legacy('d'.repeat(64), 'PEM-D')), 'created')
+      await store.revokeKey('d'.repeat(64), '2026-01-01T00:00:00.000Z')
+      t.equal(await store.pruneRevokedKeys(Date.parse('2026-01-02T00:00:00Z'), 100), 1)
+      t.match(await store.getKey('d'.repeat(64)), { publicKey: 'PEM-D', prunedAt: String }, 'what still names the key stays')
+    })
+
     t.test(`${kind} store: at most maxActiveKeys active keys per owner, checked and added in one step`, async (t) => {
       const store = await make(t)
       const hex = (i: number, owner: string): string => `${owner === 'alice' ? 'a' : 'b'}${String(i).padStart(63, '0')}`

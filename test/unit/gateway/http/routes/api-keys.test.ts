@@ -35,7 +35,7 @@ for (const kind of STORE_KINDS) {
     const alice = await login(gw.url, 'alice')
     const bob = await login(gw.url, 'bob')
 
-    t.same((await list(gw.url, alice)).json(), { items: [] }, 'no keys yet')
+    t.same((await list(gw.url, alice)).json(), { items: [], next_cursor: null }, 'no keys yet')
     const first = rsaKeyPair()
     const second = rsaKeyPair()
     const bobs = rsaKeyPair()
@@ -156,6 +156,6 @@ for (const kind of STORE_KINDS) {
     t.equal(registration.status, 401)
     t.match(registration.json(), { code: 'INVALID_TOKEN', detail: "The bearer token's user no longer exists" })
     t.equal(await gw.store.getKey(fresh.apiKey), null, 'nothing registered')
-    t.same((await list(gw.url, token)).json(), { items: [] }, 'the list is empty')
+    t.same((await list(gw.url, token)).json(), { items: [], next_cursor: null }, 'the list is empty')
   })
 }
