@@ -20,6 +20,7 @@ import { proxyRoutes } from './http/routes/proxy.js'
 import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
 import { createKeyRegistry } from './keys/key-registry.js'
+import { ByteBudget } from './lib/byte-budget.js'
 import { createRateLimiter } from './limits/limiter.js'
 import { createGatewayMetrics } from './metrics/metrics.js'
 import { createIdentityTokenIssuer } from './proxy/identity.js'
@@ -102,7 +103,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     keys,
     routes,
     metrics: createGatewayMetrics({ keys, tokens, store, signatureBudget, userScopes }),
-    loginGuard: createLoginGuard(store, users, config.login)
+    loginGuard: createLoginGuard(store, users, config.login),
+    bodyMemory: new ByteBudget(config.bodyMemoryLimit)
   }
   app.addHook('onClose', async () => {
     services.tokens.close()
@@ -170,7 +172,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     authenticator,
     identityTokens: createIdentityTokenIssuer(tokens),
     metrics: services.metrics,
-    upstreams: config.upstreams
+    upstreams: config.upstreams,
+    bodyMemory: services.bodyMemory
   })
   return app
 }

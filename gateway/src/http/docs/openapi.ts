@@ -167,7 +167,7 @@ export function routeProblems (route: RouteConfig, method: string): DocumentedPr
   // each once: a route's limits and its scopes may both answer STORE_UNAVAILABLE
   return [...new Set<DocumentedProblem>([
     ...COMMON_PROBLEMS,
-    BODYLESS_METHODS.has(method) ? 'VALIDATION_FAILED' : 'PAYLOAD_TOO_LARGE',
+    ...(BODYLESS_METHODS.has(method) ? ['VALIDATION_FAILED' as const] : ['PAYLOAD_TOO_LARGE' as const, 'BODY_MEMORY_EXHAUSTED' as const]),
     ...TIER_PROBLEMS[route.auth],
     ...(route.auth === 'signed' && route.replay === 'reject' && !SAFE_METHODS.has(method) ? ['REPLAYED_REQUEST' as const] : []),
     // RFC 9421 requests: a Content-Digest that is not the body's (a bodiless request may carry one too)
