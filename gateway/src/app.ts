@@ -21,6 +21,7 @@ import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
 import { createKeyRegistry } from './keys/key-registry.js'
 import { ByteBudget } from './lib/byte-budget.js'
+import { REDACTED, redactUrl } from './lib/redact-url.js'
 import { createRateLimiter } from './limits/limiter.js'
 import { createGatewayMetrics } from './metrics/metrics.js'
 import { createIdentityTokenIssuer } from './proxy/identity.js'
@@ -45,15 +46,24 @@ export interface BuildAppOptions {
   routes?: readonly RouteConfig[]
 }
 
-/** Secrets that must never reach a log line, should anything log a request or a body. */
+/** Secrets that must never reach a log line, should anything log a request, its headers or a body. */
+export const CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'x-api-signature', 'signature', 'cookie', 'set-cookie'] as const
 export const REDACTED_PATHS = [
-  'req.headers.authorization', 'req.headers["x-api-signature"]', 'req.headers.cookie',
-  'headers.authorization', 'headers["x-api-signature"]',
+  ...CREDENTIAL_HEADERS.flatMap((name) => [`req.headers["${name}"]`, `headers["${name}"]`, `*.headers["${name}"]`]),
   'body.password', 'password', 'token', 'signature', 'privateKey'
 ]
 
+interface LoggedRequest { method?: string; url?: string; ip?: string; socket?: { remotePort?: number } }
+
 export function loggerOptions (level: string): FastifyServerOptions['logger'] {
-  return { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }
+  return {
+    level,
+    redact: { paths: REDACTED_PATHS, censor: REDACTED },
+    // Fastify's own request lines (`req`): the URL with any credential in its query redacted
+    serializers: {
+      req: (req: LoggedRequest) => ({ method: req.method, url: req.url === undefined ? undefined : redactUrl(req.url), remoteAddress: req.ip })
+    }
+  }
 }
 
 export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
@@ -69,7 +79,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     // keep-alive connections close after keepAliveTimeout
     requestTimeout: config.server.requestTimeoutMs,
     keepAliveTimeout: config.server.keepAliveTimeoutMs,
-    http: { headersTimeout: config.server.headersTimeoutMs, maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: 1000 },
+    // requireHostHeader: a missing Host is refused by the request-target plugin, as problem+json
+    // (Node's own refusal is a bare 400)
+    http: { headersTimeout: config.server.headersTimeoutMs, maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: 1000, requireHostHeader: false },
     // the shutdown plugin answers with problem+json instead
     return503OnClosing: false,
     frameworkErrors,
