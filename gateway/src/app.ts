@@ -7,6 +7,7 @@ import { bearerPipeline, signedPipeline } from './auth/pipeline.js'
 import { createSignatureBudget } from './auth/signature-budget.js'
 import { MAX_HEADER_BYTES, type GatewayConfig } from './config/env.js'
 import { accessLogPlugin } from './http/plugins/access-log.js'
+import { countBodyMemory } from './http/plugins/body-memory.js'
 import { clientAddressPlugin } from './http/plugins/client-address.js'
 import { docsPlugin } from './http/plugins/docs.js'
 import { metricsPlugin } from './http/plugins/metrics.js'
@@ -34,6 +35,9 @@ import { createUserService } from './users/user-service.js'
 import { createUserScopes } from './users/user-scopes.js'
 import type { KeygateServices } from './types.js'
 import './types.js'
+
+/** the bodies of keygate's own JSON endpoints (token, key registration) */
+const OWN_BODY_LIMIT = 64 * 1024
 
 export interface BuildAppOptions {
   config: GatewayConfig
@@ -74,7 +78,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => randomUUID(),
     // JSON endpoints (token, key registration) are small; business routes set their own limit.
-    bodyLimit: 64 * 1024,
+    bodyLimit: OWN_BODY_LIMIT,
     // slowloris: headers, then the whole request, must arrive within these times; idle
     // keep-alive connections close after keepAliveTimeout
     requestTimeout: config.server.requestTimeoutMs,
@@ -169,8 +173,12 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(healthRoutes, { store })
   await app.register(jwksRoutes, { tokens })
   await app.register(timeRoutes, { ...(options.now && { now: options.now }) })
-  await app.register(tokenRoutes, { tokens, guard: services.loginGuard })
-  await app.register(apiKeyRoutes, { keys, authenticator })
+  // keygate's own JSON endpoints: their bodies count against the same body memory as business ones
+  await app.register(async (own) => {
+    own.addHook('preParsing', countBodyMemory(services.bodyMemory, OWN_BODY_LIMIT))
+    await own.register(tokenRoutes, { tokens, guard: services.loginGuard })
+    await own.register(apiKeyRoutes, { keys, authenticator })
+  })
   const limiter = createRateLimiter({
     store,
     onLimited: (route, limit) => { services.metrics.countRateLimited(route.name, limit.by) },

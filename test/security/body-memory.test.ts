@@ -1,7 +1,8 @@
 // Memory under slow bodies (KEYGATE_BODY_MEMORY_LIMIT), against a running gateway on raw sockets:
 // the request bodies buffered across all requests at once never pass the limit; a body that would
 // is refused at once with 503 BODY_MEMORY_EXHAUSTED and never forwarded; bodyless requests are still
-// served; the bytes come back when a request completes, is refused or its client goes away; and the
+// served; keygate's own JSON endpoints count too; the bytes come back when a request completes, is
+// refused or its client goes away; and the
 // RSS figure of 100 slow 1 MiB senders, with a limit and without one.
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
@@ -90,6 +91,10 @@ t.test('past the limit: 503 BODY_MEMORY_EXHAUSTED at once, nothing forwarded; wi
     'Connection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n')
   t.equal(chunked.status, 503, 'so does a chunked body, at its first chunk')
   t.match(chunked.text, /"code":"BODY_MEMORY_EXHAUSTED"/)
+  const loginBody = JSON.stringify({ username: 'nobody', password: 'x' })
+  const loginRefused = await send(gw.url, '/v1/auth/token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: loginBody })
+  t.equal(loginRefused.status, 503, 'so does a body to keygate\'s own JSON endpoints')
+  t.equal(loginRefused.json().code, 'BODY_MEMORY_EXHAUSTED')
   const bodyless = await send(gw.url, '/public/get')
   t.equal(bodyless.status, 200, 'a bodyless request is still served')
   t.same(upstream.requests.map((r) => r.url), ['/public/get'], 'only the bodyless request reached the upstream')
@@ -106,6 +111,9 @@ t.test('past the limit: 503 BODY_MEMORY_EXHAUSTED at once, nothing forwarded; wi
   }
   await until('every byte is given back', () => memory.used === 0)
   t.equal(memory.used, 0, 'nothing held once the answers are sent')
+  const login = await send(gw.url, '/v1/auth/token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: loginBody })
+  t.equal(login.status, 401, 'with room again, the login is checked (and its bytes given back)')
+  await until('the login\'s bytes are given back', () => memory.used === 0)
 })
 
 t.test('no leak: 40 clients cut off mid-body, 8 chunked bodies over the route limit, then full-size bodies still pass', async (t) => {

@@ -20,6 +20,7 @@ import type { RouteConfig } from '../../proxy/route.js'
 import type { RouteRegistry } from '../../proxy/route-registry.js'
 import { upstreamRequest, type ForwardState } from '../../proxy/upstream-request.js'
 import { PROXY_ROUTE_URLS } from '../catch-all.js'
+import { bodyMemoryExhausted } from '../plugins/body-memory.js'
 
 export interface ProxyOptions {
   routes: RouteRegistry
@@ -43,13 +44,6 @@ function forwardState (request: FastifyRequest): ForwardState {
 
 const tooLarge = (limit: number): GatewayError =>
   new GatewayError('PAYLOAD_TOO_LARGE', `The request body is larger than this route accepts (${limit} bytes)`)
-
-/** Retry-After of BODY_MEMORY_EXHAUSTED, in seconds: bodies in flight finish within a request's time. */
-export const BODY_MEMORY_RETRY_AFTER_SECONDS = 1
-
-const memoryExhausted = (limit: number): GatewayError =>
-  new GatewayError('BODY_MEMORY_EXHAUSTED', `The gateway already holds ${limit} bytes of request bodies, its limit ` +
-    '(KEYGATE_BODY_MEMORY_LIMIT); nothing was forwarded: retry shortly', { headers: { 'retry-after': String(BODY_MEMORY_RETRY_AFTER_SECONDS) } })
 
 /** the client's answer of each business request: its end (sent, failed or cut) frees the body's bytes */
 const answers = new WeakMap<FastifyRequest, ServerResponse>()
@@ -81,7 +75,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     const declared = Number(request.headers['content-length'] ?? 0)
     if (declared > 0) {
       if (!bodyMemory.tryTake(declared)) {
-        done(memoryExhausted(bodyMemory.limit), undefined)
+        done(bodyMemoryExhausted(bodyMemory.limit), undefined)
         return
       }
       held = declared
@@ -101,7 +95,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     payload.on('data', (chunk: Buffer) => {
       size += chunk.length
       if (size > limit) finish(tooLarge(limit))
-      else if (declared === 0 && !bodyMemory.tryTake(chunk.length)) finish(memoryExhausted(bodyMemory.limit))
+      else if (declared === 0 && !bodyMemory.tryTake(chunk.length)) finish(bodyMemoryExhausted(bodyMemory.limit))
       else {
         if (declared === 0) held += chunk.length
         chunks.push(chunk)
