@@ -7,6 +7,7 @@ import { bearerPipeline, signedPipeline } from './auth/pipeline.js'
 import { createSignatureBudget } from './auth/signature-budget.js'
 import { MAX_HEADER_BYTES, type GatewayConfig } from './config/env.js'
 import { accessLogPlugin } from './http/plugins/access-log.js'
+import { countBodyMemory } from './http/plugins/body-memory.js'
 import { clientAddressPlugin } from './http/plugins/client-address.js'
 import { docsPlugin } from './http/plugins/docs.js'
 import { metricsPlugin } from './http/plugins/metrics.js'
@@ -20,6 +21,8 @@ import { proxyRoutes } from './http/routes/proxy.js'
 import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
 import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
+import { ByteBudget } from './lib/byte-budget.js'
+import { REDACTED, redactUrl } from './lib/redact-url.js'
 import { createRateLimiter } from './limits/limiter.js'
 import { createGatewayMetrics } from './metrics/metrics.js'
 import { createIdentityTokenIssuer } from './proxy/identity.js'
@@ -33,6 +36,9 @@ import { createUserScopes } from './users/user-scopes.js'
 import type { KeygateServices } from './types.js'
 import './types.js'
 
+/** the bodies of keygate's own JSON endpoints (token, key registration) */
+const OWN_BODY_LIMIT = 64 * 1024
+
 export interface BuildAppOptions {
   config: GatewayConfig
   /** a store owned by the caller (tests share one); default: the one the config names, closed with the app */
@@ -44,15 +50,24 @@ export interface BuildAppOptions {
   routes?: readonly RouteConfig[]
 }
 
-/** Secrets that must never reach a log line, should anything log a request or a body. */
+/** Secrets that must never reach a log line, should anything log a request, its headers or a body. */
+export const CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'x-api-signature', 'signature', 'cookie', 'set-cookie'] as const
 export const REDACTED_PATHS = [
-  'req.headers.authorization', 'req.headers["x-api-signature"]', 'req.headers.cookie',
-  'headers.authorization', 'headers["x-api-signature"]',
+  ...CREDENTIAL_HEADERS.flatMap((name) => [`req.headers["${name}"]`, `headers["${name}"]`, `*.headers["${name}"]`]),
   'body.password', 'password', 'token', 'signature', 'privateKey'
 ]
 
+interface LoggedRequest { method?: string; url?: string; ip?: string; socket?: { remotePort?: number } }
+
 export function loggerOptions (level: string): FastifyServerOptions['logger'] {
-  return { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }
+  return {
+    level,
+    redact: { paths: REDACTED_PATHS, censor: REDACTED },
+    // Fastify's own request lines (`req`): the URL with any credential in its query redacted
+    serializers: {
+      req: (req: LoggedRequest) => ({ method: req.method, url: req.url === undefined ? undefined : redactUrl(req.url), remoteAddress: req.ip })
+    }
+  }
 }
 
 export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
@@ -63,12 +78,14 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => randomUUID(),
     // JSON endpoints (token, key registration) are small; business routes set their own limit.
-    bodyLimit: 64 * 1024,
+    bodyLimit: OWN_BODY_LIMIT,
     // slowloris: headers, then the whole request, must arrive within these times; idle
     // keep-alive connections close after keepAliveTimeout
     requestTimeout: config.server.requestTimeoutMs,
     keepAliveTimeout: config.server.keepAliveTimeoutMs,
-    http: { headersTimeout: config.server.headersTimeoutMs, maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: 1000 },
+    // requireHostHeader: a missing Host is refused by the request-target plugin, as problem+json
+    // (Node's own refusal is a bare 400)
+    http: { headersTimeout: config.server.headersTimeoutMs, maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: 1000, requireHostHeader: false },
     // the shutdown plugin answers with problem+json instead
     return503OnClosing: false,
     frameworkErrors,
@@ -102,7 +119,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     keys,
     routes,
     metrics: createGatewayMetrics({ keys, tokens, store, signatureBudget, userScopes }),
-    loginGuard: createLoginGuard(store, users, config.login)
+    loginGuard: createLoginGuard(store, users, config.login),
+    bodyMemory: new ByteBudget(config.bodyMemoryLimit)
   }
   app.addHook('onClose', async () => {
     services.tokens.close()
@@ -155,8 +173,12 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(healthRoutes, { store })
   await app.register(jwksRoutes, { tokens })
   await app.register(timeRoutes, { ...(options.now && { now: options.now }) })
-  await app.register(tokenRoutes, { tokens, guard: services.loginGuard })
-  await app.register(apiKeyRoutes, { keys, authenticator })
+  // keygate's own JSON endpoints: their bodies count against the same body memory as business ones
+  await app.register(async (own) => {
+    own.addHook('preParsing', countBodyMemory(services.bodyMemory, OWN_BODY_LIMIT))
+    await own.register(tokenRoutes, { tokens, guard: services.loginGuard })
+    await own.register(apiKeyRoutes, { keys, authenticator })
+  })
   const limiter = createRateLimiter({
     store,
     onLimited: (route, limit) => { services.metrics.countRateLimited(route.name, limit.by) },
@@ -170,7 +192,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     authenticator,
     identityTokens: createIdentityTokenIssuer(tokens),
     metrics: services.metrics,
-    upstreams: config.upstreams
+    upstreams: config.upstreams,
+    bodyMemory: services.bodyMemory
   })
   return app
 }

@@ -40,6 +40,7 @@ export const ERRORS = {
   STORE_UNAVAILABLE: { status: 503, title: 'The key and user store cannot be reached' },
   SHUTTING_DOWN: { status: 503, title: 'The gateway is shutting down' },
   UPSTREAM_BUSY: { status: 503, title: 'The upstream service is busy' },
+  BODY_MEMORY_EXHAUSTED: { status: 503, title: 'The gateway holds as many request bodies as it may at once' },
   UPSTREAM_TIMEOUT: { status: 504, title: 'The upstream service did not answer in time' }
 } as const satisfies Record<string, { status: number; title: string }>
 

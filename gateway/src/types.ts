@@ -2,6 +2,7 @@
 // requests is declared beside the code that sets it (auth/authenticate.ts, proxy/upstream-request.ts,
 // http/plugins/problems.ts, http/plugins/metrics.ts), so that no layer relies on a higher one.
 import type { KeyRegistry } from './keys/key-registry.js'
+import type { ByteBudget } from './lib/byte-budget.js'
 import type { GatewayMetrics } from './metrics/metrics.js'
 import type { LoginGuard } from './users/login-guard.js'
 import type { RouteRegistry } from './proxy/route-registry.js'
@@ -17,6 +18,8 @@ export interface KeygateServices {
   routes: RouteRegistry
   metrics: GatewayMetrics
   loginGuard: LoginGuard
+  /** the request bodies buffered right now, all requests together, and their ceiling (KEYGATE_BODY_MEMORY_LIMIT) */
+  bodyMemory: ByteBudget
 }
 
 declare module 'fastify' {

@@ -59,8 +59,25 @@ export function serializeComponentId (component: ComponentId): string {
   return serializeBareItem(component.name) + serializeParameters(component.params)
 }
 
+/**
+ * The first covered component listed twice, serialised with its parameters ("@path", or
+ * "content-type";sf): RFC 9421 §2 forbids repeating an identifier, since each is one line of the
+ * signature base and a verifier could read one and a signer mean the other. Undefined when none is.
+ */
+export function repeatedComponent (components: readonly ComponentId[]): string | undefined {
+  const seen = new Set<string>()
+  for (const component of components) {
+    const id = serializeComponentId(component)
+    if (seen.has(id)) return id
+    seen.add(id)
+  }
+  return undefined
+}
+
 /** ("@method" "@path");created=...;keyid="...": one signature's Signature-Input member value and @signature-params. */
 export function serializeSignatureParams (components: readonly ComponentId[], params: Parameters): string {
+  const repeated = repeatedComponent(components)
+  if (repeated !== undefined) throw new TypeError(`the covered component ${repeated} is listed twice; RFC 9421 allows each once`)
   return `(${components.map(serializeComponentId).join(' ')})${serializeParameters(params)}`
 }
 

@@ -2,10 +2,12 @@
 // unknown paths and /docs/json included, checked before anything else (no body is read for a
 // caller without it). The comparison takes the same time whatever the token sent: both sides are
 // hashed to 32 bytes first, so neither their length nor a shared prefix shows in the timing.
-// A refusal is logged with the caller's address and the reason, never with what was sent.
+// A refusal is logged with the caller's address and the reason, never with what was sent (a token
+// in the query string included: the URL is logged redacted).
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { GatewayError } from '../errors.js'
+import { redactUrl } from '../lib/redact-url.js'
 
 export const ADMIN_REALM = 'keygate-admin'
 
@@ -26,7 +28,7 @@ export function adminTokenCheck (token: string): onRequestHookHandler {
     // always one comparison, so an absent token and a wrong one cost the same
     const matches = timingSafeEqual(digest(sent ?? ''), expected) && !missing
     if (matches) return
-    request.log.warn({ admin: { refused: missing ? 'MISSING_TOKEN' : 'INVALID_TOKEN', ip: request.ip, method: request.method, url: request.url } },
+    request.log.warn({ admin: { refused: missing ? 'MISSING_TOKEN' : 'INVALID_TOKEN', ip: request.ip, method: request.method, url: redactUrl(request.url) } },
       'admin API: request refused without a valid admin token')
     throw missing
       ? new GatewayError('MISSING_TOKEN', 'The admin API needs "Authorization: Bearer <KEYGATE_ADMIN_TOKEN>"', {

@@ -11,6 +11,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { randomUUID } from 'node:crypto'
 import { DEFAULT_HEADERS_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, MAX_HEADER_BYTES } from '../config/env.js'
 import { clientErrorHandler, frameworkErrors, problemsPlugin } from '../http/plugins/problems.js'
+import { refuseMalformedRequestLine } from '../http/plugins/request-target.js'
 import { COMMON_PROBLEMS, PROBLEM_SCHEMA } from '../http/docs/openapi.js'
 import { problemsAsResponses, withProblems } from '../http/plugins/docs.js'
 import { keygateVersion } from '../lib/version.js'
@@ -70,7 +71,7 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
     genReqId: () => randomUUID(),
     bodyLimit: ADMIN_BODY_LIMIT,
     requestTimeout: ADMIN_REQUEST_TIMEOUT_MS,
-    http: { headersTimeout: ADMIN_HEADERS_TIMEOUT_MS, maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: 1000 },
+    http: { headersTimeout: ADMIN_HEADERS_TIMEOUT_MS, maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: 1000, requireHostHeader: false },
     frameworkErrors,
     clientErrorHandler,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
@@ -79,7 +80,9 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
   await app.register(problemsPlugin)
   // JSON only: a text/plain body is 415, not a string the schema then refuses
   app.removeContentTypeParser('text/plain')
-  // first of every hook: nothing is read, routed or documented for a caller without the token
+  // an HTTP/0.9 line, another version, two Hosts: refused as on the public port
+  app.addHook('onRequest', refuseMalformedRequestLine)
+  // first of the checks of what was sent: nothing is read, routed or documented for a caller without the token
   app.addHook('onRequest', adminTokenCheck(options.token))
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id)

@@ -3,7 +3,7 @@
 // verify. Which one is verified: the one the route names (its signatureLabel), else the first whose
 // keyid is a registered key (key-id.ts). Nothing here is verified yet; only the form is checked.
 import { parseDictionary, Token, type BareItem, type Parameters as SfParameters } from 'structured-headers'
-import { API_KEY_PATTERN, serializeSignatureParams, type ComponentId, type Parameters, type ParameterValue } from '#client/protocol'
+import { API_KEY_PATTERN, repeatedComponent, serializeSignatureParams, type ComponentId, type Parameters, type ParameterValue } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import type { AuthStage, MessageSignatureInput } from './stage.js'
 
@@ -61,6 +61,11 @@ function signatureInput (label: string, member: Member, signatures: Dictionary):
     if (typeof name !== 'string') throw invalid(`${where}: each covered component is a string, such as "@method" or "content-digest"`)
     return { name, params: parameters(`${where} "${name}"`, params) }
   })
+  // each identifier once (RFC 9421 §2): refused before any key is looked up or anything verified
+  const repeated = repeatedComponent(components)
+  if (repeated !== undefined) {
+    throw invalid(`${where} lists the covered component ${repeated} twice; RFC 9421 allows each once`, { label, repeatedComponent: repeated })
+  }
   const params = parameters(where, memberParams)
   for (const name of ['keyid', 'alg', 'nonce', 'tag']) {
     if (memberParams.has(name) && typeof memberParams.get(name) !== 'string') throw invalid(`${where}: ${name} must be a string`)

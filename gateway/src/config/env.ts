@@ -15,6 +15,12 @@ export const DEFAULT_PORT = 8080
 export const DEFAULT_UPSTREAM_PORT = 8081
 export const DEFAULT_HOST = '127.0.0.1'
 export const DEFAULT_BODY_LIMIT = 1024 * 1024
+/**
+ * request bodies buffered at once, all requests of a process together: by default this many
+ * bodies of KEYGATE_BODY_LIMIT, and never less than DEFAULT_BODY_MEMORY_FLOOR
+ */
+export const DEFAULT_BODY_MEMORY_BODIES = 64
+export const DEFAULT_BODY_MEMORY_FLOOR = 16 * 1024 * 1024
 export const DEFAULT_TOKEN_TTL_SECONDS = 15 * 60
 export const DEFAULT_REDIS_PREFIX = 'keygate:'
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500
@@ -88,6 +94,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_JWT_AUDIENCE: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_TOKEN_TTL_SECONDS: Type.Optional(Type.Integer({ minimum: 30, maximum: 24 * 3600 })),
   KEYGATE_BODY_LIMIT: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
+  KEYGATE_BODY_MEMORY_LIMIT: Type.Optional(Type.Integer({ minimum: 1024, maximum: 64 * 1024 * 1024 * 1024 })),
   KEYGATE_KEY_CACHE_SIZE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   KEYGATE_MAX_KEYS_PER_USER: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
   KEYGATE_KEY_REGISTRATIONS_PER_HOUR: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
@@ -144,6 +151,11 @@ export interface GatewayConfig {
   bootstrapUsers: BootstrapUser[]
   jwt: { keyFile: string | undefined; issuer: string; audience: string; ttlSeconds: number }
   bodyLimit: number
+  /**
+   * KEYGATE_BODY_MEMORY_LIMIT: bytes of request bodies buffered at once, every request of this
+   * process together; past it, 503 BODY_MEMORY_EXHAUSTED at once
+   */
+  bodyMemoryLimit: number
   keyCacheSize: number
   /** KEYGATE_MAX_KEYS_PER_USER: active (neither revoked nor expired) keys a user may hold */
   maxKeysPerUser: number
@@ -280,6 +292,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       ttlSeconds: e.KEYGATE_TOKEN_TTL_SECONDS ?? DEFAULT_TOKEN_TTL_SECONDS
     },
     bodyLimit,
+    bodyMemoryLimit: e.KEYGATE_BODY_MEMORY_LIMIT ?? Math.max(DEFAULT_BODY_MEMORY_BODIES * bodyLimit, DEFAULT_BODY_MEMORY_FLOOR),
     keyCacheSize: e.KEYGATE_KEY_CACHE_SIZE ?? DEFAULT_KEY_CACHE_SIZE,
     maxKeysPerUser: e.KEYGATE_MAX_KEYS_PER_USER ?? DEFAULT_MAX_KEYS_PER_USER,
     keyRegistrationsPerHour: e.KEYGATE_KEY_REGISTRATIONS_PER_HOUR ?? DEFAULT_KEY_REGISTRATIONS_PER_HOUR,

@@ -175,7 +175,7 @@ export function routeProblems (route: RouteConfig, method: string, guardsAgainst
     ...COMMON_PROBLEMS,
     // a stronger route on the same upstream: its paths spelled otherwise are refused here
     ...(guardsAgainstAliases ? ['PATH_ALIAS' as const] : []),
-    takesBody(route, method) ? 'PAYLOAD_TOO_LARGE' : 'VALIDATION_FAILED',
+    ...(takesBody(route, method) ? ['PAYLOAD_TOO_LARGE' as const, 'BODY_MEMORY_EXHAUSTED' as const] : ['VALIDATION_FAILED' as const]),
     ...TIER_PROBLEMS[route.auth],
     // a seed-signed body that starts with a byte a target may hold (auth/seed-body.ts)
     ...(takesBody(route, method) && route.auth === 'signed' && route.signature !== 'rfc9421' && route.seedBodyBoundary === 'enforced'

@@ -1,8 +1,10 @@
 // One log line per request, written when the response is done: who (client address, user, key),
 // what (and the business route that took it), the outcome and, for a denial, the reason code.
-// Never a header value, token, signature or body. reqId, on every line, is the x-request-id of the answer.
+// Never a header value, token, signature or body; a credential in the query string is redacted
+// (lib/redact-url.ts). reqId, on every line, is the x-request-id of the answer.
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
+import { redactUrl } from '../../lib/redact-url.js'
 
 const accessLog: FastifyPluginAsync = async (app) => {
   app.addHook('onResponse', (request, reply, done) => {
@@ -11,7 +13,7 @@ const accessLog: FastifyPluginAsync = async (app) => {
       method: request.method,
       // the client's address (behind a trusted proxy, the one it reports): an IP address, never header text
       ip: request.ip,
-      url: request.url,
+      url: redactUrl(request.url),
       route: request.forward?.route.name,
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 100) / 100,

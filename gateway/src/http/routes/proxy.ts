@@ -5,11 +5,13 @@
 // upstream request (proxy/upstream-request.ts) over the transport (proxy/forwarder.ts). The body
 // is buffered (up to the route's limit) so the signature is checked over the exact bytes, and
 // those same bytes are forwarded.
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import type { ServerResponse } from 'node:http'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { HTTP_METHODS, pathOf, signedBodyMethodProblem } from '#client/protocol'
 import { asHook, type Authenticator } from '../../auth/authenticate.js'
 import type { UpstreamLimits } from '../../config/env.js'
 import { GatewayError } from '../../errors.js'
+import type { ByteBudget } from '../../lib/byte-budget.js'
 import type { RateLimiter } from '../../limits/limiter.js'
 import type { GatewayMetrics } from '../../metrics/metrics.js'
 import { Forwarder } from '../../proxy/forwarder.js'
@@ -18,6 +20,7 @@ import type { RouteConfig } from '../../proxy/route.js'
 import type { RouteRegistry } from '../../proxy/route-registry.js'
 import { upstreamRequest, type ForwardState } from '../../proxy/upstream-request.js'
 import { PROXY_ROUTE_URLS } from '../catch-all.js'
+import { bodyMemoryExhausted } from '../plugins/body-memory.js'
 import { declaresBody } from '../plugins/request-target.js'
 
 export interface ProxyOptions {
@@ -29,6 +32,8 @@ export interface ProxyOptions {
   upstreams: UpstreamLimits
   /** the routes' rate limits */
   limiter: RateLimiter
+  /** the bytes of request bodies every request together may hold at once (KEYGATE_BODY_MEMORY_LIMIT) */
+  bodyMemory: ByteBudget
 }
 /** the largest body any route may allow (the route file's schema maximum) */
 const MAX_BODY_LIMIT = 1024 * 1024 * 1024
@@ -41,27 +46,61 @@ function forwardState (request: FastifyRequest): ForwardState {
 const tooLarge = (limit: number): GatewayError =>
   new GatewayError('PAYLOAD_TOO_LARGE', `The request body is larger than this route accepts (${limit} bytes)`)
 
+/** the client's answer of each business request: its end (sent, failed or cut) frees the body's bytes */
+const answers = new WeakMap<FastifyRequest, ServerResponse>()
+
 export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options) => {
-  const { routes, authenticator, identityTokens, metrics, limiter } = options
+  const { routes, authenticator, identityTokens, metrics, limiter, bodyMemory } = options
   app.decorateRequest('forward', null)
 
   // Every content type arrives as raw bytes, never parsed or re-encoded, up to the route's limit.
+  // Bodies count against the body memory of all requests together (KEYGATE_BODY_MEMORY_LIMIT), so
+  // slow senders cannot make the gateway hold more: a declared Content-Length is taken whole before
+  // a byte is read (a body let in can always finish: partial bodies never fill the memory so that
+  // none can complete), a chunked body chunk by chunk. The bytes are given back when the answer
+  // ends, however it ends (sent, failed, or the connection cut).
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { bodyLimit: MAX_BODY_LIMIT }, (request, payload, done) => {
     const limit = forwardState(request).route.bodyLimit
-    const chunks: Buffer[] = []
+    let chunks: Buffer[] = []
     let size = 0
+    let held = 0
     let finished = false
+    const giveBack = (): void => {
+      bodyMemory.give(held)
+      held = 0
+    }
+    const answer = answers.get(request)
+    answer?.once('close', giveBack)
+    // checked against the route's limit before the body was read (matchAndAuthenticate)
+    const declared = Number(request.headers['content-length'] ?? 0)
+    if (declared > 0) {
+      if (!bodyMemory.tryTake(declared)) {
+        done(bodyMemoryExhausted(bodyMemory.limit), undefined)
+        return
+      }
+      held = declared
+    }
     const finish = (err: Error | null, body?: Buffer): void => {
       if (finished) return
       finished = true
       payload.removeAllListeners('data')
+      // a refused body is dropped now, not when the answer ends; so is one whose answer ended already
+      // (its client went away): no 'close' would come to give its bytes back
+      if (err !== null || answer === undefined || answer.destroyed) {
+        chunks = []
+        giveBack()
+      }
       done(err, body)
     }
     payload.on('data', (chunk: Buffer) => {
       size += chunk.length
       if (size > limit) finish(tooLarge(limit))
-      else chunks.push(chunk)
+      else if (declared === 0 && !bodyMemory.tryTake(chunk.length)) finish(bodyMemoryExhausted(bodyMemory.limit))
+      else {
+        if (declared === 0) held += chunk.length
+        chunks.push(chunk)
+      }
     })
     payload.on('end', () => { finish(null, Buffer.concat(chunks, size)) })
     // A client that goes away mid-body is the client's doing, not an internal error.
@@ -146,7 +185,13 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     forwarder.forward(upstreamRequest(client, state, request.auth), reply, state.route, state.answerHeaders)
   }
 
-  app.addHook('onRequest', asHook(matchAndAuthenticate))
+  const authenticateHook = asHook(matchAndAuthenticate)
+  const onRequest: onRequestHookHandler = (request, reply, done) => {
+    // only a request with a body needs its answer (above); a bodyless one costs nothing here
+    if (request.headers['content-length'] !== undefined || request.headers['transfer-encoding'] !== undefined) answers.set(request, reply.raw)
+    authenticateHook(request, reply, done)
+  }
+  app.addHook('onRequest', onRequest)
   const preHandler = asHook(finishAuthentication)
   for (const url of PROXY_ROUTE_URLS) app.route({ method: [...HTTP_METHODS], url, preHandler, handler })
 }

@@ -1,0 +1,37 @@
+// Credentials out of logged URLs: a query parameter whose name says it holds a secret (token,
+// access_token, api_key, password, signature, sig, session, ...) keeps its name and loses its value,
+// and the rest of the URL stays as sent, so a log line still says what was asked. Clients put
+// tokens in query strings (OAuth's access_token, presigned URLs), and a log is read by more people
+// than the credentials' owners.
+
+/** Parameter names that hold credentials, matched on the decoded, lower-case name. */
+const CREDENTIAL_NAME = /token|secret|passw|pwd|passphrase|signature|credential|session|jwt|authoriz|(?:^|[^a-z])auth(?:$|[^a-z])|api[-_.]?key|private[-_.]?key|^key$|^sig$|^pass$|^code$/
+
+export const REDACTED = '[redacted]'
+
+function decodedName (name: string): string {
+  try {
+    return decodeURIComponent(name.replaceAll('+', ' ')).toLowerCase()
+  } catch {
+    return name.toLowerCase()
+  }
+}
+
+/** The URL (origin-form target: path and query) with the values of credential-named parameters replaced by [redacted]. */
+export function redactUrl (url: string): string {
+  const query = url.indexOf('?')
+  // no query string: nothing to look at (the common case costs one scan)
+  if (query === -1) return url
+  const hash = url.indexOf('#', query)
+  const end = hash === -1 ? url.length : hash
+  let changed = false
+  const pairs = url.slice(query + 1, end).split('&').map((pair) => {
+    const equals = pair.indexOf('=')
+    const name = equals === -1 ? pair : pair.slice(0, equals)
+    if (!CREDENTIAL_NAME.test(decodedName(name))) return pair
+    changed = true
+    return `${name}=${REDACTED}`
+  })
+  if (!changed) return url
+  return `${url.slice(0, query + 1)}${pairs.join('&')}${hash === -1 ? '' : REDACTED}`
+}
