@@ -4,6 +4,7 @@
 // fails a cheap check is refused before the gateway buffers its body.
 import type { FastifyRequest } from 'fastify'
 import type { RegisteredKey } from '../keys/key-registry.js'
+import type { RememberedMark } from '../store/index.js'
 import type { ScopeSet } from '../users/scopes.js'
 import type { ComponentId, Parameters } from '#client/protocol'
 
@@ -59,6 +60,11 @@ export interface AuthState {
   messageSignatures?: readonly MessageSignatureInput[]
   /** RFC 9421: the one chosen, whose keyid is the registered key (key-id.ts) */
   messageSignature?: MessageSignatureInput
+  /**
+   * the replay check's mark of this request: taken back when keygate refuses the request after it
+   * (a rate limit, a full upstream queue), so that the refused request stays retryable
+   */
+  replayMark?: RememberedMark
   /** what identifies the request to the replay check when not the seed's X-API-Signature (RFC 9421: the signature base) */
   replayId?: string
   timestampMs?: number
