@@ -5,7 +5,9 @@
 import type { FastifyRequest } from 'fastify'
 import type { RegisteredKey } from '../keys/key-registry.js'
 import type { RememberedMark } from '../store/index.js'
+import type { VerifiedToken } from '../tokens/token-service.js'
 import type { ScopeSet } from '../users/scopes.js'
+import type { CurrentUser } from '../users/user-scopes.js'
 import type { ComponentId, Parameters } from '#client/protocol'
 
 export interface SignatureHeaders {
@@ -49,6 +51,10 @@ export interface AuthState {
   replay?: ReplayPolicy
   /** the bearer token's subject */
   user?: string
+  /** the bearer token, verified and still acting for its user (bearer.ts) */
+  bearer?: VerifiedToken
+  /** that user as the bearer stage found it (its scopes: scope.ts) */
+  account?: CurrentUser
   signatureHeaders?: SignatureHeaders
   /** signed routes: the schemes the route takes (default any) */
   signaturePolicy?: SignatureSchemePolicy
