@@ -572,7 +572,18 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
    * concurrent request may see the counters one request fuller than they end up.
    */
   const countRateOneByOne = async (counters: readonly RateCounter[]): Promise<RateOutcome> => {
-    const outcomes = await Promise.all(counters.map(async (counter) => await runRate([counter], true)))
+    const settled = await Promise.allSettled(counters.map(async (counter) => await runRate([counter], true)))
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected')
+    if (failed !== undefined) {
+      // One counter did not answer: the request is not counted (or refused, `onStoreDown: deny`),
+      // so the counters that did count it give it back; a refused request spends no quota.
+      await Promise.allSettled(counters.map(async (counter, i) => {
+        const s = settled[i]
+        if (s?.status === 'fulfilled' && s.value.allowed) await scripts.keygateRateRefund(names.rate(counter.key), String(share(counter)))
+      }))
+      throw failed.reason
+    }
+    const outcomes = settled.map((s) => (s as PromiseFulfilledResult<RateOutcome>).value)
     if (outcomes.every((o) => o.allowed)) return { allowed: true, backlogMs: outcomes.map((o) => o.backlogMs[0] as number) }
     await Promise.all(counters.map(async (counter, i) => {
       if (outcomes[i]?.allowed === true) await scripts.keygateRateRefund(names.rate(counter.key), String(share(counter)))
