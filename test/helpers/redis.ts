@@ -73,3 +73,35 @@ export async function deletePrefix (redis: RedisConnection, prefix: string): Pro
     client.disconnect()
   }
 }
+
+export interface PrivateRedis {
+  url: string
+  /** SIGSTOP: the server keeps its connections but answers nothing (the kernel still queues what is sent) */
+  pause: () => void
+  /** SIGCONT: it runs what was queued meanwhile, in order */
+  resume: () => void
+}
+
+/**
+ * A redis-server of this test's own on a free port (for faults no shared Redis may suffer:
+ * SIGSTOP), stopped when the test ends; resumed first if the test left it paused.
+ */
+export async function startPrivateRedis (t: { teardown: (fn: () => unknown) => void }): Promise<PrivateRedis> {
+  if (spawnSync('redis-server', ['--version']).status !== 0) throw new Error('this test needs redis-server (Debian: apt-get install redis-server)')
+  const port = await freePort()
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  const stop = (): void => { child.kill('SIGCONT'); child.kill('SIGKILL') }
+  process.on('exit', stop)
+  t.teardown(async () => {
+    process.off('exit', stop)
+    stop()
+    await exited
+  })
+  const url = `redis://127.0.0.1:${port}`
+  for (let attempt = 0; !await answers(url); attempt++) {
+    if (attempt > 50) throw new Error(`redis-server started on port ${port} but does not answer`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  return { url, pause: () => { child.kill('SIGSTOP') }, resume: () => { child.kill('SIGCONT') } }
+}

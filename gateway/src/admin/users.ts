@@ -38,7 +38,8 @@ export const adminUserRoutes: FastifyPluginAsyncTypebox<{ operations: Operations
     config: { audit: 'user.put', problems: ['VALIDATION_FAILED', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE', 'STORE_UNAVAILABLE'] },
     schema: {
       summary: 'Create a user, or set its password',
-      description: '201 when the user is new, 200 when it existed (its password is replaced; tokens already issued stay valid until they expire). ' +
+      description: '201 when the user is new, 200 when it existed (its password is replaced: every gateway refuses the tokens issued before within a second; ' +
+        'a change of scopes alone ends no token). ' +
         'A password is 8 to 1024 characters.',
       tags: [TAG],
       params: UserParams,
@@ -57,7 +58,7 @@ export const adminUserRoutes: FastifyPluginAsyncTypebox<{ operations: Operations
     schema: {
       summary: 'Remove a user and revoke every key of theirs',
       description: 'One atomic step: the user is removed and its keys revoked; every gateway refuses them within a second. ' +
-        'Bearer tokens already issued to the user pass bearer-only routes until they expire.',
+        'Bearer tokens already issued to the user are refused by every gateway within a second, also once a user of the same name is created again.',
       tags: [TAG],
       params: UserParams,
       response: { 200: UserRemoval }

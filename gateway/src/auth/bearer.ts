@@ -1,23 +1,70 @@
 import { GatewayError } from '../errors.js'
-import type { TokenService } from '../tokens/token-service.js'
-import type { AuthStage } from './stage.js'
+import { invalidTokenError, type TokenService, type VerifiedToken } from '../tokens/token-service.js'
+import type { CurrentUser, UserScopes } from '../users/user-scopes.js'
+import type { AuthStage, AuthState } from './stage.js'
 
-/** Authorization: Bearer <jwt> -> the user (the token's subject). */
-export function bearerTokenStage (tokens: TokenService): AuthStage {
+/**
+ * Authorization: Bearer <jwt> -> the user (the token's subject), as long as the token still acts
+ * for that user: the same incarnation (not a user removed and created again under the name) and
+ * the same password. Both are compared with the user as the in-process cache holds it
+ * (users/user-scopes.ts, kept fresh by the store's events): a token and a user seen before cost
+ * no store command and no promise.
+ */
+export function bearerTokenStage (tokens: TokenService, users: Pick<UserScopes, 'current'>): AuthStage {
   return {
     name: 'bearer',
     needsBody: false,
     run (request, state) {
-      const user = verifyBearer(tokens, request.headers.authorization)
-      // a token this process has verified before: no promise
-      if (typeof user === 'string') state.user = user
-      else return user.then((subject) => { state.user = subject })
+      const token = checkBearer(tokens, request.headers.authorization)
+      if (token instanceof Promise) return token.then((verified) => actsFor(users, verified, state))
+      return actsFor(users, token, state)
     }
   }
 }
 
+function actsFor (users: Pick<UserScopes, 'current'>, token: VerifiedToken, state: AuthState): void | Promise<void> {
+  const user = users.current(token.subject)
+  if (user instanceof Promise) return user.then((found) => { accept(token, found, state) })
+  accept(token, user, state)
+}
+
+function accept (token: VerifiedToken, user: CurrentUser | null, state: AuthState): void {
+  const stale = staleTokenReason(token, user)
+  if (stale !== undefined) throw invalidTokenError(stale)
+  state.user = token.subject
+  state.bearer = token
+  state.account = user as CurrentUser
+}
+
+const GONE = 'The bearer token\'s user no longer exists; a user created again under its name is another user: log in again'
+const EARLIER = 'The bearer token was issued to an earlier incarnation of this user (the user was removed and created again): log in again'
+const PASSWORD = 'The bearer token was issued before the user\'s password was changed: log in again with the new password'
+
+/** Why `token` no longer acts for its user (the detail of INVALID_TOKEN), or undefined when it does. */
+export function staleTokenReason (token: VerifiedToken, user: CurrentUser | null): string | undefined {
+  if (user === null) return GONE
+  if (token.userId !== undefined) {
+    if (token.userId !== user.id) return EARLIER
+    return token.credential === user.credential ? undefined : PASSWORD
+  }
+  // A token issued by a keygate from before tokens carried `uid` and `cred` (it lives one token
+  // lifetime at most): judged by when it was issued, to the second its `iat` gives.
+  if (token.issuedAt < user.createdAtSeconds) return EARLIER
+  if (token.issuedAt < user.passwordSetAtSeconds) return PASSWORD
+  return undefined
+}
+
+/** The verified token: synchronous for a token verified before; throws MISSING_TOKEN at once. */
+export function checkBearer (tokens: TokenService, header: string | undefined): VerifiedToken | Promise<VerifiedToken> {
+  return tokens.check(bearerToken(header))
+}
+
 /** The token's subject: synchronous for a token verified before; throws MISSING_TOKEN at once. */
 export function verifyBearer (tokens: TokenService, header: string | undefined): string | Promise<string> {
+  return tokens.verify(bearerToken(header))
+}
+
+function bearerToken (header: string | undefined): string {
   // Parsed by hand: a regex with a lazy group over a 16 KiB header is a ReDoS.
   const scheme = header?.slice(0, 7).toLowerCase()
   const token = header !== undefined && (scheme === 'bearer ' || scheme === 'bearer\t') ? header.slice(7).trim() : ''
@@ -27,5 +74,5 @@ export function verifyBearer (tokens: TokenService, header: string | undefined):
     })
   }
   // Anything after "Bearer " is the token: a malformed one is INVALID_TOKEN, not a missing one.
-  return tokens.verify(token)
+  return token
 }

@@ -45,7 +45,7 @@ export function signedPipeline ({ tokens, keys, store, userScopes, now, observeV
   const onFailure = budget && ((request: FastifyRequest): void => { budget.recordFailure(request.ip, clock()) })
   return [
     ...(budget === undefined ? [] : [signatureBudgetStage(budget, clock)]),
-    bearerTokenStage(tokens),
+    bearerTokenStage(tokens, userScopes),
     // the seed's X-API-* headers, or RFC 9421's Signature-Input and Signature (scheme.ts)
     signatureSchemeStage(),
     perScheme({ seed: signatureHeadersStage(), rfc9421: messageSignatureHeadersStage() }),
@@ -71,7 +71,7 @@ export function signedPipeline ({ tokens, keys, store, userScopes, now, observeV
 
 /** `bearer` routes (and keygate's key routes): the token, then what its user may do. */
 export function bearerPipeline ({ tokens, userScopes }: Pick<PipelineDeps, 'tokens' | 'userScopes'>): AuthStage[] {
-  return [bearerTokenStage(tokens), scopeStage(userScopes, { needsBody: false })]
+  return [bearerTokenStage(tokens, userScopes), scopeStage(userScopes, { needsBody: false })]
 }
 
 /**

@@ -39,8 +39,10 @@ export function replayStage (store: Store, now: () => number = Date.now): AuthSt
       const ttlMs = timestampMs + MAX_TIMESTAMP_SKEW_MS + CLOCK_MARGIN_MS - now()
       // RFC 9421: the identity its signature stage computed (the key and the signature base)
       const id = state.replayId ?? seedReplayId(state)
-      return store.rememberOnce(`replay:${id}`, Math.max(ttlMs, 1)).then((first) => {
-        if (!first) {
+      return store.rememberOnce(`replay:${id}`, Math.max(ttlMs, 1)).then((mark) => {
+        if (mark !== false) {
+          state.replayMark = mark
+        } else {
           throw new GatewayError('REPLAYED_REQUEST', 'This signed request was already accepted; sign each POST, PUT, PATCH or DELETE anew ' +
             (state.replayId === undefined
               ? '(a new X-API-Timestamp gives a new signature)'
@@ -49,6 +51,18 @@ export function replayStage (store: Store, now: () => number = Date.now): AuthSt
       })
     }
   }
+}
+
+/**
+ * Takes back the replay mark of a request keygate refuses after the replay check (a rate limit,
+ * a full upstream queue, an upstream that took no connection): it was never forwarded, so its
+ * retry must pass. Never waits: the answer goes out while the store forgets.
+ */
+export function releaseReplayMark (state: AuthState | null): void {
+  if (state?.replayMark === undefined) return
+  const mark = state.replayMark
+  state.replayMark = undefined
+  void mark.forget()
 }
 
 /**

@@ -33,13 +33,10 @@ export function scopeStage (userScopes: UserScopes, options: { needsBody: boolea
     name: 'scope',
     needsBody: options.needsBody,
     run (_request, state) {
-      const user = userScopes.of(required(state.user, 'the user', 'scope'))
+      // the bearer stage read the user already (same request, same cache): no second lookup
+      const user = state.account?.scopes ?? userScopes.of(required(state.user, 'the user', 'scope'))
       if (!(user instanceof Promise)) return decide(state, user)
-      return user.then((scopes) => { decide(state, scopes) }, (err: unknown) => {
-        // The store is away and the user's scopes are not cached: a route that requires none
-        // still serves (as it did before scopes), forwarding no scopes rather than wrong ones.
-        if ((state.requiredScopes?.length ?? 0) > 0) throw err
-      })
+      return user.then((scopes) => { decide(state, scopes) })
     }
   }
 }

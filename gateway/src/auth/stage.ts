@@ -4,7 +4,10 @@
 // fails a cheap check is refused before the gateway buffers its body.
 import type { FastifyRequest } from 'fastify'
 import type { RegisteredKey } from '../keys/key-registry.js'
+import type { RememberedMark } from '../store/index.js'
+import type { VerifiedToken } from '../tokens/token-service.js'
 import type { ScopeSet } from '../users/scopes.js'
+import type { CurrentUser } from '../users/user-scopes.js'
 import type { ComponentId, Parameters } from '#client/protocol'
 
 export interface SignatureHeaders {
@@ -55,6 +58,10 @@ export interface AuthState {
   replay?: ReplayPolicy
   /** the bearer token's subject */
   user?: string
+  /** the bearer token, verified and still acting for its user (bearer.ts) */
+  bearer?: VerifiedToken
+  /** that user as the bearer stage found it (its scopes: scope.ts) */
+  account?: CurrentUser
   signatureHeaders?: SignatureHeaders
   /** signed routes: the schemes the route takes (default any) */
   signaturePolicy?: SignatureSchemePolicy
@@ -68,6 +75,11 @@ export interface AuthState {
   messageSignatures?: readonly MessageSignatureInput[]
   /** RFC 9421: the one chosen, whose keyid is the registered key (key-id.ts) */
   messageSignature?: MessageSignatureInput
+  /**
+   * the replay check's mark of this request: taken back when keygate refuses the request after it
+   * (a rate limit, a full upstream queue), so that the refused request stays retryable
+   */
+  replayMark?: RememberedMark
   /** what identifies the request to the replay check when not the seed's X-API-Signature (RFC 9421: the signature base) */
   replayId?: string
   timestampMs?: number

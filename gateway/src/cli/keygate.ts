@@ -84,7 +84,7 @@ For operators:
                      gateway applies them within a second, to the user's tokens and keys (a key
                      keeps only the scopes its user still has). Without scopes: show them
   users remove NAME  remove user NAME and revoke every key of theirs (every gateway refuses them
-                     within a second); tokens already issued pass bearer-only routes until they expire
+                     within a second), and every token issued to them
   users list         every user, with their number of keys and their scopes
   keys list          every key (--user NAME: that user's), newest first: owner, name, status
                      (active, revoked, expired), created, last used (to the minute), expiry, scopes.

@@ -246,7 +246,7 @@ async function usersCommand (command: string | undefined, args: string[], io: Op
     if (await operations.getUser(name) === null) throw new Error(`no user ${name} in ${where}; create it with: users add ${name}`)
     const password = await io.readPassword()
     await operations.putUser(name, { password })
-    io.stdout.write(`password of ${name} changed in ${where}; tokens already issued stay valid until they expire\n`)
+    io.stdout.write(`password of ${name} changed in ${where}; every gateway on it refuses the tokens issued before within a second\n`)
     return
   }
   if (command === 'remove') {
@@ -255,8 +255,7 @@ async function usersCommand (command: string | undefined, args: string[], io: Op
     const { revokedKeys } = removal
     io.stdout.write(`user ${name} removed from ${where}; ${revokedKeys.length} key${revokedKeys.length === 1 ? '' : 's'} revoked ` +
       `(every gateway refuses ${revokedKeys.length === 1 ? 'it' : 'them'} within a second)\n`)
-    io.stdout.write(`bearer tokens already issued to ${name} sign nothing and register nothing, ` +
-      'but pass bearer-only routes until they expire (KEYGATE_TOKEN_TTL_SECONDS)\n')
+    io.stdout.write(`bearer tokens already issued to ${name} are refused everywhere, also once a user named ${name} is created again\n`)
     return
   }
   throw new OperatorUsageError(`unknown command: users ${command ?? ''}`)

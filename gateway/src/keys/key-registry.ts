@@ -51,6 +51,11 @@ export interface RegistrationInput {
   /** ISO 8601 with a time zone; unset: the key does not expire */
   expiresAt?: string
   /**
+   * registerForUser: the incarnation of the user the bearer token was issued to (UserRecord.id);
+   * a user removed and created again under the name (another id) registers nothing with it.
+   */
+  userId?: string
+  /**
    * The key's scopes. registerForUser: a subset of the user's, default all of them at the time
    * of registration. register: stored as given (unset: every scope its owner will ever have).
    */
@@ -81,8 +86,8 @@ export interface KeyRegistry {
   check: (apiKey: string, nowMs?: number) => KeyCheck | null | Promise<KeyCheck | null>
   register: (input: RegistrationInput) => Promise<KeyRecord>
   /**
-   * register(), for an owner who must be a user: undefined when the user does not exist (a removed
-   * user's token lives on until it expires, and registers nothing), checked before and after.
+   * register(), for an owner who must be a user (with `userId`: that incarnation of it): undefined
+   * when the user does not exist or is another incarnation, checked before and after.
    */
   registerForUser: (input: RegistrationInput) => Promise<KeyRecord | undefined>
   /** the key's record (revoked and expired ones included) with its status at `nowMs`; null when never registered */
@@ -415,9 +420,10 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       return record
     },
 
-    async registerForUser (input) {
+    async registerForUser ({ userId, ...input }) {
+      const isOwner = (user: { id: string } | null): boolean => user !== null && (userId === undefined || user.id === userId)
       const user = await store.getUser(input.owner)
-      if (user === null) return undefined
+      if (user === null || !isOwner(user)) return undefined
       // Without scopes: a snapshot of the user's now, so granting the user more later does not
       // widen keys already made for narrower jobs.
       let scopes = user.scopes
@@ -428,7 +434,7 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       }
       const record = await registry.register({ ...input, scopes })
       // A removal that ran in between revoked the keys it could see, not this one.
-      if (await store.getUser(input.owner) === null) {
+      if (!isOwner(await store.getUser(input.owner))) {
         await registry.revoke(record.apiKey)
         return undefined
       }

@@ -52,6 +52,12 @@ export const UPSTREAM_BUSY_RETRY_AFTER_SECONDS = 1
  */
 export type AnswerBegins<Tag> = (tag: Tag, seconds: number) => void
 
+/** Told, before the problem is sent, of a request answered without a byte of it sent upstream (busy, no connection). */
+export type NotSent = (reply: FastifyReply) => void
+
+/** Connection errors that show the request was never written: nothing reached the upstream. */
+const NOT_CONNECTED = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'])
+
 /** Headers the gateway writes on an upstream's answer, over the upstream's own (undefined: removed). */
 export type AnswerHeaders = Readonly<Record<string, string | undefined>>
 
@@ -180,6 +186,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     private readonly request: UpstreamRequest,
     readonly upstream: Upstream<Tag>,
     private readonly answerBegins: AnswerBegins<Tag> | undefined,
+    private readonly notSent: NotSent | undefined,
     private readonly tag: Tag,
     private readonly answerHeaders: AnswerHeaders | undefined
   ) {}
@@ -249,6 +256,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   fail (error: GatewayError): void {
     this.#state = 'done'
     this.reply.raw.off('close', this.clientGone)
+    this.notSent?.(this.reply)
     if (!this.reply.raw.destroyed) this.reply.send(error)
   }
 
@@ -305,6 +313,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
       this.#stream.destroy(error)
       return
     }
+    if (NOT_CONNECTED.has((error as Error & { code?: string }).code ?? '')) this.notSent?.(this.reply)
     if (this.reply.raw.destroyed) return
     this.reply.request.log.warn({ err: error }, 'upstream request failed')
     this.reply.send(upstreamError(error))
@@ -322,7 +331,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
 export class Forwarder<Tag = undefined> {
   readonly #upstreams = new Map<string, Upstream<Tag>>()
 
-  constructor (private readonly options: ForwarderOptions & { onAnswerBegins?: AnswerBegins<Tag> }) {}
+  constructor (private readonly options: ForwarderOptions & { onAnswerBegins?: AnswerBegins<Tag>; onNotSent?: NotSent }) {}
 
   #upstream (origin: string): Upstream<Tag> {
     let upstream = this.#upstreams.get(origin)
@@ -342,7 +351,7 @@ export class Forwarder<Tag = undefined> {
    * values remove the upstream's.
    */
   forward (request: UpstreamRequest, reply: FastifyReply, tag: Tag, answerHeaders?: AnswerHeaders): void {
-    const handler = new ForwardHandler(reply, request, this.#upstream(request.origin), this.options.onAnswerBegins, tag, answerHeaders)
+    const handler = new ForwardHandler(reply, request, this.#upstream(request.origin), this.options.onAnswerBegins, this.options.onNotSent, tag, answerHeaders)
     reply.raw.once('close', handler.clientGone)
     handler.upstream.admit(handler, reply.raw.socket?.readableEnded === true)
   }

@@ -6,7 +6,7 @@ import type { Store } from './types.js'
 export { newestFirst } from './types.js'
 
 export type {
-  CreateKeyOutcome, KeyEvent, KeyEventListener, KeyRecord, RateCounter, RateOutcome, RemoveUserResult, RevokeResult, Store, UserRecord
+  CreateKeyOutcome, KeyEvent, KeyEventListener, KeyRecord, RateCounter, RateOutcome, RememberedMark, RemoveUserResult, RevokeResult, Store, UserRecord
 } from './types.js'
 
 type StoreConfig = Pick<GatewayConfig, 'redisUrl' | 'redisTopology' | 'redisPrefix' | 'redisCommandTimeoutMs'>

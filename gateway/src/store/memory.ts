@@ -1,5 +1,5 @@
 import type { KeyEvent, KeyEventListener, KeyRecord, RateCounter, RateOutcome, SigningKeyRing, Store, UserRecord } from './types.js'
-import { RATE_SLACK_MS, newestFirst } from './types.js'
+import { RATE_SLACK_MS, newUserId, newestFirst } from './types.js'
 
 /** A revoked record cut down to what "never again" and "it was revoked" need (Store.pruneRevokedKeys). */
 function tombstone (record: KeyRecord, prunedAt: string): KeyRecord {
@@ -19,13 +19,15 @@ function tombstone (record: KeyRecord, prunedAt: string): KeyRecord {
 /** The embedded store: one process's memory, lost at exit. Same contract as the Redis store. */
 export function createMemoryStore (now: () => number = Date.now): Store {
   // Expiring entries are swept lazily on access and by a timer that never keeps the process alive.
-  const remembered = new Map<string, number>()
+  /** rememberOnce's marks: when each expires, and which call made it (forget takes back only its own) */
+  const remembered = new Map<string, { expiresAt: number; serial: number }>()
+  let marks = 0
   const counters = new Map<string, { count: number; expiresAt: number }>()
   /** rate counter key -> the ms from which it is back to its full limit (types.ts: RateCounter) */
   const rates = new Map<string, number>()
   const sweep = setInterval(() => {
     const t = now()
-    for (const [key, expiresAt] of remembered) if (expiresAt <= t) remembered.delete(key)
+    for (const [key, { expiresAt }] of remembered) if (expiresAt <= t) remembered.delete(key)
     for (const [key, counter] of counters) if (counter.expiresAt <= t) counters.delete(key)
     for (const [key, fullAt] of rates) if (fullAt <= t) rates.delete(key)
   }, 10_000)
@@ -93,9 +95,18 @@ export function createMemoryStore (now: () => number = Date.now): Store {
     async putUser (username, passwordHash, scopes) {
       const at = new Date(now()).toISOString()
       const existing = users.get(username)
-      const user = { username, passwordHash, createdAt: existing?.createdAt ?? at, updatedAt: at, scopes: [...scopes ?? existing?.scopes ?? []] }
+      const user = {
+        username,
+        passwordHash,
+        createdAt: existing?.createdAt ?? at,
+        updatedAt: at,
+        scopes: [...scopes ?? existing?.scopes ?? []],
+        id: existing?.id ?? newUserId(),
+        credential: newUserId()
+      }
       users.set(username, user)
-      if (scopes !== undefined) announce({ type: 'user-changed', username })
+      // a new password (or a new user under an old name) ends the tokens issued before: say so
+      announce({ type: 'user-changed', username })
       return userCopy(user)
     },
     async setUserScopes (username, scopes) {
@@ -238,10 +249,16 @@ export function createMemoryStore (now: () => number = Date.now): Store {
       return { ...signingKeyRing() as SigningKeyRing, replaced }
     },
     async rememberOnce (key, ttlMs) {
-      const expiresAt = remembered.get(key)
-      if (expiresAt !== undefined && expiresAt > now()) return false
-      remembered.set(key, now() + ttlMs)
-      return true
+      // Nothing here can time out: a call that fails has written nothing.
+      const existing = remembered.get(key)
+      if (existing !== undefined && existing.expiresAt > now()) return false
+      const serial = ++marks
+      remembered.set(key, { expiresAt: now() + ttlMs, serial })
+      return {
+        forget: async () => {
+          if (remembered.get(key)?.serial === serial) remembered.delete(key)
+        }
+      }
     },
     async hit (key, windowMs) {
       const t = now()

@@ -1,10 +1,11 @@
 import { API_KEY_PATTERN } from '#client/protocol'
+import { randomBytes } from 'node:crypto'
 import { Cluster } from 'ioredis'
 import { GatewayError } from '../errors.js'
 import { connectRedis, createRedisClient, scanKeys, type RedisClient, type RedisConnection } from './redis-connection.js'
 import {
-  newestFirst, RATE_SLACK_MS, storedScopes, type KeyEvent, type KeyEventListener, type KeyRecord, type RateCounter, type RateOutcome,
-  type RevokeResult, type SigningKeyRing, type SigningKeyRotation, type Store, type UpdateKeyResult, type UserRecord
+  newestFirst, newUserId, RATE_SLACK_MS, storedScopes, type KeyEvent, type KeyEventListener, type KeyRecord, type RateCounter, type RateOutcome,
+  type RememberedMark, type RevokeResult, type SigningKeyRing, type SigningKeyRotation, type Store, type UpdateKeyResult, type UserRecord
 } from './types.js'
 
 export type RedisStoreOptions = ({ url: string } | { connection: RedisConnection }) & {
@@ -333,6 +334,40 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 return {ARGV[1], redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES'), replaced or '', tostring(retiresAt)}`
 
+// Replay marks (rememberOnce). Each call's mark holds a value of its own. A write whose answer
+// never came (Redis paused, slow, reset) may still reach Redis later and would then refuse the
+// retry of a request keygate refused, so a failed write is cancelled: the cancel deletes the mark
+// if it holds that value and leaves a tombstone named after the value, which the write checks.
+// Whichever of the two Redis runs first, the failed call leaves no mark behind, also when they
+// travel on different connections (a reconnect between them). KEYS: mark, its tombstone.
+// ARGV: value, ttl (ms). Returns 1 written, 0 a mark exists, -1 this call was cancelled.
+const REMEMBER_SCRIPT = `
+if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then return 1 end
+return 0`
+
+// Takes back one call's mark. KEYS: mark, its tombstone. ARGV: value, the tombstone's ttl (ms;
+// '0': none, for a mark whose write answered and is forgotten on purpose).
+const FORGET_SCRIPT = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if ARGV[2] ~= '0' then redis.call('SET', KEYS[2], '1', 'PX', ARGV[2]) end
+return 1`
+
+/** cancels and forgets waiting for Redis to answer, at most (each ~200 bytes); past it the oldest is dropped */
+const MAX_PENDING_FORGETS = 10_000
+/** how often unanswered cancels and forgets are sent again */
+const FORGET_RETRY_MS = 1000
+
+/**
+ * A key in the hash slot of `name` (a cluster runs a script only on keys of one slot): under
+ * `name`'s own hash tag when it has one, else under a tag that is all of `name`.
+ */
+export function sameSlotKey (name: string, suffix: string): string {
+  const open = name.indexOf('{')
+  const close = open < 0 ? -1 : name.indexOf('}', open + 1)
+  return close > open + 1 ? `${name}${suffix}` : `{${name}}${suffix}`
+}
+
 /** [pem, score, pem, score, ...] as ZRANGE WITHSCORES answers */
 function previousKeys (flat: unknown[]): SigningKeyRing['previous'] {
   const previous: SigningKeyRing['previous'] = []
@@ -347,7 +382,15 @@ function userFrom (username: string, fields: Record<string, string>): UserRecord
   try {
     scopes = fields.scopes === undefined ? [] : JSON.parse(fields.scopes)
   } catch {}
-  return { username, passwordHash: fields.passwordHash, createdAt: fields.createdAt ?? '', updatedAt: fields.updatedAt ?? '', scopes: storedScopes(scopes) }
+  return {
+    username,
+    passwordHash: fields.passwordHash,
+    createdAt: fields.createdAt ?? '',
+    updatedAt: fields.updatedAt ?? '',
+    scopes: storedScopes(scopes),
+    id: fields.id ?? '',
+    credential: fields.credential ?? ''
+  }
 }
 
 /** [field, value, field, value, ...] as HGETALL answers from a script */
@@ -454,9 +497,72 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
   // answers NOSCRIPT (after a restart or SCRIPT FLUSH).
   redis.defineCommand('keygateRate', { lua: RATE_SCRIPT })
   redis.defineCommand('keygateRateRefund', { lua: RATE_REFUND_SCRIPT, numberOfKeys: 1 })
+  redis.defineCommand('keygateRemember', { lua: REMEMBER_SCRIPT, numberOfKeys: 2 })
+  redis.defineCommand('keygateForget', { lua: FORGET_SCRIPT, numberOfKeys: 2 })
   const scripts = redis as unknown as {
     keygateRate: (numberOfKeys: number, ...args: string[]) => Promise<Array<number | string>>
     keygateRateRefund: (key: string, shareMs: string) => Promise<number>
+    keygateRemember: (mark: string, tombstone: string, value: string, ttlMs: string) => Promise<number>
+    keygateForget: (mark: string, tombstone: string, value: string, tombstoneTtlMs: string) => Promise<number>
+  }
+
+  // Cancels of failed mark writes, and forgets of marks, that Redis has not yet answered: sent
+  // again every FORGET_RETRY_MS and when the connection is ready again, until one is answered or
+  // the mark would have expired anyway. Sent at once first: on the connection the write took,
+  // Redis runs it right after the write, however late that is.
+  interface PendingForget { mark: string; tombstone: string; value: string; until: number; withTombstone: boolean; sending: boolean }
+  const pendingForgets = new Map<string, PendingForget>()
+  let forgetTimer: NodeJS.Timeout | undefined
+  const sendForget = (entry: PendingForget): void => {
+    const leftMs = Math.ceil(entry.until - Date.now())
+    if (leftMs <= 0) {
+      pendingForgets.delete(entry.value)
+      return
+    }
+    if (entry.sending) return
+    entry.sending = true
+    scripts.keygateForget(entry.mark, entry.tombstone, entry.value, entry.withTombstone ? String(leftMs) : '0').then(
+      () => { pendingForgets.delete(entry.value) },
+      () => {}
+    ).finally(() => { entry.sending = false })
+  }
+  const retryForgets = (): void => {
+    for (const entry of pendingForgets.values()) sendForget(entry)
+    if (pendingForgets.size === 0 && forgetTimer !== undefined) {
+      clearInterval(forgetTimer)
+      forgetTimer = undefined
+    }
+  }
+  redis.on('ready', retryForgets)
+  const forgetMark = (entry: Omit<PendingForget, 'sending'>): void => {
+    const pending = { ...entry, sending: false }
+    pendingForgets.set(entry.value, pending)
+    if (pendingForgets.size > MAX_PENDING_FORGETS) pendingForgets.delete(pendingForgets.keys().next().value as string)
+    sendForget(pending)
+    if (forgetTimer === undefined) {
+      forgetTimer = setInterval(retryForgets, FORGET_RETRY_MS)
+      forgetTimer.unref()
+    }
+  }
+  const rememberOnce = async (key: string, ttlMs: number): Promise<RememberedMark | false> => {
+    const mark = names.once(key)
+    const value = randomBytes(12).toString('base64url')
+    const tombstone = sameSlotKey(mark, `:cancelled:${value}`)
+    const ttl = Math.max(1, Math.ceil(ttlMs))
+    const until = Date.now() + ttl
+    // Not connected: ioredis refuses the command without sending it (no offline queue), so
+    // nothing can land later.
+    const sent = redis.status === 'ready'
+    let outcome: number
+    try {
+      outcome = await scripts.keygateRemember(mark, tombstone, value, String(ttl))
+    } catch (err) {
+      if (sent) forgetMark({ mark, tombstone, value, until, withTombstone: true })
+      throw err
+    }
+    if (outcome === 0) return false
+    if (outcome !== 1) throw new Error('the replay mark was cancelled before it was written')
+    return { forget: async () => { forgetMark({ mark, tombstone, value, until, withTombstone: false }) } }
   }
   /** Runs the script over these requests (each a list of counters); their outcomes, in order. */
   const runRates = async (requests: ReadonlyArray<readonly RateCounter[]>, count: boolean): Promise<RateOutcome[]> => {
@@ -521,7 +627,18 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
    * concurrent request may see the counters one request fuller than they end up.
    */
   const countRateOneByOne = async (counters: readonly RateCounter[]): Promise<RateOutcome> => {
-    const outcomes = await Promise.all(counters.map(async (counter) => await runRate([counter], true)))
+    const settled = await Promise.allSettled(counters.map(async (counter) => await runRate([counter], true)))
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected')
+    if (failed !== undefined) {
+      // One counter did not answer: the request is not counted (or refused, `onStoreDown: deny`),
+      // so the counters that did count it give it back; a refused request spends no quota.
+      await Promise.allSettled(counters.map(async (counter, i) => {
+        const s = settled[i]
+        if (s?.status === 'fulfilled' && s.value.allowed) await scripts.keygateRateRefund(names.rate(counter.key), String(share(counter)))
+      }))
+      throw failed.reason
+    }
+    const outcomes = settled.map((s) => (s as PromiseFulfilledResult<RateOutcome>).value)
     if (outcomes.every((o) => o.allowed)) return { allowed: true, backlogMs: outcomes.map((o) => o.backlogMs[0] as number) }
     await Promise.all(counters.map(async (counter, i) => {
       if (outcomes[i]?.allowed === true) await scripts.keygateRateRefund(names.rate(counter.key), String(share(counter)))
@@ -539,12 +656,16 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
     getUser: async (username) => await guarded(async () => userFrom(username, await redis.hgetall(userKey(username)))),
     putUser: async (username, passwordHash, scopes) => await guarded(async () => {
       const now = new Date().toISOString()
+      // A new user gets an id (an existing one keeps it; one stored before ids gets one now), and
+      // every password a new credential: tokens issued before carry the old ones.
       const multi = redis.multi()
         .hsetnx(userKey(username), 'createdAt', now)
-        .hset(userKey(username), 'passwordHash', passwordHash, 'updatedAt', now)
+        .hsetnx(userKey(username), 'id', newUserId())
+        .hset(userKey(username), 'passwordHash', passwordHash, 'updatedAt', now, 'credential', newUserId())
         .sadd(usersSet, username)
-      // in the same MULTI: the scopes are stored and announced with the rest, or none of it is
-      if (scopes !== undefined) multi.hset(userKey(username), 'scopes', JSON.stringify(scopes)).publish(keyEventsChannel, keyEventMessage.userChanged(username))
+      // in the same MULTI: the change is stored and announced together, or none of it is
+      if (scopes !== undefined) multi.hset(userKey(username), 'scopes', JSON.stringify(scopes))
+      multi.publish(keyEventsChannel, keyEventMessage.userChanged(username))
       const values = results(await multi.hgetall(userKey(username)).exec())
       const user = userFrom(username, values[values.length - 1] as Record<string, string>)
       if (user === null) throw new Error('the user vanished right after it was stored')
@@ -672,8 +793,7 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
         replaced: replaced === '' ? null : { pem: replaced, retiresAt: Number(retiresAt) }
       } satisfies SigningKeyRotation
     }),
-    rememberOnce: async (key, ttlMs) => await guarded(async () =>
-      await redis.set(names.once(key), '1', 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX') === 'OK'),
+    rememberOnce: async (key, ttlMs) => await guarded(async () => await rememberOnce(key, ttlMs)),
     hit: async (key, windowMs) => await guarded(async () => {
       const [count, ttl] = await redis.eval(HIT_SCRIPT, 1, names.hits(key), Math.max(1, Math.ceil(windowMs))) as [number, number]
       return { count, resetMs: ttl }
@@ -691,6 +811,7 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
     }),
     ping: async () => { await guarded(async () => await redis.ping()) },
     close: async () => {
+      if (forgetTimer !== undefined) clearInterval(forgetTimer)
       listeners.clear()
       await stopSubscriber()
       try {

@@ -2,6 +2,11 @@
 // the memory store is the embedded stand-in used when no REDIS_URL is set. Both pass one test
 // suite (test/unit/gateway/store/store.test.ts). Every method may throw STORE_UNAVAILABLE.
 
+import { randomBytes } from 'node:crypto'
+
+/** A user's incarnation id or credential (UserRecord): random, 128 bits. */
+export const newUserId = (): string => randomBytes(16).toString('base64url')
+
 export interface UserRecord {
   username: string
   /** PHC string, see users/passwords.ts */
@@ -10,6 +15,16 @@ export interface UserRecord {
   updatedAt: string
   /** what an operator allows the user (sorted, each once); a user stored before scopes existed has none */
   scopes: string[]
+  /**
+   * Random, made when the user is created: a user removed and created again under the same name
+   * is another person, whose id differs. Tokens carry it. '' for a user stored before ids existed.
+   */
+  id: string
+  /**
+   * Random, new each time the password is set: tokens carry it, so a password change ends the
+   * tokens issued before it. '' for a user whose password was set before this existed.
+   */
+  credential: string
 }
 
 export interface KeyRecord {
@@ -110,9 +125,10 @@ export interface Store {
   readonly errors: number
   getUser: (username: string) => Promise<UserRecord | null>
   /**
-   * Creates the user, or replaces its password hash keeping its creation time. Its scopes stay as
-   * they are unless `scopes` is given (a new user without them has none); given scopes are
-   * announced as by setUserScopes.
+   * Creates the user (with a new `id`), or replaces its password hash keeping its creation time
+   * and id. Either way the user gets a new `credential`, and the change is announced as
+   * `user-changed` (every gateway drops what it cached of the user: tokens issued before end). Its
+   * scopes stay as they are unless `scopes` is given (a new user without them has none).
    */
   putUser: (username: string, passwordHash: string, scopes?: string[]) => Promise<UserRecord>
   /**
@@ -196,8 +212,11 @@ export interface Store {
   /**
    * Set-if-absent with an expiry: true the first time `key` is remembered within `ttlMs`, false
    * on every later call until it expires. Atomic across every gateway on the store (replay checks).
+   * A call that fails (STORE_UNAVAILABLE: Redis paused, slow, reset) leaves nothing that refuses
+   * a later call, even when its write reaches Redis after the failure. On true, a handle that
+   * forgets the mark again (only this call's mark: a later one by another request stays).
    */
-  rememberOnce: (key: string, ttlMs: number) => Promise<boolean>
+  rememberOnce: (key: string, ttlMs: number) => Promise<RememberedMark | false>
   /**
    * Counts a hit in a fixed window that starts with the first hit: returns the count so far and
    * the ms until the window ends (rate limits).
@@ -216,6 +235,11 @@ export interface Store {
   /** resolves when the store answers; throws STORE_UNAVAILABLE otherwise */
   ping: () => Promise<void>
   close: () => Promise<void>
+}
+
+/** A mark rememberOnce made; `forget` takes it back (a refused request stays retryable). Never rejects. */
+export interface RememberedMark {
+  forget: () => Promise<void>
 }
 
 /**

@@ -1,7 +1,9 @@
 // Bearer tokens: EdDSA (or ES256 from a key file) JWTs whose public halves are published at
 // /.well-known/jwks.json. The verifier pins algorithm, issuer and audience and requires exp.
-// Verified tokens are cached until they expire: a token cannot be revoked, so a cached
-// verification stays true, and the hot path skips one signature check per request.
+// Verified tokens are cached until they expire: a token's signature and claims do not change, so
+// a cached verification stays true, and the hot path skips one signature check per request.
+// Whether the token still acts for its user (the same incarnation, no password change since) is
+// the bearer stage's question (auth/bearer.ts), asked of the user as it is now.
 //
 // Signing keys form a ring (see signing-key-ring.ts): one current key signs, earlier keys keep
 // verifying until every token they signed has expired, and every gateway on one store shares the
@@ -50,6 +52,28 @@ export interface RotateOptions {
 /** the kid new tokens are signed with from now on, and the key it replaced with its retirement time */
 export type Rotation = Pick<RotationResult, 'kid' | 'replaced'>
 
+/**
+ * Who a bearer token is issued to, beyond the username: the user's incarnation and the
+ * credential it logged in with (UserRecord's id and credential), carried as the `uid` and `cred`
+ * claims so that the bearer stage can tell a token of an earlier incarnation of the user, or one
+ * issued before a password change, from a current one.
+ */
+export interface TokenUser {
+  id: string
+  credential: string
+}
+
+/** A verified bearer token, as cached: the same object each time (nothing allocated per request). */
+export interface VerifiedToken {
+  readonly subject: string
+  /** the `uid` claim; undefined in a token issued by a keygate from before tokens carried it */
+  readonly userId: string | undefined
+  /** the `cred` claim; undefined when `userId` is */
+  readonly credential: string | undefined
+  /** `iat`, seconds since the epoch */
+  readonly issuedAt: number
+}
+
 export interface IssuedToken {
   token: string
   tokenType: 'Bearer'
@@ -70,11 +94,14 @@ export const BEARER_TOKEN_TYPE = 'JWT'
 export const IDENTITY_TOKEN_TYPE = 'keygate-identity+jwt'
 
 export interface TokenService {
-  issue: (subject: string) => Promise<IssuedToken>
+  /** a bearer token for `subject`; `user`: its incarnation and credential (login always gives them) */
+  issue: (subject: string, user?: TokenUser) => Promise<IssuedToken>
   /** a token for an upstream, proving that keygate forwarded this user's request */
   issueIdentity: (claims: IdentityClaims) => Promise<string>
   /** the token's subject, else INVALID_TOKEN; synchronous when the token is in the verified cache (no promise per request) */
   verify: (token: string) => string | Promise<string>
+  /** verify(), with the claims that say which incarnation of the user it was issued to */
+  check: (token: string) => VerifiedToken | Promise<VerifiedToken>
   /** every key of the ring that still verifies (the current one first) */
   readonly jwks: { keys: JWK[] }
   /** the algorithm of the current signing key */
@@ -126,7 +153,7 @@ export async function createTokenService (settings: TokenSettings, store: Store,
   const now = options.now ?? Date.now
   const refreshIntervalMs = options.refreshIntervalMs ?? REFRESH_INTERVAL_MS
   const unknownKidRefreshMs = options.unknownKidRefreshMs ?? UNKNOWN_KID_REFRESH_MS
-  const verified = new LruCache<string, { subject: string; expiresAt: number; kid: string }>(VERIFIED_CACHE_SIZE)
+  const verified = new LruCache<string, VerifiedToken & { expiresAt: number; kid: string }>(VERIFIED_CACHE_SIZE)
   const stats: CacheStats = { hits: 0, misses: 0 }
   /** the longest lifetime of a token this service signed: a replaced key verifies at least this long */
   let longestTtlSeconds = settings.ttlSeconds
@@ -245,7 +272,7 @@ export async function createTokenService (settings: TokenSettings, store: Store,
   }
 
   /** A token not in the cache: jose verifies it against the ring (reading the store for an unknown kid). */
-  const verifyFresh = async (token: string): Promise<string> => {
+  const verifyFresh = async (token: string): Promise<VerifiedToken> => {
     stats.misses++
     const readsSeen = readsStarted
     if (token.length > MAX_TOKEN_LENGTH) throw invalid('The bearer token is too long')
@@ -263,14 +290,38 @@ export async function createTokenService (settings: TokenSettings, store: Store,
         requiredClaims: ['exp', 'iat', 'sub', 'jti']
       })
       const subject = payload.sub
-      if (typeof subject !== 'string' || subject === '' || typeof payload.exp !== 'number') throw invalid('The bearer token has no subject')
-      verified.set(token, { subject, expiresAt: payload.exp * 1000, kid })
-      return subject
+      if (typeof subject !== 'string' || subject === '' || typeof payload.exp !== 'number' || typeof payload.iat !== 'number') {
+        throw invalid('The bearer token has no subject')
+      }
+      const { uid, cred } = payload
+      // both or neither: a token with one of them is none keygate issued
+      if ((uid === undefined) !== (cred === undefined) || (uid !== undefined && (typeof uid !== 'string' || typeof cred !== 'string'))) {
+        throw invalid('The bearer token\'s user claims are malformed')
+      }
+      const entry = {
+        subject, userId: uid as string | undefined, credential: cred as string | undefined, issuedAt: payload.iat, expiresAt: payload.exp * 1000, kid
+      }
+      verified.set(token, entry)
+      return entry
     } catch (err) {
       if (err instanceof GatewayError) throw err
       const expired = err instanceof joseErrors.JWTExpired
       throw invalid(expired ? 'The bearer token has expired; get a new one from POST /v1/auth/token' : 'The bearer token is not valid', err)
     }
+  }
+
+  const check = (token: string): VerifiedToken | Promise<VerifiedToken> => {
+    const arrivedAt = now()
+    const hit = verified.get(token)
+    if (hit !== undefined) {
+      // a cached token is only as good as its key: a retired key verifies nothing
+      if (hit.expiresAt > arrivedAt && live(ring.byKid.get(hit.kid), arrivedAt)) {
+        stats.hits++
+        return hit
+      }
+      verified.delete(token)
+    }
+    return verifyFresh(token)
   }
 
   return {
@@ -281,10 +332,10 @@ export async function createTokenService (settings: TokenSettings, store: Store,
       const keys = [ring.current, ...[...ring.byKid.values()].filter((k) => k !== ring.current && live(k, at))]
       return { keys: keys.map((k) => k.jwk) }
     },
-    async issue (subject) {
+    async issue (subject, user) {
       const key = ring.current
       const issuedAt = Math.floor(now() / 1000)
-      const token = await new SignJWT({})
+      const token = await new SignJWT(user === undefined ? {} : { uid: user.id, cred: user.credential })
         .setProtectedHeader({ alg: key.algorithm, kid: key.kid, typ: BEARER_TOKEN_TYPE })
         .setIssuer(settings.issuer)
         .setAudience(settings.audience)
@@ -308,18 +359,10 @@ export async function createTokenService (settings: TokenSettings, store: Store,
         .setExpirationTime(issuedAt + ttlSeconds)
         .sign(key.privateKey)
     },
+    check,
     verify (token) {
-      const arrivedAt = now()
-      const hit = verified.get(token)
-      if (hit !== undefined) {
-        // a cached token is only as good as its key: a retired key verifies nothing
-        if (hit.expiresAt > arrivedAt && live(ring.byKid.get(hit.kid), arrivedAt)) {
-          stats.hits++
-          return hit.subject
-        }
-        verified.delete(token)
-      }
-      return verifyFresh(token)
+      const checked = check(token)
+      return checked instanceof Promise ? checked.then((t) => t.subject) : checked.subject
     },
     async rotate (rotateOptions = {}) {
       if (!shared) throw new Error('the signing key comes from KEYGATE_JWT_KEY_FILE: rotate it by restarting the gateways with a new key file')

@@ -18,11 +18,10 @@
 // Both address counters live in clock-aligned windows (the window's number is in the key), so
 // the two always describe the same window.
 import { GatewayError } from '../errors.js'
-import type { Store } from '../store/index.js'
+import type { Store, UserRecord } from '../store/index.js'
 import { addressBucket } from '../lib/client-address.js'
 import { sha256Base64url } from '../lib/sha256.js'
 import { Semaphore } from '../lib/semaphore.js'
-import type { UserService } from './user-service.js'
 import { integerOption } from '../lib/integer-option.js'
 
 export const DEFAULT_LOGIN_MAX_FAILURES_PER_USER = 10
@@ -48,13 +47,14 @@ export interface LoginGuardOptions {
 
 export type LoginLimits = Required<LoginGuardOptions>
 
-export interface LoginGuard {
+/** `U`: what `users.authenticate` answers for a right password (the gateway's: the user's record). */
+export interface LoginGuard<U = UserRecord> {
   readonly limits: LoginLimits
   /**
-   * `users.authenticate` behind the limits: the username when the password is right;
+   * `users.authenticate` behind the limits: its answer (the user) when the password is right;
    * INVALID_CREDENTIALS, RATE_LIMITED (with Retry-After) or STORE_UNAVAILABLE otherwise.
    */
-  login: (username: string, password: string, address: string) => Promise<string>
+  login: (username: string, password: string, address: string) => Promise<U>
 }
 
 export function loginLimits (options: LoginGuardOptions = {}): LoginLimits {
@@ -85,12 +85,12 @@ function rateLimited (retryAfterMs: number, detail: string): GatewayError {
   return new GatewayError('RATE_LIMITED', `${detail}; try again in ${seconds} s`, { headers: { 'retry-after': String(seconds) } })
 }
 
-export function createLoginGuard (
+export function createLoginGuard<U = UserRecord> (
   store: Store,
-  users: Pick<UserService, 'authenticate'>,
+  users: { authenticate: (username: string, password: string) => Promise<U> },
   options: LoginGuardOptions = {},
   now: () => number = Date.now
-): LoginGuard {
+): LoginGuard<U> {
   const limits = loginLimits(options)
   const windowMs = limits.windowSeconds * 1000
   const slots = new Semaphore(limits.concurrency, limits.queue)
@@ -126,7 +126,7 @@ export function createLoginGuard (
         if (tries.count > limits.maxFailuresPerUser) throw rateLimited(tries.resetMs, 'Too many failed logins for this username')
 
         await permit.ready
-        let authenticated: string
+        let authenticated: U
         try {
           authenticated = await users.authenticate(username, password)
         } finally {

@@ -1,18 +1,30 @@
-// Each user's current scopes, as the hot path reads them: an in-process LRU in front of the store,
-// as keys/key-registry.ts keeps keys. A request for a cached user makes no store round trip and
-// no promise. An entry goes stale only when an operator changes the user's scopes or removes the
-// user, and both are announced by the store (Redis pub/sub: to every gateway) and drop it; when
-// announcements may have been missed (the subscription was re-established), every entry goes.
-import type { KeyEvent, Store } from '../store/index.js'
+// Each user as the hot path reads it (its scopes, its incarnation and credential): an in-process
+// LRU in front of the store, as keys/key-registry.ts keeps keys. A request for a cached user makes
+// no store round trip and no promise. An entry goes stale only when an operator changes the user
+// (scopes, password) or removes it, and the store announces each of these (Redis pub/sub: to every
+// gateway), which drops it; when announcements may have been missed (the subscription was
+// re-established), every entry goes.
+import type { KeyEvent, Store, UserRecord } from '../store/index.js'
 import { LruCache, type CacheStats } from '../lib/lru-cache.js'
 import { NO_SCOPES, scopeSet, type ScopeSet } from './scopes.js'
 
+/** What the hot path needs of a user: made once per store read and shared by its requests. */
+export interface CurrentUser {
+  scopes: ScopeSet
+  /** UserRecord.id: the user's incarnation ('' for one stored before ids existed) */
+  id: string
+  /** UserRecord.credential: new with each password */
+  credential: string
+  /** when the user was created and its password last set, in whole seconds (tokens' `iat` is in seconds) */
+  createdAtSeconds: number
+  passwordSetAtSeconds: number
+}
+
 export interface UserScopes {
-  /**
-   * The user's scopes now; none for a user that does not exist (a removed user's token lives on
-   * until it expires). Synchronous when cached.
-   */
+  /** The user's scopes now; none for a user that does not exist. Synchronous when cached. */
   of: (username: string) => ScopeSet | Promise<ScopeSet>
+  /** The user now; null when there is no such user. Synchronous when cached. */
+  current: (username: string) => CurrentUser | null | Promise<CurrentUser | null>
   readonly cacheSize: number
   /** lookups answered by the in-process cache (hits) or the store (misses) */
   readonly stats: Readonly<CacheStats>
@@ -20,8 +32,23 @@ export interface UserScopes {
   close: () => Promise<void>
 }
 
+const seconds = (iso: string): number => {
+  const ms = Date.parse(iso)
+  return Number.isFinite(ms) ? Math.floor(ms / 1000) : 0
+}
+
+function currentUser (user: UserRecord): CurrentUser {
+  return {
+    scopes: user.scopes.length === 0 ? NO_SCOPES : scopeSet(user.scopes),
+    id: user.id,
+    credential: user.credential,
+    createdAtSeconds: seconds(user.createdAt),
+    passwordSetAtSeconds: seconds(user.updatedAt)
+  }
+}
+
 export function createUserScopes (store: Store, options: { cacheSize: number }): UserScopes {
-  const cache = new LruCache<string, ScopeSet>(options.cacheSize)
+  const cache = new LruCache<string, CurrentUser | null>(options.cacheSize)
   const stats: CacheStats = { hits: 0, misses: 0 }
   // Bumped by every event that drops entries: a store read that started before one may hold what
   // it changed, so its result is returned but not cached.
@@ -37,22 +64,28 @@ export function createUserScopes (store: Store, options: { cacheSize: number }):
   }
   const watching = store.watchKeys(onEvent).catch(() => undefined)
 
-  const fromStore = async (username: string): Promise<ScopeSet> => {
+  const fromStore = async (username: string): Promise<CurrentUser | null> => {
     stats.misses++
     const startedAt = epoch
-    const user = await store.getUser(username)
-    const scopes = user === null || user.scopes.length === 0 ? NO_SCOPES : scopeSet(user.scopes)
-    if (epoch === startedAt) cache.set(username, scopes)
-    return scopes
+    const record = await store.getUser(username)
+    const user = record === null ? null : currentUser(record)
+    if (epoch === startedAt) cache.set(username, user)
+    return user
+  }
+  const current = (username: string): CurrentUser | null | Promise<CurrentUser | null> => {
+    const cached = cache.get(username)
+    if (cached === undefined) return fromStore(username)
+    stats.hits++
+    return cached
   }
 
   return {
     of (username) {
-      const cached = cache.get(username)
-      if (cached === undefined) return fromStore(username)
-      stats.hits++
-      return cached
+      const user = current(username)
+      if (user instanceof Promise) return user.then((found) => found?.scopes ?? NO_SCOPES)
+      return user?.scopes ?? NO_SCOPES
     },
+    current,
     get cacheSize () {
       return cache.size
     },

@@ -7,8 +7,11 @@ import { normaliseScopes } from './scopes.js'
 export const MAX_PASSWORD_LENGTH = 1024
 
 export interface UserService {
-  /** the username when the password is right; INVALID_CREDENTIALS otherwise, in the same time */
-  authenticate: (username: string, password: string) => Promise<string>
+  /**
+   * the user when the password is right (its id and credential go into the token, so they are
+   * those of the very record whose password was checked); INVALID_CREDENTIALS otherwise, in the same time
+   */
+  authenticate: (username: string, password: string) => Promise<UserRecord>
   /**
    * Creates the user or changes its password. With `scopes` (checked: VALIDATION_FAILED naming a
    * bad one) the user's scopes become those; without, an existing user keeps theirs and a new one
@@ -48,7 +51,7 @@ export function createUserService (store: Store): UserService {
       const user = USERNAME_PATTERN.test(username) ? await store.getUser(username) : null
       const ok = await verifyPassword(password, user?.passwordHash ?? await getDummyHash())
       if (user === null || !ok) throw new GatewayError('INVALID_CREDENTIALS', 'The username or the password is wrong')
-      return user.username
+      return user
     },
     async upsert (username, password, scopes) {
       validateNewUser(username, password)

@@ -24,7 +24,8 @@ export const COMMON_PROBLEMS: readonly DocumentedProblem[] = ['INVALID_TARGET', 
 export const TIER_PROBLEMS: Record<AuthTier, readonly DocumentedProblem[]> = {
   signed: ['RATE_LIMITED', 'MISSING_TOKEN', 'INVALID_TOKEN', 'MISSING_SIGNATURE_HEADERS', 'TIMESTAMP_INVALID', 'TIMESTAMP_OUT_OF_RANGE',
     'UNKNOWN_API_KEY', 'KEY_OWNER_MISMATCH', 'INVALID_SIGNATURE', 'STORE_UNAVAILABLE'],
-  bearer: ['MISSING_TOKEN', 'INVALID_TOKEN'],
+  // STORE_UNAVAILABLE: Redis away and the token's user not cached (its token cannot be checked against it)
+  bearer: ['MISSING_TOKEN', 'INVALID_TOKEN', 'STORE_UNAVAILABLE'],
   public: []
 }
 

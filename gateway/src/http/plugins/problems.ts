@@ -1,6 +1,6 @@
 // Every error leaves as RFC 9457 problem+json with a code from the catalog (errors.ts): ours,
 // Fastify's (body limits, bad JSON, schema failures) and anything unexpected (500, no details).
-import { STATUS_CODES } from 'node:http'
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
 import fp from 'fastify-plugin'
@@ -96,20 +96,59 @@ function malformed (err: ParserError): GatewayError {
  * oversized headers): answered as problem+json on the raw socket, and the connection closed.
  */
 export function clientErrorHandler (err: ParserError, socket: Duplex): void {
-  if (!socket.writable) return
-  // The request was already answered (a refusal can go out before its body arrives, and the body
-  // then turns out malformed): one request gets one answer; close after it. Node's own
-  // clientError handling makes the same check.
-  if ((socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true) {
-    socket.end()
+  if (!socket.writable || answering.has(socket)) return
+  answering.add(socket)
+  afterAnswersInFlight(socket, (current) => {
+    if (!socket.writable) return
+    // The request the error is in was already answered (a refusal can go out before its body
+    // arrives, and the body then turns out malformed): one request gets one answer; close after
+    // it. Node's own clientError handling makes the same check.
+    if (current?.headersSent === true) {
+      socket.end()
+      return
+    }
+    writeProblem(socket, clientError(err))
+  })
+}
+
+/** Sockets whose malformed request is being answered: the parser may report more errors meanwhile. */
+const answering = new WeakSet<Duplex>()
+
+/** The response Node is writing on a socket: pipelined requests' responses follow it, one at a time. */
+type InFlight = ServerResponse & { req?: IncomingMessage }
+
+/**
+ * Calls `then` once every response in flight on `socket` for a complete request has finished:
+ * a request the gateway accepted (a forwarded POST, say) was pipelined ahead of the malformed
+ * bytes, and its answer is delivered before the 400 that closes the connection. Node assigns
+ * the next queued response to the socket as one finishes, so this walks them in order. It stops
+ * at a request whose own body the error is in (incomplete): `then` gets that one's response.
+ */
+function afterAnswersInFlight (socket: Duplex, then: (current: InFlight | undefined) => void): void {
+  const current = (socket as Duplex & { _httpMessage?: InFlight | null })._httpMessage ?? undefined
+  if (current === undefined || current.writableFinished || current.req?.complete !== true) {
+    then(current)
     return
   }
-  const error = err.code === 'HPE_HEADER_OVERFLOW'
+  let done = false
+  const next = (): void => {
+    if (done) return
+    done = true
+    current.off('finish', next)
+    current.off('close', next)
+    // Node's own 'finish' listener (added first) has assigned the next queued response by now
+    afterAnswersInFlight(socket, then)
+  }
+  current.once('finish', next)
+  current.once('close', next)
+}
+
+function clientError (err: ParserError): GatewayError {
+  return err.code === 'HPE_HEADER_OVERFLOW'
     ? new GatewayError('HEADERS_TOO_LARGE', 'The request headers are larger than the gateway accepts')
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? new GatewayError('REQUEST_TIMEOUT', 'The request headers or body did not arrive in time')
       : malformed(err)
-  writeProblem(socket, error)
 }
 
 /** A whole problem+json answer written to a raw socket, which is then closed. */

@@ -7,7 +7,7 @@ import { keyView } from '../../keys/key-view.js'
 import { invalidTokenError } from '../../tokens/token-service.js'
 import { ApiKeyList, ApiKeyParams, ApiKeyRequest, ApiKeyResponse, PageQuery } from '../schemas/api-keys.js'
 
-const userGone = (): GatewayError => invalidTokenError('The bearer token\'s user no longer exists')
+const userGone = (): GatewayError => invalidTokenError('The bearer token\'s user no longer exists, or was removed and created again: log in again')
 
 export interface ApiKeyRoutesOptions {
   keys: KeyRegistry
@@ -58,8 +58,9 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
       response: { 201: ApiKeyResponse }
     }
   }, async (request, reply) => {
-    // A removed user's token lives on until it expires; it registers nothing.
-    const record = await keys.registerForUser({ owner: owner(request), ...request.body })
+    // The bearer stage refused a token of a removed user or an earlier incarnation; a removal (or
+    // one and a new user) racing this registration is caught here, before and after the write.
+    const record = await keys.registerForUser({ owner: owner(request), ...request.body, userId: request.auth?.bearer?.userId })
     if (record === undefined) throw userGone()
     reply.code(201)
     return {

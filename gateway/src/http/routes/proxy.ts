@@ -9,6 +9,7 @@ import type { ServerResponse } from 'node:http'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { HTTP_METHODS, pathOf, signedBodyMethodProblem } from '#client/protocol'
 import { asHook, type Authenticator } from '../../auth/authenticate.js'
+import { releaseReplayMark } from '../../auth/replay.js'
 import type { UpstreamLimits } from '../../config/env.js'
 import { GatewayError } from '../../errors.js'
 import type { ByteBudget } from '../../lib/byte-budget.js'
@@ -162,18 +163,35 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
       return addIdentityToken(request)
     })
   }
+  // Refused after the replay check (a rate limit, the identity token): never forwarded, so the
+  // same signed request may come again.
+  const refusedAfterAuthentication = (request: FastifyRequest, err: unknown): never => {
+    releaseReplayMark(request.auth)
+    throw err
+  }
+  const countAndMutateOrRelease = (request: FastifyRequest): void | Promise<void> => {
+    let pending: void | Promise<void>
+    try {
+      pending = countAndMutate(request)
+    } catch (err) {
+      return refusedAfterAuthentication(request, err)
+    }
+    return pending?.catch((err: unknown) => refusedAfterAuthentication(request, err))
+  }
   const finishAuthentication = (request: FastifyRequest): void | Promise<void> => {
     const { route } = forwardState(request)
     const authenticated = authenticator.afterBody(request, route.auth)
     // most routes send no identity token and have no limits: nothing more to allocate or wait for
     if (route.identityToken === undefined && route.rateLimits.length === 0) return authenticated
-    return authenticated === undefined ? countAndMutate(request) : authenticated.then(() => countAndMutate(request))
+    return authenticated === undefined ? countAndMutateOrRelease(request) : authenticated.then(() => countAndMutateOrRelease(request))
   }
 
   // 5. Forward.
   const forwarder = new Forwarder<RouteConfig>({
     ...options.upstreams,
-    onAnswerBegins: (route, seconds) => { metrics.observeUpstreamLatency(route, seconds) }
+    onAnswerBegins: (route, seconds) => { metrics.observeUpstreamLatency(route, seconds) },
+    // nothing reached the upstream: the signed request may come again
+    onNotSent: (reply) => { releaseReplayMark(reply.request.auth) }
   })
   metrics.watchUpstreams(() => forwarder.queues())
   app.addHook('onClose', async () => { await forwarder.close() })

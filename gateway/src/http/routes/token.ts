@@ -31,9 +31,11 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<TokenRoutesOptions> = async 
   }, async (request, reply) => {
     // request.ip: the socket's peer, or behind a trusted proxy the client it reports
     // (http/plugins/client-address.ts); never an address a client chose by a header.
-    const username = await guard.login(request.body.username, request.body.password, request.ip)
+    const user = await guard.login(request.body.username, request.body.password, request.ip)
     markLoggedIn(request)
     reply.header('cache-control', 'no-store')
-    return await tokens.issue(username)
+    // the incarnation and credential of the record whose password was just checked: a token
+    // issued while the password changes is one issued before the change
+    return await tokens.issue(user.username, user)
   })
 }

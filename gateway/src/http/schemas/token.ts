@@ -10,5 +10,5 @@ export type TokenRequest = Static<typeof TokenRequest>
 export const TokenResponse = Type.Object({
   token: Type.String(),
   tokenType: Type.Literal('Bearer'),
-  expiresIn: Type.Integer({ description: 'seconds until the token expires' })
+  expiresIn: Type.Integer({ description: 'seconds until the token expires; it ends sooner when the user changes password or is removed' })
 }, { description: 'A bearer token, for `Authorization: Bearer <token>`' })

@@ -75,9 +75,9 @@ t.test('users: list, show, create, change the password, remove', async (t) => {
   t.equal(created.status, 201, 'a new user: 201')
   t.match(created.json(), { username: 'alice', createdAt: String, updatedAt: String, activeKeys: 0, keys: 0 })
   t.notOk(created.text.includes(PASSWORD) || created.text.includes('passwordHash'), 'no password, no hash')
-  const token = await login(gw.url, 'alice')
+  const oldToken = await login(gw.url, 'alice')
   const keys = rsaKeyPair()
-  t.equal((await registerKey(gw.url, token, keys, 'laptop')).status, 201)
+  t.equal((await registerKey(gw.url, oldToken, keys, 'laptop')).status, 201)
 
   const shown = await admin(gw, 'GET', '/v1/users/alice')
   t.equal(shown.status, 200)
@@ -89,7 +89,11 @@ t.test('users: list, show, create, change the password, remove', async (t) => {
   t.equal(updated.status, 200, 'an existing user: 200')
   t.equal(updated.json().createdAt, created.json().createdAt, 'created when it was')
   await t.rejects(login(gw.url, 'alice'), /401/, 'the old password no longer logs in')
-  t.type(await login(gw.url, 'alice', 'another password'), 'string', 'the new one does')
+  const token = await login(gw.url, 'alice', 'another password')
+  t.type(token, 'string', 'the new one does')
+  const stale = await sendSigned(gw.url, { keys, token: oldToken, method: 'GET', target: '/v1/clients/' })
+  t.equal(stale.status, 401, 'a token issued before the password change is refused')
+  t.equal(stale.json().code, 'INVALID_TOKEN')
 
   const mistakes: Array<[string, string, unknown, string, RegExp]> = [
     ['a short password', '/v1/users/bob', { password: 'short' }, 'VALIDATION_FAILED', /^A password is 8 to 1024 characters$/],
@@ -123,7 +127,7 @@ t.test('users: list, show, create, change the password, remove', async (t) => {
   const removed = await admin(gw, 'DELETE', '/v1/users/alice')
   t.equal(removed.status, 200)
   t.same(removed.json(), { username: 'alice', revokedKeyCount: 1, revokedKeys: [keys.apiKey] }, 'says how many keys it revoked, and which')
-  t.equal((await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/' })).json().code, 'UNKNOWN_API_KEY', 'the key is refused')
+  t.equal((await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/' })).json().code, 'INVALID_TOKEN', 'refused (the key revoked too)')
   await t.rejects(login(gw.url, 'alice', 'another password'), /401/, 'alice cannot log in')
   t.equal((await admin(gw, 'GET', '/v1/users/alice')).status, 404)
   t.match((await admin(gw, 'GET', `/v1/keys/${keys.apiKey}`)).json(), { owner: 'alice', status: 'revoked' }, 'the revoked record stays')

@@ -1,13 +1,21 @@
 import { generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto'
 import { SignJWT, type JWTPayload } from 'jose'
 import t from 'tap'
-import { bearerTokenStage, verifyBearer } from '../../../../gateway/src/auth/bearer.js'
+import { bearerTokenStage, staleTokenReason, verifyBearer } from '../../../../gateway/src/auth/bearer.js'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
+import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
+import { createUserScopes, type CurrentUser } from '../../../../gateway/src/users/user-scopes.js'
+import { NO_SCOPES } from '../../../../gateway/src/users/scopes.js'
 import { AUDIENCE, ISSUER, captureGatewayError, fakeRequest, tokenFixture } from '../../../helpers/auth-fixtures.js'
 
 const fx = await tokenFixture()
 t.teardown(fx.cleanup)
-const stage = bearerTokenStage(fx.tokens)
+// The users the tokens below name, created an hour ago (some tokens are forged with an iat in the past).
+const users = createMemoryStore(() => Date.now() - 3_600_000)
+for (const name of ['alice', 'bob', 'carol', 'dave']) await users.putUser(name, 'hash')
+const current = createUserScopes(users, { cacheSize: 100 })
+t.teardown(async () => { await current.close() })
+const stage = bearerTokenStage(fx.tokens, current)
 
 const nowSeconds = (): number => Math.floor(Date.now() / 1000)
 const b64url = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64url')
@@ -193,4 +201,60 @@ t.test('a token issued with the configured TTL carries it', async (t) => {
   t.equal(payload.aud, AUDIENCE)
   // a token of one service is not a token of another (different key, same issuer and audience)
   t.equal((await captureGatewayError(() => fx.tokens.verify(issued.token))).code, 'INVALID_TOKEN')
+})
+
+t.test('a token acts only for the incarnation of its user it was issued to, and only until a password change', async (t) => {
+  const store = createMemoryStore()
+  const view = createUserScopes(store, { cacheSize: 100 })
+  t.teardown(async () => { await view.close() })
+  const own = bearerTokenStage(fx.tokens, view)
+  const run = async (token: string): Promise<string> => {
+    const state: AuthState = {}
+    try {
+      await own.run(fakeRequest({ headers: { authorization: `Bearer ${token}` } }), state)
+    } catch (err) {
+      return (err as { code: string }).code
+    }
+    return `ok ${state.user ?? ''}`
+  }
+  const erin = await store.putUser('erin', 'hash-1')
+  const token = (await fx.tokens.issue('erin', erin)).token
+  t.equal(await run(token), 'ok erin', 'issued to this user: accepted')
+  t.equal(await run(token), 'ok erin', 'again, from the caches')
+
+  await store.putUser('erin', 'hash-2')
+  t.equal(await run(token), 'INVALID_TOKEN', 'after a password change: refused')
+  const after = (await fx.tokens.issue('erin', await store.getUser('erin') ?? erin)).token
+  t.equal(await run(after), 'ok erin', 'a token issued after it: accepted')
+
+  await store.setUserScopes('erin', ['clients:read'])
+  t.equal(await run(after), 'ok erin', 'a change of scopes only ends no token')
+
+  await store.removeUser('erin')
+  t.equal(await run(after), 'INVALID_TOKEN', 'the user removed: refused')
+  await store.putUser('erin', 'hash-2')
+  t.equal(await run(after), 'INVALID_TOKEN', 'a new user under the same name (even with the same password): refused')
+  t.equal(await run((await fx.tokens.issue('erin', await store.getUser('erin') ?? erin)).token), 'ok erin', 'the new user\'s own token: accepted')
+
+  // a token with one user claim and not the other, or one of another type, is none keygate issued
+  for (const claims of [{ uid: erin.id }, { cred: erin.credential }, { uid: 1, cred: erin.credential }]) {
+    t.equal(await run(await forge({ claims: { sub: 'erin', ...claims } })), 'INVALID_TOKEN', `claims ${JSON.stringify(Object.keys(claims))}`)
+  }
+})
+
+t.test('why a token no longer acts for its user', async (t) => {
+  const user: CurrentUser = { scopes: NO_SCOPES, id: 'id-2', credential: 'cred-2', createdAtSeconds: 1000, passwordSetAtSeconds: 2000 }
+  const token = (claims: { userId?: string; credential?: string; issuedAt: number }) =>
+    ({ subject: 'erin', userId: claims.userId, credential: claims.credential, issuedAt: claims.issuedAt })
+  const current = staleTokenReason(token({ userId: 'id-2', credential: 'cred-2', issuedAt: 1 }), user)
+  t.equal(current, undefined, 'its user\'s id and credential: acts for it (whatever its iat)')
+  const earlier = staleTokenReason(token({ userId: 'id-1', credential: 'cred-2', issuedAt: 3000 }), user)
+  const password = staleTokenReason(token({ userId: 'id-2', credential: 'cred-1', issuedAt: 3000 }), user)
+  const gone = staleTokenReason(token({ userId: 'id-2', credential: 'cred-2', issuedAt: 3000 }), null)
+  t.ok(earlier !== undefined && password !== undefined && gone !== undefined, 'another id, another credential, no user: refused')
+  t.equal(new Set([earlier, password, gone]).size, 3, 'each with its own detail')
+  // tokens from before the claims existed: judged by iat, to the second
+  t.equal(staleTokenReason(token({ issuedAt: 999 }), user), earlier, 'issued before the user was created: an earlier incarnation')
+  t.equal(staleTokenReason(token({ issuedAt: 1999 }), user), password, 'issued before the password was set')
+  t.equal(staleTokenReason(token({ issuedAt: 2000 }), user), undefined, 'issued in the second of the change or after: accepted')
 })

@@ -41,6 +41,10 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       t.same(await store.getUser('alice'), created)
       const updated = await store.putUser('alice', 'hash-2')
       t.equal(updated.createdAt, created.createdAt, 'an update keeps the creation time')
+      t.match(created.id, /^[\w-]{22}$/, 'a new user has a random id')
+      t.equal(updated.id, created.id, 'a password change keeps the id')
+      t.match(updated.credential, /^[\w-]{22}$/)
+      t.not(updated.credential, created.credential, 'and makes a new credential (tokens issued before end)')
       t.equal((await store.getUser('alice'))?.passwordHash, 'hash-2')
       await store.putUser('bob', 'hash-3')
       t.equal(await store.countUsers(), 2)
@@ -86,17 +90,35 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
     })
   }
 
+  /** forget() does not wait for Redis: the first non-false answer within 2 s */
+  async function waitFor<T> (attempt: () => Promise<T | false>): Promise<T | false> {
+    for (let waited = 0; ; waited += 10) {
+      const value = await attempt()
+      if (value !== false || waited > 2000) return value
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+  }
+
   for (const [kind, make] of Object.entries(factories)) {
     t.test(`${kind} store: remember-once and hit counters`, async (t) => {
       const store = await make(t)
-      t.equal(await store.rememberOnce('sig-1', 60_000), true)
+      const first1 = await store.rememberOnce('sig-1', 60_000)
+      t.not(first1, false, 'the first time: a mark')
       t.equal(await store.rememberOnce('sig-1', 60_000), false, 'a second time within the ttl: false')
-      t.equal(await store.rememberOnce('sig-2', 60_000), true)
+      t.not(await store.rememberOnce('sig-2', 60_000), false)
       const racers = await Promise.all(Array.from({ length: 50 }, () => store.rememberOnce('sig-3', 60_000)))
       t.equal(racers.filter(Boolean).length, 1, 'of 50 concurrent calls exactly one is first')
-      t.equal(await store.rememberOnce('short', 50), true)
+      t.not(await store.rememberOnce('short', 50), false)
       await new Promise((resolve) => setTimeout(resolve, 120))
-      t.equal(await store.rememberOnce('short', 50), true, 'after the ttl it is new again')
+      const again = await store.rememberOnce('short', 50)
+      t.not(again, false, 'after the ttl it is new again')
+      // A mark taken back is gone (a refused request may come again); only its own call's mark goes.
+      if (first1 === false) throw new Error('unreachable')
+      await first1.forget()
+      const retried = await waitFor(async () => await store.rememberOnce('sig-1', 60_000))
+      t.not(retried, false, 'after forget, the same key is new again')
+      await first1.forget()
+      t.equal(await store.rememberOnce('sig-1', 60_000), false, 'a second forget of the old mark leaves the new one in place')
 
       const first = await store.hit('user:alice', 60_000)
       t.equal(first.count, 1)
@@ -261,8 +283,19 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       t.equal((await store.getUser('erin'))?.passwordHash, 'hash-e2')
       t.same((await store.listUsers()).map((u) => [u.username, u.scopes]), [['dave', []], ['erin', ['clients:read', 'clients:write']]],
         'listed with their scopes')
-      await until(() => events.some((e) => e.type === 'user-changed'))
-      t.same(events, [{ type: 'user-changed', username: 'erin' }], 'scopes given at creation are announced; a password change is not')
+      await until(() => events.filter((e) => e.type === 'user-changed').length >= 3)
+      t.same(events, [{ type: 'user-changed', username: 'dave' }, { type: 'user-changed', username: 'erin' }, { type: 'user-changed', username: 'erin' }],
+        'each creation and each password change is announced (tokens issued before it end)')
+      events.length = 0
+      // Removed and created again under the same name: another person, another id.
+      const daveBefore = await store.getUser('dave')
+      await store.removeUser('dave')
+      const daveAgain = await store.putUser('dave', 'hash-d')
+      t.not(daveAgain.id, daveBefore?.id, 'a user created again under a removed name has a new id')
+      await until(() => events.filter((e) => e.type === 'user-changed').length >= 2)
+      events.length = 0
+      await store.removeUser('dave')
+      await until(() => events.filter((e) => e.type === 'user-changed').length >= 1)
       events.length = 0
 
       // setUserScopes: replaces them, announces it; null for nobody.
@@ -460,9 +493,9 @@ t.test('redis store: revocations reach every store on the prefix, and a resubscr
   await a.updateKey('5'.repeat(64), { scopes: ['clients:read'] })
   await a.putUser('zoe', 'hash-z')
   await a.setUserScopes('zoe', ['clients:read'])
-  await until(() => heard.length >= 2)
-  t.same(heard, [{ type: 'changed', apiKey: '5'.repeat(64) }, { type: 'user-changed', username: 'zoe' }],
-    'a key change and a user\'s scope change at A are heard at B (a revoked key is not changed, nor announced)')
+  await until(() => heard.length >= 3)
+  t.same(heard, [{ type: 'changed', apiKey: '5'.repeat(64) }, { type: 'user-changed', username: 'zoe' }, { type: 'user-changed', username: 'zoe' }],
+    'a key change, a user\'s creation and scope change at A are heard at B (a revoked key is not changed, nor announced)')
   t.same(heardOther.filter((e) => e.type === 'revoked'), [], 'another prefix hears nothing')
 })
 

@@ -18,7 +18,7 @@ t.test('upsert stores a scrypt hash, not the password', async (t) => {
 })
 
 t.test('authenticate: the right password gives the username', async (t) => {
-  t.equal(await users.authenticate('alice', 'alice-password-1'), 'alice')
+  t.equal((await users.authenticate('alice', 'alice-password-1')).username, 'alice')
 })
 
 t.test('authenticate: wrong password and unknown user are the same INVALID_CREDENTIALS', async (t) => {
