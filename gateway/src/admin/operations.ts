@@ -90,11 +90,12 @@ export const operatorKey = (record: KeyRecord & { status: KeyStatus }): Operator
 
 /**
  * A key with its public key, its properties in the order the admin API's serialiser writes them
- * (required ones first, then keyType, expiresAt, revokedAt): the CLI's direct way prints the same JSON.
+ * (required ones first, then keyType, expiresAt, revokedAt, then publicKey, optional since tombstones
+ * have none): the CLI's direct way prints the same JSON.
  */
 const operatorKeyDetail = (record: KeyRecord & { status: KeyStatus }): OperatorKeyDetail => {
   const { owner, apiKey, name, createdAt, lastUsedAt, status, scopes, ...optional } = operatorKey(record)
-  return { owner, apiKey, name, createdAt, lastUsedAt, status, scopes, ...(record.publicKey !== undefined && { publicKey: record.publicKey }), ...optional }
+  return { owner, apiKey, name, createdAt, lastUsedAt, status, scopes, ...optional, ...(record.publicKey !== undefined && { publicKey: record.publicKey }) }
 }
 
 const invalidUserInput = (field: string, message: string): GatewayError =>
