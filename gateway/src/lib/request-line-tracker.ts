@@ -269,7 +269,7 @@ export class RequestLineTracker {
   /** whether `upgrade` appears anywhere in the value, any case (wider than llhttp's token match: stopping is safe) */
   private includesUpgrade (buf: Buffer, from: number, to: number): boolean {
     for (let i = from; i + UPGRADE.length <= to; i++) {
-      if (matchesAt(buf, i, UPGRADE)) return true
+      if (((buf[i] as number) | 0x20) === 0x75 && matchesAt(buf, i, UPGRADE)) return true
     }
     return false
   }
