@@ -22,6 +22,7 @@ import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
 import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
 import { ByteBudget } from './lib/byte-budget.js'
+import { TrackedIncomingMessage, trackRequestLines } from './lib/request-line-tracker.js'
 import { REDACTED, redactUrl } from './lib/redact-url.js'
 import { createRateLimiter } from './limits/limiter.js'
 import { createGatewayMetrics } from './metrics/metrics.js'
@@ -85,7 +86,14 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     keepAliveTimeout: config.server.keepAliveTimeoutMs,
     // requireHostHeader: a missing Host is refused by the request-target plugin, as problem+json
     // (Node's own refusal is a bare 400)
-    http: { headersTimeout: config.server.headersTimeoutMs, maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: 1000, requireHostHeader: false },
+    // IncomingMessage: each request takes what the request-line tracker read of its line
+    http: {
+      headersTimeout: config.server.headersTimeoutMs,
+      maxHeaderSize: MAX_HEADER_BYTES,
+      connectionsCheckingInterval: 1000,
+      requireHostHeader: false,
+      IncomingMessage: TrackedIncomingMessage
+    },
     // the shutdown plugin answers with problem+json instead
     return503OnClosing: false,
     frameworkErrors,
@@ -156,6 +164,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(problemsPlugin)
   // CONNECT never reaches Fastify: Node hands it to 'connect' listeners, or drops the connection.
   app.server.on('connect', refuseConnect)
+  // Runs of spaces in a request line, which Node's parser reads as one and does not report: the
+  // request-target plugin refuses the request they were in
+  trackRequestLines(app.server, MAX_HEADER_BYTES)
   // A client that sends its request and then closes its sending side (a FIN: `socket.end()`,
   // `curl` with stdin closed, many scripts) still reads the answer. By default Node aborts every
   // request of a connection on its FIN, so an answer that needs any asynchronous work (a token

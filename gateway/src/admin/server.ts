@@ -14,6 +14,7 @@ import { clientErrorHandler, frameworkErrors, problemsPlugin } from '../http/plu
 import { refuseMalformedRequestLine } from '../http/plugins/request-target.js'
 import { COMMON_PROBLEMS, PROBLEM_SCHEMA } from '../http/docs/openapi.js'
 import { problemsAsResponses, withProblems } from '../http/plugins/docs.js'
+import { TrackedIncomingMessage, trackRequestLines } from '../lib/request-line-tracker.js'
 import { keygateVersion } from '../lib/version.js'
 import { auditPlugin } from './audit.js'
 import { adminTokenCheck } from './auth.js'
@@ -71,7 +72,13 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
     genReqId: () => randomUUID(),
     bodyLimit: ADMIN_BODY_LIMIT,
     requestTimeout: ADMIN_REQUEST_TIMEOUT_MS,
-    http: { headersTimeout: ADMIN_HEADERS_TIMEOUT_MS, maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: 1000, requireHostHeader: false },
+    http: {
+      headersTimeout: ADMIN_HEADERS_TIMEOUT_MS,
+      maxHeaderSize: MAX_HEADER_BYTES,
+      connectionsCheckingInterval: 1000,
+      requireHostHeader: false,
+      IncomingMessage: TrackedIncomingMessage
+    },
     frameworkErrors,
     clientErrorHandler,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
@@ -80,7 +87,8 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
   await app.register(problemsPlugin)
   // JSON only: a text/plain body is 415, not a string the schema then refuses
   app.removeContentTypeParser('text/plain')
-  // an HTTP/0.9 line, another version, two Hosts: refused as on the public port
+  // runs of spaces in the request line, an HTTP/0.9 line, another version, two Hosts: refused as on the public port
+  trackRequestLines(app.server, MAX_HEADER_BYTES)
   app.addHook('onRequest', refuseMalformedRequestLine)
   // first of the checks of what was sent: nothing is read, routed or documented for a caller without the token
   app.addHook('onRequest', adminTokenCheck(options.token))

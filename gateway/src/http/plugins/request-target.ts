@@ -1,20 +1,26 @@
 // The request line and the request-target rules (the protocol core's requestTargetProblem)
-// enforced before any other check: HTTP/1.0 or HTTP/1.1 only, one Host (and one on HTTP/1.1),
-// else 400 MALFORMED_HTTP; a target the rules refuse is 400 INVALID_TARGET; a bodyless method with
-// a body 400.
+// enforced before any other check: single spaces in the request line, HTTP/1.0 or HTTP/1.1 only,
+// one Host (and one on HTTP/1.1), else 400 MALFORMED_HTTP; a target the rules refuse is 400
+// INVALID_TARGET; a bodyless method with a body 400.
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import { BODYLESS_METHODS, requestTargetProblem } from '#client/protocol'
 import type { FastifyPluginAsync, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { GatewayError } from '../../errors.js'
+import { hasSpacedRequestLine } from '../../lib/request-line-tracker.js'
 
 /**
- * What Node's parser lets through that keygate refuses, or undefined: an HTTP/0.9 request line
- * (no version: it has no headers, so no credentials, and would be forwarded as HTTP/1.1) or a
- * version other than 1.0 and 1.1 (HTTP/2.0 in an HTTP/1 request line); no Host on HTTP/1.1, or two
- * Host lines (RFC 9112 §3.2: a proxy in front and keygate could each read another one).
+ * What Node's parser lets through that keygate refuses, or undefined: a run of spaces between
+ * the request line's parts (the listener's request-line tracker saw it; a proxy in front may read
+ * such a line otherwise), an HTTP/0.9 request line (no version: it has no headers, so no
+ * credentials, and would be forwarded as HTTP/1.1) or a version other than 1.0 and 1.1 (HTTP/2.0
+ * in an HTTP/1 request line); no Host on HTTP/1.1, or two Host lines (RFC 9112 §3.2: a proxy in
+ * front and keygate could each read another one).
  */
 export function requestLineProblem (raw: IncomingMessage): string | undefined {
+  if (hasSpacedRequestLine(raw)) {
+    return 'The request line has more than one space between its parts; RFC 9112 §3 allows exactly one (METHOD SP target SP HTTP-version)'
+  }
   if (raw.httpVersionMajor !== 1 || (raw.httpVersionMinor !== 1 && raw.httpVersionMinor !== 0)) {
     return raw.httpVersionMajor === 0
       ? 'The request line has no HTTP version (HTTP/0.9): keygate takes HTTP/1.1 and HTTP/1.0 only'
