@@ -116,9 +116,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     ...keyPolicy(config),
     onRecordUseError: (err, apiKey) => { app.log.debug({ err, apiKey }, 'recording a key\'s last use failed') }
   })
-  const users = createUserService(store)
   // each user's scopes, cached beside the keys and as many
   const userScopes = createUserScopes(store, { cacheSize: config.keyCacheSize })
+  const users = createUserService(store, { onChanged: userScopes.forget })
   const signatureBudget = createSignatureBudget(config.signatureFailures)
   const services: KeygateServices = {
     store,

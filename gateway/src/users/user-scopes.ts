@@ -28,6 +28,8 @@ export interface UserScopes {
   readonly cacheSize: number
   /** lookups answered by the in-process cache (hits) or the store (misses) */
   readonly stats: Readonly<CacheStats>
+  /** drops what is cached of the user (a change this process made: user-service.ts's onChanged) */
+  forget: (username: string) => void
   /** stops listening to the store's events */
   close: () => Promise<void>
 }
@@ -86,6 +88,10 @@ export function createUserScopes (store: Store, options: { cacheSize: number }):
       return user?.scopes ?? NO_SCOPES
     },
     current,
+    forget (username) {
+      epoch++
+      cache.delete(username)
+    },
     get cacheSize () {
       return cache.size
     },

@@ -41,7 +41,16 @@ export function validateNewUser (username: string, password: string): void {
   }
 }
 
-export function createUserService (store: Store): UserService {
+export interface UserServiceOptions {
+  /**
+   * Hears each user this process changed or removed, once the store has it: the process's own
+   * cache of users (user-scopes.ts) drops it at once, before the change is answered, rather than
+   * when the store's announcement comes back (which tells the other gateways, within a second).
+   */
+  onChanged?: (username: string) => void
+}
+
+export function createUserService (store: Store, { onChanged }: UserServiceOptions = {}): UserService {
   // An unknown user is checked against this hash, so it costs exactly what a wrong password costs.
   let dummyHash: Promise<string> | undefined
   const getDummyHash = async (): Promise<string> => await (dummyHash ??= hashPassword('keygate-no-such-user'))
@@ -56,12 +65,16 @@ export function createUserService (store: Store): UserService {
     async upsert (username, password, scopes) {
       validateNewUser(username, password)
       const checked = scopes === undefined ? undefined : normaliseScopes(scopes)
-      return await store.putUser(username, await hashPassword(password), checked)
+      const user = await store.putUser(username, await hashPassword(password), checked)
+      onChanged?.(username)
+      return user
     },
     async setScopes (username, scopes) {
       const checked = normaliseScopes(scopes)
       if (!USERNAME_PATTERN.test(username)) return null
-      return await store.setUserScopes(username, checked)
+      const user = await store.setUserScopes(username, checked)
+      onChanged?.(username)
+      return user
     },
     async bootstrap (users) {
       for (const { username, password } of users) {
@@ -69,6 +82,7 @@ export function createUserService (store: Store): UserService {
         // Hashing costs ~0.2 s: skip users whose stored password already matches.
         if (existing !== null && await verifyPassword(password, existing.passwordHash)) continue
         await store.putUser(username, await hashPassword(password))
+        onChanged?.(username)
       }
     },
     async get (username) {
@@ -79,7 +93,9 @@ export function createUserService (store: Store): UserService {
     },
     async remove (username) {
       if (!USERNAME_PATTERN.test(username)) return { removed: false, revokedKeys: [] }
-      return await store.removeUser(username)
+      const removal = await store.removeUser(username)
+      onChanged?.(username)
+      return removal
     }
   }
 }
