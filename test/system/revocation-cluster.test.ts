@@ -21,7 +21,7 @@ async function msUntilRefused (gw: GatewayHandle, keys: TestKeyPair, token: stri
   for (;;) {
     const res = await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/' })
     const elapsed = Date.now() - since
-    if (res.status === 401 && refusedAs.includes(res.json().code)) return elapsed
+    if (res.status === 401 && refusedAs.includes(String(res.json().code))) return elapsed
     if (res.status !== 200) throw new Error(`unexpected ${res.status} ${res.text}`)
     if (elapsed > PROPAGATION_LIMIT_MS) return Number.POSITIVE_INFINITY
     await new Promise((resolve) => setTimeout(resolve, POLL_MS))
