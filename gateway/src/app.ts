@@ -22,6 +22,7 @@ import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
 import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
 import { ByteBudget } from './lib/byte-budget.js'
+import { lazyChildLoggerFactory } from './lib/lazy-child-logger.js'
 import { TrackedIncomingMessage, trackRequestLines } from './lib/request-line-tracker.js'
 import { REDACTED, redactUrl } from './lib/redact-url.js'
 import { createRateLimiter } from './limits/limiter.js'
@@ -97,6 +98,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     // the shutdown plugin answers with problem+json instead
     return503OnClosing: false,
     frameworkErrors,
+    // a request's logger is made when the request first logs (lib/lazy-child-logger.ts)
+    childLoggerFactory: lazyChildLoggerFactory,
     clientErrorHandler,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
   }).withTypeProvider<TypeBoxTypeProvider>()
