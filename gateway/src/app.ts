@@ -169,7 +169,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   app.server.on('connect', refuseConnect)
   // Runs of spaces in a request line, which Node's parser reads as one and does not report: the
   // request-target plugin refuses the request they were in
-  trackRequestLines(app.server, MAX_HEADER_BYTES)
+  // KEYGATE_STRICT_REQUEST_LINE=off: Node's parser alone, which reads runs of spaces as one
+  if (config.server.strictRequestLine) trackRequestLines(app.server, MAX_HEADER_BYTES)
   // A client that sends its request and then closes its sending side (a FIN: `socket.end()`,
   // `curl` with stdin closed, many scripts) still reads the answer. By default Node aborts every
   // request of a connection on its FIN, so an answer that needs any asynchronous work (a token

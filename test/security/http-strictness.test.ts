@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto'
 import { connect } from 'node:net'
 import { createSigner, httpbis } from 'http-message-signatures'
 import t from 'tap'
+import { loadConfig } from '../../gateway/src/config/env.js'
 import { route } from '../../gateway/src/proxy/route.js'
 import { startAdminGateway } from '../helpers/admin.js'
 import { send } from '../helpers/http.js'
@@ -255,4 +256,19 @@ t.test('HTTP strictness and secrets in logs', async (t) => {
     t.ok(urls.includes('/v1/users?token=[redacted]&limit=10'), 'the admin API\'s refusal line: the URL, the token redacted')
     t.ok(urls.includes('/v1/users?limit=10'), 'and the other refusal as sent')
   })
+})
+
+t.test('KEYGATE_STRICT_REQUEST_LINE=off: Node\'s reading alone, a spaced line served as the single-spaced one', async (t) => {
+  const upstream = await startRecorder(t)
+  const base = loadConfig({ KEYGATE_STRICT_REQUEST_LINE: 'off' })
+  t.equal(base.server.strictRequestLine, false, 'the variable turns the check off')
+  t.equal(loadConfig({}).server.strictRequestLine, true, 'on by default')
+  const gw = await startAdminGateway(t, {
+    upstreamUrl: upstream.url,
+    routes: [route({ name: 'public', prefix: '/public/', upstream: upstream.url, auth: 'public' }, DEFAULTS)],
+    config: { server: base.server }
+  })
+  const r = await exchange(gw.url, `GET  /public/lenient HTTP/1.1\r\nHost: ${new URL(gw.url).host}\r\nConnection: close\r\n\r\n`)
+  t.same(r.responses.map((res) => res.status), [200], 'served')
+  t.same(upstream.requests.map((req) => req.url), ['/public/lenient'], 'forwarded with the line keygate writes (single spaces)')
 })

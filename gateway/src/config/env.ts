@@ -119,6 +119,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ROUTES_WATCH: Type.Optional(Switch),
   KEYGATE_DOCS: Type.Optional(Switch),
+  KEYGATE_STRICT_REQUEST_LINE: Type.Optional(Switch),
   KEYGATE_METRICS_PORT: Type.Optional(Port),
   KEYGATE_METRICS_HOST: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ADMIN_PORT: Type.Optional(Port),
@@ -216,6 +217,8 @@ export interface ServerLimits {
   requestTimeoutMs: number
   keepAliveTimeoutMs: number
   shutdownGraceMs: number
+  /** refuse a request line with runs of spaces (lib/request-line-tracker.ts): costs a few us per request */
+  strictRequestLine: boolean
 }
 
 export interface UpstreamLimits {
@@ -315,7 +318,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       headersTimeoutMs: e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS,
       requestTimeoutMs: Math.max(e.KEYGATE_REQUEST_TIMEOUT_MS ?? DEFAULT_REQUEST_TIMEOUT_MS, e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS),
       keepAliveTimeoutMs: e.KEYGATE_KEEP_ALIVE_TIMEOUT_MS ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
-      shutdownGraceMs: e.KEYGATE_SHUTDOWN_GRACE_MS ?? DEFAULT_SHUTDOWN_GRACE_MS
+      shutdownGraceMs: e.KEYGATE_SHUTDOWN_GRACE_MS ?? DEFAULT_SHUTDOWN_GRACE_MS,
+      strictRequestLine: isOn(e.KEYGATE_STRICT_REQUEST_LINE, true)
     },
     routeDefaults: { upstream, bodyLimit, timeoutMs },
     upstreams: {

@@ -65,7 +65,8 @@ t.test('bad values are refused, naming the variable', async (t) => {
 t.test('switches take true, false, on and off, each variable alike', async (t) => {
   const switches: Array<[variable: string, read: (c: ReturnType<typeof loadConfig>) => boolean, byDefault: boolean]> = [
     ['KEYGATE_ROUTES_WATCH', (c) => c.watchRoutes, false],
-    ['KEYGATE_DOCS', (c) => c.docs, true]
+    ['KEYGATE_DOCS', (c) => c.docs, true],
+    ['KEYGATE_STRICT_REQUEST_LINE', (c) => c.server.strictRequestLine, true]
   ]
   const spellings: Array<[string, boolean]> = [['true', true], ['on', true], ['false', false], ['off', false]]
   t.same(spellings.map(([value]) => value).sort(), [...SWITCH_VALUES].sort(), 'every spelling is in the table')
@@ -86,6 +87,7 @@ t.test('a refused value is answered with what the variable allows', async (t) =>
     [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL: "verbose" is not allowed: use one of fatal, error, warn, info, debug, trace or silent'],
     [{ LOG_LEVEL: 'INFO' }, 'LOG_LEVEL: "INFO" is not allowed: use one of fatal, error, warn, info, debug, trace or silent'],
     [{ KEYGATE_DOCS: 'yes' }, 'KEYGATE_DOCS: "yes" is not allowed: use one of true, false, on or off'],
+    [{ KEYGATE_STRICT_REQUEST_LINE: 'strict' }, 'KEYGATE_STRICT_REQUEST_LINE: "strict" is not allowed: use one of true, false, on or off'],
     [{ KEYGATE_ROUTES_WATCH: '1' }, 'KEYGATE_ROUTES_WATCH: "1" is not allowed: use one of true, false, on or off'],
     [{ KEYGATE_TRUSTED_PROXY_HEADER: 'x-real-ip' }, 'KEYGATE_TRUSTED_PROXY_HEADER: "x-real-ip" is not allowed: use one of x-forwarded-for or forwarded'],
     [{ KEYGATE_WORKERS: 'many' }, 'KEYGATE_WORKERS: "many" is not allowed: use auto, or a number of processes from 1 to 256'],
@@ -102,7 +104,8 @@ t.test('a refused value is answered with what the variable allows', async (t) =>
   // Every variable with a list of values is in the table above, and every variable's refusal says
   // what it takes instead of TypeBox's words.
   const listed = ENV_VARIABLES.filter((name) => Array.isArray(EnvSchema.properties[name].anyOf))
-  t.same(listed.sort(), ['KEYGATE_DOCS', 'KEYGATE_ROUTES_WATCH', 'KEYGATE_TRUSTED_PROXY_HEADER', 'LOG_LEVEL'], 'the variables that take a list of values')
+  t.same(listed.sort(), ['KEYGATE_DOCS', 'KEYGATE_ROUTES_WATCH', 'KEYGATE_STRICT_REQUEST_LINE', 'KEYGATE_TRUSTED_PROXY_HEADER', 'LOG_LEVEL'],
+    'the variables that take a list of values')
   for (const name of listed) t.ok(cases.some(([env]) => name in env), `${name} has a case`)
   for (const name of ENV_VARIABLES) {
     const schema = EnvSchema.properties[name]
