@@ -9,7 +9,8 @@ export {
   type ComponentId, type ContentDigestAlgorithm, type KeyType, type MessageSignatureAlgorithm, type Parameters, type ParameterValue, type SignedMessage
 } from './message-signature.js'
 export {
-  BODY_OPTIONAL_METHODS, BODYLESS_METHODS, HTTP_METHODS, METHOD_TOKEN, NO_BODY_METHODS, SAFE_METHODS, signedBodyMethodProblem, type HttpMethod
+  BODY_OPTIONAL_METHODS, BODYLESS_METHODS, bodylessMethodProblem, HTTP_METHODS, METHOD_TOKEN, NO_BODY_METHODS, SAFE_METHODS, signedBodyMethodProblem,
+  type HttpMethod
 } from './methods.js'
 export { pathOf, requestTargetProblem, TARGET_CHARACTER } from './request-target.js'
 export {
