@@ -14,6 +14,7 @@ export {
 } from './methods.js'
 export { pathOf, requestTargetProblem, TARGET_CHARACTER } from './request-target.js'
 export {
-  describeSigningString, isTargetByte, seedBodyProblem, signingString, type Sha256Hex, type Sha256HexAsync, type SigningStringDetails
+  describeSigningString, isTargetByte, SEED_BODY_BOUNDARIES, seedBodyProblem, signingString, type SeedBodyBoundary, type Sha256Hex, type Sha256HexAsync,
+  type SigningStringDetails
 } from './signing-string.js'
 export { looksLikeSeconds, MAX_TIMESTAMP_SKEW_MS, MILLISECONDS_TIMESTAMP } from './timestamp.js'
