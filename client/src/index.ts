@@ -21,8 +21,8 @@ import {
 } from './message-signing.js'
 import {
   ALGORITHMS_OF_KEY_TYPE, API_KEY_PATTERN, apiKeyOfSpki, BODY_OPTIONAL_METHODS, BODYLESS_METHODS, describeSigningString as describeWith, type KeyType,
-  looksLikeSeconds, type MessageSignatureAlgorithm, METHOD_TOKEN, MILLISECONDS_TIMESTAMP, requestTargetProblem, seedBodyProblem, signedBodyMethodProblem,
-  signingString, type SigningStringDetails
+  looksLikeSeconds, type MessageSignatureAlgorithm, METHOD_TOKEN, MILLISECONDS_TIMESTAMP, requestTargetProblem, SEED_BODY_BOUNDARIES, type SeedBodyBoundary,
+  seedBodyProblem, signedBodyMethodProblem, signingString, type SigningStringDetails
 } from './protocol/index.js'
 import type { CryptoKeyLike, KeyInput, KeyObjectLike, PrivateKeyInput } from './types.js'
 
@@ -93,7 +93,7 @@ export interface SignRequestInput {
 }
 
 /** The seed scheme's body rule: as keygate's routes by default, or off for a route that opted out. */
-export type SeedBodyBoundary = 'enforced' | 'unchecked'
+export type { SeedBodyBoundary }
 
 /**
  * RFC 9421: what signRequest needs besides the request. `baseUrl` (keygate's origin as the client
@@ -181,13 +181,13 @@ interface BodyRules { seedBodyBoundary: SeedBodyBoundary; bodyOnMethods: readonl
 
 function checkBodyRules (input: { seedBodyBoundary?: unknown; bodyOnMethods?: unknown }): BodyRules {
   const { seedBodyBoundary = 'enforced', bodyOnMethods = [] } = input
-  if (seedBodyBoundary !== 'enforced' && seedBodyBoundary !== 'unchecked') {
+  if (!(SEED_BODY_BOUNDARIES as readonly unknown[]).includes(seedBodyBoundary)) {
     throw new SigningInputError('seedBodyBoundary', 'must be "enforced" (the default) or "unchecked" (only for a route with seedBodyBoundary: unchecked)')
   }
   if (!Array.isArray(bodyOnMethods) || !bodyOnMethods.every((m) => (BODY_OPTIONAL_METHODS as readonly unknown[]).includes(m))) {
     throw new SigningInputError('bodyOnMethods', `must be a list of ${BODY_OPTIONAL_METHODS.join(' and ')}: the route's bodyOnMethods`)
   }
-  return { seedBodyBoundary, bodyOnMethods: bodyOnMethods as string[] }
+  return { seedBodyBoundary: seedBodyBoundary as SeedBodyBoundary, bodyOnMethods: bodyOnMethods as string[] }
 }
 
 /**

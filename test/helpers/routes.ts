@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { RouteConfig } from '../../gateway/src/proxy/route.js'
-import { parseRouteText, routesFromDocument } from '../../gateway/src/proxy/route-file.js'
+import { RouteFileError, parseRouteText, routesFromDocument } from '../../gateway/src/proxy/route-file.js'
 
 export interface RouteFileHandle {
   path: string
@@ -24,4 +24,24 @@ export function routeFile (t: { teardown: (fn: () => unknown) => void }, text: s
 export function routesFromYaml (yaml: string, upstream: string): RouteConfig[] {
   const document = parseRouteText(yaml.replaceAll('UPSTREAM', upstream), 'routes.yaml')
   return routesFromDocument(document, 'routes.yaml', { upstream, bodyLimit: 1024 * 1024, timeoutMs: 5000 })
+}
+
+/**
+ * The routes of one route entry: `entry`'s YAML lines under "- prefix: /a/" (name a, upstream
+ * http://x), for tests of a route option alone.
+ */
+export function routesOfEntry (entry: string): RouteConfig[] {
+  const text = `routes:\n  - prefix: /a/\n    name: a\n    upstream: http://x\n${entry.split('\n').map((line) => `    ${line}`).join('\n')}\n`
+  return routesFromDocument(parseRouteText(text, 'routes.yaml'), 'routes.yaml', { upstream: 'http://127.0.0.1:8081', bodyLimit: 1048576, timeoutMs: 30000 })
+}
+
+/** What the route file says is wrong with that entry, a problem a line; none when it loads. */
+export function routeEntryProblems (entry: string): string[] {
+  try {
+    routesOfEntry(entry)
+  } catch (err) {
+    if (err instanceof RouteFileError) return err.message.split('\n')
+    throw err
+  }
+  return []
 }

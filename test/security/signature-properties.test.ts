@@ -166,6 +166,26 @@ const signAsync = async (data: Buffer): Promise<string> => await new Promise((re
   sign('sha256', data, keys.privateKey, (err, signature) => { err === null ? resolve(signature.toString('base64')) : reject(err) })
 })
 
+interface SeedRequest { method: string; target: string; payload: Buffer; type?: string | undefined }
+
+/** Sends the request seed-signed by `keys` for `token`'s user, at a timestamp of its own (what the upstream's copy is found by). */
+async function sendSeedSigned (agent: Agent, url: string, token: string, { method, target, payload, type }: SeedRequest) {
+  const timestamp = String(uniqueTimestamp())
+  const signature = await signAsync(Buffer.concat([Buffer.from(timestamp + method + target, 'latin1'), payload]))
+  const res = await sendOn(agent, url, target, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      'x-api-key': keys.apiKey,
+      'x-api-timestamp': timestamp,
+      'x-api-signature': signature,
+      ...(type !== undefined && { 'content-type': type })
+    },
+    ...(method !== 'GET' && { body: payload })
+  })
+  return { timestamp, res }
+}
+
 const request = fc.record({ method: fc.constantFrom('POST', 'POST', 'POST', 'POST', 'GET'), target, body, type: contentType })
 
 t.test(`${HTTP_RUNS} generated signed requests over HTTP: ${HTTP_RUNS} accepted, ` +
@@ -189,19 +209,7 @@ t.test(`${HTTP_RUNS} generated signed requests over HTTP: ${HTTP_RUNS} accepted,
     const before = recorder.requests.length
     const results = await Promise.all(batch.map(async ({ method, target, body: generated, type }) => {
       const payload = method === 'GET' ? Buffer.alloc(0) : generated
-      const timestamp = String(uniqueTimestamp())
-      const signature = await signAsync(Buffer.concat([Buffer.from(timestamp + method + target, 'latin1'), payload]))
-      const res = await sendOn(agent, gw.url, target, {
-        method,
-        headers: {
-          authorization: `Bearer ${token}`,
-          'x-api-key': keys.apiKey,
-          'x-api-timestamp': timestamp,
-          'x-api-signature': signature,
-          ...(type !== undefined && { 'content-type': type })
-        },
-        ...(method !== 'GET' && { body: payload })
-      })
+      const { timestamp, res } = await sendSeedSigned(agent, gw.url, token, { method, target, payload, type })
       sent++
       statuses.add(res.status)
       return { method, target, payload, timestamp, res }
@@ -247,19 +255,7 @@ t.test(`${INNER_DOTS.length} signed targets with ".." next to a "/": ` +
   t.teardown(() => { agent.destroy() })
   for (const target of INNER_DOTS) {
     const payload = Buffer.from('{"a":1}')
-    const timestamp = String(uniqueTimestamp())
-    const signature = await signAsync(Buffer.concat([Buffer.from(timestamp + 'POST' + target, 'latin1'), payload]))
-    const res = await sendOn(agent, gw.url, target, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${token}`,
-        'x-api-key': keys.apiKey,
-        'x-api-timestamp': timestamp,
-        'x-api-signature': signature,
-        'content-type': 'application/json'
-      },
-      body: payload
-    })
+    const { res } = await sendSeedSigned(agent, gw.url, token, { method: 'POST', target, payload, type: 'application/json' })
     t.equal(res.status, 400, `${target}: refused`)
     t.match(res.body.toString(), /"code":"INVALID_TARGET"/, `${target}: as an invalid target`)
   }
@@ -283,19 +279,7 @@ t.test(`${AMBIGUOUS_RUNS} generated seed-signed requests whose body starts with 
   await fc.assert(fc.asyncProperty(fc.array(fc.record({ target, body: ambiguousBody, type: contentType }), { minLength: BATCH, maxLength: BATCH }),
     async (batch) => {
       await Promise.all(batch.map(async ({ target, body: payload, type }) => {
-        const timestamp = String(uniqueTimestamp())
-        const signature = await signAsync(Buffer.concat([Buffer.from(timestamp + 'POST' + target, 'latin1'), payload]))
-        const res = await sendOn(agent, gw.url, target, {
-          method: 'POST',
-          headers: {
-            authorization: `Bearer ${token}`,
-            'x-api-key': keys.apiKey,
-            'x-api-timestamp': timestamp,
-            'x-api-signature': signature,
-            ...(type !== undefined && { 'content-type': type })
-          },
-          body: payload
-        })
+        const { res } = await sendSeedSigned(agent, gw.url, token, { method: 'POST', target, payload, type })
         const code = (JSON.parse(res.body.toString()) as { code?: string }).code
         if (res.status !== 400 || code !== 'AMBIGUOUS_SIGNED_BODY') throw new Error(`POST ${target} (${payload.length} bytes): ${res.status} ${code ?? ''}`)
         refused++

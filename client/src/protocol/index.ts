@@ -9,10 +9,12 @@ export {
   type ComponentId, type ContentDigestAlgorithm, type KeyType, type MessageSignatureAlgorithm, type Parameters, type ParameterValue, type SignedMessage
 } from './message-signature.js'
 export {
-  BODY_OPTIONAL_METHODS, BODYLESS_METHODS, HTTP_METHODS, METHOD_TOKEN, NO_BODY_METHODS, SAFE_METHODS, signedBodyMethodProblem, type HttpMethod
+  BODY_OPTIONAL_METHODS, BODYLESS_METHODS, bodylessMethodProblem, HTTP_METHODS, METHOD_TOKEN, NO_BODY_METHODS, SAFE_METHODS, signedBodyMethodProblem,
+  type HttpMethod
 } from './methods.js'
 export { pathOf, requestTargetProblem, TARGET_CHARACTER } from './request-target.js'
 export {
-  describeSigningString, isTargetByte, seedBodyProblem, signingString, type Sha256Hex, type Sha256HexAsync, type SigningStringDetails
+  describeSigningString, isTargetByte, SEED_BODY_BOUNDARIES, seedBodyProblem, signingString, type SeedBodyBoundary, type Sha256Hex, type Sha256HexAsync,
+  type SigningStringDetails
 } from './signing-string.js'
 export { looksLikeSeconds, MAX_TIMESTAMP_SKEW_MS, MILLISECONDS_TIMESTAMP } from './timestamp.js'

@@ -9,15 +9,20 @@ export type HttpMethod = (typeof HTTP_METHODS)[number]
  */
 export const BODYLESS_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'TRACE'])
 
-/**
- * Methods whose content has no defined meaning (RFC 9110 §9.3): servers may ignore a body on them
- * or read it, so what was signed and what is done can differ. BODYLESS_METHODS refuse one
- * everywhere; on signed routes DELETE and OPTIONS do too, unless the route takes one (bodyOnMethods).
- */
-export const NO_BODY_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE'])
+/** Why a request of this method may not carry a body anywhere (400 VALIDATION_FAILED), or undefined. */
+export function bodylessMethodProblem (method: string): string | undefined {
+  return BODYLESS_METHODS.has(method) ? `A ${method} request carries no body` : undefined
+}
 
 /** The methods a signed route may take a body on after all (its bodyOnMethods). */
 export const BODY_OPTIONAL_METHODS = ['DELETE', 'OPTIONS'] as const
+
+/**
+ * Methods whose content has no defined meaning (RFC 9110 §9.3): servers may ignore a body on them
+ * or read it, so what was signed and what is done can differ. BODYLESS_METHODS refuse one
+ * everywhere; on signed routes BODY_OPTIONAL_METHODS do too, unless the route takes one (bodyOnMethods).
+ */
+export const NO_BODY_METHODS: ReadonlySet<string> = new Set([...BODYLESS_METHODS, ...BODY_OPTIONAL_METHODS])
 
 /**
  * Why a signed request of this method may not carry a body (400 VALIDATION_FAILED, as a GET with
@@ -25,11 +30,10 @@ export const BODY_OPTIONAL_METHODS = ['DELETE', 'OPTIONS'] as const
  */
 export function signedBodyMethodProblem (method: string, bodyOnMethods: readonly string[] = []): string | undefined {
   if (!NO_BODY_METHODS.has(method)) return undefined
-  if (!BODYLESS_METHODS.has(method) && bodyOnMethods.includes(method)) return undefined
-  return BODYLESS_METHODS.has(method)
-    ? `A ${method} request carries no body`
-    : `A signed ${method} request carries no body here: a body on ${method} has no defined meaning, so a backend may ignore what was signed ` +
-      `or act on it; send the request without one, or give the route bodyOnMethods: [${method}]`
+  const bodyless = bodylessMethodProblem(method)
+  if (bodyless !== undefined || bodyOnMethods.includes(method)) return bodyless
+  return `A signed ${method} request carries no body here: a body on ${method} has no defined meaning, so a backend may ignore what was signed ` +
+    `or act on it; send the request without one, or give the route bodyOnMethods: [${method}]`
 }
 
 /** Methods that change nothing: a repeat of one does no harm, so it is never refused as a replay. */

@@ -86,6 +86,14 @@ function describeByte (byte: number): string {
 }
 
 /**
+ * A signed route's seed body rule (its seedBodyBoundary): enforced (the default: seedBodyProblem
+ * refuses), or unchecked (a body starting with a target byte is verified anyway, and one signature
+ * then authorizes other requests).
+ */
+export const SEED_BODY_BOUNDARIES = ['enforced', 'unchecked'] as const
+export type SeedBodyBoundary = (typeof SEED_BODY_BOUNDARIES)[number]
+
+/**
  * Why keygate refuses this body under the seed scheme (400 AMBIGUOUS_SIGNED_BODY), or undefined.
  * The signing string has no separator between target and body, so a body that starts with a byte
  * a target may hold could have been the target's end, and vice versa: one signature would then

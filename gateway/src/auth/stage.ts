@@ -8,7 +8,7 @@ import type { RememberedMark } from '../store/index.js'
 import type { VerifiedToken } from '../tokens/token-service.js'
 import type { ScopeSet } from '../users/scopes.js'
 import type { CurrentUser } from '../users/user-scopes.js'
-import type { ComponentId, Parameters } from '#client/protocol'
+import type { ComponentId, Parameters, SeedBodyBoundary } from '#client/protocol'
 
 export interface SignatureHeaders {
   apiKey: string
@@ -42,12 +42,8 @@ export type SignatureScheme = 'seed' | 'rfc9421'
 export type SignatureSchemePolicy = SignatureScheme | 'any'
 export const SIGNATURE_SCHEME_POLICIES: readonly SignatureSchemePolicy[] = ['any', 'seed', 'rfc9421']
 
-/**
- * A signed route's seed body rule (seed-body.ts): enforced (the default), or unchecked: a body
- * starting with a target byte is verified anyway (one signature then authorizes other requests).
- */
-export type SeedBodyBoundary = 'enforced' | 'unchecked'
-export const SEED_BODY_BOUNDARIES: readonly SeedBodyBoundary[] = ['enforced', 'unchecked']
+// A signed route's seed body rule (seed-body.ts): the protocol core's, which the client checks too.
+export { SEED_BODY_BOUNDARIES, type SeedBodyBoundary } from '#client/protocol'
 
 /** How much a route asks of a request: a signature and a token, a token, or nothing. */
 export type AuthTier = 'signed' | 'bearer' | 'public'

@@ -3,7 +3,7 @@
 // one Host (and one on HTTP/1.1), else 400 MALFORMED_HTTP; a target the rules refuse is 400
 // INVALID_TARGET; a bodyless method with a body 400.
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
-import { BODYLESS_METHODS, requestTargetProblem } from '#client/protocol'
+import { bodylessMethodProblem, requestTargetProblem } from '#client/protocol'
 import type { FastifyPluginAsync, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { GatewayError } from '../../errors.js'
@@ -64,8 +64,10 @@ const requestTarget: FastifyPluginAsync = async (app) => {
     }
     // GET, HEAD and TRACE carry no body (and Fastify would not read one): refused rather than
     // forwarded with unread bytes or answered as if the bytes were not there, on every path.
-    if (BODYLESS_METHODS.has(request.method) && declaresBody(request.headers)) {
-      done(new GatewayError('VALIDATION_FAILED', `A ${request.method} request carries no body`))
+    // (the problem's text is made only for a request that declares a body: a GET costs no string)
+    const bodyless = declaresBody(request.headers) ? bodylessMethodProblem(request.method) : undefined
+    if (bodyless !== undefined) {
+      done(new GatewayError('VALIDATION_FAILED', bodyless))
       return
     }
     done()

@@ -258,3 +258,25 @@ t.test('why a token no longer acts for its user', async (t) => {
   t.equal(staleTokenReason(token({ issuedAt: 1999 }), user), password, 'issued before the password was set')
   t.equal(staleTokenReason(token({ issuedAt: 2000 }), user), undefined, 'issued in the second of the change or after: accepted')
 })
+
+t.test('a token and a user seen before: the stage answers at once, with no promise', async (t) => {
+  const { token } = await fx.tokens.issue('carol')
+  await runWith(`Bearer ${token}`)
+  const state: AuthState = {}
+  t.equal(stage.run(fakeRequest({ headers: { authorization: `Bearer ${token}` } }), state), undefined, 'no promise')
+  t.equal(state.user, 'carol')
+  t.equal(state.account?.id, (await users.getUser('carol'))?.id, 'the user as the cache holds it')
+})
+
+t.test('a user not cached while the store fails: the store\'s error, and no user established', async (t) => {
+  const failing = createMemoryStore()
+  failing.getUser = async () => { throw new Error('store away') }
+  const view = createUserScopes(failing, { cacheSize: 100 })
+  t.teardown(async () => { await view.close() })
+  const own = bearerTokenStage(fx.tokens, view)
+  const { token } = await fx.tokens.issue('alice')
+  const state: AuthState = {}
+  await t.rejects(async () => { await own.run(fakeRequest({ headers: { authorization: `Bearer ${token}` } }), state) }, { message: 'store away' })
+  t.equal(state.user, undefined)
+  t.equal(state.account, undefined)
+})

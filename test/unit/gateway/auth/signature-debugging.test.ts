@@ -158,6 +158,24 @@ function guideRegion (guide: string, id: string): string | undefined {
   return from === -1 || to < from ? undefined : guide.slice(from + start.length, to).replace(/\n$/, '')
 }
 
+/** The guide with region `id` holding `generated` (KEYGATE_WRITE_GUIDE=1). */
+function withRegion (guide: string, id: string, generated: string): string {
+  const [start, end] = markers(id)
+  const from = guide.indexOf(start)
+  const to = guide.indexOf(end)
+  if (from === -1 || to < from) throw new Error(`the guide has no ${start.trim()} ... ${end} markers`)
+  return guide.slice(0, from + start.length) + generated + '\n' + guide.slice(to)
+}
+
+type Test = Parameters<Parameters<typeof t.test>[0]>[0]
+
+/** Checks that the guide's region `id` shows `generated`; with KEYGATE_WRITE_GUIDE=1, writes it there instead. */
+function guideShows (t: Test, id: string, generated: string, message: string): void {
+  const guide = readFileSync(GUIDE, 'utf8')
+  if (process.env.KEYGATE_WRITE_GUIDE === '1') writeFileSync(GUIDE, withRegion(guide, id, generated))
+  else t.equal(guideRegion(guide, id), generated, message)
+}
+
 t.test('the five classic mistakes: what keygate answers, and the guide shows exactly that', async (t) => {
   const gw = await startStack(t, { store: 'memory', now: () => CLOCK })
   await addUser(gw, 'alice')
@@ -219,11 +237,7 @@ t.test('the five classic mistakes: what keygate answers, and the guide shows exa
 
       const generated = await region(m, res)
       if (writing) {
-        const [start, end] = markers(m.id)
-        const from = guide.indexOf(start)
-        const to = guide.indexOf(end)
-        if (from === -1 || to < from) throw new Error(`the guide has no ${start.trim()} ... ${end} markers`)
-        guide = guide.slice(0, from + start.length) + generated + '\n' + guide.slice(to)
+        guide = withRegion(guide, m.id, generated)
       } else {
         t.equal(
           guideRegion(guide, m.id),
@@ -301,16 +315,7 @@ t.test('a signature broken over lines, as curl sends $(... | base64): the answer
 
   const generated = [`keygate answers \`${res.status}\`, \`${res.headers['content-type'] ?? ''}\`, and closes the connection:`, '',
     '```json', JSON.stringify(problem, null, 2), '```'].join('\n')
-  const guide = readFileSync(GUIDE, 'utf8')
-  if (process.env.KEYGATE_WRITE_GUIDE === '1') {
-    const [start, end] = markers('line-broken-signature')
-    const from = guide.indexOf(start)
-    const to = guide.indexOf(end)
-    if (from === -1 || to < from) throw new Error(`the guide has no ${start.trim()} ... ${end} markers`)
-    writeFileSync(GUIDE, guide.slice(0, from + start.length) + generated + '\n' + guide.slice(to))
-  } else {
-    t.equal(guideRegion(guide, 'line-broken-signature'), generated, 'docs/debugging-signatures.md shows keygate\'s answer to a line-broken signature')
-  }
+  guideShows(t, 'line-broken-signature', generated, 'docs/debugging-signatures.md shows keygate\'s answer to a line-broken signature')
 })
 
 t.test('a form body signed with the seed scheme: refused before the signature is checked, the answer names the byte and RFC 9421', async (t) => {
@@ -349,14 +354,5 @@ t.test('a form body signed with the seed scheme: refused before the signature is
 
   const generated = [`keygate answers \`${res.status}\`, \`${res.headers['content-type'] ?? ''}\`:`, '',
     '```json', JSON.stringify(problem, null, 2), '```'].join('\n')
-  const guide = readFileSync(GUIDE, 'utf8')
-  if (process.env.KEYGATE_WRITE_GUIDE === '1') {
-    const [start, end] = markers('ambiguous-body')
-    const from = guide.indexOf(start)
-    const to = guide.indexOf(end)
-    if (from === -1 || to < from) throw new Error(`the guide has no ${start.trim()} ... ${end} markers`)
-    writeFileSync(GUIDE, guide.slice(0, from + start.length) + generated + '\n' + guide.slice(to))
-  } else {
-    t.equal(guideRegion(guide, 'ambiguous-body'), generated, 'docs/debugging-signatures.md shows keygate\'s answer to a form body under the seed scheme')
-  }
+  guideShows(t, 'ambiguous-body', generated, 'docs/debugging-signatures.md shows keygate\'s answer to a form body under the seed scheme')
 })

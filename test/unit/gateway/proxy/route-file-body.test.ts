@@ -2,25 +2,8 @@
 // or unchecked) and `bodyOnMethods` (DELETE, OPTIONS), each only where it means something, and the
 // warning routes check and the start/reload log give for a route that opts out of the seed body rule.
 import t from 'tap'
-import { RouteFileError, parseRouteText, routesFromDocument } from '../../../../gateway/src/proxy/route-file.js'
+import { routeEntryProblems as problems, routesOfEntry as load } from '../../../helpers/routes.js'
 import { routeOptOuts } from '../../../../gateway/src/proxy/route-opt-outs.js'
-
-const defaults = { upstream: 'http://127.0.0.1:8081', bodyLimit: 1048576, timeoutMs: 30000 }
-
-function load (entry: string) {
-  const text = `routes:\n  - prefix: /a/\n    name: a\n    upstream: http://x\n${entry.split('\n').map((line) => `    ${line}`).join('\n')}\n`
-  return routesFromDocument(parseRouteText(text, 'routes.yaml'), 'routes.yaml', defaults)
-}
-
-function problems (entry: string): string[] {
-  try {
-    load(entry)
-  } catch (err) {
-    if (err instanceof RouteFileError) return err.message.split('\n')
-    throw err
-  }
-  return []
-}
 
 t.test('defaults and accepted values', async (t) => {
   const [plain] = load('auth: signed')

@@ -2,24 +2,7 @@
 // and `signatureLabel` (an RFC 9421 label), each only on signed routes, and no label on a route
 // that takes the seed's scheme only.
 import t from 'tap'
-import { RouteFileError, parseRouteText, routesFromDocument } from '../../../../gateway/src/proxy/route-file.js'
-
-const defaults = { upstream: 'http://127.0.0.1:8081', bodyLimit: 1048576, timeoutMs: 30000 }
-
-function load (entry: string) {
-  const text = `routes:\n  - prefix: /a/\n    upstream: http://x\n${entry.split('\n').map((line) => `    ${line}`).join('\n')}\n`
-  return routesFromDocument(parseRouteText(text, 'routes.yaml'), 'routes.yaml', defaults)
-}
-
-function problems (entry: string): string[] {
-  try {
-    load(entry)
-  } catch (err) {
-    if (err instanceof RouteFileError) return err.message.split('\n')
-    throw err
-  }
-  return []
-}
+import { routeEntryProblems as problems, routesOfEntry as load } from '../../../helpers/routes.js'
 
 t.test('defaults and accepted values', async (t) => {
   const [plain] = load('auth: signed')
