@@ -17,14 +17,20 @@ function decodedName (name: string): string {
   }
 }
 
-/** The URL (origin-form target: path and query) with the values of credential-named parameters replaced by [redacted]. */
+/**
+ * The URL (origin-form target: path and query) with the values of credential-named parameters
+ * replaced by [redacted]. A fragment, which no request target may carry (the target rules refuse
+ * it, and the refusal is logged), is replaced whole: OAuth's implicit flow puts access_token there.
+ */
 export function redactUrl (url: string): string {
-  const query = url.indexOf('?')
-  // no query string: nothing to look at (the common case costs one scan)
-  if (query === -1) return url
-  const hash = url.indexOf('#', query)
+  const hash = url.indexOf('#')
   const end = hash === -1 ? url.length : hash
-  let changed = false
+  const first = url.indexOf('?')
+  const query = first < end ? first : -1
+  const fragment = hash === -1 ? '' : REDACTED
+  // no query string: nothing to look at (the common case costs two scans)
+  if (query === -1) return hash === -1 ? url : `${url.slice(0, hash)}${fragment}`
+  let changed = hash !== -1
   const pairs = url.slice(query + 1, end).split('&').map((pair) => {
     const equals = pair.indexOf('=')
     const name = equals === -1 ? pair : pair.slice(0, equals)
@@ -33,5 +39,5 @@ export function redactUrl (url: string): string {
     return `${name}=${REDACTED}`
   })
   if (!changed) return url
-  return `${url.slice(0, query + 1)}${pairs.join('&')}${hash === -1 ? '' : REDACTED}`
+  return `${url.slice(0, query + 1)}${pairs.join('&')}${fragment}`
 }
