@@ -2,12 +2,21 @@
 // access_token, api_key, password, signature, sig, session, ...) keeps its name and loses its value,
 // and the rest of the URL stays as sent, so a log line still says what was asked. Clients put
 // tokens in query strings (OAuth's access_token, presigned URLs), and a log is read by more people
-// than the credentials' owners.
+// than the credentials' owners. The header names and log paths redacted are here too: one home
+// for what never reaches a log.
 
 /** Parameter names that hold credentials, matched on the decoded, lower-case name. */
 const CREDENTIAL_NAME = /token|secret|passw|pwd|passphrase|signature|credential|session|jwt|authoriz|(?:^|[^a-z])auth(?:$|[^a-z])|api[-_.]?key|private[-_.]?key|^key$|^sig$|^pass$|^code$/
 
 export const REDACTED = '[redacted]'
+
+/** Secrets that must never reach a log line, should anything log a request, its headers or a body. */
+export const CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'x-api-signature', 'signature', 'cookie', 'set-cookie'] as const
+/** pino's redact paths for them (every logger of the gateway's processes: censor REDACTED) */
+export const REDACTED_PATHS = [
+  ...CREDENTIAL_HEADERS.flatMap((name) => [`req.headers["${name}"]`, `headers["${name}"]`, `*.headers["${name}"]`]),
+  'body.password', 'password', 'token', 'signature', 'privateKey'
+]
 
 function decodedName (name: string): string {
   try {
