@@ -24,7 +24,7 @@ import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
 import { ByteBudget } from './lib/byte-budget.js'
 import { lazyChildLoggerFactory } from './lib/lazy-child-logger.js'
 import { TrackedIncomingMessage, trackRequestLines } from './lib/request-line-tracker.js'
-import { REDACTED, redactUrl } from './lib/redact-url.js'
+import { REDACTED, REDACTED_PATHS, redactUrl } from './lib/redact-url.js'
 import { createRateLimiter } from './limits/limiter.js'
 import { createGatewayMetrics } from './metrics/metrics.js'
 import { createIdentityTokenIssuer } from './proxy/identity.js'
@@ -51,13 +51,6 @@ export interface BuildAppOptions {
   /** the routes when there is no route file; default: the built-in ones (proxy/route.ts) */
   routes?: readonly RouteConfig[]
 }
-
-/** Secrets that must never reach a log line, should anything log a request, its headers or a body. */
-export const CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'x-api-signature', 'signature', 'cookie', 'set-cookie'] as const
-export const REDACTED_PATHS = [
-  ...CREDENTIAL_HEADERS.flatMap((name) => [`req.headers["${name}"]`, `headers["${name}"]`, `*.headers["${name}"]`]),
-  'body.password', 'password', 'token', 'signature', 'privateKey'
-]
 
 interface LoggedRequest { method?: string; url?: string; ip?: string; socket?: { remotePort?: number } }
 

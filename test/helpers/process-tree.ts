@@ -2,11 +2,12 @@
 // KEYGATE_WORKERS a cluster's primary and its workers. Its JSON log lines are read as they come;
 // pino writes every line with the pid of the process that wrote it, so the access-log line of a
 // request (matched by x-request-id) says which worker answered it.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
-import type { RawResponse } from './http.js'
-import { deletePrefix, testRedisUrl, uniquePrefix } from './redis.js'
+import { send, type RawResponse } from './http.js'
+import { deletePrefix, freePort, testRedisUrl, uniquePrefix } from './redis.js'
 import { PASSWORD } from './stack.js'
 import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
 
@@ -61,6 +62,42 @@ export function spawnGateway (t: Test, env: Record<string, string>): Gateway {
     check()
   })
   return { child, lines, stderr: () => stderr, waitForLine, exited }
+}
+
+export interface MeasuredGateway {
+  child: ChildProcess
+  url: string
+  port: number
+  pid: number
+  exited: Promise<unknown>
+}
+
+/**
+ * One gateway process on a free port, serving /healthz, for a test that measures it from outside
+ * (its memory: rssOf). Its output is not read: stderr passes through, stdout is dropped.
+ */
+export async function startMeasuredGateway (t: Test, env: Record<string, string>): Promise<MeasuredGateway> {
+  const port = await freePort()
+  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/main.ts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', PORT: String(port), ...env },
+    stdio: ['ignore', 'ignore', 'inherit']
+  })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  t.teardown(() => { child.kill('SIGKILL') })
+  const url = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + 30_000
+  while ((await send(url, '/healthz').catch(() => undefined))?.status !== 200) {
+    if (Date.now() > deadline) throw new Error('the gateway did not start')
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  return { child, url, port, pid: child.pid as number, exited }
+}
+
+/** A process's resident set size, in bytes (Linux). */
+export function rssOf (pid: number): number {
+  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]
+  return Number(kb) * 1024
 }
 
 export interface Cluster extends Gateway {

@@ -4,20 +4,14 @@
 // served; keygate's own JSON endpoints count too; the bytes come back when a request completes, is
 // refused or its client goes away; and the
 // RSS figure of 100 slow 1 MiB senders, with a limit and without one.
-import { spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { route, type RouteConfig } from '../../gateway/src/proxy/route.js'
 import { sendRaw, send } from '../helpers/http.js'
+import { rssOf, startMeasuredGateway } from '../helpers/process-tree.js'
 import { startRecorder } from '../helpers/recorder.js'
-import { freePort } from '../helpers/redis.js'
 import { routeFile } from '../helpers/routes.js'
 import { startTestGateway, type GatewayHandle } from '../helpers/stack.js'
-import { TYPESCRIPT_NODE_ARGS } from '../helpers/typescript-node.js'
-
-const root = fileURLToPath(new URL('../..', import.meta.url))
 
 const KIB = 1024
 const MIB = 1024 * KIB
@@ -149,37 +143,15 @@ t.test('no leak: 40 clients cut off mid-body, 8 chunked bodies over the route li
   await until('every byte is given back', () => memory.used === 0)
 })
 
-/** A process's resident set size, in bytes (Linux). */
-function rssOf (pid: number): number {
-  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]
-  return Number(kb) * 1024
-}
-
 t.test('the figure: 100 slow senders of 1 MiB to a public route, with the default limit (64 MiB) and without one', async (t) => {
   const run = async (limit: string | undefined): Promise<{ before: number; after: number; refused: number; forwarded: number }> => {
     const upstream = await startRecorder(t)
     const file = routeFile(t, `routes:\n  - prefix: /public/\n    upstream: ${upstream.url}\n    auth: public\n`)
-    const port = await freePort()
-    const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/main.ts'], {
-      cwd: root,
-      env: {
-        PATH: process.env.PATH ?? '',
-        PORT: String(port),
-        LOG_LEVEL: 'warn',
-        KEYGATE_ROUTES: file.path,
-        ...(limit !== undefined && { KEYGATE_BODY_MEMORY_LIMIT: limit })
-      },
-      stdio: ['ignore', 'ignore', 'inherit']
+    const { url, child, pid, exited } = await startMeasuredGateway(t, {
+      LOG_LEVEL: 'warn',
+      KEYGATE_ROUTES: file.path,
+      ...(limit !== undefined && { KEYGATE_BODY_MEMORY_LIMIT: limit })
     })
-    const exited = new Promise((resolve) => child.once('exit', resolve))
-    t.teardown(() => { child.kill('SIGKILL') })
-    const url = `http://127.0.0.1:${port}`
-    const deadline = Date.now() + 30_000
-    while ((await send(url, '/healthz').catch(() => undefined))?.status !== 200) {
-      if (Date.now() > deadline) throw new Error('the gateway did not start')
-      await sleep(50)
-    }
-    const pid = child.pid as number
     await send(url, '/public/warm-up', { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: Buffer.alloc(MIB, 'w') })
     const before = rssOf(pid)
     // each declares 1 MiB and sends all but its last byte, then waits, as a slow sender does

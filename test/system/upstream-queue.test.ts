@@ -4,23 +4,19 @@
 // whose client goes away is never sent; an upstream that accepts no connection fails within
 // KEYGATE_UPSTREAM_CONNECT_TIMEOUT_MS; and memory stays bounded under 10,000 requests.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { route, type RouteConfig } from '../../gateway/src/proxy/route.js'
 import { rawRequest, send, sendHalfClosed } from '../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { parse } from '../helpers/prometheus.js'
+import { rssOf, startMeasuredGateway } from '../helpers/process-tree.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
-import { freePort } from '../helpers/redis.js'
 import { addUser, login, registerKey, startTestGateway, type GatewayHandle } from '../helpers/stack.js'
-import { TYPESCRIPT_NODE_ARGS } from '../helpers/typescript-node.js'
 
-const root = fileURLToPath(new URL('../..', import.meta.url))
 const DEFAULTS = { bodyLimit: 1024 * 1024, timeoutMs: 30_000 }
 const publicRoute = (upstream: string): RouteConfig[] => [route({ prefix: '/slow/', upstream, auth: 'public' }, DEFAULTS)]
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
@@ -210,34 +206,18 @@ t.test('an upstream that accepts no connection: 502 UPSTREAM_UNAVAILABLE within 
   t.ok(ms >= 250 && ms < 5000, `after the 300 ms connect timeout, not the route's 30 s (${ms.toFixed(0)} ms)`)
 })
 
-/** A process's resident set size, in bytes (Linux). */
-function rssOf (pid: number): number {
-  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]
-  return Number(kb) * 1024
-}
-
 t.test('memory stays bounded: 10,000 requests with 16 KiB bodies, 500 at a time, against 2 connections and 16 waiting', async (t) => {
   const upstream = await startRecorder(t, { delayMs: 200 })
   const file = routeFile(t, `routes:\n  - prefix: /slow/\n    upstream: ${upstream.url}\n    auth: public\n`)
-  const port = await freePort()
-  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/main.ts'], {
-    cwd: root,
-    env: {
-      PATH: process.env.PATH ?? '',
-      PORT: String(port),
-      LOG_LEVEL: 'warn', // no line per request: the figure is the queue's, not the log's
-      KEYGATE_ROUTES: file.path,
-      KEYGATE_UPSTREAM_CONNECTIONS: '2',
-      KEYGATE_UPSTREAM_MAX_PENDING: '16',
-      // a saturated gateway on a shared machine must not cut clients off as slow: not what is measured
-      KEYGATE_HEADERS_TIMEOUT_MS: '60000',
-      KEYGATE_REQUEST_TIMEOUT_MS: '60000'
-    },
-    stdio: ['ignore', 'ignore', 'inherit']
+  const { port, pid } = await startMeasuredGateway(t, {
+    LOG_LEVEL: 'warn', // no line per request: the figure is the queue's, not the log's
+    KEYGATE_ROUTES: file.path,
+    KEYGATE_UPSTREAM_CONNECTIONS: '2',
+    KEYGATE_UPSTREAM_MAX_PENDING: '16',
+    // a saturated gateway on a shared machine must not cut clients off as slow: not what is measured
+    KEYGATE_HEADERS_TIMEOUT_MS: '60000',
+    KEYGATE_REQUEST_TIMEOUT_MS: '60000'
   })
-  t.teardown(() => { child.kill('SIGKILL') })
-  await until('the gateway serves', async () => (await send(`http://127.0.0.1:${port}`, '/healthz').catch(() => undefined))?.status === 200, 30_000)
-  const pid = child.pid as number
   const agent = new Agent({ keepAlive: true, maxSockets: 500 })
   t.teardown(() => { agent.destroy() })
   const body = Buffer.alloc(16 * 1024, 'k')

@@ -37,6 +37,12 @@ export class LazyChildLogger {
     return threshold === undefined || (values[level] as number) >= threshold
   }
 
+  /** pino's own check, for a caller that would build a line only to have it dropped: makes no child. */
+  isLevelEnabled (level: Level): boolean {
+    const real = this.#child as (FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean }) | undefined
+    return real?.isLevelEnabled?.(level) ?? this.#writes(level)
+  }
+
   get level (): LevelWithSilentOrString {
     return this.#child?.level ?? this.#options.level ?? this.#parent.level
   }

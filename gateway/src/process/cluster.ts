@@ -18,10 +18,10 @@ import { reloadOutcome, type RouteControl, type RoutesInForce, type RoutesReload
 import { startAdminServer, type AdminServer } from '../admin/server.js'
 import type { UsageReader } from '../admin/usage.js'
 import { readUsage } from '../limits/usage.js'
-import { REDACTED_PATHS } from '../app.js'
 import type { GatewayConfig } from '../config/env.js'
 import { startMetricsServer, type MetricsServer } from '../http/metrics-server.js'
 import { createKeyRegistry, keyPolicy } from '../keys/key-registry.js'
+import { REDACTED, REDACTED_PATHS } from '../lib/redact-url.js'
 import { aggregateMetrics, type MetricsSnapshot } from '../metrics/aggregate.js'
 import { createStore } from '../store/index.js'
 import { createUserService } from '../users/user-service.js'
@@ -315,7 +315,7 @@ const PRIMARY_GRACE_MARGIN_MS = 2000
 export async function runPrimary (config: GatewayConfig): Promise<void> {
   // the primary logs its own events (workers starting, exiting, signals) and the admin API's;
   // redacted as a gateway's log is, should anything log a request's credentials
-  const log = pino({ level: config.logLevel, name: 'keygate-primary', redact: { paths: REDACTED_PATHS, censor: '[redacted]' } })
+  const log = pino({ level: config.logLevel, name: 'keygate-primary', redact: { paths: REDACTED_PATHS, censor: REDACTED } })
   const workers = await startCluster({ workers: config.workers.count, log })
   let metricsServer: MetricsServer | undefined
   let admin: { server: AdminServer; close: () => Promise<void> } | undefined

@@ -2,12 +2,20 @@
 // what (and the business route that took it), the outcome and, for a denial, the reason code.
 // Never a header value, token, signature or body; a credential in the query string is redacted
 // (lib/redact-url.ts). reqId, on every line, is the x-request-id of the answer.
-import type { FastifyPluginAsync } from 'fastify'
+import type { FastifyBaseLogger, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { redactUrl } from '../../lib/redact-url.js'
 
+/** pino's loggers (and the lazy request logger) have it; Fastify's logger type does not say so */
+type LevelChecking = FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean }
+
 const accessLog: FastifyPluginAsync = async (app) => {
   app.addHook('onResponse', (request, reply, done) => {
+    // below LOG_LEVEL=info the line is dropped: not built (nor its URL redacted) for nothing
+    if ((request.log as LevelChecking).isLevelEnabled?.('info') === false) {
+      done()
+      return
+    }
     const auth = request.auth
     request.log.info({
       method: request.method,

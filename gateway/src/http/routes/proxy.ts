@@ -206,7 +206,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
   const authenticateHook = asHook(matchAndAuthenticate)
   const onRequest: onRequestHookHandler = (request, reply, done) => {
     // only a request with a body needs its answer (above); a bodyless one costs nothing here
-    if (request.headers['content-length'] !== undefined || request.headers['transfer-encoding'] !== undefined) answers.set(request, reply.raw)
+    if (declaresBody(request.headers)) answers.set(request, reply.raw)
     authenticateHook(request, reply, done)
   }
   app.addHook('onRequest', onRequest)

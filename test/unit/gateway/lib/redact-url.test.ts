@@ -24,6 +24,12 @@ t.test('credential-named parameters lose their values, the rest stays', async (t
     // a name that does not decode is matched as sent
     ['/x?%zztoken=a', '/x?%zztoken=[redacted]'],
     ['/x?token=a#frag', '/x?token=[redacted][redacted]'],
+    // a fragment is replaced whole, whether or not the query held a credential
+    ['/x#access_token=s3cret', '/x[redacted]'],
+    ['/x?limit=5#access_token=s3cret', '/x?limit=5[redacted]'],
+    ['/x#a?token=s3cret', '/x[redacted]'],
+    // a question mark inside the query is part of it
+    ['/x?token=a?b&limit=5', '/x?token=[redacted]&limit=5'],
     ['/x?', '/x?']
   ]
   for (const [url, logged] of cases) t.equal(redactUrl(url), logged, url)

@@ -170,20 +170,27 @@ async function sendPieces (port: number, pieces: Buffer[], until: () => boolean)
   socket.destroy()
 }
 
-/** mostly one space, as clients send; a run now and then */
 t.test('a request Node answers itself (417 to an Expect) still takes its reading: the next ones keep theirs', async (t) => {
   const { port, seen } = await trackedServer(t)
   await sendPieces(port, [Buffer.from(get('/a', 'Expect: something\r\n') + smuggledLine + get('/c'), 'latin1')], () => seen.length === 2)
   t.same(seen, [{ method: 'GET', url: '/x', spaced: true }, { method: 'GET', url: '/c', spaced: false }])
 })
 
-t.test('a reading that does not match the request Node built: no verdict on that connection any more', async (t) => {
+/**
+ * A tracked connection that has sent a plain line and two spaced ones (no server behind it): each
+ * call builds the next request as Node would, with the method and target given.
+ */
+function connectionOfThree (): (method: string, url: string) => TrackedIncomingMessage {
   const server = new EventEmitter()
   trackRequestLines(server as unknown as Server, MAX_LINE)
   const socket = new Socket()
   server.emit('connection', socket)
   socket.emit('data', Buffer.from(get('/a') + smuggledLine + smuggledLine, 'latin1'))
-  const message = (method: string, url: string): TrackedIncomingMessage => Object.assign(new TrackedIncomingMessage(socket), { method, url })
+  return (method, url) => Object.assign(new TrackedIncomingMessage(socket), { method, url })
+}
+
+t.test('a reading that does not match the request Node built: no verdict on that connection any more', async (t) => {
+  const message = connectionOfThree()
   t.equal(hasSpacedRequestLine(message('GET', '/other')), false, 'the first: another target than the tracker read')
   t.equal(hasSpacedRequestLine(message('GET', '/x')), false, 'the second, spaced as read, is no longer refused: the tracker lost the framing')
   t.equal(hasSpacedRequestLine(message('GET', '/x')), false, 'nor the third')
@@ -192,15 +199,11 @@ t.test('a reading that does not match the request Node built: no verdict on that
 })
 
 t.test('the same messages with the readings matching: the spaced ones are flagged', async (t) => {
-  const server = new EventEmitter()
-  trackRequestLines(server as unknown as Server, MAX_LINE)
-  const socket = new Socket()
-  server.emit('connection', socket)
-  socket.emit('data', Buffer.from(get('/a') + smuggledLine + smuggledLine, 'latin1'))
-  const message = (method: string, url: string): TrackedIncomingMessage => Object.assign(new TrackedIncomingMessage(socket), { method, url })
+  const message = connectionOfThree()
   t.same([message('GET', '/a'), message('GET', '/x'), message('GET', '/x')].map(hasSpacedRequestLine), [false, true, true])
 })
 
+/** mostly one space, as clients send; a run now and then */
 const SPACES = fc.oneof({ weight: 4, arbitrary: fc.constant(' ') }, { weight: 1, arbitrary: fc.constantFrom('  ', '   ') })
 const TARGET = fc.stringMatching(/^\/[a-z0-9/._~-]{0,12}(\?[a-z0-9=&]{0,8})?$/)
 /** body text that looks like framing: request lines (spaced too), chunk sizes, CRLFs */
