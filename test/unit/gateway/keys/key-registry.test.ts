@@ -223,3 +223,36 @@ function slowStore (inner: Store): Store {
   }
   return wrapped as unknown as Store
 }
+
+t.test('list: a revoked key past its retention is left out; only a listing that meets one prunes', async (t) => {
+  const DAY_MS = 24 * 3600_000
+  const { store, calls } = countingStore()
+  const keys = createKeyRegistry(store, { cacheSize: 10, revokedKeyRetentionMs: DAY_MS })
+  const kept = await keys.register(input())
+  const old = await keys.register(input({ name: 'phone', publicKey: other.spkiPem, signature: signBase64(other.privateKey, 'phone') }))
+  const pruned = calls.pruneRevokedKeys ?? 0
+  t.same((await keys.list('alice')).items.map((k) => k.name), ['phone', 'laptop'])
+  await keys.revoke(kept.apiKey)
+  t.same((await keys.list('alice')).items.map((k) => [k.name, k.status]), [['phone', 'active'], ['laptop', 'revoked']], 'within the retention: listed')
+  t.equal(calls.pruneRevokedKeys, pruned, 'listings with nothing past the retention cost no prune')
+
+  await store.revokeKey(old.apiKey, new Date(Date.now() - 2 * DAY_MS).toISOString())
+  t.same((await keys.list('alice')).items.map((k) => k.name), ['laptop'], 'past the retention: left out')
+  t.equal(calls.pruneRevokedKeys, pruned + 1, 'and that listing prunes')
+  t.match(await store.getKey(old.apiKey), { prunedAt: String }, 'to a tombstone')
+  t.same((await keys.list('alice')).items.map((k) => k.name), ['laptop'])
+  t.equal(calls.pruneRevokedKeys, pruned + 1, 'once: a tombstone is not listed, so not due again')
+})
+
+t.test('list: a key past its retention that a prune left whole (another batch, a failed prune) is left out all the same', async (t) => {
+  const DAY_MS = 24 * 3600_000
+  const inner = createMemoryStore()
+  const store: Store = { ...inner, pruneRevokedKeys: async () => { throw new Error('the store did not answer') } }
+  const keys = createKeyRegistry(store, { cacheSize: 10, revokedKeyRetentionMs: DAY_MS })
+  const record = await keys.register(input())
+  await store.revokeKey(record.apiKey, new Date(Date.now() - 2 * DAY_MS).toISOString())
+  const page = await keys.list('alice')
+  t.same(page, { items: [], nextCursor: null }, 'not listed, and the failed prune fails no listing')
+  t.equal((await store.getKey(record.apiKey))?.prunedAt, undefined, 'the record is still whole')
+  t.equal((await keys.listAll('alice')).length, 1, 'listAll counts it (none pruned)')
+})
