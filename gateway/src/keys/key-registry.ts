@@ -218,11 +218,10 @@ export function keyPolicy (config: KeyPolicyConfig): Pick<KeyRegistryOptions, 'm
   }
 }
 
-const API_KEY_HEX = /^[0-9a-f]{64}$/
 /** The keys after a key-list cursor ([createdAt, apiKey] of the last key given), in newestFirst order. */
 function afterKeyCursor (cursor: string | undefined): ((record: KeyRecord) => boolean) | undefined {
   if (cursor === undefined) return undefined
-  const [createdAt, apiKey] = decodeCursor(cursor, 2, (part, i) => i === 0 ? !Number.isNaN(Date.parse(part)) : API_KEY_HEX.test(part)) as [string, string]
+  const [createdAt, apiKey] = decodeCursor(cursor, 2, (part, i) => i === 0 ? !Number.isNaN(Date.parse(part)) : API_KEY_PATTERN.test(part)) as [string, string]
   const last = { apiKey, createdAt } as KeyRecord
   return (record) => newestFirst(record, last) > 0
 }
