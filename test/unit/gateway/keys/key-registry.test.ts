@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
+import { GatewayError } from '../../../../gateway/src/errors.js'
 import { createKeyRegistry } from '../../../../gateway/src/keys/key-registry.js'
 import type { KeyRecord, Store } from '../../../../gateway/src/store/index.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
@@ -255,4 +256,28 @@ t.test('list: a key past its retention that a prune left whole (another batch, a
   t.same(page, { items: [], nextCursor: null }, 'not listed, and the failed prune fails no listing')
   t.equal((await store.getKey(record.apiKey))?.prunedAt, undefined, 'the record is still whole')
   t.equal((await keys.listAll('alice')).length, 1, 'listAll counts it (none pruned)')
+})
+
+t.test('register: a failed backfill of the key index fails the registration, and the next one tries it again; a failed prune fails none', async (t) => {
+  const inner = createMemoryStore()
+  let backfills = 0
+  let prunes = 0
+  const store: Store = {
+    ...inner,
+    backfillKeyIndex: async (fingerprintOf) => {
+      if (++backfills === 1) throw new GatewayError('STORE_UNAVAILABLE', 'the store did not answer')
+      return await inner.backfillKeyIndex(fingerprintOf)
+    },
+    pruneRevokedKeys: async () => {
+      prunes++
+      throw new GatewayError('STORE_UNAVAILABLE', 'the store did not answer')
+    }
+  }
+  const keys = createKeyRegistry(store, { cacheSize: 10, revokedKeyRetentionMs: 1000 })
+  t.equal((await captureGatewayError(async () => await keys.register(input()))).code, 'STORE_UNAVAILABLE', 'the first registration meets the failed backfill')
+  t.equal(await inner.getKey(spkiHash(pair.spkiPem)), null, 'and stores nothing')
+  t.equal((await keys.register(input())).apiKey, spkiHash(pair.spkiPem), 'the next one backfills again, and registers in spite of a failed prune')
+  t.equal(prunes, 1, 'the prune was tried')
+  await keys.register(input({ name: 'phone', publicKey: other.spkiPem, signature: signBase64(other.privateKey, 'phone') }))
+  t.equal(backfills, 2, 'a backfill that succeeded is not run again by this process')
 })
