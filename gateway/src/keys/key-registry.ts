@@ -132,7 +132,8 @@ export interface KeyRegistryOptions {
   registrationLimits?: { perHour: number; perDay: number }
   /**
    * How long (ms) a revoked key stays whole; then it is cut down to a tombstone (Store.pruneRevokedKeys)
-   * on the next registration or listing at any gateway. Unset: never.
+   * at a registration (once a minute per process at most) or a listing that meets it, at any gateway; listings
+   * leave it out from then on either way. Unset: never.
    */
   revokedKeyRetentionMs?: number
   /** how often (per key, per process) a use is written to the store; default 60 s */
