@@ -4,6 +4,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { GatewayError } from '../errors.js'
 import type { Operations } from './operations.js'
+import { pageAnswer, pageRequestOf } from '../http/schemas/paging.js'
 import { KeyList, KeyParams, KeyPatchBody, KeyQuery, KeyRevocation, OperatorKey, OperatorKeyDetail } from './schemas/keys.js'
 
 const TAG = 'keys'
@@ -21,9 +22,8 @@ export const adminKeyRoutes: FastifyPluginAsyncTypebox<{ operations: Operations 
       response: { 200: KeyList }
     }
   }, async (request) => {
-    const { user, limit, cursor } = request.query
-    const page = await operations.listKeys(user, { ...(limit !== undefined && { limit: Number(limit) }), ...(cursor !== undefined && { cursor }) })
-    return { items: page.items, next_cursor: page.nextCursor }
+    const { user, ...page } = request.query
+    return pageAnswer(await operations.listKeys(user, pageRequestOf(page)))
   })
 
   app.get('/v1/keys/:apiKey', {

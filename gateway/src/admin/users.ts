@@ -3,7 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { GatewayError } from '../errors.js'
 import type { Operations } from './operations.js'
-import { PageQuery } from '../http/schemas/api-keys.js'
+import { pageAnswer, PageQuery, pageRequestOf } from '../http/schemas/paging.js'
 import { UserList, UserParams, UserPutBody, UserRemoval, UserSummary } from './schemas/users.js'
 
 const TAG = 'users'
@@ -20,9 +20,7 @@ export const adminUserRoutes: FastifyPluginAsyncTypebox<{ operations: Operations
       response: { 200: UserList }
     }
   }, async (request) => {
-    const { limit, cursor } = request.query
-    const page = await operations.listUsers({ ...(limit !== undefined && { limit: Number(limit) }), ...(cursor !== undefined && { cursor }) })
-    return { items: page.items, next_cursor: page.nextCursor }
+    return pageAnswer(await operations.listUsers(pageRequestOf(request.query)))
   })
 
   app.get('/v1/users/:name', {

@@ -7,7 +7,7 @@
 import { createOperations, type KeyChanges, type OperatorKey, type Operations } from '../admin/operations.js'
 import type { GatewayConfig } from '../config/env.js'
 import { createKeyRegistry, keyPolicy } from '../keys/key-registry.js'
-import { MAX_PAGE_LIMIT, type Page, type PageRequest } from '../lib/paging.js'
+import { MAX_PAGE_LIMIT, PAGE_LIMIT_DIGITS, type Page, type PageRequest } from '../lib/paging.js'
 import { formatTable } from '../lib/table.js'
 import { createStore } from '../store/index.js'
 import { redisConnection } from '../store/index.js'
@@ -115,10 +115,12 @@ function keyChanges (flags: Flags): KeyChanges {
   return changes
 }
 
+const LIMIT_DIGITS = new RegExp(PAGE_LIMIT_DIGITS)
+
 /** --limit N and --cursor C as a page request; undefined when neither is given (then the command lists everything) */
 function pageRequest (flags: Flags): PageRequest | undefined {
   if (flags.limit === undefined && flags.cursor === undefined) return undefined
-  if (flags.limit !== undefined && !/^[0-9]{1,9}$/.test(flags.limit)) throw new OperatorUsageError(`--limit takes a number from 1 to ${MAX_PAGE_LIMIT}`)
+  if (flags.limit !== undefined && !LIMIT_DIGITS.test(flags.limit)) throw new OperatorUsageError(`--limit takes a number from 1 to ${MAX_PAGE_LIMIT}`)
   return { ...(flags.limit !== undefined && { limit: Number(flags.limit) }), ...(flags.cursor !== undefined && { cursor: flags.cursor }) }
 }
 

@@ -94,7 +94,7 @@ export interface KeyRegistry {
   get: (apiKey: string, nowMs?: number) => Promise<(KeyRecord & { status: KeyStatus }) | null>
   /**
    * One page of the owner's keys (every key when undefined), newest first, with their status at
-   * `nowMs`; revoked keys past their retention are pruned first (tombstones are not listed).
+   * `nowMs`; revoked keys past their retention are left out (and then pruned: tombstones are never listed).
    * VALIDATION_FAILED for a bad limit or cursor.
    */
   list: (owner?: string, page?: PageRequest, nowMs?: number) => Promise<Page<KeyRecord & { status: KeyStatus }>>
@@ -132,7 +132,8 @@ export interface KeyRegistryOptions {
   registrationLimits?: { perHour: number; perDay: number }
   /**
    * How long (ms) a revoked key stays whole; then it is cut down to a tombstone (Store.pruneRevokedKeys)
-   * on the next registration or listing at any gateway. Unset: never.
+   * at a registration (once a minute per process at most) or a listing that meets it, at any gateway; listings
+   * leave it out from then on either way. Unset: never.
    */
   revokedKeyRetentionMs?: number
   /** how often (per key, per process) a use is written to the store; default 60 s */
@@ -218,11 +219,10 @@ export function keyPolicy (config: KeyPolicyConfig): Pick<KeyRegistryOptions, 'm
   }
 }
 
-const API_KEY_HEX = /^[0-9a-f]{64}$/
 /** The keys after a key-list cursor ([createdAt, apiKey] of the last key given), in newestFirst order. */
 function afterKeyCursor (cursor: string | undefined): ((record: KeyRecord) => boolean) | undefined {
   if (cursor === undefined) return undefined
-  const [createdAt, apiKey] = decodeCursor(cursor, 2, (part, i) => i === 0 ? !Number.isNaN(Date.parse(part)) : API_KEY_HEX.test(part)) as [string, string]
+  const [createdAt, apiKey] = decodeCursor(cursor, 2, (part, i) => i === 0 ? !Number.isNaN(Date.parse(part)) : API_KEY_PATTERN.test(part)) as [string, string]
   const last = { apiKey, createdAt } as KeyRecord
   return (record) => newestFirst(record, last) > 0
 }
@@ -329,9 +329,9 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
     await indexed
   }
   /**
-   * Revoked keys past their retention become tombstones: lazily, a batch per listing, and per
-   * registration at most once a PRUNE_INTERVAL_MS in this process (a registration costs one store
-   * round trip more at most that often; a listing, rarer, answers with its own keys pruned).
+   * Revoked keys past their retention become tombstones: lazily, a batch per listing that met such
+   * a key, and per registration at most once a PRUNE_INTERVAL_MS in this process (a registration
+   * costs one store round trip more at most that often; a listing with nothing due, none).
    */
   let prunedAtMs = Number.NEGATIVE_INFINITY
   const prune = async (onRegistration: boolean): Promise<void> => {
@@ -450,8 +450,18 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
     async list (owner, page = {}, nowMs = Date.now()) {
       // checked before any store work
       const after = afterKeyCursor(page.cursor)
-      await prune(false).catch(() => {})
-      const listed = pageOf(await store.listKeys(owner), page, (record) => [record.createdAt, record.apiKey], after)
+      let records = await store.listKeys(owner)
+      // Past its retention a revoked key is listed no more, cut to a tombstone yet or not (a prune
+      // batch is the oldest keys of every owner, not necessarily these); only then is it worth a prune.
+      const retentionMs = options.revokedKeyRetentionMs
+      if (retentionMs !== undefined) {
+        const due = (record: KeyRecord): boolean => record.revokedAt !== undefined && Date.parse(record.revokedAt) <= nowMs - retentionMs
+        if (records.some(due)) {
+          await prune(false).catch(() => {})
+          records = records.filter((record) => !due(record))
+        }
+      }
+      const listed = pageOf(records, page, (record) => [record.createdAt, record.apiKey], after)
       return { items: withStatus(listed.items, nowMs), nextCursor: listed.nextCursor }
     },
 

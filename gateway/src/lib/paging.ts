@@ -8,6 +8,10 @@ import { GatewayError } from '../errors.js'
 export const DEFAULT_PAGE_LIMIT = 100
 /** the most items a page holds */
 export const MAX_PAGE_LIMIT = 1000
+/** a `limit` as text (a query string, the CLI's --limit) is these digits; pageLimit checks the range */
+export const PAGE_LIMIT_DIGITS = '^[0-9]{1,9}$'
+/** the longest cursor taken */
+export const MAX_CURSOR_LENGTH = 1024
 
 export interface PageRequest {
   /** 1 to MAX_PAGE_LIMIT; default DEFAULT_PAGE_LIMIT */
@@ -41,7 +45,7 @@ export function encodeCursor (key: readonly string[]): string {
 export function decodeCursor (cursor: string, parts: number, valid: (part: string, i: number) => boolean): string[] {
   let key: unknown
   try {
-    key = cursor.length <= 1024 && /^[A-Za-z0-9_-]+$/.test(cursor) ? JSON.parse(Buffer.from(cursor, 'base64url').toString()) : undefined
+    key = cursor.length <= MAX_CURSOR_LENGTH && /^[A-Za-z0-9_-]+$/.test(cursor) ? JSON.parse(Buffer.from(cursor, 'base64url').toString()) : undefined
   } catch {}
   if (!Array.isArray(key) || key.length !== parts || !key.every((part, i) => typeof part === 'string' && valid(part, i))) {
     throw invalid('cursor', 'is not a cursor this list gave (give the nextCursor of the page before, unchanged)')

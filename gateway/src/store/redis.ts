@@ -358,14 +358,23 @@ const MAX_PENDING_FORGETS = 10_000
 /** how often unanswered cancels and forgets are sent again */
 const FORGET_RETRY_MS = 1000
 
+/** What Redis Cluster hashes to pick a key's slot: the first non-empty `{tag}`, else the whole key. */
+export function hashedPart (key: string): string {
+  const open = key.indexOf('{')
+  const close = open < 0 ? -1 : key.indexOf('}', open + 1)
+  return close > open + 1 ? key.slice(open + 1, close) : key
+}
+
 /**
  * A key in the hash slot of `name` (a cluster runs a script only on keys of one slot): under
- * `name`'s own hash tag when it has one, else under a tag that is all of `name`.
+ * `name`'s own hash tag when it has one, else under a tag that is all of `name`. A name with a
+ * `}` and no tag cannot be wrapped so (the tag would end at that `}`): an Error, not a key that
+ * Redis Cluster would refuse in the script (CROSSSLOT) on every call.
  */
 export function sameSlotKey (name: string, suffix: string): string {
-  const open = name.indexOf('{')
-  const close = open < 0 ? -1 : name.indexOf('}', open + 1)
-  return close > open + 1 ? `${name}${suffix}` : `{${name}}${suffix}`
+  const key = hashedPart(name) !== name ? `${name}${suffix}` : `{${name}}${suffix}`
+  if (hashedPart(key) !== hashedPart(name)) throw new Error(`no key can share the hash slot of ${name}: it holds a } but no {tag}`)
+  return key
 }
 
 /** [pem, score, pem, score, ...] as ZRANGE WITHSCORES answers */
@@ -416,6 +425,15 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
   const { prefix } = options
   const redis = await connectRedis(connection, { commandTimeoutMs: options.commandTimeoutMs })
   const names = redisKeyNames(prefix, redis instanceof Cluster)
+  if (redis instanceof Cluster) {
+    // the replay marks' cancels live in the mark's slot: a prefix that rules it out fails here, not every signed write
+    try {
+      sameSlotKey(names.once('replay:'), ':cancelled:')
+    } catch {
+      redis.disconnect()
+      throw new Error(`KEYGATE_REDIS_PREFIX ${JSON.stringify(prefix)} holds a } outside a {tag}: in a Redis Cluster keygate needs a prefix without one`)
+    }
+  }
 
   /** failed operations, for the metrics (keygate_store_errors_total) */
   let errors = 0

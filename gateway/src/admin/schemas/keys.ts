@@ -1,6 +1,7 @@
 // The admin API's key resource: what it takes and answers (TypeBox; the OpenAPI document is made from these).
 import { Type, type Static } from '@sinclair/typebox'
-import { ApiKeyView, PageOf, PageQuery, ScopeList } from '../../http/schemas/api-keys.js'
+import { ApiKeyView, ScopeList } from '../../http/schemas/api-keys.js'
+import { PageOf, PageQuery } from '../../http/schemas/paging.js'
 
 export const KeyParams = Type.Object({
   apiKey: Type.String({ description: 'the hex SHA-256 of the key\'s DER SubjectPublicKeyInfo (64 characters)' })

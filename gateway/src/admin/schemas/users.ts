@@ -1,6 +1,7 @@
 // The admin API's user resource: what it takes and answers (TypeBox; the OpenAPI document is made from these).
 import { Type, type Static } from '@sinclair/typebox'
-import { PageOf, ScopeList } from '../../http/schemas/api-keys.js'
+import { ScopeList } from '../../http/schemas/api-keys.js'
+import { PageOf } from '../../http/schemas/paging.js'
 import { MAX_PASSWORD_LENGTH } from '../../users/user-service.js'
 
 // The rules for names and passwords are the user service's (validateNewUser), applied there for

@@ -5,7 +5,8 @@ import { GatewayError } from '../../errors.js'
 import type { KeyRegistry } from '../../keys/key-registry.js'
 import { keyView } from '../../keys/key-view.js'
 import { invalidTokenError } from '../../tokens/token-service.js'
-import { ApiKeyList, ApiKeyParams, ApiKeyRequest, ApiKeyResponse, PageQuery } from '../schemas/api-keys.js'
+import { ApiKeyList, ApiKeyParams, ApiKeyRequest, ApiKeyResponse } from '../schemas/api-keys.js'
+import { pageAnswer, PageQuery, pageRequestOf } from '../schemas/paging.js'
 
 const userGone = (): GatewayError => invalidTokenError('The bearer token\'s user no longer exists, or was removed and created again: log in again')
 
@@ -86,9 +87,8 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
       response: { 200: ApiKeyList }
     }
   }, async (request) => {
-    const { limit, cursor } = request.query
-    const page = await keys.list(owner(request), { ...(limit !== undefined && { limit: Number(limit) }), ...(cursor !== undefined && { cursor }) })
-    return { items: page.items.map(keyView), next_cursor: page.nextCursor }
+    const page = await keys.list(owner(request), pageRequestOf(request.query))
+    return pageAnswer({ ...page, items: page.items.map(keyView) })
   })
 
   app.delete('/v1/api-keys/:apiKey', {

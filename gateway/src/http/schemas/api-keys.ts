@@ -1,27 +1,6 @@
-import { Type, type Static, type TArray, type TSchema, type TString } from '@sinclair/typebox'
-import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT } from '../../lib/paging.js'
+import { Type, type Static, type TArray, type TString } from '@sinclair/typebox'
+import { PageOf } from './paging.js'
 import { MAX_SCOPES, SCOPE_RULE } from '../../users/scopes.js'
-
-/** `?limit=&cursor=` of every paged list (lib/paging.ts), with the list's own fields besides */
-export const PageQuery = Type.Object({
-  // digits: a query string is text (no type coercion here); the range is checked by lib/paging.ts
-  limit: Type.Optional(Type.String({
-    pattern: '^[0-9]{1,9}$', description: `items per page, 1 to ${MAX_PAGE_LIMIT}; default ${DEFAULT_PAGE_LIMIT}`
-  })),
-  cursor: Type.Optional(Type.String({
-    minLength: 1, maxLength: 1024, description: 'the `next_cursor` of the page before, as it was given; absent: the first page'
-  }))
-}, { additionalProperties: false })
-export type PageQuery = Static<typeof PageQuery>
-
-/**
- * A page of a list: `items` and `next_cursor`, the shape of every list keygate answers (as the
- * clients list of the example service: CONTRACT.md), so one paging loop serves them all.
- */
-export const PageOf = <T extends TSchema>(item: T, order: string, description?: string) => Type.Object({
-  items: Type.Array(item, { description: order }),
-  next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'give it as `cursor` for the next page; null: this page is the last' })
-}, description === undefined ? {} : { description })
 
 /**
  * A list of scopes in a request body (registration, the admin API's users and keys): each checked

@@ -131,6 +131,11 @@ t.test('users: list, show, create, change the password, remove', async (t) => {
   await t.rejects(login(gw.url, 'alice', 'another password'), /401/, 'alice cannot log in')
   t.equal((await admin(gw, 'GET', '/v1/users/alice')).status, 404)
   t.match((await admin(gw, 'GET', `/v1/keys/${keys.apiKey}`)).json(), { owner: 'alice', status: 'revoked' }, 'the revoked record stays')
+  // the token refusal above hides the key's: with a valid token of a new alice, the gateway refuses the revoked key itself
+  t.equal((await admin(gw, 'PUT', '/v1/users/alice', { body: { password: PASSWORD } })).status, 201)
+  const newToken = await login(gw.url, 'alice')
+  t.equal((await sendSigned(gw.url, { keys, token: newToken, method: 'GET', target: '/v1/clients/' })).json().code, 'UNKNOWN_API_KEY',
+    'the removed user\'s key is refused at the gateway')
 })
 
 t.test('keys: list (every key, or one user\'s), show with the public key, revoke', async (t) => {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
+import { GatewayError } from '../../../../gateway/src/errors.js'
 import { createKeyRegistry } from '../../../../gateway/src/keys/key-registry.js'
 import type { KeyRecord, Store } from '../../../../gateway/src/store/index.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
@@ -223,3 +224,60 @@ function slowStore (inner: Store): Store {
   }
   return wrapped as unknown as Store
 }
+
+t.test('list: a revoked key past its retention is left out; only a listing that meets one prunes', async (t) => {
+  const DAY_MS = 24 * 3600_000
+  const { store, calls } = countingStore()
+  const keys = createKeyRegistry(store, { cacheSize: 10, revokedKeyRetentionMs: DAY_MS })
+  const kept = await keys.register(input())
+  const old = await keys.register(input({ name: 'phone', publicKey: other.spkiPem, signature: signBase64(other.privateKey, 'phone') }))
+  const pruned = calls.pruneRevokedKeys ?? 0
+  t.same((await keys.list('alice')).items.map((k) => k.name), ['phone', 'laptop'])
+  await keys.revoke(kept.apiKey)
+  t.same((await keys.list('alice')).items.map((k) => [k.name, k.status]), [['phone', 'active'], ['laptop', 'revoked']], 'within the retention: listed')
+  t.equal(calls.pruneRevokedKeys, pruned, 'listings with nothing past the retention cost no prune')
+
+  await store.revokeKey(old.apiKey, new Date(Date.now() - 2 * DAY_MS).toISOString())
+  t.same((await keys.list('alice')).items.map((k) => k.name), ['laptop'], 'past the retention: left out')
+  t.equal(calls.pruneRevokedKeys, pruned + 1, 'and that listing prunes')
+  t.match(await store.getKey(old.apiKey), { prunedAt: String }, 'to a tombstone')
+  t.same((await keys.list('alice')).items.map((k) => k.name), ['laptop'])
+  t.equal(calls.pruneRevokedKeys, pruned + 1, 'once: a tombstone is not listed, so not due again')
+})
+
+t.test('list: a key past its retention that a prune left whole (another batch, a failed prune) is left out all the same', async (t) => {
+  const DAY_MS = 24 * 3600_000
+  const inner = createMemoryStore()
+  const store: Store = { ...inner, pruneRevokedKeys: async () => { throw new Error('the store did not answer') } }
+  const keys = createKeyRegistry(store, { cacheSize: 10, revokedKeyRetentionMs: DAY_MS })
+  const record = await keys.register(input())
+  await store.revokeKey(record.apiKey, new Date(Date.now() - 2 * DAY_MS).toISOString())
+  const page = await keys.list('alice')
+  t.same(page, { items: [], nextCursor: null }, 'not listed, and the failed prune fails no listing')
+  t.equal((await store.getKey(record.apiKey))?.prunedAt, undefined, 'the record is still whole')
+  t.equal((await keys.listAll('alice')).length, 1, 'listAll counts it (none pruned)')
+})
+
+t.test('register: a failed backfill of the key index fails the registration, and the next one tries it again; a failed prune fails none', async (t) => {
+  const inner = createMemoryStore()
+  let backfills = 0
+  let prunes = 0
+  const store: Store = {
+    ...inner,
+    backfillKeyIndex: async (fingerprintOf) => {
+      if (++backfills === 1) throw new GatewayError('STORE_UNAVAILABLE', 'the store did not answer')
+      return await inner.backfillKeyIndex(fingerprintOf)
+    },
+    pruneRevokedKeys: async () => {
+      prunes++
+      throw new GatewayError('STORE_UNAVAILABLE', 'the store did not answer')
+    }
+  }
+  const keys = createKeyRegistry(store, { cacheSize: 10, revokedKeyRetentionMs: 1000 })
+  t.equal((await captureGatewayError(async () => await keys.register(input()))).code, 'STORE_UNAVAILABLE', 'the first registration meets the failed backfill')
+  t.equal(await inner.getKey(spkiHash(pair.spkiPem)), null, 'and stores nothing')
+  t.equal((await keys.register(input())).apiKey, spkiHash(pair.spkiPem), 'the next one backfills again, and registers in spite of a failed prune')
+  t.equal(prunes, 1, 'the prune was tried')
+  await keys.register(input({ name: 'phone', publicKey: other.spkiPem, signature: signBase64(other.privateKey, 'phone') }))
+  t.equal(backfills, 2, 'a backfill that succeeded is not run again by this process')
+})

@@ -38,6 +38,13 @@ t.test('Redis goes away', async (t) => {
   t.equal(loginRes.status, 503)
   t.equal(loginRes.json().code, 'STORE_UNAVAILABLE')
 
+  // the store methods of issue #20: a dead Redis is STORE_UNAVAILABLE, counted, as for every other
+  const errors = gw.store.errors
+  await t.rejects(gw.store.pruneRevokedKeys(Date.now(), 100), { code: 'STORE_UNAVAILABLE' }, 'pruneRevokedKeys')
+  await t.rejects(gw.store.backfillKeyIndex(() => undefined), { code: 'STORE_UNAVAILABLE' }, 'backfillKeyIndex')
+  await t.rejects(gw.store.rememberOnce('replay:down', 60_000), { code: 'STORE_UNAVAILABLE' }, 'rememberOnce')
+  t.equal(gw.store.errors, errors + 3, 'each counted in keygate_store_errors_total')
+
   const ready = await send(gw.url, '/readyz')
   t.equal(ready.status, 503)
   t.equal((await send(gw.url, '/healthz')).status, 200, 'the process itself still serves')

@@ -2,7 +2,7 @@
 // of its shapes: one node, a Redis Cluster of three masters, a master found through Sentinel.
 import t from 'tap'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
-import { createRedisStore } from '../../../../gateway/src/store/redis.js'
+import { createRedisStore, hashedPart, sameSlotKey } from '../../../../gateway/src/store/redis.js'
 import type { RedisConnection } from '../../../../gateway/src/store/redis-connection.js'
 import type { KeyEvent, KeyRecord, Store } from '../../../../gateway/src/store/index.js'
 import { Redis } from 'ioredis'
@@ -453,6 +453,9 @@ storeSuites(t, { memory: async () => createMemoryStore(), redis: async (t) => aw
 t.test('Redis Cluster and Redis Sentinel', async (t) => {
   const [cluster, sentinel] = await Promise.all([startRedisCluster(t), startRedisSentinel(t)])
   storeSuites(t, { 'redis cluster': onRedis(cluster.connection), 'redis sentinel': onRedis(sentinel.connection) })
+  t.test('a cluster store refuses a prefix that no replay mark\'s cancel could share a slot with', async (t) => {
+    await t.rejects(createRedisStore({ connection: cluster.connection, prefix: 'kg}:', commandTimeoutMs: 500 }), /KEYGATE_REDIS_PREFIX "kg}:" holds a }/)
+  })
 })
 
 t.test('redis store: revocations reach every store on the prefix, and a resubscription after a dropped subscriber', async (t) => {
@@ -515,3 +518,16 @@ async function until (condition: () => boolean): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
 }
+
+t.test('sameSlotKey: a key Redis Cluster hashes as the name it is given (a replay mark and its cancel), or an Error', async (t) => {
+  for (const name of ['keygate:once:replay:ab', 'k{t}:once:replay:ab', 'a{b:once:replay:ab', 'a{b}{c}:once:x', '{:once:x']) {
+    const key = sameSlotKey(name, ':cancelled:v')
+    t.ok(key.includes(name) && key.endsWith(':cancelled:v'), `${name}: ${key}`)
+    t.equal(hashedPart(key), hashedPart(name), `${name}: the same hashed part, so the same slot`)
+  }
+  t.equal(hashedPart('k{t}x'), 't')
+  t.equal(hashedPart('k{}x{t}'), 'k{}x{t}', 'an empty first tag: the whole key')
+  for (const name of ['a}b:once:x', '{}:once:x', 'x{}y}:once:x']) {
+    t.throws(() => sameSlotKey(name, ':cancelled:v'), /no key can share the hash slot/, `${name}: no such key`)
+  }
+})
