@@ -67,6 +67,26 @@ function tempPaths (path: string, dir: string): string {
  * `proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for` and X-Forwarded-Proto and -Host.
  */
 export async function startNginx (t: Teardown, path: string, upstream: string): Promise<Nginx> {
+  return await runNginx(t, path, (port) => `
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass ${upstream};
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $http_host;
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto $scheme;
+      proxy_set_header X-Forwarded-Host $http_host;
+    }
+  }`)
+}
+
+/**
+ * nginx running `servers` (what goes in its `http` block: upstreams and servers), made for a free
+ * port of 127.0.0.1 that the servers listen on; `scheme` https when they listen with TLS.
+ */
+export async function runNginx (t: Teardown, path: string, servers: (port: number) => string, scheme: 'http' | 'https' = 'http'): Promise<Nginx> {
   const dir = await mkdtemp(join(tmpdir(), 'keygate-nginx-'))
   let stop = async (): Promise<void> => {}
   t.teardown(async () => {
@@ -85,18 +105,7 @@ http {
   log_format proxied '$remote_addr "$request" $status "$http_x_forwarded_for"';
   access_log ${join(dir, 'access.log')} proxied;
 ${tempPaths(path, dir)}
-  server {
-    listen 127.0.0.1:${port};
-    location / {
-      proxy_pass ${upstream};
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host $host;
-      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-      proxy_set_header X-Forwarded-Proto $scheme;
-      proxy_set_header X-Forwarded-Host $host;
-    }
-  }
+${servers(port)}
 }
 `
   await writeFile(join(dir, 'nginx.conf'), config)
@@ -111,7 +120,7 @@ ${tempPaths(path, dir)}
       await exited
     }
   }
-  const url = `http://127.0.0.1:${port}`
+  const url = `${scheme}://127.0.0.1:${port}`
   for (let attempt = 0; attempt < 100 && !await portAnswers(url); attempt++) {
     if (child.exitCode !== null) {
       const log = await readFile(join(dir, 'error.log'), 'utf8').catch(() => '')
