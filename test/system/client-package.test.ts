@@ -3,7 +3,9 @@
 // keygate-source condition: the tarball's dist/) against a real gateway, from an ES module and
 // from CommonJS, on the Node.js that runs the tests and on an older one when the machine has one
 // (Node.js 20, which client programs may still run). Then its declarations, compiled by a consumer
-// with TypeScript's default libraries and no @types/node, and by one with @types/node and no DOM.
+// with TypeScript's default libraries and no @types/node, and by one with @types/node and no DOM;
+// and the README's quick start, compiled strict as a CommonJS project (moduleResolution node10,
+// which reads package.json's top-level types, not its exports) and as an ES module (nodenext).
 import { execFile } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -11,6 +13,7 @@ import { delimiter, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
+import { docSnippet } from '../helpers/docs.js'
 import { stageBuild } from '../helpers/packages.js'
 import { addUser, PASSWORD, startStack } from '../helpers/stack.js'
 
@@ -19,6 +22,7 @@ t.setTimeout(600_000)
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const run = promisify(execFile)
+const tsc = join(root, 'node_modules/typescript/bin/tsc')
 const MAX_TARBALL_BYTES = 100 * 1024
 /** What the children see: no NODE_OPTIONS (no keygate-source condition, no tsx), nothing of this checkout. */
 const childEnv = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir() }
@@ -260,7 +264,6 @@ t.test('the declarations compile in a TypeScript project with the default librar
       compilerOptions: { ...options, lib: ['ES2022'], types: ['node'] },
       files: ['common.ts', 'node.ts']
     }))
-    const tsc = join(root, 'node_modules/typescript/bin/tsc')
     const compile = async (config: string): Promise<{ code: number; out: string }> =>
       await run(process.execPath, [tsc, '-p', config], { cwd: ts }).then(({ stdout }) => ({ code: 0, out: stdout }),
         (err: { code?: number; stdout?: string }) => ({ code: err.code ?? -1, out: err.stdout ?? String(err) }))
@@ -282,3 +285,24 @@ t.test('the declarations compile in a TypeScript project with the default librar
       t.match(broken.out, /common\.ts.*error TS2322/, `${config}: and tsc says where`)
     }
   })
+
+t.test('the README\'s quick start compiles, strict, in a CommonJS project (node10 resolution) and in an ES module one (nodenext)', async (t) => {
+  // after the test above, which linked @types/node into the project (the quick start reads process.env)
+  const dir = join(project, 'quick-start')
+  mkdirSync(dir)
+  writeFileSync(join(dir, 'quick-start.ts'), docSnippet('client/README.md', 'Quick start', 'js'))
+  const resolutions = {
+    'node10 (module commonjs)': { module: 'commonjs', moduleResolution: 'node10' },
+    nodenext: { module: 'nodenext', moduleResolution: 'nodenext' }
+  }
+  for (const [name, options] of Object.entries(resolutions)) {
+    const config = `tsconfig.${options.moduleResolution}.json`
+    writeFileSync(join(dir, config), JSON.stringify({
+      compilerOptions: { ...options, strict: true, target: 'es2022', types: ['node'], noEmit: true },
+      files: ['quick-start.ts']
+    }))
+    const compiled = await run(process.execPath, [tsc, '-p', config], { cwd: dir }).then(({ stdout }) => ({ code: 0, out: stdout }),
+      (err: { code?: number; stdout?: string }) => ({ code: err.code ?? -1, out: err.stdout ?? String(err) }))
+    t.same(compiled, { code: 0, out: '' }, `${name}: tsc finds @keygate/client and its types, and exits 0`)
+  }
+})
