@@ -3,7 +3,7 @@
 // plain node (no tsx, esbuild or TypeScript installed), and the `keygate` command on the PATH
 // serves a backend, handles its own signals, and answers --help, --version and typos.
 import { execFile } from 'node:child_process'
-import { existsSync, readdirSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
@@ -44,6 +44,15 @@ t.test('the packed keygate installs with --omit=dev and its keygate command fron
   const bench = await run('keygate', ['bench'], { cwd: project, env }).catch((err: { code: number; stderr: string }) => err)
   t.match(bench, { code: 1 })
   t.match(bench.stderr, /not installed/, 'keygate bench says the load tool is not part of a production install')
+  // hints name the installed command (the checkout's is npm run keygate --: test/unit/gateway/lib/command-name.test.ts)
+  const home = join(project, 'home')
+  mkdirSync(home)
+  const keygen = await run('keygate', ['keygen', '--out', join(home, 'keys')], { cwd: project, env: { ...env, HOME: home } })
+  t.match(keygen.stdout, /^next: {8}keygate register --key /m, 'keygen names the next step with the keygate command')
+  const noKey = await run('keygate', ['call', 'GET', '/v1/clients/'], { cwd: project, env: { ...env, HOME: home } })
+    .catch((err: { code: number; stdout: string; stderr: string }) => err)
+  t.match(noKey, { code: 2, stdout: '' })
+  t.match(noKey.stderr, /^no private key at .*: make one with `keygate keygen`/, 'call without a key says how to make one, with the keygate command')
 
   const upstreamUrl = await startUpstreamStub(t)
   const gw = await startCommand('npx', ['keygate', 'serve'], {

@@ -1,4 +1,4 @@
-// `npm run keygate -- keygen | login | register | call`: the client developer's commands, built on
+// `keygate keygen | login | register | call`: the client developer's commands, built on
 // the client package (@keygate/client), so the CLI signs exactly as a program using it would.
 //
 // Configuration: a flag, else an environment variable, else the default.
@@ -22,6 +22,7 @@ import {
   signatureBaseMismatches, signatureMismatches, type SignatureScheme, SigningInputError
 } from '#client'
 import { KEY_TYPES, type KeyType } from '#client/protocol'
+import { keygateCommand } from '../lib/command-name.js'
 
 export const CLIENT_COMMANDS = ['keygen', 'login', 'register', 'call'] as const
 export type ClientCommand = (typeof CLIENT_COMMANDS)[number]
@@ -110,7 +111,7 @@ async function readPrivateKey (file: string): Promise<Buffer> {
   try {
     pem = await readFile(file)
   } catch {
-    throw new ClientUsageError(`no private key at ${file}: make one with \`npm run keygate -- keygen\`, or name yours with --key FILE (or KEYGATE_KEY)`)
+    throw new ClientUsageError(`no private key at ${file}: make one with \`${keygateCommand()} keygen\`, or name yours with --key FILE (or KEYGATE_KEY)`)
   }
   try {
     await importPrivateKey(pem)
@@ -176,7 +177,7 @@ async function keygen (flags: Flags, io: ClientIo): Promise<void> {
     `private key: ${privateFile} (${keyType(flags.type)}, mode 0600; never share it)`,
     `public key:  ${publicFile}`,
     `apiKey:      ${await apiKeyOf(publicKey)} (once registered)`,
-    `next:        npm run keygate -- register${flags.name === undefined ? '' : ` --name ${name}`}${flags.out === undefined ? '' : ` --key ${privateFile}`}`,
+    `next:        ${keygateCommand()} register${flags.name === undefined ? '' : ` --name ${name}`}${flags.out === undefined ? '' : ` --key ${privateFile}`}`,
     ''
   ].join('\n'))
 }
@@ -350,7 +351,7 @@ export async function runClientCommand (command: ClientCommand, args: string[], 
     if (err instanceof TypeError && err.message === 'fetch failed') {
       const cause = (err as Error & { cause?: { message?: string; code?: string } }).cause
       throw new Error(`cannot reach ${baseUrl(flags, io.env)} (${cause?.code ?? cause?.message ?? 'network error'}): ` +
-        'is keygate running (npm start)? Set --url or KEYGATE_URL')
+        `is keygate running (\`${keygateCommand()} demo\` runs one)? Set --url or KEYGATE_URL`)
     }
     throw err
   }
