@@ -24,6 +24,31 @@ export async function keygateCli (args: string[], stdin: string, env: Record<str
   return { code, stdout, stderr }
 }
 
+/** `text` as one word of a bash command line */
+const quoted = (text: string): string => `'${text.replaceAll("'", "'\\''")}'`
+
+export interface PipedResult { code: number; stderr: string; readerStdout: Buffer }
+
+/**
+ * `npm run keygate -- ARGS | READER` in bash: keygate's exit status and its stderr, and what the
+ * reader (a command and its arguments, e.g. head -c 100) printed.
+ */
+export async function keygatePiped (args: string[], reader: string[], env: Record<string, string>): Promise<PipedResult> {
+  const keygate = [process.execPath, ...TYPESCRIPT_NODE_ARGS, 'gateway/src/cli/keygate.ts', ...args].map(quoted).join(' ')
+  // fd 1: the reader's output; fd 3: keygate's stderr; fd 2: keygate's exit status
+  const script = `${keygate} 2>&3 | ${reader.map(quoted).join(' ')}; echo "\${PIPESTATUS[0]}" >&2`
+  const child = spawn('bash', ['-c', script], { cwd: root, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] })
+  const stdout: Buffer[] = []
+  let status = ''
+  let stderr = ''
+  const output = (fd: number): NodeJS.ReadableStream => child.stdio[fd] as NodeJS.ReadableStream
+  output(1).on('data', (chunk: Buffer) => { stdout.push(chunk) })
+  output(2).on('data', (chunk: Buffer) => { status += chunk.toString() })
+  output(3).on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  await new Promise((resolve) => child.on('close', resolve))
+  return { code: Number(status.trim()), stderr, readerStdout: Buffer.concat(stdout) }
+}
+
 /** runCli in this process, with `env` as its environment: what it printed, or the error it threw */
 export async function inProcess (args: string[], env: Record<string, string>): Promise<{ stdout: string; error: Error | undefined }> {
   const out = new PassThrough()

@@ -27,6 +27,8 @@ export interface RecorderOptions {
   reset?: boolean
   /** answer only once `release()` is called (connections held busy) */
   hold?: boolean
+  /** the body of every answer (default: `{"recorded":N}`, N the requests so far) */
+  body?: string | Buffer
 }
 
 export async function startRecorder (t: { teardown: (fn: () => unknown) => void }, options: RecorderOptions = {}): Promise<Recorder> {
@@ -44,7 +46,9 @@ export async function startRecorder (t: { teardown: (fn: () => unknown) => void 
       requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) })
       if (options.hang === true) return
       if (options.reset === true) { req.socket.destroy(); return }
-      const answer = (): void => { res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ recorded: requests.length })) }
+      const answer = (): void => {
+        res.writeHead(200, { 'content-type': 'application/json' }).end(options.body ?? JSON.stringify({ recorded: requests.length }))
+      }
       if (held !== undefined) held.push(answer)
       else if (options.delayMs === undefined) answer()
       else setTimeout(answer, options.delayMs)

@@ -18,6 +18,7 @@ import { CLIENT_COMMANDS, ClientUsageError, RequestFailed, runClientCommand, typ
 import { ConfigError } from '../config/config-error.js'
 import type { GatewayConfig } from '../config/env.js'
 import { GatewayError } from '../errors.js'
+import { endQuietlyOnClosedPipe } from '../lib/closed-pipe.js'
 import { keygateCommand } from '../lib/command-name.js'
 import { isMainModule } from '../lib/is-main-module.js'
 import { formatTable } from '../lib/table.js'
@@ -339,6 +340,8 @@ if (isMainModule(import.meta.url) && server !== undefined) {
     process.exit(1)
   })
 } else if (isMainModule(import.meta.url)) {
+  // `keygate call ... | head`: the reader may leave before the answer is written
+  endQuietlyOnClosedPipe()
   runCli(process.argv.slice(2)).catch((err: unknown) => {
     // The request's answer is already printed; nothing to add.
     if (err instanceof RequestFailed) process.exit(1)

@@ -1,5 +1,6 @@
 // The client commands' mistakes, each named with what to do, and their exit statuses: 2 for a
-// wrong command line, 1 when keygate (or the network) said no.
+// wrong command line, 1 when keygate (or the network) said no, 141 when the reader of the answer
+// closed the pipe.
 import { generateKeyPairSync } from 'node:crypto'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -7,7 +8,8 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { keygateCli } from '../../../helpers/cli.js'
+import { keygateCli, keygatePiped } from '../../../helpers/cli.js'
+import { startRecorder } from '../../../helpers/recorder.js'
 import { freePort } from '../../../helpers/redis.js'
 import { addUser, login, PASSWORD, startStack } from '../../../helpers/stack.js'
 import { registerKey } from '../../../../client/src/index.js'
@@ -101,6 +103,27 @@ t.test('on INVALID_SIGNATURE, call names what differs from what it signed (a pro
   t.equal(res.code, 1)
   t.match(JSON.parse(res.stdout), { code: 'INVALID_SIGNATURE', target: '/v1/clients/' })
   t.match(res.stderr, /^401 Unauthorized\nkeygate verified another signing string than this CLI signed; differing: bodyLength, bodySha256, signingStringLength, signingStringSha256\n$/)
+})
+
+t.test('a reader that leaves early (| head -c 100) ends call quietly, with the exit status a shell gives SIGPIPE', async (t) => {
+  // an answer far larger than a pipe holds: call is still writing it when head has its 100 bytes and leaves
+  const answer = JSON.stringify({ items: 'x'.repeat(1 << 20) })
+  const recorder = await startRecorder(t, { body: answer })
+  const gw = await startStack(t, { store: 'memory', upstreamUrl: recorder.url })
+  await addUser(gw, 'demo')
+  const home = mkdtempSync(join(tmpdir(), 'keygate-home-'))
+  t.teardown(() => { rmSync(home, { recursive: true, force: true }) })
+  const { privateKey } = generateKeyPairSync('ed25519')
+  mkdirSync(join(home, '.keygate'))
+  writeFileSync(join(home, '.keygate', 'default.pem'), privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 })
+  const token = await login(gw.url, 'demo')
+  await registerKey({ baseUrl: gw.url, token, name: 'default', privateKey })
+
+  const res = await keygatePiped(['call', 'GET', '/v1/clients/'], ['head', '-c', '100'], { HOME: home, KEYGATE_URL: gw.url, KEYGATE_TOKEN: token })
+  t.equal(recorder.requests.length, 1, 'the request was sent and answered')
+  t.equal(res.readerStdout.toString(), answer.slice(0, 100), 'head printed the answer\'s first 100 bytes')
+  t.equal(res.stderr, '200 OK\n', 'call printed its status line, and no error or stack trace')
+  t.equal(res.code, 141, 'exit status 141 (128 + SIGPIPE), as cat or git log | head end')
 })
 
 t.test('-v escapes the signing string so that every byte is visible', async (t) => {
