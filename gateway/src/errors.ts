@@ -14,8 +14,9 @@ export const ERRORS = {
   INVALID_TOKEN: { status: 401, title: 'The bearer token is not valid' },
   MISSING_SIGNATURE_HEADERS: { status: 401, title: 'API key signature headers are missing' },
   UNKNOWN_API_KEY: { status: 401, title: 'The API key is not registered' },
-  TIMESTAMP_INVALID: { status: 401, title: 'X-API-Timestamp is not a timestamp in milliseconds' },
-  TIMESTAMP_OUT_OF_RANGE: { status: 401, title: 'X-API-Timestamp is too far from server time' },
+  // one title per code, whichever scheme signed (RFC 9457): each names both schemes' fields; the detail names the one sent
+  TIMESTAMP_INVALID: { status: 401, title: 'The signature\'s time is missing or in the wrong unit (X-API-Timestamp: milliseconds; RFC 9421 created: seconds)' },
+  TIMESTAMP_OUT_OF_RANGE: { status: 401, title: 'The signature\'s time is too far from server time, or expired (X-API-Timestamp; RFC 9421 created, expires)' },
   INVALID_SIGNATURE: { status: 401, title: 'The signature does not verify' },
   INVALID_CONTENT_DIGEST: { status: 401, title: 'Content-Digest does not match the body' },
   REPLAYED_REQUEST: { status: 401, title: 'This signed request was already accepted' },

@@ -9,7 +9,7 @@ import { httpbis, createSigner } from 'http-message-signatures'
 import t, { type Test } from 'tap'
 import { route, type RouteConfig } from '../../gateway/src/proxy/route.js'
 import { send, type RawResponse } from '../helpers/http.js'
-import { rsaKeyPair, type TestKeyPair } from '../helpers/keys.js'
+import { rsaKeyPair, signedHeaders, type TestKeyPair } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { addUser, login, registerKey, sendSigned, startTestGateway } from '../helpers/stack.js'
 
@@ -141,6 +141,20 @@ t.test('RFC 9421 with a registered RSA key, on Redis', async (t) => {
       keys, token, method: 'GET', target: '/v1/clients/', created: new Date(Date.now() - 20 * 60_000)
     }), 401, 'TIMESTAMP_OUT_OF_RANGE')
     t.type(problem.serverTime, 'number')
+  })
+
+  t.test('a created in milliseconds: 401 TIMESTAMP_INVALID, whose title and detail speak of RFC 9421\'s created', async (t) => {
+    const problem = await refused(t, () => sendRfc(gw.url, {
+      keys, token, method: 'GET', target: '/v1/clients/', created: new Date(Date.now() * 1000) // created=<milliseconds now>
+    }), 401, 'TIMESTAMP_INVALID')
+    t.match(problem.title, /RFC 9421 created: seconds/, 'the title says what RFC 9421\'s created counts')
+    t.equal(problem.detail, 'Signature-Input sig: created looks like milliseconds; RFC 9421 counts seconds since the Unix epoch')
+
+    const seedHeaders = signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/', timestamp: Math.floor(Date.now() / 1000) })
+    const seed = await refused(t, () => send(gw.url, '/v1/clients/', { headers: seedHeaders }), 401, 'TIMESTAMP_INVALID')
+    t.equal(seed.title, problem.title, 'the seed\'s X-API-Timestamp in seconds: the same title, one per code')
+    t.match(seed.title, /X-API-Timestamp: milliseconds/)
+    t.match(seed.detail, /^X-API-Timestamp looks like seconds/, 'and a detail that speaks of X-API-Timestamp')
   })
 
   t.test('a body not covered: 401 INVALID_SIGNATURE naming content-digest', async (t) => {
