@@ -23,6 +23,7 @@ import { tokenRoutes } from './http/routes/token.js'
 import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
 import { ByteBudget } from './lib/byte-budget.js'
 import { lazyChildLoggerFactory } from './lib/lazy-child-logger.js'
+import { logDestination, type LogFormat } from './lib/log-format.js'
 import { TrackedIncomingMessage, trackRequestLines } from './lib/request-line-tracker.js'
 import { REDACTED, REDACTED_PATHS, redactUrl } from './lib/redact-url.js'
 import { createRateLimiter } from './limits/limiter.js'
@@ -54,9 +55,12 @@ export interface BuildAppOptions {
 
 interface LoggedRequest { method?: string; url?: string; ip?: string; socket?: { remotePort?: number } }
 
-export function loggerOptions (level: string): FastifyServerOptions['logger'] {
+/** The gateway's pino options: LOG_LEVEL, and with LOG_FORMAT (or a terminal) readable lines instead of JSON. */
+export function loggerOptions (level: string, format?: LogFormat): FastifyServerOptions['logger'] {
+  const stream = logDestination(format)
   return {
     level,
+    ...(stream !== undefined && { stream }),
     redact: { paths: REDACTED_PATHS, censor: REDACTED },
     // Fastify's own request lines (`req`): the URL with any credential in its query redacted
     serializers: {
@@ -68,7 +72,7 @@ export function loggerOptions (level: string): FastifyServerOptions['logger'] {
 export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
   const { config } = options
   const app = Fastify({
-    logger: options.logger ?? loggerOptions(config.logLevel),
+    logger: options.logger ?? loggerOptions(config.logLevel, config.logFormat),
     // the access-log plugin writes one line per request instead of Fastify's two
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => randomUUID(),

@@ -3,6 +3,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { CLIENT_ADDRESS_HEADERS } from '../lib/client-address.js'
+import { LOG_FORMATS, type LogFormat } from '../lib/log-format.js'
 import { parseBootstrapUsers, type BootstrapUser } from './bootstrap-users.js'
 import { ConfigError } from './config-error.js'
 import { redisTopologyFrom, type RedisTopology } from './redis.js'
@@ -133,7 +134,8 @@ export const EnvSchema = Type.Object({
   })),
   // a string, checked here and in resolveWorkers: a number schema would turn "1.5" into 1
   KEYGATE_WORKERS: Type.Optional(Type.String({ pattern: '^(auto|[1-9][0-9]*)$', allowed: `auto, or a number of processes from 1 to ${MAX_WORKERS}` })),
-  LOG_LEVEL: Type.Optional(Type.Union(LOG_LEVELS.map((level) => Type.Literal(level))))
+  LOG_LEVEL: Type.Optional(Type.Union(LOG_LEVELS.map((level) => Type.Literal(level)))),
+  LOG_FORMAT: Type.Optional(Type.Union(LOG_FORMATS.map((format) => Type.Literal(format))))
 })
 export type Env = Static<typeof EnvSchema>
 export const ENV_VARIABLES = Object.keys(EnvSchema.properties) as Array<keyof Env>
@@ -166,6 +168,8 @@ export interface GatewayConfig {
   /** KEYGATE_REVOKED_KEY_RETENTION_DAYS: a revoked key is kept whole this long, then as a tombstone */
   revokedKeyRetentionDays: number
   logLevel: string
+  /** LOG_FORMAT: json or pretty; unset, pretty when stdout is a terminal (lib/log-format.ts) */
+  logFormat: LogFormat | undefined
   server: ServerLimits
   /** login brute-force limits and concurrency; unset fields take users/login-guard.ts's defaults */
   login: {
@@ -302,6 +306,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     keyRegistrationsPerDay: e.KEYGATE_KEY_REGISTRATIONS_PER_DAY ?? DEFAULT_KEY_REGISTRATIONS_PER_DAY,
     revokedKeyRetentionDays: e.KEYGATE_REVOKED_KEY_RETENTION_DAYS ?? DEFAULT_REVOKED_KEY_RETENTION_DAYS,
     logLevel: e.LOG_LEVEL ?? 'info',
+    logFormat: e.LOG_FORMAT,
     login: {
       ...(e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER !== undefined && { maxFailuresPerUser: e.KEYGATE_LOGIN_MAX_FAILURES_PER_USER }),
       ...(e.KEYGATE_LOGIN_MAX_FAILURES_PER_ADDRESS !== undefined && { maxFailuresPerAddress: e.KEYGATE_LOGIN_MAX_FAILURES_PER_ADDRESS }),

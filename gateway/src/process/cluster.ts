@@ -21,6 +21,7 @@ import { readUsage } from '../limits/usage.js'
 import type { GatewayConfig } from '../config/env.js'
 import { startMetricsServer, type MetricsServer } from '../http/metrics-server.js'
 import { createKeyRegistry, keyPolicy } from '../keys/key-registry.js'
+import { logDestination } from '../lib/log-format.js'
 import { REDACTED, REDACTED_PATHS } from '../lib/redact-url.js'
 import { aggregateMetrics, type MetricsSnapshot } from '../metrics/aggregate.js'
 import { createStore } from '../store/index.js'
@@ -315,7 +316,7 @@ const PRIMARY_GRACE_MARGIN_MS = 2000
 export async function runPrimary (config: GatewayConfig): Promise<void> {
   // the primary logs its own events (workers starting, exiting, signals) and the admin API's;
   // redacted as a gateway's log is, should anything log a request's credentials
-  const log = pino({ level: config.logLevel, name: 'keygate-primary', redact: { paths: REDACTED_PATHS, censor: REDACTED } })
+  const log = pino({ level: config.logLevel, name: 'keygate-primary', redact: { paths: REDACTED_PATHS, censor: REDACTED } }, logDestination(config.logFormat))
   const workers = await startCluster({ workers: config.workers.count, log })
   let metricsServer: MetricsServer | undefined
   let admin: { server: AdminServer; close: () => Promise<void> } | undefined

@@ -5,17 +5,20 @@
 import { identityTokenFromEnv } from '../../../upstream-stub/src/identity-token.js'
 import { startUpstream } from '../../../upstream-stub/src/server.js'
 import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../config/env.js'
+import { logDestination } from '../lib/log-format.js'
 import { closeOnSignals, reloadRoutesOnSighup } from './signals.js'
 import { startGateway } from './start.js'
 import { startupLine } from './startup-line.js'
 
 export async function demo (): Promise<void> {
   const loaded = loadConfig()
+  const stream = logDestination(loaded.logFormat)
   const upstreamPort = Number(process.env.UPSTREAM_PORT ?? DEFAULT_UPSTREAM_PORT)
   const upstream = await startUpstream({
     port: upstreamPort,
     host: '127.0.0.1',
-    logger: { level: loaded.logLevel },
+    // the example service's lines beside the gateway's, in the same format
+    logger: { level: loaded.logLevel, ...(stream !== undefined && { stream }) },
     identityToken: identityTokenFromEnv(process.env)
   })
   // Without UPSTREAM_URL the routes go to the stub just started (UPSTREAM_PORT=0 picks a free port).

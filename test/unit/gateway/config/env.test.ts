@@ -16,6 +16,13 @@ t.test('defaults', async (t) => {
   ])
   t.equal(config.routesFile, undefined)
   t.equal(config.watchRoutes, false)
+  t.equal(config.logFormat, undefined, 'LOG_FORMAT unset: chosen by whether stdout is a terminal (lib/log-format.ts)')
+})
+
+t.test('LOG_FORMAT: json or pretty', async (t) => {
+  t.equal(loadConfig({ LOG_FORMAT: 'json' }).logFormat, 'json')
+  t.equal(loadConfig({ LOG_FORMAT: 'pretty' }).logFormat, 'pretty')
+  t.equal(loadConfig({ LOG_FORMAT: '' }).logFormat, undefined, 'empty is unset, as for every variable')
 })
 
 t.test('variables', async (t) => {
@@ -86,6 +93,8 @@ t.test('a refused value is answered with what the variable allows', async (t) =>
   const cases: Array<[Record<string, string>, string]> = [
     [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL: "verbose" is not allowed: use one of fatal, error, warn, info, debug, trace or silent'],
     [{ LOG_LEVEL: 'INFO' }, 'LOG_LEVEL: "INFO" is not allowed: use one of fatal, error, warn, info, debug, trace or silent'],
+    [{ LOG_FORMAT: 'text' }, 'LOG_FORMAT: "text" is not allowed: use one of json or pretty'],
+    [{ LOG_FORMAT: 'JSON' }, 'LOG_FORMAT: "JSON" is not allowed: use one of json or pretty'],
     [{ KEYGATE_DOCS: 'yes' }, 'KEYGATE_DOCS: "yes" is not allowed: use one of true, false, on or off'],
     [{ KEYGATE_STRICT_REQUEST_LINE: 'strict' }, 'KEYGATE_STRICT_REQUEST_LINE: "strict" is not allowed: use one of true, false, on or off'],
     [{ KEYGATE_ROUTES_WATCH: '1' }, 'KEYGATE_ROUTES_WATCH: "1" is not allowed: use one of true, false, on or off'],
@@ -104,7 +113,7 @@ t.test('a refused value is answered with what the variable allows', async (t) =>
   // Every variable with a list of values is in the table above, and every variable's refusal says
   // what it takes instead of TypeBox's words.
   const listed = ENV_VARIABLES.filter((name) => Array.isArray(EnvSchema.properties[name].anyOf))
-  t.same(listed.sort(), ['KEYGATE_DOCS', 'KEYGATE_ROUTES_WATCH', 'KEYGATE_STRICT_REQUEST_LINE', 'KEYGATE_TRUSTED_PROXY_HEADER', 'LOG_LEVEL'],
+  t.same(listed.sort(), ['KEYGATE_DOCS', 'KEYGATE_ROUTES_WATCH', 'KEYGATE_STRICT_REQUEST_LINE', 'KEYGATE_TRUSTED_PROXY_HEADER', 'LOG_FORMAT', 'LOG_LEVEL'],
     'the variables that take a list of values')
   for (const name of listed) t.ok(cases.some(([env]) => name in env), `${name} has a case`)
   for (const name of ENV_VARIABLES) {
