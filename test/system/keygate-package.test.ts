@@ -3,10 +3,11 @@
 // plain node (no tsx, esbuild or TypeScript installed), and the `keygate` command on the PATH
 // serves a backend, handles its own signals, and answers --help, --version and typos.
 import { execFile } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs'
+import { basename, join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
+import { packedSizes } from '../../scripts/package-sizes.js'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { exitOn, interruptGroup, portAnswers, startCommand } from '../helpers/listening.js'
@@ -21,6 +22,11 @@ t.test('the packed keygate installs with --omit=dev and its keygate command fron
   t.same(files.filter((f) => /\.ts$|^test\/|\.map$/.test(f)), [], 'no TypeScript sources, no tests in the tarball')
   t.ok(files.includes('dist/gateway/src/cli/keygate.js'), 'the compiled CLI is in it')
   t.ok(files.includes('dist/client/src/protocol/index.js'), 'and the protocol code the gateway imports, compiled in')
+  // what npm run package-sizes prints (the docs quote no size): the tarballs' own, to the byte
+  const [keygateSize, clientSize] = await packedSizes(stage.dir)
+  t.match(keygateSize, { filename: basename(tarball), size: statSync(tarball).size, files: files.length }, 'package-sizes: the keygate tarball')
+  const client = await stage.pack('@keygate/client')
+  t.match(clientSize, { filename: basename(client.path), size: statSync(client.path).size, files: client.files.length }, 'package-sizes: the client\'s')
 
   const project = await installInScratch(t, tarball, ['--omit=dev'])
   const installed = readdirSync(join(project, 'node_modules'))
