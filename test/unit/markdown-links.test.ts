@@ -2,7 +2,8 @@
 // SECURITY.md, docs/, client/README.md, ...) leads to a file of this repository (and to a heading
 // in it, when it names one), never to another site or outside the checkout, so it reads the same
 // offline, in a fork and in a tarball. Code blocks and code spans are examples, not links
-// (http://127.0.0.1:8080 there is fine).
+// (http://127.0.0.1:8080 there is fine). The pages the code names in what it prints (hints, the
+// OpenAPI description) exist too, with the heading they name.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -115,4 +116,23 @@ t.test('every link in the documentation leads to a file of the repository', asyn
     })
     t.same(broken, [], `${document}: ${targets.length} links`)
   }
+})
+
+/** The pages of this repository a source file names (README.md, SECURITY.md, docs/...md), with the heading when it names one. */
+function pagesNamedIn (source: string): string[] {
+  return [...new Set([...source.matchAll(/(?<![\w/.-])((?:README|SECURITY)\.md|docs\/[\w/-]+\.md)(#[\w-]+)?/g)].map((m) => m[0]))]
+}
+
+t.test('the page finder sees pages, with their headings, and only pages', async (t) => {
+  t.same(pagesNamedIn("'see docs/configuration.md)', `docs/signing.md#keys`, // README.md, client/README.md, xdocs/a.md"),
+    ['docs/configuration.md', 'docs/signing.md#keys', 'README.md'])
+})
+
+t.test('every page the code names, in what it prints and in its comments, exists, with the heading it names', async (t) => {
+  const sources = ['gateway/src', 'client/src', 'upstream-stub/src', 'bench', 'scripts'].flatMap((dir) => filesUnder(dir, ['.ts']))
+  const named = sources.flatMap((file) => pagesNamedIn(readFileSync(join(ROOT, file), 'utf8')).map((page) => ({ file, page })))
+  t.ok(named.some(({ page }) => page === 'docs/configuration.md'), 'the CLI\'s hints are read')
+  for (const { file, page } of named) t.equal(problemWith('README.md', page), undefined, `${file} names ${page}`)
+  const vague = sources.flatMap((file) => [...readFileSync(join(ROOT, file), 'utf8').matchAll(/\bthe README\b(?! walkthrough)/g)].map(() => file))
+  t.same(vague, [], 'a source names the page it means, not "the README" (its walkthrough excepted)')
 })
