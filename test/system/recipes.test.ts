@@ -1,0 +1,166 @@
+// The recipes of docs/recipes.md run as a reader runs them: the shell, Python, Go and Java programs
+// of docs/recipes/, each once per scheme with all three key types, against one real gateway (on
+// Redis) in front of the example clients service. Each logs in, registers a key of its own, and
+// sends a signed POST and a signed GET with a query: what it prints are keygate's answers, and the
+// service must have received each request with the identity of that user and key, signed in that
+// scheme. The toolchains are Debian packages, installed when missing (as root), else the test fails
+// naming them; .ci/run installs them too.
+import { execFile, spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import type { IncomingHttpHeaders } from 'node:http'
+import t from 'tap'
+import { ALGORITHMS_OF_KEY_TYPE, KEY_TYPES, type KeyType } from '../../client/src/protocol/index.js'
+import { buildUpstreamApp } from '../../upstream-stub/src/app.js'
+import { installedWithApt, runs, type Found } from '../helpers/apt.js'
+import { addUser, PASSWORD, startTestGateway } from '../helpers/stack.js'
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const RECIPES = join(ROOT, 'docs', 'recipes')
+const SCHEMES = ['seed', 'rfc9421'] as const
+type Scheme = typeof SCHEMES[number]
+
+/** `java`, when a JDK of 17 or later is installed: `javac` names its version (a JRE, without it, cannot run a source file). */
+function jdk (): string | undefined {
+  const javac = spawnSync('javac', ['-version'], { encoding: 'utf8' })
+  return Number(/^javac (\d+)/m.exec(`${javac.stdout ?? ''}${javac.stderr ?? ''}`)?.[1] ?? 0) >= 17 ? 'java' : undefined
+}
+
+interface Language {
+  /** the user its recipe logs in as, and the first word of its keys' names */
+  name: string
+  /** the toolchain, found or installed */
+  tool: () => Found
+  /** the command that runs the recipe with these arguments, once the toolchain is there */
+  command: (tool: string, prepared: string | undefined, args: string[]) => [string, string[]]
+  /** a step before the runs (Go: compile once), giving what `command` needs */
+  prepare?: (tool: string, dir: string) => Promise<string>
+}
+
+const run = promisify(execFile)
+
+const LANGUAGES: Language[] = [
+  {
+    name: 'shell',
+    tool: () => installedWithApt('curl', () => runs('curl', ['--version']), ['curl']),
+    command: (_tool, _prepared, args) => ['bash', [join(RECIPES, 'recipe.sh'), ...args]]
+  },
+  {
+    name: 'python',
+    tool: () => installedWithApt('python3 with the cryptography package', () =>
+      ['python3', '/usr/bin/python3'].find((python) => runs(python, ['-c', 'import cryptography']) !== undefined), ['python3-cryptography']),
+    command: (python, _prepared, args) => [python, [join(RECIPES, 'recipe.py'), ...args]]
+  },
+  {
+    name: 'go',
+    tool: () => installedWithApt('Go toolchain', () => runs('go', ['version']) ?? runs('/usr/lib/go/bin/go', ['version']), ['golang-go']),
+    prepare: async (go, dir) => {
+      const binary = join(dir, 'recipe')
+      await run(go, ['build', '-o', binary, join(RECIPES, 'recipe.go')], { cwd: dir })
+      return binary
+    },
+    command: (_go, binary, args) => [binary ?? '', args]
+  },
+  {
+    name: 'java',
+    tool: () => installedWithApt('JDK 17 or later', jdk, ['default-jdk-headless']),
+    command: (java, _prepared, args) => [java, [join(RECIPES, 'Recipe.java'), ...args]]
+  }
+]
+
+/** What the example service received, recorded before it answered. */
+interface Received { method: string; url: string; headers: IncomingHttpHeaders }
+
+/** One line a recipe prints: `[scheme keyType] what: status answer`. */
+interface Printed { scheme: string; keyType: string; what: string; status: number; answer: string }
+
+function printedLines (stdout: string): Printed[] {
+  return [...stdout.matchAll(/^\[(\S+) (\S+)\] (.+?): (\d{3}) (.*)$/gm)]
+    .map(([, scheme, keyType, what, status, answer]) => ({ scheme, keyType, what, status: Number(status), answer } as Printed))
+}
+
+interface Run { language: string; scheme: Scheme; code: number; stdout: string; stderr: string; ms: number }
+
+t.test('every recipe, in every language, for both schemes and every key type, against one gateway', async (t) => {
+  const tools = LANGUAGES.map((language) => ({ language, found: language.tool() }))
+  const missing = tools.flatMap(({ found }) => 'reason' in found ? [found.reason] : [])
+  if (missing.length > 0) throw new Error(`The recipes test needs: ${missing.join('; ')}`)
+
+  const received: Received[] = []
+  const upstream = await buildUpstreamApp({ logger: false })
+  upstream.addHook('onRequest', async (request) => { received.push({ method: request.method, url: request.url, headers: request.headers }) })
+  const upstreamUrl = await upstream.listen({ port: 0, host: '127.0.0.1' })
+  t.teardown(async () => { await upstream.close() })
+  const gw = await startTestGateway(t, { store: 'redis', upstreamUrl })
+  for (const { name } of LANGUAGES) await addUser(gw, name)
+
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-recipes-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  const started = Date.now()
+  // Every run at once: each language's two runs (one per scheme) share its user, the languages do not.
+  const runs = await Promise.all(tools.map(async ({ language, found }): Promise<Run[]> => {
+    const tool = (found as { path: string }).path
+    const prepared = await language.prepare?.(tool, dir)
+    return await Promise.all(SCHEMES.map(async (scheme): Promise<Run> => {
+      const [command, args] = language.command(tool, prepared, [scheme, ...KEY_TYPES])
+      const env = { ...process.env, KEYGATE_URL: gw.url, KEYGATE_USER: language.name, KEYGATE_PASSWORD: PASSWORD }
+      const from = Date.now()
+      try {
+        const { stdout, stderr } = await run(command, args, { cwd: dir, env, maxBuffer: 16 << 20 })
+        return { language: language.name, scheme, code: 0, stdout, stderr, ms: Date.now() - from }
+      } catch (err) {
+        const failed = err as { code?: unknown; stdout?: string; stderr?: string }
+        if (typeof failed.code !== 'number') throw err
+        return { language: language.name, scheme, code: failed.code, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '', ms: Date.now() - from }
+      }
+    }))
+  }))
+  t.comment(`all recipes ran in ${Date.now() - started} ms: ${runs.flat().map((r) => `${r.language} ${r.scheme} ${r.ms} ms`).join(', ')}`)
+
+  for (const recipe of runs.flat()) {
+    t.test(`${recipe.language}, ${recipe.scheme}`, async (t) => {
+      t.equal(recipe.code, 0, `the recipe ends well (stderr: ${recipe.stderr})`)
+      const printed = printedLines(recipe.stdout)
+      for (const keyType of KEY_TYPES) {
+        t.test(keyType, async (t) => {
+          const name = `${recipe.language}-${recipe.scheme}-${keyType}`
+          const lines = printed.filter((line) => line.scheme === recipe.scheme && line.keyType === keyType)
+          t.same(lines.map((line) => line.what), [`register ${name}`, 'POST /v1/clients/', 'GET /v1/clients/?limit=10'],
+            `it printed keygate's three answers:\n${recipe.stdout}`)
+          const [registered, created, listed] = lines
+          if (registered === undefined || created === undefined || listed === undefined) return
+
+          t.equal(registered.status, 201, registered.answer)
+          const apiKey = JSON.parse(registered.answer).apiKey as string
+          t.match(apiKey, /^[0-9a-f]{64}$/, 'registration answers the apiKey')
+          t.equal(created.status, 201, created.answer)
+          const client = JSON.parse(created.answer) as { id: string; name: string }
+          t.equal(client.name, 'Ada Lovelace', 'the service created the client')
+          t.equal(listed.status, 200, listed.answer)
+          t.ok((JSON.parse(listed.answer) as { items: Array<{ id: string }> }).items.some((item) => item.id === client.id),
+            'and lists it to the same user')
+
+          const byKey = received.filter((request) => request.headers['x-gateway-key'] === apiKey)
+          t.same(byKey.map((request) => `${request.method} ${request.url}`), ['POST /v1/clients/', 'GET /v1/clients/?limit=10'],
+            'the service received the POST and the GET with the query, as signed, from this key only')
+          for (const request of byKey) {
+            t.equal(request.headers['x-gateway-user'], recipe.language, 'as the user who logged in')
+            t.equal(request.headers['x-gateway-key-name'], name, 'with the key registered under its name')
+            if (recipe.scheme === 'seed') {
+              t.equal(request.headers['x-api-key'], apiKey, 'signed with the X-API-* headers')
+              t.equal(request.headers['signature-input'], undefined)
+            } else {
+              const alg = ALGORITHMS_OF_KEY_TYPE[keyType as KeyType][0] as string
+              t.match(request.headers['signature-input'], `;keyid="${apiKey}";alg="${alg}";`, `signed per RFC 9421 with ${alg}`)
+              t.equal(request.headers['x-api-key'], undefined)
+              t.equal(request.headers['content-digest'] !== undefined, request.method === 'POST', 'a Content-Digest with the body only')
+            }
+          }
+        })
+      }
+    })
+  }
+})
