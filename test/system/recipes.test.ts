@@ -1,17 +1,17 @@
-// The recipes of docs/recipes.md run as a reader runs them: the shell, Python, Go and Java programs
-// of docs/recipes/, each once per scheme with all three key types, against one real gateway (on
+// The recipes of docs/recipes.md run as a reader runs them: the page's command for each language
+// (shell, Python, Go, Java), once per scheme with all three key types, against one real gateway (on
 // Redis) in front of the example clients service. Each logs in, registers a key of its own, and
 // sends a signed POST and a signed GET with a query: what it prints are keygate's answers, and the
 // service must have received each request with the identity of that user and key, signed in that
-// scheme. The toolchains are Debian packages, installed when missing (as root), else the test fails
-// naming them; .ci/run installs them too.
+// scheme. The excerpts the page shows are the files' own lines. The toolchains are Debian packages,
+// installed when missing (as root), else the test fails naming them; .ci/run installs them too.
 import { execFile, spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import type { IncomingHttpHeaders } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import type { IncomingHttpHeaders } from 'node:http'
 import t from 'tap'
 import { ALGORITHMS_OF_KEY_TYPE, KEY_TYPES, type KeyType } from '../../client/src/protocol/index.js'
 import { buildUpstreamApp } from '../../upstream-stub/src/app.js'
@@ -19,9 +19,10 @@ import { installedWithApt, runs, type Found } from '../helpers/apt.js'
 import { addUser, PASSWORD, startTestGateway } from '../helpers/stack.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const RECIPES = join(ROOT, 'docs', 'recipes')
+const PAGE = readFileSync(join(ROOT, 'docs', 'recipes.md'), 'utf8')
 const SCHEMES = ['seed', 'rfc9421'] as const
 type Scheme = typeof SCHEMES[number]
+const run = promisify(execFile)
 
 /** `java`, when a JDK of 17 or later is installed: `javac` names its version (a JRE, without it, cannot run a source file). */
 function jdk (): string | undefined {
@@ -32,44 +33,51 @@ function jdk (): string | undefined {
 interface Language {
   /** the user its recipe logs in as, and the first word of its keys' names */
   name: string
-  /** the toolchain, found or installed */
-  tool: () => Found
-  /** the command that runs the recipe with these arguments, once the toolchain is there */
-  command: (tool: string, prepared: string | undefined, args: string[]) => [string, string[]]
-  /** a step before the runs (Go: compile once), giving what `command` needs */
-  prepare?: (tool: string, dir: string) => Promise<string>
+  /** its file in docs/recipes/ */
+  file: string
+  /** the program that runs in place of the page's first word (found, or installed with what it needs) */
+  program: () => Found
 }
 
-const run = promisify(execFile)
-
 const LANGUAGES: Language[] = [
-  {
-    name: 'shell',
-    tool: () => installedWithApt('curl', () => runs('curl', ['--version']), ['curl']),
-    command: (_tool, _prepared, args) => ['bash', [join(RECIPES, 'recipe.sh'), ...args]]
-  },
+  { name: 'shell', file: 'recipe.sh', program: () => installedWithApt('curl', () => runs('curl', ['--version']) && 'bash', ['curl']) },
   {
     name: 'python',
-    tool: () => installedWithApt('python3 with the cryptography package', () =>
-      ['python3', '/usr/bin/python3'].find((python) => runs(python, ['-c', 'import cryptography']) !== undefined), ['python3-cryptography']),
-    command: (python, _prepared, args) => [python, [join(RECIPES, 'recipe.py'), ...args]]
+    file: 'recipe.py',
+    program: () => installedWithApt('python3 with the cryptography package', () =>
+      ['python3', '/usr/bin/python3'].find((python) => runs(python, ['-c', 'import cryptography']) !== undefined), ['python3-cryptography'])
   },
   {
     name: 'go',
-    tool: () => installedWithApt('Go toolchain', () => runs('go', ['version']) ?? runs('/usr/lib/go/bin/go', ['version']), ['golang-go']),
-    prepare: async (go, dir) => {
-      const binary = join(dir, 'recipe')
-      await run(go, ['build', '-o', binary, join(RECIPES, 'recipe.go')], { cwd: dir })
-      return binary
-    },
-    command: (_go, binary, args) => [binary ?? '', args]
+    file: 'recipe.go',
+    program: () => installedWithApt('Go', () => runs('go', ['version']) ?? runs('/usr/lib/go/bin/go', ['version']), ['golang-go'])
   },
-  {
-    name: 'java',
-    tool: () => installedWithApt('JDK 17 or later', jdk, ['default-jdk-headless']),
-    command: (java, _prepared, args) => [java, [join(RECIPES, 'Recipe.java'), ...args]]
-  }
+  { name: 'java', file: 'Recipe.java', program: () => installedWithApt('JDK 17 or later', jdk, ['default-jdk-headless']) }
 ]
+
+/** The page's command of each recipe file: its words after the program, with the scheme in place of `seed`. */
+function pageCommands (): Map<string, (scheme: Scheme) => string[]> {
+  const block = /<!-- recipes:run -->\n```sh\n([\s\S]*?)```/.exec(PAGE)?.[1] ?? ''
+  return new Map(block.split('\n').filter((line) => line.includes('docs/recipes/')).map((line) => {
+    const words = line.split(' ')
+    const file = words.find((word) => word.startsWith('docs/recipes/'))?.slice('docs/recipes/'.length) ?? ''
+    return [file, (scheme: Scheme) => words.slice(1).map((word) => word === 'seed' ? scheme : word)]
+  }))
+}
+
+/**
+ * The command of a language's recipe in a scheme: the page's, with the program found in place of
+ * its first word; `go run` (a build, then a run) as the program built once, run once per scheme.
+ */
+async function commandOf (language: Language, program: string, dir: string): Promise<(scheme: Scheme) => string[]> {
+  const words = pageCommands().get(language.file)
+  if (words === undefined) throw new Error(`docs/recipes.md does not say how to run ${language.file}`)
+  const [subcommand, file = ''] = words('seed')
+  if (subcommand !== 'run') return (scheme) => [program, ...words(scheme)]
+  const binary = join(dir, 'recipe')
+  await run(program, ['build', '-o', binary, join(ROOT, file)], { cwd: dir })
+  return (scheme) => [binary, ...words(scheme).slice(2)]
+}
 
 /** What the example service received, recorded before it answered. */
 interface Received { method: string; url: string; headers: IncomingHttpHeaders }
@@ -84,9 +92,20 @@ function printedLines (stdout: string): Printed[] {
 
 interface Run { language: string; scheme: Scheme; code: number; stdout: string; stderr: string; ms: number }
 
+t.test('the page shows the recipes\' own lines', async (t) => {
+  const excerpts = [...PAGE.matchAll(/<!-- excerpt:(\S+) -->\n```[a-z]*\n([\s\S]*?)```/g)]
+  t.same(excerpts.map(([, file]) => file).sort(), LANGUAGES.map((language) => language.file).sort(), 'an excerpt of each recipe')
+  for (const [, file, text] of excerpts) {
+    t.ok(readFileSync(join(ROOT, 'docs', 'recipes', file as string), 'utf8').includes(text as string), `${file}: the excerpt is the file's`)
+  }
+})
+
 t.test('every recipe, in every language, for both schemes and every key type, against one gateway', async (t) => {
-  const tools = LANGUAGES.map((language) => ({ language, found: language.tool() }))
-  const missing = tools.flatMap(({ found }) => 'reason' in found ? [found.reason] : [])
+  const commands = pageCommands()
+  t.same([...commands.keys()].sort(), LANGUAGES.map((language) => language.file).sort(), 'the page says how to run each recipe')
+  for (const [file, command] of commands) t.same(command('seed').slice(-4), ['seed', ...KEY_TYPES], `${file}: with every key type`)
+  const programs = LANGUAGES.map((language) => ({ language, found: language.program() }))
+  const missing = programs.flatMap(({ found }) => 'reason' in found ? [found.reason] : [])
   if (missing.length > 0) throw new Error(`The recipes test needs: ${missing.join('; ')}`)
 
   const received: Received[] = []
@@ -101,15 +120,14 @@ t.test('every recipe, in every language, for both schemes and every key type, ag
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   const started = Date.now()
   // Every run at once: each language's two runs (one per scheme) share its user, the languages do not.
-  const runs = await Promise.all(tools.map(async ({ language, found }): Promise<Run[]> => {
-    const tool = (found as { path: string }).path
-    const prepared = await language.prepare?.(tool, dir)
+  const results = await Promise.all(programs.map(async ({ language, found }): Promise<Run[]> => {
+    const words = await commandOf(language, (found as { path: string }).path, dir)
     return await Promise.all(SCHEMES.map(async (scheme): Promise<Run> => {
-      const [command, args] = language.command(tool, prepared, [scheme, ...KEY_TYPES])
+      const [command = '', ...args] = words(scheme)
       const env = { ...process.env, KEYGATE_URL: gw.url, KEYGATE_USER: language.name, KEYGATE_PASSWORD: PASSWORD }
       const from = Date.now()
       try {
-        const { stdout, stderr } = await run(command, args, { cwd: dir, env, maxBuffer: 16 << 20 })
+        const { stdout, stderr } = await run(command, args, { cwd: ROOT, env, maxBuffer: 16 << 20 })
         return { language: language.name, scheme, code: 0, stdout, stderr, ms: Date.now() - from }
       } catch (err) {
         const failed = err as { code?: unknown; stdout?: string; stderr?: string }
@@ -118,9 +136,9 @@ t.test('every recipe, in every language, for both schemes and every key type, ag
       }
     }))
   }))
-  t.comment(`all recipes ran in ${Date.now() - started} ms: ${runs.flat().map((r) => `${r.language} ${r.scheme} ${r.ms} ms`).join(', ')}`)
+  t.comment(`all recipes ran in ${Date.now() - started} ms: ${results.flat().map((r) => `${r.language} ${r.scheme} ${r.ms} ms`).join(', ')}`)
 
-  for (const recipe of runs.flat()) {
+  for (const recipe of results.flat()) {
     t.test(`${recipe.language}, ${recipe.scheme}`, async (t) => {
       t.equal(recipe.code, 0, `the recipe ends well (stderr: ${recipe.stderr})`)
       const printed = printedLines(recipe.stdout)
