@@ -167,7 +167,7 @@ public class Recipe {
       System.exit(2);
     }
     String credentials = "{\"username\":" + quote(System.getenv().getOrDefault("KEYGATE_USER", "demo")) + ",\"password\":" +
-        quote(System.getenv("KEYGATE_PASSWORD")) + "}";
+        quote(System.getenv().getOrDefault("KEYGATE_PASSWORD", "")) + "}";
     Answer login = call("POST", "/v1/auth/token", credentials.getBytes(StandardCharsets.UTF_8), Map.of("Content-Type", "application/json"));
     if (login.status() != 200) {
       System.err.println("login refused: " + login.status() + " " + login.body());

@@ -66,7 +66,7 @@ rfc9421_headers() {
   SIGNED+=("Signature-Input: sig1=$params" "Signature: sig1=:$signature:")
 }
 
-PASSWORD_JSON=$(printf %s "$KEYGATE_PASSWORD" | sed 's/[\\"]/\\&/g')
+PASSWORD_JSON=$(printf %s "${KEYGATE_PASSWORD:-}" | sed 's/[\\"]/\\&/g')
 LOGIN=$(curl -sS "$BASE/v1/auth/token" -H 'Content-Type: application/json' \
   -d "{\"username\":\"${KEYGATE_USER:-demo}\",\"password\":\"$PASSWORD_JSON\"}")
 TOKEN=$(printf %s "$LOGIN" | sed -nE 's/.*"token":"([^"]+)".*/\1/p')

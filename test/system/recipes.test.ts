@@ -23,6 +23,8 @@ const PAGE = readFileSync(join(ROOT, 'docs', 'recipes.md'), 'utf8')
 const SCHEMES = ['seed', 'rfc9421'] as const
 type Scheme = typeof SCHEMES[number]
 const run = promisify(execFile)
+// A machine without the toolchains (not set up by .ci/run) installs them first: minutes, once.
+t.setTimeout(600_000)
 
 /** `java`, when a JDK of 17 or later is installed: `javac` names its version (a JRE, without it, cannot run a source file). */
 function jdk (): string | undefined {
