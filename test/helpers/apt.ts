@@ -16,10 +16,11 @@ function aptGet (args: string[]): { ok: boolean; output: string } {
 
 /**
  * What `find` finds (a path or a command); when it finds nothing, `packages` installed with
- * apt-get (after an `apt-get update` when the package lists are missing or stale) and `find` asked
- * again. `what` names the thing in the reason given when there is none.
+ * apt-get (after an `apt-get update` when the package lists are missing or stale; then
+ * `otherwise`, when given and that failed too) and `find` asked again. `what` names the thing in
+ * the reason given when there is none.
  */
-export function installedWithApt (what: string, find: () => string | undefined, packages: readonly string[]): Found {
+export function installedWithApt (what: string, find: () => string | undefined, packages: readonly string[], otherwise?: readonly string[]): Found {
   const present = find()
   if (present !== undefined) return { path: present }
   const install = `apt-get install ${packages.join(' ')}`
@@ -29,6 +30,7 @@ export function installedWithApt (what: string, find: () => string | undefined, 
   if (!attempt.ok) {
     aptGet(['update', '-qq'])
     attempt = aptGet(['install', '-y', '-qq', ...packages])
+    if (!attempt.ok && otherwise !== undefined) attempt = aptGet(['install', '-y', '-qq', ...otherwise])
   }
   const installed = find()
   if (installed !== undefined) return { path: installed }
