@@ -16,10 +16,11 @@ import t from 'tap'
 import { ALGORITHMS_OF_KEY_TYPE, KEY_TYPES, type KeyType } from '../../client/src/protocol/index.js'
 import { buildUpstreamApp } from '../../upstream-stub/src/app.js'
 import { installedWithApt, runs, type Found } from '../helpers/apt.js'
+import { docBlocks, docSnippet } from '../helpers/docs.js'
 import { addUser, PASSWORD, startTestGateway } from '../helpers/stack.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const PAGE = readFileSync(join(ROOT, 'docs', 'recipes.md'), 'utf8')
+const PAGE = 'docs/recipes.md'
 const SCHEMES = ['seed', 'rfc9421'] as const
 type Scheme = typeof SCHEMES[number]
 const run = promisify(execFile)
@@ -37,30 +38,38 @@ interface Language {
   name: string
   /** its file in docs/recipes/ */
   file: string
+  /** the page's section that shows its code, and the language of that code block */
+  section: [heading: string, lang: string]
   /** the program that runs in place of the page's first word (found, or installed with what it needs) */
   program: () => Found
 }
 
 const LANGUAGES: Language[] = [
-  { name: 'shell', file: 'recipe.sh', program: () => installedWithApt('curl', () => runs('curl', ['--version']) && 'bash', ['curl']) },
+  {
+    name: 'shell',
+    file: 'recipe.sh',
+    section: ['Shell: curl and openssl', 'sh'],
+    program: () => installedWithApt('curl', () => runs('curl', ['--version']) && 'bash', ['curl'])
+  },
   {
     name: 'python',
     file: 'recipe.py',
+    section: ['Python', 'python'],
     program: () => installedWithApt('python3 with the cryptography package', () =>
       ['python3', '/usr/bin/python3'].find((python) => runs(python, ['-c', 'import cryptography']) !== undefined), ['python3-cryptography'])
   },
   {
     name: 'go',
     file: 'recipe.go',
+    section: ['Go', 'go'],
     program: () => installedWithApt('Go', () => runs('go', ['version']) ?? runs('/usr/lib/go/bin/go', ['version']), ['golang-go'])
   },
-  { name: 'java', file: 'Recipe.java', program: () => installedWithApt('JDK 17 or later', jdk, ['default-jdk-headless']) }
+  { name: 'java', file: 'Recipe.java', section: ['Java', 'java'], program: () => installedWithApt('JDK 17 or later', jdk, ['default-jdk-headless']) }
 ]
 
 /** The page's command of each recipe file: its words after the program, with the scheme in place of `seed`. */
 function pageCommands (): Map<string, (scheme: Scheme) => string[]> {
-  const block = /<!-- recipes:run -->\n```sh\n([\s\S]*?)```/.exec(PAGE)?.[1] ?? ''
-  return new Map(block.split('\n').filter((line) => line.includes('docs/recipes/')).map((line) => {
+  return new Map(docSnippet(PAGE, 'Running them', 'sh').split('\n').filter((line) => line.includes('docs/recipes/')).map((line) => {
     const words = line.split(' ')
     const file = words.find((word) => word.startsWith('docs/recipes/'))?.slice('docs/recipes/'.length) ?? ''
     return [file, (scheme: Scheme) => words.slice(1).map((word) => word === 'seed' ? scheme : word)]
@@ -73,7 +82,7 @@ function pageCommands (): Map<string, (scheme: Scheme) => string[]> {
  */
 async function commandOf (language: Language, program: string, dir: string): Promise<(scheme: Scheme) => string[]> {
   const words = pageCommands().get(language.file)
-  if (words === undefined) throw new Error(`docs/recipes.md does not say how to run ${language.file}`)
+  if (words === undefined) throw new Error(`${PAGE} does not say how to run ${language.file}`)
   const [subcommand, file = ''] = words('seed')
   if (subcommand !== 'run') return (scheme) => [program, ...words(scheme)]
   const binary = join(dir, 'recipe')
@@ -95,10 +104,10 @@ function printedLines (stdout: string): Printed[] {
 interface Run { language: string; scheme: Scheme; code: number; stdout: string; stderr: string; ms: number }
 
 t.test('the page shows the recipes\' own lines', async (t) => {
-  const excerpts = [...PAGE.matchAll(/<!-- excerpt:(\S+) -->\n```[a-z]*\n([\s\S]*?)```/g)]
-  t.same(excerpts.map(([, file]) => file).sort(), LANGUAGES.map((language) => language.file).sort(), 'an excerpt of each recipe')
-  for (const [, file, text] of excerpts) {
-    t.ok(readFileSync(join(ROOT, 'docs', 'recipes', file as string), 'utf8').includes(text as string), `${file}: the excerpt is the file's`)
+  for (const { file, section: [heading, lang] } of LANGUAGES) {
+    const shown = docBlocks(PAGE, heading, lang)
+    t.equal(shown.length, 1, `${file}: one block of its code under "${heading}"`)
+    t.ok(readFileSync(join(ROOT, 'docs', 'recipes', file), 'utf8').includes(shown[0] ?? '\0'), `${file}: the block is the file's own lines`)
   }
 })
 
