@@ -54,13 +54,14 @@ Load-tests keygate's signed API and, with no --url, compares in one run, alterna
   b  a bare fastify 5 + @fastify/http-proxy in front of it, no auth
   c  keygate in front of it, Redis store (REDIS_URL or redis://127.0.0.1:6379, own key prefix)
   d  keygate in front of it, embedded store
-  e  keygate in front of it, a public route (no auth): its proxy hop alone; c - e is
-     what the auth layer costs
+  e  keygate in front of it, a public route (no auth): its proxy hop alone
   f  (only with --only) as c, with one per-key rate limit on the signed routes, too high to
      ever refuse (1,000,000,000 per minute): f - c is what counting a request costs
-each in its own process on a free loopback port. Prints medians over the rounds: requests/s,
-the ratio to (b), latency p50/p90/p99/max, responses by status, and the CPU time per request of
-the process the load goes to (the proxy; for (a) the service itself) and of the upstream.
+each in its own process on a free loopback port. Prints first the auth layer's cost (c's CPU
+per request - e's, in us) and the signed requests one gateway core serves per second (1,000,000 /
+c's CPU us per request), with the machine and how busy it was; then medians over the rounds:
+requests/s, the ratio to (b), latency p50/p90/p99/max, responses by status, and the CPU time per
+request of the process the load goes to (the proxy; for (a) the service itself) and of the upstream.
 
 Options:
   --duration S         measured seconds per round and configuration      (default 5)

@@ -6,7 +6,7 @@
 // removed when it ends, also on Ctrl-C. `npm run bench -- --help` lists the options.
 import { randomBytes, randomUUID } from 'node:crypto'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { availableParallelism, cpus, tmpdir } from 'node:os'
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { ENV_VARIABLES } from '../gateway/src/config/env.js'
 import { parseBenchArgs, USAGE, UsageError, type BenchOptions, type ConfigId } from './args.js'
@@ -14,7 +14,10 @@ import { killAllServicesNow, startService, stopAllServices, type Service } from 
 import { FLOOD_ADDRESS, killAllFloods, startFlood, type Flood, type FloodResult } from './flood.js'
 import { measure, type MeasureOptions } from './measure.js'
 import { deletePrefix, pingRedis, redisClient, redisCpuMicros } from './redis.js'
-import { medianFlood, medianOf, renderHtml, renderTable, TABLE_COLUMNS, tableRows, type BenchReport, type ConfigResult } from './report.js'
+import {
+  figuresOf, headlineLines, machineName, median, medianFlood, medianOf, renderHtml, renderTable, TABLE_COLUMNS, tableRows,
+  type BenchReport, type ConfigResult, type Machine
+} from './report.js'
 import {
   buildRequests, CLIENTS_PATH, createSignedMaterial, ensurePosts, ensureRegistrations, floodHeaders, postShare, refreshGets, REGISTRATION_POOL_SIZE,
   type Destination, type SignedMaterial
@@ -336,7 +339,6 @@ function progress (options: BenchOptions): { line: (text: string) => void; done:
 }
 
 function describe (options: BenchOptions, rate: number | undefined = typeof options.rate === 'number' ? options.rate : undefined): string {
-  const cpu = cpus()[0]?.model.trim() ?? 'unknown CPU'
   const load = rate !== undefined
     ? `${rate.toLocaleString('en-US')} req/s fixed${options.rate === 'half' ? ' (half of b\'s peak)' : ''} on ${options.connections} connections`
     : options.rate === 'half' ? `half of b's peak on ${options.connections} connections` : `${options.connections} connections`
@@ -345,15 +347,21 @@ function describe (options: BenchOptions, rate: number | undefined = typeof opti
     : ''
   return `scenario ${options.scenario}${refused}, ${options.scheme} scheme, ${options.keyType} key, ` +
     `${load}, ${options.duration} s measured after ${options.warmup} s warm-up, ` +
-    `${options.rounds} alternating round${options.rounds === 1 ? '' : 's'} (medians); ` +
-    `${options.workers > 1 && options.target === undefined ? `keygate on Redis with ${options.workers} worker processes; ` : ''}` +
-    `${availableParallelism()} cores (${cpu}), Node ${process.version}`
+    `${options.rounds} alternating round${options.rounds === 1 ? '' : 's'} (medians)` +
+    `${options.workers > 1 && options.target === undefined ? `; keygate on Redis with ${options.workers} worker processes` : ''}`
+}
+
+/** the machine: what it is, now */
+const MACHINE = {
+  cpus: availableParallelism(), cpuModel: cpus()[0]?.model.trim() ?? '', node: process.version, platform: `${process.platform}-${process.arch}`
 }
 
 async function run (options: BenchOptions): Promise<void> {
   const started = new Date()
+  const loadAtStart = loadavg()
   const say = progress(options)
   say.log(`keygate bench: ${describe(options)}`)
+  say.log(`machine: ${machineName(MACHINE)}`)
   const keyReady = generateBenchKey(options.keyType)
   keyReady.catch(() => {})
   const setup: OwnSetup = options.target === undefined
@@ -457,6 +465,7 @@ async function run (options: BenchOptions): Promise<void> {
     }
   }
 
+  const loadAtEnd = loadavg()
   const bare = configs.find((c) => c.id === 'b')
   const bareRps = bare === undefined ? undefined : medianOf(results.get('b') ?? []).rps
   const resultOf = (c: BenchConfig, id: string, label: string): ConfigResult => {
@@ -511,13 +520,20 @@ async function run (options: BenchOptions): Promise<void> {
   const stamp = started.toISOString().replace(/[:.]/g, '-')
   const files = { json: resolve(options.out, `${stamp}.json`), html: resolve(options.out, `${stamp}.html`) }
   const finished = new Date()
+  const others = configResults.flatMap((c) => c.rounds.flatMap((r) => r.otherCpuPercent === null ? [] : [r.otherCpuPercent]))
+  const machine: Machine = {
+    ...MACHINE,
+    loadAverage: { start: loadAtStart, end: loadAtEnd },
+    otherCpuPercent: others.length === 0 ? null : { median: median(others), max: Math.max(...others) }
+  }
   const report: BenchReport = {
     tool: 'keygate-bench',
     version: 1,
+    figures: figuresOf(configResults, options),
+    machine,
     startedAt: started.toISOString(),
     finishedAt: finished.toISOString(),
     wallSeconds: Math.round((finished.getTime() - started.getTime()) / 100) / 10,
-    machine: { cpus: availableParallelism(), cpuModel: cpus()[0]?.model.trim() ?? '', node: process.version, platform: `${process.platform}-${process.arch}` },
     options: {
       scenario: options.scenario,
       scheme: options.scheme,
@@ -548,9 +564,12 @@ async function run (options: BenchOptions): Promise<void> {
   if (options.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
   } else {
+    const headline = headlineLines(report)
     process.stdout.write([
       '',
       `keygate bench: ${describe(options, rate)}`,
+      ...headline.figures,
+      ...headline.how,
       '',
       renderTable(TABLE_COLUMNS, tableRows(configResults)),
       '',

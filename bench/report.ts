@@ -1,5 +1,6 @@
-// Medians over rounds, and the three ways they are shown: a terminal table, JSON, and an HTML
-// page with inline SVG charts (latency distribution, requests per second over time).
+// Medians over rounds, the two figures the bench answers (what the auth layer costs, what a core
+// serves), and the three ways they are shown: a terminal table, JSON, and an HTML page with
+// inline SVG charts (latency distribution, requests per second over time).
 import type { FloodResult } from './flood.js'
 import { PERCENTILES, type LatencyPercentiles, type Measurement } from './measure.js'
 
@@ -36,13 +37,49 @@ export interface MedianResult {
   otherCpuPercent: number | null
 }
 
+/** The machine the run was on, and how busy it was meanwhile. */
+export interface Machine {
+  cpus: number
+  cpuModel: string
+  node: string
+  platform: string
+  /** os.loadavg() (1, 5 and 15 minutes) when the run started and when its measurements ended */
+  loadAverage: { start: number[]; end: number[] }
+  /** what the rest of the machine used during the measurements, % of one core: their median and highest; null where unknown */
+  otherCpuPercent: { median: number; max: number } | null
+}
+
+/** One of the two figures, from the medians in the table; its range is the same figure of each round. */
+export interface Figure {
+  value: number
+  min: number
+  max: number
+  perRound: number[]
+  /** how it is computed, from which configurations */
+  how: string
+}
+
+/** A figure this run could not give, and why. */
+export interface NoFigure { value: null; why: string }
+
+/** What the bench answers, for the scheme and key type of the run. */
+export interface Figures {
+  scheme: string
+  keyType: string
+  /** µs of gateway CPU the auth layer adds to a signed request */
+  authLayerCpuUs: Figure | NoFigure
+  /** signed requests one gateway core serves per second */
+  signedRequestsPerSecondPerCore: Figure | NoFigure
+}
+
 export interface BenchReport {
   tool: 'keygate-bench'
   version: 1
+  figures: Figures
+  machine: Machine
   startedAt: string
   finishedAt: string
   wallSeconds: number
-  machine: { cpus: number; cpuModel: string; node: string; platform: string }
   options: Record<string, unknown>
   /** the processes the run started (all stopped when it ends) */
   services: Array<{ name: string; pid: number; url: string }>
@@ -103,6 +140,87 @@ export function medianFlood (floods: FloodResult[]): FloodResult {
     codes: byKey((f) => f.codes),
     errors: median(floods.map((f) => f.errors)),
     cpuPercent: median(floods.map((f) => f.cpuPercent))
+  }
+}
+
+// ---- the two figures: what the auth layer costs, what a core serves ----
+
+/**
+ * The scenarios in which the keygate configurations get signed requests that they accept, and (e)
+ * the same requests on a public route (flood: its measurements without the flood).
+ */
+const SIGNED_SCENARIOS: readonly string[] = ['get', 'post', 'mix', 'flood']
+/** the configurations that check signatures, in the order the figures take one (f also counts a rate limit) */
+const SIGNED_CONFIGS: readonly string[] = ['c', 'd']
+
+const oneDecimal = (value: number): number => Math.round(value * 10) / 10
+
+function figure (value: number, perRound: number[], how: string): Figure {
+  return { value, min: Math.min(...perRound), max: Math.max(...perRound), perRound, how }
+}
+
+/** The two figures, from the medians and rounds of the signed configuration (c, else d) and of (e). */
+export function figuresOf (configs: ConfigResult[], run: { scenario: string; scheme: string; keyType: string }): Figures {
+  const { scheme, keyType } = run
+  const none = (why: string): Figures => ({ scheme, keyType, authLayerCpuUs: { value: null, why }, signedRequestsPerSecondPerCore: { value: null, why } })
+  if (!SIGNED_SCENARIOS.includes(run.scenario)) {
+    return none(`--scenario ${run.scenario} sends other than signed requests that keygate accepts; the figures come from get, post or mix`)
+  }
+  if (configs.some((c) => c.cpuOf === null)) return none('with --url the target\'s CPU is not measured here; run without --url')
+  const signed = SIGNED_CONFIGS.map((id) => configs.find((c) => c.id === id)).find((c) => c !== undefined)
+  if (signed === undefined) return none('they need c or d, keygate checking the signatures: add one to --only')
+  const cpu = signed.median.cpuPerRequestUs
+  if (cpu === null || cpu <= 0) return none(`${signed.id} has no CPU per request: a measurement completed no request`)
+  const cpuOfRound = new Map(signed.rounds.flatMap((r) => r.cpuPerRequestUs === null || r.cpuPerRequestUs <= 0 ? [] : [[r.round, r.cpuPerRequestUs]]))
+
+  const perCore = figure(Math.round(1e6 / cpu), [...cpuOfRound.values()].map((us) => Math.round(1e6 / us)),
+    `1,000,000 / ${signed.id}'s CPU us/req (the median; the range: the same in each round): ` +
+    `the signed requests one core serves when ${signed.id}'s gateway (${signed.label}) has it to itself`)
+
+  const publicRoute = configs.find((c) => c.id === 'e')
+  const publicCpu = publicRoute?.median.cpuPerRequestUs ?? null
+  const differences = (publicRoute?.rounds ?? []).flatMap((r) => {
+    const own = cpuOfRound.get(r.round)
+    return own === undefined || r.cpuPerRequestUs === null ? [] : [oneDecimal(own - r.cpuPerRequestUs)]
+  })
+  const authLayer: Figure | NoFigure = publicCpu === null || differences.length === 0
+    ? { value: null, why: `it needs e, the same requests on a public route, measured beside ${signed.id}: add e to --only` }
+    : figure(oneDecimal(cpu - publicCpu), differences, `${signed.id}'s CPU us/req - e's (the medians; the range: that difference in each round): ` +
+      `keygate's CPU for a signed request (${signed.id}: ${signed.label}) beyond forwarding the same request on a public route (e: its proxy hop alone)`)
+  return { scheme, keyType, authLayerCpuUs: authLayer, signedRequestsPerSecondPerCore: perCore }
+}
+
+// ---- the first lines: the two figures, the machine, how the figures are computed ----
+
+function figureLine (name: string, f: Figure | NoFigure, unit: string): string {
+  if (f.value === null) return `${name}: not measured: ${f.why}`
+  const rounds = f.perRound.length === 1 ? '1 round' : `${f.perRound.length} rounds: ${fmt(f.min)} to ${fmt(f.max)}`
+  return `${name}: ${fmt(f.value)} ${unit} (${rounds})`
+}
+
+/** the machine, without how busy it was */
+export function machineName (m: Pick<Machine, 'cpus' | 'cpuModel' | 'node' | 'platform'>): string {
+  return `${m.cpus} cores (${m.cpuModel === '' ? 'unknown CPU' : m.cpuModel}), Node ${m.node}, ${m.platform}`
+}
+
+/** The first lines of each report: the two figures and the machine they were measured on, then how each is computed. */
+export function headlineLines (report: Pick<BenchReport, 'figures' | 'machine'>): { figures: string[]; how: string[] } {
+  const { figures: f, machine: m } = report
+  const run = `${f.scheme} scheme, ${f.keyType} key`
+  const load = (at: number[]): string => (at[0] ?? 0).toFixed(2)
+  const other = m.otherCpuPercent === null
+    ? 'what other work used is unknown here (no /proc/stat)'
+    : `other work used ${fmt(m.otherCpuPercent.median)}% of a core during the measurements (median; at most ${fmt(m.otherCpuPercent.max)}%)`
+  return {
+    figures: [
+      figureLine(`auth layer, ${run}`, f.authLayerCpuUs, 'us of gateway CPU per signed request'),
+      figureLine(`per gateway core, ${run}`, f.signedRequestsPerSecondPerCore, 'signed requests/s'),
+      `machine: ${machineName(m)}; load average ${load(m.loadAverage.start)} at the start, ${load(m.loadAverage.end)} at the end (1 minute); ${other}`
+    ],
+    how: [
+      ...(f.authLayerCpuUs.value === null ? [] : [`how: auth layer = ${f.authLayerCpuUs.how}`]),
+      ...(f.signedRequestsPerSecondPerCore.value === null ? [] : [`how: per gateway core = ${f.signedRequestsPerSecondPerCore.how}`])
+    ]
   }
 }
 
@@ -230,6 +348,7 @@ const TABLE_NOTE = 'req/s, latency, non-2xx and CPU are medians over rounds. ' +
 
 export function renderHtml (report: BenchReport, header: string): string {
   const rows = tableRows(report.configs)
+  const headline = headlineLines(report)
   const table = `<table><thead><tr>${TABLE_COLUMNS.map((c) => `<th>${escapeHtml(c)}</th>`).join('')}</tr></thead><tbody>${
     rows.map((r) => `<tr>${r.map((cell, i) => `<td${i === 0 ? ' class="name"' : ''}>${escapeHtml(cell)}</td>`).join('')}</tr>`).join('')}</tbody></table>`
   return `<!doctype html>
@@ -240,9 +359,12 @@ table { border-collapse: collapse; margin: 1em 0 }
 th, td { padding: 4px 10px; text-align: right; border-bottom: 1px solid #ddd; font-variant-numeric: tabular-nums }
 td.name, th:first-child { text-align: left }
 pre { background: #f6f6f6; padding: 8px }
+ul.figures { font-size: 1.1em }
 </style></head><body>
 <h1>keygate bench</h1>
 <p>${escapeHtml(header)}</p>
+<ul class="figures">${headline.figures.map((line) => `<li>${escapeHtml(line)}</li>`).join('')}</ul>
+${headline.how.map((line) => `<p>${escapeHtml(line)}</p>`).join('\n')}
 ${table}
 <p>${TABLE_NOTE}</p>
 ${report.warnings.length === 0 ? '' : `<h2>Warnings</h2><ul>${report.warnings.map((w) => `<li>${escapeHtml(w)}</li>`).join('')}</ul>`}

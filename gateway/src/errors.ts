@@ -1,5 +1,5 @@
 // The error catalog: every error a client can meet, with its stable code, HTTP status and title.
-// Codes are part of the interface clients code against; the README documents each one and a test checks
+// Codes are part of the interface clients code against; docs/errors.md documents each one and a test checks
 // that it does. Handlers throw `GatewayError`s; the error handler renders them as problem+json.
 
 export const ERRORS = {

@@ -1,4 +1,4 @@
-// Key pairs and request signing for tests, written from the README's signing rules independently of the gateway's
+// Key pairs and request signing for tests, written from docs/signing.md's rules independently of the gateway's
 // verifier (the openssl test checks both against a third implementation).
 import { createHash, generateKeyPairSync, sign, type KeyObject } from 'node:crypto'
 

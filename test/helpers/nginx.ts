@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { installedWithApt, type Found } from './apt.js'
 import { portAnswers } from './listening.js'
 import { freePort } from './redis.js'
 
@@ -14,36 +15,15 @@ export const NGINX_BINARY = '/usr/sbin/nginx'
 
 interface Teardown { teardown: (fn: () => unknown) => void }
 
-let found: { path: string } | { reason: string } | undefined
-
-function aptGet (args: string[]): { ok: boolean; output: string } {
-  const result = spawnSync('apt-get', ['-o', 'DPkg::Lock::Timeout=120', ...args], {
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-    encoding: 'utf8',
-    timeout: 240_000
-  })
-  return { ok: result.status === 0, output: `${result.stderr ?? ''}${result.error?.message ?? ''}`.trim().split('\n').slice(-3).join(' / ') }
-}
+let found: Found | undefined
 
 /**
- * nginx's path, installing it once per test process when missing; else why there is none, for the
- * tests to skip with (only where it cannot be installed: not root, no apt-get, the install failed).
+ * nginx's path, installing it once per test process when missing (nginx-light, else nginx); else
+ * why there is none, for the tests to skip with (only where it cannot be installed: not root, no
+ * apt-get, the install failed).
  */
-export function findNginx (): { path: string } | { reason: string } {
-  found ??= ((): { path: string } | { reason: string } => {
-    if (existsSync(NGINX_BINARY)) return { path: NGINX_BINARY }
-    if (process.getuid?.() !== 0) return { reason: `no ${NGINX_BINARY}, and not root to install it (apt-get install nginx-light)` }
-    if (spawnSync('apt-get', ['--version']).status !== 0) return { reason: `no ${NGINX_BINARY}, and no apt-get to install it with` }
-    let attempt = aptGet(['install', '-y', '-qq', 'nginx-light'])
-    if (!attempt.ok) {
-      // the package lists may be missing or stale (a fresh container): once more after an update
-      aptGet(['update', '-qq'])
-      attempt = aptGet(['install', '-y', '-qq', 'nginx-light'])
-      if (!attempt.ok) attempt = aptGet(['install', '-y', '-qq', 'nginx'])
-    }
-    if (existsSync(NGINX_BINARY)) return { path: NGINX_BINARY }
-    return { reason: `no ${NGINX_BINARY}, and apt-get install nginx-light (and nginx) failed: ${attempt.output}` }
-  })()
+export function findNginx (): Found {
+  found ??= installedWithApt(NGINX_BINARY, () => existsSync(NGINX_BINARY) ? NGINX_BINARY : undefined, ['nginx-light'], ['nginx'])
   return found
 }
 

@@ -26,6 +26,10 @@ t.test('--scenario reject: refusals are counted by their problem+json code; --re
   const mixed = (JSON.parse(all.stdout) as BenchReport).configs[0]?.median
   t.same(Object.keys(mixed?.codes ?? {}).sort(), ['401 INVALID_SIGNATURE', '401 TIMESTAMP_OUT_OF_RANGE', '401 UNKNOWN_API_KEY'], 'the three kinds, in turn')
   t.equal(Object.values(mixed?.codes ?? {}).reduce((a, b) => a + b, 0), mixed?.statuses['401'], 'every 401 named by its code')
+  const figures = (JSON.parse(all.stdout) as BenchReport).figures
+  for (const figure of [figures.authLayerCpuUs, figures.signedRequestsPerSecondPerCore]) {
+    t.match(figure, { value: null, why: /^--scenario reject sends other than signed requests that keygate accepts/ }, 'refusals give neither figure, and say why')
+  }
 
   const stale = await bench([...TINY, '--scenario', 'reject', '--reject-share', '1', '--reject-kind', 'stale', '--only', 'd', '--json', '--out', outDir(t)])
   t.equal(stale.code, 0, `exit 0\n${stale.stderr}`)

@@ -20,6 +20,10 @@ for (const [scheme, key] of PAIRS) {
     t.ok((d?.median.statuses['200'] ?? 0) > 0, `GETs answered 200: ${JSON.stringify(d?.median.statuses)}`)
     t.ok((d?.median.statuses['201'] ?? 0) > 0, `POSTs answered 201: ${JSON.stringify(d?.median.statuses)}`)
     t.equal(d?.median.non2xx, 0, `none refused: ${JSON.stringify(d?.median.statuses)}`)
+    // the figures are for the scheme and key type of the run; here from d, keygate on the embedded store
+    t.match(report.figures, { scheme, keyType: key })
+    const cpu = d?.median.cpuPerRequestUs ?? NaN
+    t.equal(report.figures.signedRequestsPerSecondPerCore.value, Math.round(1e6 / cpu), `signed requests per second per core: 1,000,000 / ${cpu} us`)
   })
 }
 

@@ -42,6 +42,9 @@ t.test('--workers 2: keygate on Redis as two workers, CPU per request of all of 
   const gateway = c?.median.cpuPerRequestUs ?? 0
   const upstream = c?.median.upstreamCpuPerRequestUs ?? Infinity
   t.ok(gateway > upstream, `keygate's CPU per request (${gateway} us) counts its workers: above the example service's (${upstream} us)`)
+  // the figures: per gateway core from c, its workers counted; the auth layer's cost needs e, left out here
+  t.equal(report.figures.signedRequestsPerSecondPerCore.value, Math.round(1e6 / gateway), `signed requests per second per core: 1,000,000 / ${gateway} us`)
+  t.match(report.figures.authLayerCpuUs, { value: null, why: /needs e, the same requests on a public route/ }, 'no auth layer\'s cost without e, and why')
   const prefix = report.options.redisPrefix
   t.type(prefix, 'string', 'the run names its Redis prefix')
   t.same(processesWithEnv(`KEYGATE_REDIS_PREFIX=${String(prefix)}`), [], 'no worker is left running')

@@ -1,13 +1,26 @@
 // `npm run bench` end to end with tiny settings: it starts the five configurations, loads each,
-// prints the comparison table, writes JSON and HTML reports, and leaves no process or Redis key.
+// opens with the two figures it answers (and the machine), prints the comparison table, writes
+// JSON and HTML reports, and leaves no process or Redis key.
 import { readdirSync, readFileSync } from 'node:fs'
+import { availableParallelism, cpus } from 'node:os'
 import { join } from 'node:path'
-import t from 'tap'
-import type { BenchReport } from '../../bench/report.js'
+import t, { type Test } from 'tap'
+import type { BenchReport, Figure, NoFigure } from '../../bench/report.js'
 import { TINY, alive, keysUnder, outDir, runBench, type BenchRun } from '../helpers/bench.js'
 import { testRedisUrl } from '../helpers/redis.js'
 
 const bench = runBench
+
+/** the figure, asserted to be one */
+function measured (t: Test, figure: Figure | NoFigure, name: string): Figure {
+  t.not(figure.value, null, `${name} is measured${figure.value === null ? `: ${figure.why}` : ''}`)
+  return figure as Figure
+}
+
+/** the number that follows `prefix` at the start of `line`, "1,234" read as 1234 */
+function numberAfter (line: string, prefix: string): number {
+  return line.startsWith(prefix) ? Number((line.slice(prefix.length).split(' ')[0] ?? '').replace(/,/g, '')) : NaN
+}
 
 t.test('with no target: the five configurations, a table, JSON and HTML, nothing left behind', async (t) => {
   const redisUrl = await testRedisUrl()
@@ -22,6 +35,8 @@ t.test('with no target: the five configurations, a table, JSON and HTML, nothing
   const columns = (lines[header] ?? '').split(/\s{2,}/)
   t.same(columns.slice(0, 2), ['config', 'req/s'])
   const nonOk = columns.indexOf('non-2xx')
+  const cpuColumn = columns.indexOf('CPU us/req')
+  const tableCpu: Record<string, number> = {}
   for (const [id, label] of [
     ['a', 'example service direct'],
     ['b', 'fastify + http-proxy, no auth'],
@@ -34,13 +49,40 @@ t.test('with no target: the five configurations, a table, JSON and HTML, nothing
     const cells = (row ?? '').slice(`${id}  ${label}`.length).trim().split(/\s{2,}/)
     t.ok(Number((cells[0] ?? '').replace(/,/g, '')) > 0, `${id}: non-zero req/s (${cells[0]})`)
     t.equal(cells[nonOk - 1], '0', `${id}: no non-2xx response`)
+    tableCpu[id] = Number((cells[cpuColumn - 1] ?? '').replace(/,/g, ''))
   }
+
+  // the first lines: the two figures, for the run's scheme and key type, from the table's c and e;
+  // then the machine, how busy it was, and how the figures are computed
+  const title = lines.findIndex((line) => line.startsWith('keygate bench: scenario get, seed scheme, rsa key, '))
+  t.equal(title, 1, 'the title, first')
+  const authPrefix = 'auth layer, seed scheme, rsa key: '
+  const corePrefix = 'per gateway core, seed scheme, rsa key: '
+  const [authLine = '', coreLine = '', machineLine = '', authHow = '', coreHow = ''] = lines.slice(title + 1, title + 6)
+  const c = tableCpu.c as number
+  const e = tableCpu.e as number
+  const printedAuth = numberAfter(authLine, authPrefix)
+  t.ok(printedAuth > 0, `the auth layer's cost, in the first lines: ${authLine}`)
+  t.match(authLine, / us of gateway CPU per signed request \(1 round\)$/)
+  // the table shows whole microseconds: c - e from it is within 1 of the figure
+  t.ok(Math.abs(printedAuth - (c - e)) <= 1, `it is c - e of the table: ${printedAuth} against ${c} - ${e}`)
+  const printedCore = numberAfter(coreLine, corePrefix)
+  t.ok(printedCore > 0, `signed requests per second per core, in the first lines: ${coreLine}`)
+  t.match(coreLine, / signed requests\/s \(1 round\)$/)
+  t.ok(printedCore >= Math.floor(1e6 / (c + 0.5)) && printedCore <= Math.ceil(1e6 / (c - 0.5)),
+    `it is 1,000,000 / c's CPU us/req of the table: ${printedCore} against 1,000,000 / ${c}`)
+  t.ok(machineLine.includes(`${availableParallelism()} cores (${cpus()[0]?.model.trim() ?? ''}), Node ${process.version}, `),
+    `the machine, in the first lines: ${machineLine}`)
+  t.match(machineLine, /; load average \d+\.\d\d at the start, \d+\.\d\d at the end \(1 minute\); other work used \d+% of a core during the measurements/)
+  t.ok(authHow.startsWith('how: auth layer = c\'s CPU us/req - e\'s'), `how the auth layer's cost is computed: ${authHow}`)
+  t.ok(coreHow.startsWith('how: per gateway core = 1,000,000 / c\'s CPU us/req'), `how the per-core figure is computed: ${coreHow}`)
 
   // the JSON report
   const jsonPath = /^JSON: (.+)$/m.exec(run.stdout)?.[1]
   t.ok(jsonPath, 'the JSON path is printed')
   const report = JSON.parse(readFileSync(jsonPath as string, 'utf8')) as BenchReport
   t.equal(report.tool, 'keygate-bench')
+  t.same(Object.keys(report).slice(2, 4), ['figures', 'machine'], 'the JSON opens with the figures and the machine')
   t.match(report.options, { scenario: 'get', duration: 1, warmup: 0, rounds: 1, connections: 4 })
   t.same(report.configs.map((c) => c.id), ['a', 'b', 'c', 'd', 'e'])
   for (const c of report.configs) {
@@ -57,8 +99,41 @@ t.test('with no target: the five configurations, a table, JSON and HTML, nothing
   t.equal(report.configs.find((c) => c.id === 'b')?.median.ratioToBare, 1)
   t.ok((report.configs.find((c) => c.id === 'c')?.median.ratioToBare ?? 0) > 0, 'c: a ratio to b')
 
-  // the HTML report, with its charts inline
+  // the JSON's figures: from c's and e's CPU per request in the same report, as printed
+  const [cReport, eReport] = (['c', 'e'] as const).map((id) => report.configs.find((config) => config.id === id))
+  const cCpu = cReport?.median.cpuPerRequestUs ?? NaN
+  const eCpu = eReport?.median.cpuPerRequestUs ?? NaN
+  t.match(report.figures, { scheme: 'seed', keyType: 'rsa' })
+  const auth = measured(t, report.figures.authLayerCpuUs, 'the auth layer\'s cost')
+  t.ok(auth.value > 0, `the auth layer costs CPU: ${auth.value} us`)
+  t.ok(Math.abs(auth.value - (cCpu - eCpu)) < 0.06, `the auth layer is c - e: ${auth.value} against ${cCpu} - ${eCpu}`)
+  t.same(auth.perRound, [Math.round(((cReport?.rounds[0]?.cpuPerRequestUs ?? NaN) - (eReport?.rounds[0]?.cpuPerRequestUs ?? NaN)) * 10) / 10],
+    'its range: c - e in each round')
+  t.same([auth.min, auth.max], [auth.perRound[0], auth.perRound[0]], 'one round: the range is that round\'s')
+  t.equal(Math.round(auth.value), printedAuth, 'the figure printed')
+  t.match(auth.how, /^c's CPU us\/req - e's/)
+  const perCore = measured(t, report.figures.signedRequestsPerSecondPerCore, 'signed requests per second per core')
+  t.equal(perCore.value, Math.round(1e6 / cCpu), `signed requests per second per core: 1,000,000 / ${cCpu} us`)
+  t.same(perCore.perRound, [Math.round(1e6 / (cReport?.rounds[0]?.cpuPerRequestUs ?? NaN))], 'its range: the same in each round')
+  t.equal(perCore.value, printedCore, 'the figure printed')
+  t.match(perCore.how, /^1,000,000 \/ c's CPU us\/req/)
+  t.match(report.machine, {
+    cpus: availableParallelism(), cpuModel: cpus()[0]?.model.trim() ?? '', node: process.version, platform: `${process.platform}-${process.arch}`
+  }, 'the machine')
+  for (const at of ['start', 'end'] as const) {
+    const load = report.machine.loadAverage[at]
+    t.ok(load.length === 3 && load.every((v) => v >= 0), `the load average at the ${at}: ${load.join(', ')}`)
+  }
+  const others = report.configs.map((config) => config.rounds[0]?.otherCpuPercent ?? NaN).sort((x, y) => x - y)
+  t.same(report.machine.otherCpuPercent, { median: others[2], max: others[4] }, 'other work\'s CPU: the median and highest of the measurements\'')
+
+  // the HTML report opens with the same lines, with its charts inline
   const html = readFileSync(report.files.html, 'utf8')
+  const top = html.slice(0, html.indexOf('<table>'))
+  const escape = (text: string): string => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
+  for (const line of [authLine, coreLine, machineLine, authHow, coreHow]) {
+    t.ok(top.includes(escape(line)), `the HTML opens with: ${line}`)
+  }
   t.equal((html.match(/<svg /g) ?? []).length, 2, 'two inline SVG charts')
 
   // nothing left behind

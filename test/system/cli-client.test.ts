@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
 import { keygateCli } from '../helpers/cli.js'
+import { docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
 import { freePort } from '../helpers/redis.js'
 
@@ -108,11 +109,8 @@ t.test('from nothing to a signed GET /v1/clients/ with the CLI alone', async (t)
   const withToken = await keygateCli(['call', 'GET', '/v1/clients/?limit=5'], '', { HOME: home, KEYGATE_URL: url, KEYGATE_TOKEN: token })
   t.equal(withToken.code, 0, withToken.stderr)
 
-  t.test('the README\'s CLI block, run as written with npm, in a fresh home', async (t) => {
-    const readme = readFileSync(join(root, 'README.md'), 'utf8')
-    const section = readme.slice(readme.indexOf('\n## For client developers\n'))
-    const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1]
-    if (block === undefined) throw new Error('the README\'s client section has no sh block')
+  t.test('the CLI block of docs/cli.md, run as written with npm, in a fresh home', async (t) => {
+    const block = docSnippet('docs/cli.md', 'From nothing to a signed request', 'sh')
     const script = block.replace(/^export KEYGATE_USER=demo KEYGATE_PASSWORD=.*$/m, `export KEYGATE_USER=demo KEYGATE_PASSWORD='${password}'`)
     t.not(script, block, 'the block sets the password')
     const fresh = mkdtempSync(join(tmpdir(), 'keygate-readme-home-'))

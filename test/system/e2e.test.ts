@@ -1,5 +1,5 @@
 // The whole seed interface (login, key registration, signed clients) through real sockets: real gateway, real example service, on the
-// embedded store and on Redis. Every failure of the README's error table for these routes, by code.
+// embedded store and on Redis. Every failure of docs/errors.md's table for these routes, by code.
 import t from 'tap'
 import { createLocalJWKSet, jwtVerify } from 'jose'
 import { send } from '../helpers/http.js'

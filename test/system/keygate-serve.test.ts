@@ -57,5 +57,5 @@ t.test('serve and demo take no arguments', async (t) => {
   child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
   t.equal(code, 2)
-  t.equal(stderr, 'keygate serve takes no arguments: it is configured by its environment (see the README)\n')
+  t.equal(stderr, 'keygate serve takes no arguments: it is configured by its environment (see docs/configuration.md)\n')
 })

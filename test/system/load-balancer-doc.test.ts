@@ -1,11 +1,11 @@
-// The README's nginx block ("Behind a load balancer"), read from the page (test/helpers/docs.ts)
+// The nginx block of docs/load-balancer.md ("nginx in front of keygate"), read from the page (test/helpers/docs.ts)
 // and run in Debian's nginx as written, with only what a deployment fills in changed: the gateway's
 // address, a free port of 127.0.0.1 instead of 443 (a port a client must write in Host, as on
 // :8091), and a certificate made here with openssl. Behind it, a gateway trusting 127.0.0.1 (what
-// the README asks for nginx on the same machine) and a recorder as the upstream. Requests signed
+// the page asks for nginx on the same machine) and a recorder as the upstream. Requests signed
 // with the seed's scheme and with RFC 9421's default components (@target-uri: scheme, host and
 // port as the client addressed them) reach the upstream. The same block with nginx's `$host`
-// where it says `$http_host` (the README's earlier advice) refuses RFC 9421: the test can fail.
+// where it says `$http_host` (the docs' earlier advice) refuses RFC 9421: the test can fail.
 import { generateKeyPairSync } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -23,12 +23,12 @@ import { addUser, PASSWORD, startStack } from '../helpers/stack.js'
 const nginx = findNginx()
 const skip = 'reason' in nginx ? `nginx cannot be installed here: ${nginx.reason}` : false
 
-const block = docSnippet('README.md', 'Behind a load balancer', 'nginx')
+const block = docSnippet('docs/load-balancer.md', 'nginx in front of keygate', 'nginx')
 
 /** `text` with the one match of `pattern` replaced; throws when the block no longer has that line. */
 function replaceOnce (text: string, pattern: RegExp, replacement: string): string {
   const matches = text.match(new RegExp(pattern.source, 'g')) ?? []
-  if (matches.length !== 1) throw new Error(`the README's nginx block has ${matches.length} lines like ${String(pattern)}, expected one:\n${text}`)
+  if (matches.length !== 1) throw new Error(`the docs' nginx block has ${matches.length} lines like ${String(pattern)}, expected one:\n${text}`)
   return text.replace(pattern, replacement)
 }
 
@@ -45,7 +45,7 @@ function certificate (t: Test): Tls {
   return { dir, cert, key, pem: readFileSync(cert, 'utf8') }
 }
 
-/** The README's block with the gateway's address, the port and the certificate filled in. */
+/** The block with the gateway's address, the port and the certificate filled in. */
 function deployed (text: string, gatewayUrl: string, port: number, tls: Tls): string {
   let config = replaceOnce(text, /server 127\.0\.0\.1:8080;/, `server ${new URL(gatewayUrl).host};`)
   config = replaceOnce(config, /listen 443 ssl;/, `listen 127.0.0.1:${port} ssl;`)
@@ -77,7 +77,7 @@ async function startProxy (t: Test, deployment: Deployment, text: string): Promi
 
 const newClient = (taxId: string): string => JSON.stringify({ name: 'Ada Lovelace', email: 'ada@example.com', tax_id: taxId })
 
-t.test('the README\'s nginx block, on another port than 443, passes both schemes\' signatures on', { skip }, async (t) => {
+t.test('the docs\' nginx block, on another port than 443, passes both schemes\' signatures on', { skip }, async (t) => {
   const deployment = await deploy(t)
   const proxy = await startProxy(t, deployment, block)
   const port = new URL(proxy.url).port
@@ -116,7 +116,7 @@ t.test('the README\'s nginx block, on another port than 443, passes both schemes
 
 t.test('the same block with nginx\'s $host (the port dropped) refuses RFC 9421\'s default signatures', { skip }, async (t) => {
   const withHost = block.replaceAll('$http_host', '$host')
-  t.not(withHost, block, 'the README\'s block sends $http_host')
+  t.not(withHost, block, 'the docs\' block sends $http_host')
   const deployment = await deploy(t)
   const proxy = await startProxy(t, deployment, withHost)
   const port = new URL(proxy.url).port

@@ -38,13 +38,13 @@ async function linesOfARun (t: Test, started: Listening): Promise<string[]> {
   return started.stdout().replaceAll('\r', '').split('\n').filter((line) => line !== '')
 }
 
-const READABLE_STARTUP = /^\d\d:\d\d:\d\d\.\d{3} INFO {2}keygate listens on http:\/\/127\.0\.0\.1:\d+ \(store embedded, 2 routes, 1 worker, metrics off, admin off\)/
-const READABLE_REQUEST = /^\d\d:\d\d:\d\d\.\d{3} INFO {2}request reqId=[0-9a-f-]{36} method=GET ip=127\.0\.0\.1 url=\/v1\/time status=200 ms=[0-9.]+$/
+const READABLE_STARTUP = /^\d\d:\d\d:\d\d\.\d{3} INFO {2}\(\d+\) keygate listens on http:\/\/127\.0\.0\.1:\d+ \(store embedded, 2 routes, 1 worker, metrics off, admin off\)/
+const READABLE_REQUEST = /^\d\d:\d\d:\d\d\.\d{3} INFO {2}\(\d+\) request reqId=[0-9a-f-]{36} method=GET ip=127\.0\.0\.1 url=\/v1\/time status=200 ms=[0-9.]+$/
 
 function readable (t: Test, lines: string[], colors: boolean): void {
   const plain = lines.map((line) => line.replace(ANSI, ''))
-  t.ok(plain.some((line) => READABLE_STARTUP.test(line)), 'the startup line reads: time, level, message')
-  t.ok(plain.some((line) => READABLE_REQUEST.test(line)), 'the request\'s line reads: time, level, message, then name=value')
+  t.ok(plain.some((line) => READABLE_STARTUP.test(line)), 'the startup line reads: time, level, process id, message')
+  t.ok(plain.some((line) => READABLE_REQUEST.test(line)), 'the request\'s line reads: time, level, process id, message, then name=value')
   t.same(lines.filter((line) => line.startsWith('{')), [], 'no JSON line')
   t.equal(lines.some(hasAnsi), colors, colors ? 'in colour' : 'no colour codes')
 }

@@ -35,7 +35,7 @@ function malleate (der: Buffer): Buffer {
 interface KeyKind {
   type: 'ed25519' | 'p256'
   genpkey: string[]
-  /** signs the bytes with the private key in `pem`, as the README says */
+  /** signs the bytes with the private key in `pem`, as docs/signing.md#keys says */
   sign: (dir: string, pem: string, data: string) => Buffer
 }
 

@@ -1,6 +1,6 @@
 // The layers of the code, checked from its imports: a folder imports only from the layers below
 // it (or its own), there are no import loops, and the client package stands on its own. The
-// README's Layout section describes the same order.
+// Layout of docs/tests.md describes the same order.
 import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, normalize, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -42,7 +42,7 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
 
 function rankOf (file: string): number {
   const layer = LAYERS.find(([prefix]) => file.startsWith(prefix))
-  if (layer === undefined) throw new Error(`${file} is in no layer: add its folder to LAYERS (and to the README's Layout)`)
+  if (layer === undefined) throw new Error(`${file} is in no layer: add its folder to LAYERS (and to docs/tests.md's Layout)`)
   return layer[1]
 }
 

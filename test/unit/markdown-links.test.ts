@@ -1,14 +1,28 @@
-// The documentation stands on its own: every link in README.md, SECURITY.md and docs/*.md leads to
-// a file of this repository (and to a heading in it, when it names one), never to another site or
-// outside the checkout, so it reads the same offline, in a fork and in a tarball. Code blocks and
-// code spans are examples, not links (http://127.0.0.1:8080 there is fine).
+// The documentation stands on its own: every link in the repository's Markdown (README.md,
+// SECURITY.md, docs/, client/README.md, ...) leads to a file of this repository (and to a heading
+// in it, when it names one), never to another site or outside the checkout, so it reads the same
+// offline, in a fork and in a tarball. Code blocks and code spans are examples, not links
+// (http://127.0.0.1:8080 there is fine). The pages the code names in what it prints (hints, the
+// OpenAPI description) exist too, with the heading they name.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const DOCUMENTS = ['README.md', 'SECURITY.md', ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)]
+/** Folders of no document of ours: installed packages, build output, test reports. */
+const SKIPPED = new Set(['node_modules', 'dist', 'coverage', '.git', '.tap'])
+
+/** The files under `dir` (relative to the repository) whose names end in one of `endings`, skipping SKIPPED folders. */
+function filesUnder (dir: string, endings: string[]): string[] {
+  return readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((entry) => {
+    const path = dir === '' ? entry.name : `${dir}/${entry.name}`
+    if (entry.isDirectory()) return SKIPPED.has(entry.name) ? [] : filesUnder(path, endings)
+    return endings.some((ending) => entry.name.endsWith(ending)) ? [path] : []
+  })
+}
+
+const DOCUMENTS = filesUnder('', ['.md'])
 
 /** The Markdown outside fenced code blocks, code spans and HTML comments: where links are links. */
 function prose (markdown: string): string {
@@ -34,10 +48,17 @@ function slug (heading: string): string {
   return heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-')
 }
 
+/** The Markdown outside fenced code blocks and HTML comments: where headings are headings (code spans stay: they are part of one). */
+function withoutBlocks (markdown: string): string {
+  return markdown
+    .replace(/^(```|~~~)[^\n]*\n[\s\S]*?^\1[ \t]*$/gm, '')
+    .replace(/<!--[\s\S]*?-->/g, '')
+}
+
 function anchorsOf (markdown: string): Set<string> {
   const seen = new Map<string, number>()
   const anchors = new Set<string>()
-  for (const [, heading] of prose(markdown).matchAll(/^#{1,6}\s+(.+?)\s*#*\s*$/gm)) {
+  for (const [, heading] of withoutBlocks(markdown).matchAll(/^#{1,6}\s+(.+?)\s*#*\s*$/gm)) {
     const base = slug(heading as string)
     const count = seen.get(base) ?? 0
     seen.set(base, count + 1)
@@ -77,12 +98,16 @@ t.test('the link finder sees links and only links', async (t) => {
   t.equal(problemWith('README.md', '../shared/SPEC.md'), 'leads outside the repository')
   t.match(problemWith('README.md', 'docs/nothing-here.md'), /does not exist/)
   t.match(problemWith('README.md', '#no-such-heading'), /no heading of README\.md/)
-  t.equal(problemWith('README.md', '#errors'), undefined)
+  t.equal(problemWith('README.md', '#try-it-in-two-minutes'), undefined)
+  t.equal(problemWith('docs/cli.md', 'getting-started.md#the-package-and-the-keygate-command'), undefined, 'a heading with a code span')
   t.equal(problemWith('docs/scaling.md', '../SECURITY.md'), undefined)
 })
 
 t.test('every link in the documentation leads to a file of the repository', async (t) => {
-  t.ok(DOCUMENTS.includes('docs/debugging-signatures.md'), 'docs/*.md are read')
+  for (const page of ['README.md', 'SECURITY.md', 'client/README.md', 'docs/debugging-signatures.md', 'docs/signing.md']) {
+    t.ok(DOCUMENTS.includes(page), `${page} is read`)
+  }
+  t.notOk(DOCUMENTS.some((document) => document.split('/').includes('node_modules')), 'installed packages are not')
   for (const document of DOCUMENTS) {
     const targets = linkTargets(readFileSync(join(ROOT, document), 'utf8'))
     const broken = targets.flatMap((target) => {
@@ -91,4 +116,23 @@ t.test('every link in the documentation leads to a file of the repository', asyn
     })
     t.same(broken, [], `${document}: ${targets.length} links`)
   }
+})
+
+/** The pages of this repository a source file names (README.md, SECURITY.md, docs/...md), with the heading when it names one. */
+function pagesNamedIn (source: string): string[] {
+  return [...new Set([...source.matchAll(/(?<![\w/.-])((?:README|SECURITY)\.md|docs\/[\w/-]+\.md)(#[\w-]+)?/g)].map((m) => m[0]))]
+}
+
+t.test('the page finder sees pages, with their headings, and only pages', async (t) => {
+  t.same(pagesNamedIn("'see docs/configuration.md)', `docs/signing.md#keys`, // README.md, client/README.md, xdocs/a.md"),
+    ['docs/configuration.md', 'docs/signing.md#keys', 'README.md'])
+})
+
+t.test('every page the code names, in what it prints and in its comments, exists, with the heading it names', async (t) => {
+  const sources = ['gateway/src', 'client/src', 'upstream-stub/src', 'bench', 'scripts'].flatMap((dir) => filesUnder(dir, ['.ts']))
+  const named = sources.flatMap((file) => pagesNamedIn(readFileSync(join(ROOT, file), 'utf8')).map((page) => ({ file, page })))
+  t.ok(named.some(({ page }) => page === 'docs/configuration.md'), 'the CLI\'s hints are read')
+  for (const { file, page } of named) t.equal(problemWith('README.md', page), undefined, `${file} names ${page}`)
+  const vague = sources.flatMap((file) => [...readFileSync(join(ROOT, file), 'utf8').matchAll(/\bthe README\b(?! walkthrough)/g)].map(() => file))
+  t.same(vague, [], 'a source names the page it means, not "the README" (its walkthrough excepted)')
 })

@@ -50,7 +50,7 @@ const USAGE = `usage: ${CMD} serve
 
 To run keygate:
   serve              the gateway, configured by its environment (PORT, UPSTREAM_URL, REDIS_URL,
-                     KEYGATE_ROUTES, ...: see the README), as npm run start:gateway runs it
+                     KEYGATE_ROUTES, ...: see docs/configuration.md), as npm run start:gateway runs it
   demo               the gateway in front of the example clients service, as npm start runs it
 
 For client developers:
@@ -281,7 +281,9 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
       readPassword: async () => await readPassword(io.stdin, process.stderr)
     }, USAGE)
   }
-  if (group === 'serve' || group === 'demo') throw new UsageError(`keygate ${group} takes no arguments: it is configured by its environment (see the README)`)
+  if (group === 'serve' || group === 'demo') {
+    throw new UsageError(`keygate ${group} takes no arguments: it is configured by its environment (see docs/configuration.md)`)
+  }
   if (group === 'routes' && command === 'check' && name !== undefined && rest.length === 0) return await checkRoutes(name, io)
   if (group === 'tokens' && command === 'rotate' && name === undefined) return await rotateTokenKey(io)
   if (group === 'keys' || group === 'users') {

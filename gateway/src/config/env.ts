@@ -1,5 +1,5 @@
 // One schema for the gateway's environment; the config type comes from it. Every variable is
-// documented in the README (a test checks that the README and docker-compose name the same ones).
+// documented in docs/configuration.md (a test checks that the page and docker-compose name the same ones).
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { CLIENT_ADDRESS_HEADERS } from '../lib/client-address.js'
@@ -59,7 +59,7 @@ export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
 /** the admin API's bearer token: long enough that guessing it is hopeless, short enough for a header */
 export const MIN_ADMIN_TOKEN_LENGTH = 32
 export const MAX_ADMIN_TOKEN_LENGTH = 1024
-/** Node's own limit, stated here so the README and the 431 answer agree */
+/** Node's own limit, stated here so docs/errors.md and the 431 answer agree */
 export const MAX_HEADER_BYTES = 16 * 1024
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 })

@@ -32,8 +32,8 @@ const LEVELS: Record<number, { label: string; color: number }> = {
   50: { label: 'ERROR', color: 31 },
   60: { label: 'FATAL', color: 35 }
 }
-/** on every line, or its head: not repeated among the fields */
-const HEAD_FIELDS = new Set(['level', 'time', 'msg', 'pid', 'hostname'])
+/** on every line, or in its head: not repeated among the fields */
+const HEAD_FIELDS = new Set(['level', 'time', 'pid', 'msg', 'hostname'])
 const DIM = 2
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
@@ -55,9 +55,9 @@ function fieldsOf (record: Record<string, unknown>, prefix: string, out: string[
 }
 
 /**
- * One pino JSON line as a person reads it: the local time, the level, the message and the
- * fields as name=value; an error's stack on the lines below. Anything that is not a JSON object
- * is passed through as it is.
+ * One pino JSON line as a person reads it: the local time, the level, the process id (which
+ * worker), the message and the fields as name=value; an error's stack on the lines below.
+ * Anything that is not a JSON object is passed through as it is.
  */
 export function prettyLine (line: string, colors = false): string {
   let entry: unknown
@@ -84,7 +84,9 @@ export function prettyLine (line: string, colors = false): string {
     rest[name] = value
   }
   const fields = fieldsOf(rest, '', [])
-  const head = [paint(DIM, time), paint(level.color, level.label.padEnd(5)), typeof entry.msg === 'string' ? entry.msg : ''].join(' ')
+  const pid = typeof entry.pid === 'number' ? paint(DIM, `(${entry.pid})`) : ''
+  const head = [paint(DIM, time), paint(level.color, level.label.padEnd(5)), pid, typeof entry.msg === 'string' ? entry.msg : '']
+    .filter((part) => part !== '').join(' ')
   const below = stack === undefined ? '' : `\n${stack.split('\n').map((text) => `    ${text}`).join('\n')}`
   return `${head}${fields.length === 0 ? '' : ` ${paint(DIM, fields.join(' '))}`}${below}\n`
 }

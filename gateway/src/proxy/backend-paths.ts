@@ -9,7 +9,7 @@
 export const PATH_NORMALISATIONS = ['case', 'slash', 'trim'] as const
 export type PathNormalisation = typeof PATH_NORMALISATIONS[number]
 
-/** What each normalisation is and the backends known to apply it (routes check prints these; README). */
+/** What each normalisation is and the backends known to apply it (routes check prints these; docs/routes.md#path-aliases). */
 export const NORMALISATION_BACKENDS: Record<PathNormalisation, { name: string; backends: string }> = {
   case: { name: 'case folding (/V1/Clients/42)', backends: 'Express (default), Koa router (default), ASP.NET Core, IIS' },
   slash: {

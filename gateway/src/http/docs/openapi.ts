@@ -105,7 +105,8 @@ export const DOCUMENT_DESCRIPTION = [
   '',
   '**RFC 9421.** Instead of the three X-API-* headers, a signed request may carry RFC 9421 HTTP Message Signatures (`Signature-Input` and ' +
     '`Signature`, `keyid` the apiKey, `created` in seconds) covering `@method`, `@target-uri` (or `@path` and `@query`) and, with a body, ' +
-    '`content-digest` (RFC 9530, `sha-256` or `sha-512`). See the README for the rules and the client that signs them.',
+    '`content-digest` (RFC 9530, `sha-256` or `sha-512`). The rules, and the clients that sign them: ' +
+    'docs/signing.md#rfc-9421-http-message-signatures in the keygate package.',
   '',
   '**Errors** are RFC 9457 `application/problem+json` with a stable `code`; each operation lists the codes it can answer. ' +
     'Malformed HTTP (`MALFORMED_HTTP`), slow requests (`REQUEST_TIMEOUT`) and oversized headers (`HEADERS_TOO_LARGE`) are ' +

@@ -5,12 +5,12 @@ import { logDestination, prettyLine, resolveLogFormat } from '../../../../gatewa
 
 const time = new Date(2026, 10, 25, 9, 5, 7, 42).getTime() // local time: 09:05:07.042
 
-t.test('a line: local time, level, message, then the fields as name=value', async (t) => {
+t.test('a line: local time, level, process id, message, then the fields as name=value', async (t) => {
   const line = JSON.stringify({
     level: 30, time, pid: 7, hostname: 'h', reqId: 'r-1', method: 'GET', url: '/v1/clients/?q=a b', status: 200, ms: 1.5, msg: 'request'
   })
-  t.equal(prettyLine(`${line}\n`), '09:05:07.042 INFO  request reqId=r-1 method=GET url="/v1/clients/?q=a b" status=200 ms=1.5\n',
-    'pid and hostname left out; a value with a space quoted')
+  t.equal(prettyLine(`${line}\n`), '09:05:07.042 INFO  (7) request reqId=r-1 method=GET url="/v1/clients/?q=a b" status=200 ms=1.5\n',
+    'the hostname left out; a value with a space quoted')
   t.equal(prettyLine(JSON.stringify({ level: 40, time, msg: 'careful' })), '09:05:07.042 WARN  careful\n')
 })
 

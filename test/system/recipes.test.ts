@@ -1,0 +1,195 @@
+// The recipes of docs/recipes.md run as a reader runs them: the page's command for each language
+// (shell, Python, Go, Java), once per scheme with all three key types, against one real gateway (on
+// Redis) in front of the example clients service. Each logs in, registers a key of its own, and
+// sends a signed POST and a signed GET with a query: what it prints are keygate's answers, and the
+// service must have received each request with the identity of that user and key, signed in that
+// scheme. The excerpts the page shows are the files' own lines. The toolchains are Debian packages,
+// installed when missing (as root), else the test fails naming them; .ci/run installs them too.
+import { execFile, spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import type { IncomingHttpHeaders } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { ALGORITHMS_OF_KEY_TYPE, KEY_TYPES, type KeyType } from '../../client/src/protocol/index.js'
+import { buildUpstreamApp } from '../../upstream-stub/src/app.js'
+import { installedWithApt, runs, type Found } from '../helpers/apt.js'
+import { docBlocks, docSnippet } from '../helpers/docs.js'
+import { addUser, PASSWORD, startTestGateway } from '../helpers/stack.js'
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const PAGE = 'docs/recipes.md'
+const SCHEMES = ['seed', 'rfc9421'] as const
+type Scheme = typeof SCHEMES[number]
+const run = promisify(execFile)
+// A machine without the toolchains (not set up by .ci/run) installs them first: minutes, once.
+t.setTimeout(600_000)
+
+/** `java`, when a JDK of 17 or later is installed: `javac` names its version (a JRE, without it, cannot run a source file). */
+function jdk (): string | undefined {
+  const javac = spawnSync('javac', ['-version'], { encoding: 'utf8' })
+  return Number(/^javac (\d+)/m.exec(`${javac.stdout ?? ''}${javac.stderr ?? ''}`)?.[1] ?? 0) >= 17 ? 'java' : undefined
+}
+
+interface Language {
+  /** the user its recipe logs in as, and the first word of its keys' names */
+  name: string
+  /** its file in docs/recipes/ */
+  file: string
+  /** the page's section that shows its code, and the language of that code block */
+  section: [heading: string, lang: string]
+  /** the program that runs in place of the page's first word (found, or installed with what it needs) */
+  program: () => Found
+}
+
+const LANGUAGES: Language[] = [
+  {
+    name: 'shell',
+    file: 'recipe.sh',
+    section: ['Shell: curl and openssl', 'sh'],
+    program: () => installedWithApt('curl', () => runs('curl', ['--version']) && 'bash', ['curl'])
+  },
+  {
+    name: 'python',
+    file: 'recipe.py',
+    section: ['Python', 'python'],
+    program: () => installedWithApt('python3 with the cryptography package', () =>
+      ['python3', '/usr/bin/python3'].find((python) => runs(python, ['-c', 'import cryptography']) !== undefined), ['python3-cryptography'])
+  },
+  {
+    name: 'go',
+    file: 'recipe.go',
+    section: ['Go', 'go'],
+    program: () => installedWithApt('Go', () => runs('go', ['version']) ?? runs('/usr/lib/go/bin/go', ['version']), ['golang-go'])
+  },
+  { name: 'java', file: 'Recipe.java', section: ['Java', 'java'], program: () => installedWithApt('JDK 17 or later', jdk, ['default-jdk-headless']) }
+]
+
+/** The page's command of each recipe file: its words after the program, with the scheme in place of `seed`. */
+function pageCommands (): Map<string, (scheme: Scheme) => string[]> {
+  return new Map(docSnippet(PAGE, 'Running them', 'sh').split('\n').filter((line) => line.includes('docs/recipes/')).map((line) => {
+    const words = line.split(' ')
+    const file = words.find((word) => word.startsWith('docs/recipes/'))?.slice('docs/recipes/'.length) ?? ''
+    return [file, (scheme: Scheme) => words.slice(1).map((word) => word === 'seed' ? scheme : word)]
+  }))
+}
+
+/**
+ * The command of a language's recipe in a scheme: the page's, with the program found in place of
+ * its first word; `go run` (a build, then a run) as the program built once, run once per scheme.
+ */
+async function commandOf (language: Language, program: string, dir: string): Promise<(scheme: Scheme) => string[]> {
+  const words = pageCommands().get(language.file)
+  if (words === undefined) throw new Error(`${PAGE} does not say how to run ${language.file}`)
+  const [subcommand, file = ''] = words('seed')
+  if (subcommand !== 'run') return (scheme) => [program, ...words(scheme)]
+  const binary = join(dir, 'recipe')
+  await run(program, ['build', '-o', binary, join(ROOT, file)], { cwd: dir })
+  return (scheme) => [binary, ...words(scheme).slice(2)]
+}
+
+/** What the example service received, recorded before it answered. */
+interface Received { method: string; url: string; headers: IncomingHttpHeaders }
+
+/** One line a recipe prints: `[scheme keyType] what: status answer`. */
+interface Printed { scheme: string; keyType: string; what: string; status: number; answer: string }
+
+function printedLines (stdout: string): Printed[] {
+  return [...stdout.matchAll(/^\[(\S+) (\S+)\] (.+?): (\d{3}) (.*)$/gm)]
+    .map(([, scheme, keyType, what, status, answer]) => ({ scheme, keyType, what, status: Number(status), answer } as Printed))
+}
+
+interface Run { language: string; scheme: Scheme; code: number; stdout: string; stderr: string; ms: number }
+
+t.test('the page shows the recipes\' own lines', async (t) => {
+  for (const { file, section: [heading, lang] } of LANGUAGES) {
+    const shown = docBlocks(PAGE, heading, lang)
+    t.equal(shown.length, 1, `${file}: one block of its code under "${heading}"`)
+    t.ok(readFileSync(join(ROOT, 'docs', 'recipes', file), 'utf8').includes(shown[0] ?? '\0'), `${file}: the block is the file's own lines`)
+  }
+})
+
+t.test('every recipe, in every language, for both schemes and every key type, against one gateway', async (t) => {
+  const commands = pageCommands()
+  t.same([...commands.keys()].sort(), LANGUAGES.map((language) => language.file).sort(), 'the page says how to run each recipe')
+  for (const [file, command] of commands) t.same(command('seed').slice(-4), ['seed', ...KEY_TYPES], `${file}: with every key type`)
+  const programs = LANGUAGES.map((language) => ({ language, found: language.program() }))
+  const missing = programs.flatMap(({ found }) => 'reason' in found ? [found.reason] : [])
+  if (missing.length > 0) throw new Error(`The recipes test needs: ${missing.join('; ')}`)
+
+  const received: Received[] = []
+  const upstream = await buildUpstreamApp({ logger: false })
+  upstream.addHook('onRequest', async (request) => { received.push({ method: request.method, url: request.url, headers: request.headers }) })
+  const upstreamUrl = await upstream.listen({ port: 0, host: '127.0.0.1' })
+  t.teardown(async () => { await upstream.close() })
+  const gw = await startTestGateway(t, { store: 'redis', upstreamUrl })
+  for (const { name } of LANGUAGES) await addUser(gw, name)
+
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-recipes-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  const started = Date.now()
+  // Every run at once: each language's two runs (one per scheme) share its user, the languages do not.
+  const results = await Promise.all(programs.map(async ({ language, found }): Promise<Run[]> => {
+    const words = await commandOf(language, (found as { path: string }).path, dir)
+    return await Promise.all(SCHEMES.map(async (scheme): Promise<Run> => {
+      const [command = '', ...args] = words(scheme)
+      const env = { ...process.env, KEYGATE_URL: gw.url, KEYGATE_USER: language.name, KEYGATE_PASSWORD: PASSWORD }
+      const from = Date.now()
+      try {
+        const { stdout, stderr } = await run(command, args, { cwd: ROOT, env, maxBuffer: 16 << 20 })
+        return { language: language.name, scheme, code: 0, stdout, stderr, ms: Date.now() - from }
+      } catch (err) {
+        const failed = err as { code?: unknown; stdout?: string; stderr?: string }
+        if (typeof failed.code !== 'number') throw err
+        return { language: language.name, scheme, code: failed.code, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '', ms: Date.now() - from }
+      }
+    }))
+  }))
+  t.comment(`all recipes ran in ${Date.now() - started} ms: ${results.flat().map((r) => `${r.language} ${r.scheme} ${r.ms} ms`).join(', ')}`)
+
+  for (const recipe of results.flat()) {
+    t.test(`${recipe.language}, ${recipe.scheme}`, async (t) => {
+      t.equal(recipe.code, 0, `the recipe ends well (stderr: ${recipe.stderr})`)
+      const printed = printedLines(recipe.stdout)
+      for (const keyType of KEY_TYPES) {
+        t.test(keyType, async (t) => {
+          const name = `${recipe.language}-${recipe.scheme}-${keyType}`
+          const lines = printed.filter((line) => line.scheme === recipe.scheme && line.keyType === keyType)
+          t.same(lines.map((line) => line.what), [`register ${name}`, 'POST /v1/clients/', 'GET /v1/clients/?limit=10'],
+            `it printed keygate's three answers:\n${recipe.stdout}`)
+          const [registered, created, listed] = lines
+          if (registered === undefined || created === undefined || listed === undefined) return
+
+          t.equal(registered.status, 201, registered.answer)
+          const apiKey = JSON.parse(registered.answer).apiKey as string
+          t.match(apiKey, /^[0-9a-f]{64}$/, 'registration answers the apiKey')
+          t.equal(created.status, 201, created.answer)
+          const client = JSON.parse(created.answer) as { id: string; name: string }
+          t.equal(client.name, 'Ada Lovelace', 'the service created the client')
+          t.equal(listed.status, 200, listed.answer)
+          t.ok((JSON.parse(listed.answer) as { items: Array<{ id: string }> }).items.some((item) => item.id === client.id),
+            'and lists it to the same user')
+
+          const byKey = received.filter((request) => request.headers['x-gateway-key'] === apiKey)
+          t.same(byKey.map((request) => `${request.method} ${request.url}`), ['POST /v1/clients/', 'GET /v1/clients/?limit=10'],
+            'the service received the POST and the GET with the query, as signed, from this key only')
+          for (const request of byKey) {
+            t.equal(request.headers['x-gateway-user'], recipe.language, 'as the user who logged in')
+            t.equal(request.headers['x-gateway-key-name'], name, 'with the key registered under its name')
+            if (recipe.scheme === 'seed') {
+              t.equal(request.headers['x-api-key'], apiKey, 'signed with the X-API-* headers')
+              t.equal(request.headers['signature-input'], undefined)
+            } else {
+              const alg = ALGORITHMS_OF_KEY_TYPE[keyType as KeyType][0] as string
+              t.match(request.headers['signature-input'], `;keyid="${apiKey}";alg="${alg}";`, `signed per RFC 9421 with ${alg}`)
+              t.equal(request.headers['x-api-key'], undefined)
+              t.equal(request.headers['content-digest'] !== undefined, request.method === 'POST', 'a Content-Digest with the body only')
+            }
+          }
+        })
+      }
+    })
+  }
+})

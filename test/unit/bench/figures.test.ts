@@ -1,0 +1,108 @@
+// The two figures a bench report opens with, from configurations' rounds as the bench records
+// them: the auth layer's CPU per signed request (c - e, else d - e) and signed requests per second
+// per gateway core (1,000,000 / c's CPU us/req), each with its range over the rounds; and when a
+// run cannot give them, why. The end-to-end runs (test/system/bench*.test.ts) have one round each.
+import t from 'tap'
+import type { Measurement } from '../../../bench/measure.js'
+import { figuresOf, headlineLines, medianOf, type ConfigResult, type Figure, type Machine } from '../../../bench/report.js'
+
+const SEED_RSA = { scenario: 'get', scheme: 'seed', keyType: 'rsa' }
+
+/** a configuration measured in rounds 1, 2, 3 ... with these CPU us per request */
+function config (id: string, label: string, cpu: Array<number | null>, cpuOf: string | null = 'keygate'): ConfigResult {
+  const rounds = cpu.map((us, i) => ({
+    requests: 1000,
+    seconds: 1,
+    rps: 1000,
+    latency: { p50: 1 },
+    statuses: { 200: 1000 },
+    codes: {},
+    socketErrors: 0,
+    timeouts: 0,
+    perSecond: [1000],
+    cpuPerRequestUs: us,
+    upstreamCpuPerRequestUs: 20,
+    redisCpuPerRequestUs: null,
+    generatorCpuPercent: 20,
+    otherCpuPercent: 5,
+    round: i + 1,
+    position: 0,
+    inlineSignedPosts: 0
+  } satisfies Measurement & { round: number; position: number; inlineSignedPosts: number }))
+  return { id, label, url: 'http://127.0.0.1:1', cpuOf, rounds, median: { ...medianOf(rounds), ratioToBare: null } }
+}
+
+const measured = (figure: Figure | { value: null; why: string }): Figure => {
+  if (figure.value === null) throw new Error(`not measured: ${figure.why}`)
+  return figure
+}
+
+t.test('the auth layer is c - e from the medians; its range, c - e in each round', async (t) => {
+  // c's median 100, e's 52: 48; per round 110 - 50, 100 - 60, 90 - 52
+  const figures = figuresOf([config('c', 'keygate, Redis store', [110, 100, 90]), config('e', 'keygate, public route (no auth)', [50, 60, 52])], SEED_RSA)
+  const auth = measured(figures.authLayerCpuUs)
+  t.match(auth, { value: 48, perRound: [60, 40, 38], min: 38, max: 60 })
+  t.match(auth.how, /^c's CPU us\/req - e's/)
+  const perCore = measured(figures.signedRequestsPerSecondPerCore)
+  t.match(perCore, { value: 10_000, perRound: [9091, 10_000, 11_111], min: 9091, max: 11_111 })
+  t.match(perCore.how, /^1,000,000 \/ c's CPU us\/req/)
+  t.match(figures, { scheme: 'seed', keyType: 'rsa' })
+})
+
+t.test('without c, from d (the embedded store); f, which also counts a rate limit, is never taken', async (t) => {
+  const e = config('e', 'keygate, public route (no auth)', [50])
+  const fromD = figuresOf([config('d', 'keygate, embedded store', [80]), e, config('f', 'keygate, Redis, one per-key limit', [300])], SEED_RSA)
+  t.equal(measured(fromD.authLayerCpuUs).value, 30)
+  t.match(measured(fromD.authLayerCpuUs).how, /^d's CPU us\/req - e's/)
+  t.equal(measured(fromD.signedRequestsPerSecondPerCore).value, 12_500)
+  const onlyF = figuresOf([e, config('f', 'keygate, Redis, one per-key limit', [300])], SEED_RSA)
+  t.match(onlyF.authLayerCpuUs, { value: null, why: /need c or d/ })
+})
+
+t.test('a run that cannot give a figure says why', async (t) => {
+  const c = config('c', 'keygate, Redis store', [100])
+  const e = config('e', 'keygate, public route (no auth)', [50])
+  const noE = figuresOf([c], SEED_RSA)
+  t.equal(measured(noE.signedRequestsPerSecondPerCore).value, 10_000, 'per core needs c alone')
+  t.match(noE.authLayerCpuUs, { value: null, why: /needs e, the same requests on a public route, measured beside c/ })
+  for (const scenario of ['token', 'register', 'reject']) {
+    const figures = figuresOf([c, e], { ...SEED_RSA, scenario })
+    t.match(figures.authLayerCpuUs, { value: null, why: new RegExp(`^--scenario ${scenario} sends other than signed requests`) }, scenario)
+    t.match(figures.signedRequestsPerSecondPerCore, { value: null }, scenario)
+  }
+  const target = figuresOf([config('t', 'keygate at http://gw:8080', [null], null)], SEED_RSA)
+  t.match(target.signedRequestsPerSecondPerCore, { value: null, why: /with --url the target's CPU is not measured here/ })
+  const empty = figuresOf([config('c', 'keygate, Redis store', [null]), e], SEED_RSA)
+  t.match(empty.signedRequestsPerSecondPerCore, { value: null, why: /c has no CPU per request/ })
+})
+
+t.test('the first lines: each figure with its range, the machine and how busy it was, how each is computed', async (t) => {
+  const machine: Machine = {
+    cpus: 2,
+    cpuModel: 'AMD EPYC',
+    node: 'v24.0.0',
+    platform: 'linux-x64',
+    loadAverage: { start: [0.5, 1, 1], end: [1.25, 1, 1] },
+    otherCpuPercent: { median: 3, max: 12.5 }
+  }
+  const figures = figuresOf([config('c', 'keygate, Redis store', [110, 100, 90]), config('e', 'keygate, public route (no auth)', [50, 60, 52])],
+    { scenario: 'get', scheme: 'rfc9421', keyType: 'ed25519' })
+  const lines = headlineLines({ figures, machine })
+  t.same(lines.figures, [
+    'auth layer, rfc9421 scheme, ed25519 key: 48 us of gateway CPU per signed request (3 rounds: 38 to 60)',
+    'per gateway core, rfc9421 scheme, ed25519 key: 10,000 signed requests/s (3 rounds: 9,091 to 11,111)',
+    'machine: 2 cores (AMD EPYC), Node v24.0.0, linux-x64; load average 0.50 at the start, 1.25 at the end (1 minute); ' +
+      'other work used 3% of a core during the measurements (median; at most 13%)'
+  ])
+  t.same(lines.how, [
+    `how: auth layer = ${measured(figures.authLayerCpuUs).how}`,
+    `how: per gateway core = ${measured(figures.signedRequestsPerSecondPerCore).how}`
+  ])
+
+  const cAlone = figuresOf([config('c', 'keygate, Redis store', [100])], SEED_RSA)
+  const without = headlineLines({ figures: cAlone, machine: { ...machine, otherCpuPercent: null } })
+  t.match(without.figures[0], /^auth layer, seed scheme, rsa key: not measured: it needs e/)
+  t.equal(without.figures[1], 'per gateway core, seed scheme, rsa key: 10,000 signed requests/s (1 round)')
+  t.match(without.figures[2], /; what other work used is unknown here \(no \/proc\/stat\)$/)
+  t.equal(without.how.length, 1, 'how, for the figure given only')
+})
