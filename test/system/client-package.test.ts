@@ -291,6 +291,8 @@ t.test('the README\'s quick start compiles, strict, in a CommonJS project (node1
   const dir = join(project, 'quick-start')
   mkdirSync(dir)
   writeFileSync(join(dir, 'quick-start.ts'), docSnippet('client/README.md', 'Quick start', 'js'))
+  // the subpath too: node10 knows no exports map, typesVersions points it at the types
+  writeFileSync(join(dir, 'protocol.ts'), "import { pathOf } from '@keygate/client/protocol'\nexport const path: string = pathOf('/v1/clients/?limit=1')\n")
   const resolutions = {
     'node10 (module commonjs)': { module: 'commonjs', moduleResolution: 'node10' },
     nodenext: { module: 'nodenext', moduleResolution: 'nodenext' }
@@ -299,10 +301,10 @@ t.test('the README\'s quick start compiles, strict, in a CommonJS project (node1
     const config = `tsconfig.${options.moduleResolution}.json`
     writeFileSync(join(dir, config), JSON.stringify({
       compilerOptions: { ...options, strict: true, target: 'es2022', types: ['node'], noEmit: true },
-      files: ['quick-start.ts']
+      files: ['quick-start.ts', 'protocol.ts']
     }))
     const compiled = await run(process.execPath, [tsc, '-p', config], { cwd: dir }).then(({ stdout }) => ({ code: 0, out: stdout }),
       (err: { code?: number; stdout?: string }) => ({ code: err.code ?? -1, out: err.stdout ?? String(err) }))
-    t.same(compiled, { code: 0, out: '' }, `${name}: tsc finds @keygate/client and its types, and exits 0`)
+    t.same(compiled, { code: 0, out: '' }, `${name}: tsc finds @keygate/client, @keygate/client/protocol and their types, and exits 0`)
   }
 })
