@@ -48,15 +48,26 @@ function checkoutHash (): string {
 
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
 
-function holderIsGone (lock: string): boolean {
+function isRunning (pid: number): boolean {
   try {
-    process.kill(Number(readFileSync(join(lock, 'pid'), 'utf8')), 0)
-    return false
+    process.kill(pid, 0)
+    return true
   } catch (err) {
-    // no pid file yet: the holder has just taken the lock, unless it died doing so a while ago
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return Date.now() - statSync(lock).mtimeMs > 60_000
-    return (err as NodeJS.ErrnoException).code === 'ESRCH'
+    return (err as NodeJS.ErrnoException).code !== 'ESRCH'
   }
+}
+
+function holderIsGone (lock: string): boolean {
+  let pid: string
+  try {
+    pid = readFileSync(join(lock, 'pid'), 'utf8')
+  } catch {
+    // no pid file yet: the holder has just taken the lock, unless it died doing so a while ago;
+    // or no lock any more: the caller tries again
+    const since = statSync(lock, { throwIfNoEntry: false })?.mtimeMs
+    return since !== undefined && Date.now() - since > 60_000
+  }
+  return !isRunning(Number(pid))
 }
 
 /**
@@ -109,12 +120,14 @@ export async function builtCheckout (): Promise<string> {
       await run('npm', ['run', 'build'], { cwd: into, maxBuffer: 16 << 20 }).catch((err: Error & { stdout?: string; stderr?: string }) => {
         throw new Error(`npm run build failed in a copy of the checkout: ${err.message}\n${err.stdout ?? ''}${err.stderr ?? ''}`)
       })
-      // older builds of this checkout nothing has used for a while
+      // older builds of this checkout nothing has used for a while, and what killed builders left
       for (const name of readdirSync(CACHE)) {
         const other = join(CACHE, name)
-        if (name.startsWith(`${checkout}-`) && !name.includes('.') && Date.now() - statSync(other).mtimeMs > STALE_MS) {
-          rmSync(other, { recursive: true, force: true })
-        }
+        const builder = /\.(\d+)$/.exec(name)?.[1]
+        const stale = builder === undefined
+          ? !name.includes('.') && Date.now() - (statSync(other, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()) > STALE_MS
+          : !isRunning(Number(builder))
+        if (name.startsWith(`${checkout}-`) && stale) rmSync(other, { recursive: true, force: true })
       }
     })
   })()
