@@ -1,17 +1,18 @@
-// `npm run keygate -- ...` as an operator runs it: a child process with only the given
-// environment (and PATH), `stdin` written and closed; or runCli in this process (inProcess).
+// `keygate ...` as an operator runs it: the compiled command (build.ts) in a child process with
+// only the given environment (and PATH), `stdin` written and closed; or runCli in this process
+// (inProcess).
 import { spawn } from 'node:child_process'
 import { PassThrough } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { runCli } from '../../gateway/src/cli/keygate.js'
-import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
+import { compiled } from './build.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
 export interface CliResult { code: number | null; stdout: string; stderr: string }
 
 export async function keygateCli (args: string[], stdin: string, env: Record<string, string>): Promise<CliResult> {
-  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/cli/keygate.ts', ...args], {
+  const child = spawn(process.execPath, [await compiled('gateway/src/cli/keygate.ts'), ...args], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', ...env }
   })

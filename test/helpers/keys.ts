@@ -1,6 +1,7 @@
 // Key pairs and request signing for tests, written from docs/signing.md's rules independently of the gateway's
 // verifier (the openssl test checks both against a third implementation).
-import { createHash, generateKeyPairSync, sign, type KeyObject } from 'node:crypto'
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto'
+import { existsSync, readFileSync } from 'node:fs'
 
 export interface TestKeyPair {
   privateKey: KeyObject
@@ -13,8 +14,28 @@ export interface TestKeyPair {
   apiKey: string
 }
 
+/**
+ * RSA keys made once (test/fixtures/keys/rsa-BITS.pem, README.md there): generating a 2048-bit key
+ * costs ~50 ms of CPU and a 4096-bit one seconds. Each call in a process takes the next unused key
+ * of its size, so the keys of one test file are distinct; past the last, new ones are generated.
+ */
+const pools = new Map<number, string[]>()
+function pooled (modulusLength: number): KeyObject | undefined {
+  let pool = pools.get(modulusLength)
+  if (pool === undefined) {
+    const file = new URL(`../fixtures/keys/rsa-${modulusLength}.pem`, import.meta.url)
+    pool = existsSync(file) ? readFileSync(file, 'utf8').split(/(?=-----BEGIN PRIVATE KEY-----)/) : []
+    pools.set(modulusLength, pool)
+  }
+  const pem = pool.shift()
+  return pem === undefined ? undefined : createPrivateKey(pem)
+}
+
 export function rsaKeyPair (modulusLength = 2048): TestKeyPair {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength })
+  const fixture = pooled(modulusLength)
+  const { privateKey, publicKey } = fixture === undefined
+    ? generateKeyPairSync('rsa', { modulusLength })
+    : { privateKey: fixture, publicKey: createPublicKey(fixture) }
   return {
     privateKey,
     publicKey,

@@ -1,24 +1,22 @@
-// keygate's packages as a user gets them: built and packed from a copy of this checkout (the
-// checkout itself is never written to, so tests that run beside this one see no half-built dist/),
-// then installed from the tarball into a scratch project outside the repository.
+// keygate's packages as a user gets them: packed by `npm pack` from this checkout's build (build.ts:
+// built once per run, in a copy, so the checkout itself is never written to), then installed from
+// the tarball into a scratch project outside the repository. A tarball, like the build, is made
+// once and shared: read it, do not change it.
 import { execFile } from 'node:child_process'
-import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, relative, sep } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { builtCheckout, once } from './build.js'
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const run = promisify(execFile)
-/** what a copy of the checkout leaves out: installs, build output, test runs' leftovers */
-const NOT_COPIED = new Set(['node_modules', '.git', 'dist', '.tap', 'coverage'])
 
 interface Teardown { teardown: (fn: () => unknown) => void }
 
 export interface Staged {
-  /** the copy of the checkout, built */
+  /** the built copy of the checkout (shared: read only) */
   dir: string
-  /** `npm pack` of the package (the root, keygate, or a workspace) into a folder of its own */
+  /** `npm pack` of the package (the root, keygate, or a workspace) */
   pack: (workspace?: string) => Promise<Packed>
 }
 
@@ -29,32 +27,24 @@ export interface Packed {
   files: string[]
 }
 
-/**
- * Copies the checkout (its node_modules linked, not copied) and runs `npm run build` there: for
- * every package, or for `workspace` only.
- */
-export async function stageBuild (t: Teardown, workspace?: string): Promise<Staged> {
-  const dir = mkdtempSync(join(tmpdir(), 'keygate-stage-'))
-  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
-  cpSync(ROOT, dir, {
-    recursive: true,
-    filter: (source) => !relative(ROOT, source).split(sep).some((part) => NOT_COPIED.has(part))
+/** `npm pack` of the root package (keygate) or of `workspace`, from the build; made once. */
+export async function packed (workspace?: string): Promise<Packed> {
+  const build = await builtCheckout()
+  const out = await once(join(`${build}-packs`, (workspace ?? 'keygate').replace(/[^a-z0-9-]/gi, '_')), async (into) => {
+    // --ignore-scripts: built already, no need for prepack to build again
+    const args = ['pack', '--json', '--ignore-scripts', '--pack-destination', into, ...(workspace === undefined ? [] : ['-w', workspace])]
+    const { stdout } = await run('npm', args, { cwd: build })
+    const [made] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>
+    if (made === undefined) throw new Error(`npm pack made nothing: ${stdout}`)
+    writeFileSync(join(into, 'packed.json'), JSON.stringify({ filename: made.filename, files: made.files.map((file) => file.path) }))
   })
-  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir')
-  await run('npm', ['run', 'build', ...(workspace === undefined ? [] : ['-w', workspace])], { cwd: dir, maxBuffer: 16 << 20 })
-  return {
-    dir,
-    pack: async (workspace) => {
-      const out = mkdtempSync(join(tmpdir(), 'keygate-pack-'))
-      t.teardown(() => { rmSync(out, { recursive: true, force: true }) })
-      // --ignore-scripts: built above, no need for prepack to build again
-      const args = ['pack', '--json', '--ignore-scripts', '--pack-destination', out, ...(workspace === undefined ? [] : ['-w', workspace])]
-      const { stdout } = await run('npm', args, { cwd: dir })
-      const [packed] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>
-      if (packed === undefined) throw new Error(`npm pack made nothing: ${stdout}`)
-      return { path: join(out, packed.filename), files: packed.files.map((file) => file.path) }
-    }
-  }
+  const { filename, files } = JSON.parse(readFileSync(join(out, 'packed.json'), 'utf8')) as { filename: string; files: string[] }
+  return { path: join(out, filename), files }
+}
+
+/** The build and its packs (`t` is no longer needed: nothing of it is the test's to remove). */
+export async function stageBuild (_t?: Teardown, _workspace?: string): Promise<Staged> {
+  return { dir: await builtCheckout(), pack: packed }
 }
 
 /**

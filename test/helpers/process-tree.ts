@@ -1,4 +1,4 @@
-// keygate as a real process tree (`node --import tsx gateway/src/main.ts`): one gateway, or with
+// keygate as a real process tree (main.ts compiled, build.ts): one gateway, or with
 // KEYGATE_WORKERS a cluster's primary and its workers. Its JSON log lines are read as they come;
 // pino writes every line with the pid of the process that wrote it, so the access-log line of a
 // request (matched by x-request-id) says which worker answered it.
@@ -9,9 +9,10 @@ import type { Test } from 'tap'
 import { send, type RawResponse } from './http.js'
 import { deletePrefix, freePort, testRedisUrl, uniquePrefix } from './redis.js'
 import { PASSWORD } from './stack.js'
-import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
+import { compiled } from './build.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
+const MAIN = await compiled('gateway/src/main.ts')
 const WAIT_MS = 20_000
 
 export type LogLine = Record<string, unknown> & { pid: number; msg: string }
@@ -26,7 +27,7 @@ export interface Gateway {
 }
 
 export function spawnGateway (t: Test, env: Record<string, string>): Gateway {
-  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/main.ts'], {
+  const child = spawn(process.execPath, [MAIN], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }
   })
@@ -78,7 +79,7 @@ export interface MeasuredGateway {
  */
 export async function startMeasuredGateway (t: Test, env: Record<string, string>): Promise<MeasuredGateway> {
   const port = await freePort()
-  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/main.ts'], {
+  const child = spawn(process.execPath, [MAIN], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', PORT: String(port), ...env },
     stdio: ['ignore', 'ignore', 'inherit']

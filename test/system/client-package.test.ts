@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { docSnippet } from '../helpers/docs.js'
-import { stageBuild } from '../helpers/packages.js'
+import { packed as packedOf } from '../helpers/packages.js'
 import { addUser, PASSWORD, startStack } from '../helpers/stack.js'
 
 // npm pack and install, four Node.js runs and two TypeScript compilations on a shared 2-core machine
@@ -46,16 +46,14 @@ async function otherNode (): Promise<{ path: string; version: string } | undefin
   return undefined
 }
 
-/** the whole file's: the tarball outlives the subtest that packs it */
-const suite = t
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-client-package-'))
 t.teardown(() => { rmSync(scratch, { recursive: true, force: true }) })
 const project = join(scratch, 'consumer')
 let tarball = ''
 
 t.test('built and packed: a small tarball of JavaScript, declarations and the README, with no dependencies', async (t) => {
-  // built and packed from a copy of the checkout (helpers/packages.ts): the checkout is not written to
-  const packed = await (await stageBuild(suite, '@keygate/client')).pack('@keygate/client')
+  // built and packed from a copy of the checkout (helpers/build.ts): the checkout is not written to
+  const packed = await packedOf('@keygate/client')
   tarball = packed.path
   const size = statSync(tarball).size
   t.ok(size < MAX_TARBALL_BYTES, `the tarball is ${size} bytes, under ${MAX_TARBALL_BYTES}`)

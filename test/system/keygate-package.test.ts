@@ -11,14 +11,13 @@ import { packedSizes } from '../../scripts/package-sizes.js'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { exitOn, interruptGroup, portAnswers, startCommand } from '../helpers/listening.js'
-import { installInScratch, stageBuild } from '../helpers/packages.js'
+import { installInScratch, packed } from '../helpers/packages.js'
 import { login, PASSWORD, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
 
 const run = promisify(execFile)
 
 t.test('the packed keygate installs with --omit=dev and its keygate command fronts a backend', async (t) => {
-  const stage = await stageBuild(t)
-  const { path: tarball, files } = await stage.pack()
+  const { path: tarball, files } = await packed()
   t.same(files.filter((f) => /\.ts$|^test\/|\.map$/.test(f)), [], 'no TypeScript sources, no tests in the tarball')
   t.ok(files.includes('dist/gateway/src/cli/keygate.js'), 'the compiled CLI is in it')
   t.ok(files.includes('dist/client/src/protocol/index.js'), 'and the protocol code the gateway imports, compiled in')

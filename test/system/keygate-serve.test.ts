@@ -5,16 +5,18 @@ import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { send } from '../helpers/http.js'
-import { exitOn, portAnswers, startListening, type Listening } from '../helpers/listening.js'
+import { compiled } from '../helpers/build.js'
+import { exitOn, portAnswers, startCommand, type Listening } from '../helpers/listening.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
 import { login } from '../helpers/stack.js'
-import { TYPESCRIPT_NODE_ARGS } from '../helpers/typescript-node.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
+/** the keygate command as installed: compiled */
+const KEYGATE = await compiled('gateway/src/cli/keygate.ts')
 
 const keygate = async (verb: string, env: Record<string, string>): Promise<Listening> =>
-  await startListening('gateway/src/cli/keygate.ts', [verb], env)
+  await startCommand(process.execPath, [KEYGATE, verb], env, root)
 
 t.test('keygate serve: the gateway of the environment, reloaded on SIGHUP, stopped on SIGTERM', async (t) => {
   const recorder = await startRecorder(t)
@@ -49,7 +51,7 @@ t.test('keygate demo: the example service behind the gateway, with a demo user',
 })
 
 t.test('serve and demo take no arguments', async (t) => {
-  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/cli/keygate.ts', 'serve', '--port', '1'], {
+  const child = spawn(process.execPath, [KEYGATE, 'serve', '--port', '1'], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '' }
   })

@@ -6,10 +6,10 @@ import { connect } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
+import { compiled } from '../helpers/build.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
 import { startTestGateway, testConfig } from '../helpers/stack.js'
-import { TYPESCRIPT_NODE_ARGS } from '../helpers/typescript-node.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -38,7 +38,7 @@ t.test('slowloris: a client that drips its headers is cut off at the headers tim
 t.test('SIGTERM with 500 requests in flight: all 500 complete, new requests are refused, exit within the grace period', async (t) => {
   const slow = await startRecorder(t, { delayMs: 700 })
   const file = routeFile(t, `routes:\n  - prefix: /slow/\n    upstream: ${slow.url}\n    auth: public\n`)
-  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/main.ts'], {
+  const child = spawn(process.execPath, [await compiled('gateway/src/main.ts')], {
     cwd: root,
     // 500 connections to the upstream: all 500 requests are at the upstream at once (with the
     // default 128 connections and 128 waiting, the rest would be refused 503 UPSTREAM_BUSY)

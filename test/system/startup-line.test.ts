@@ -9,10 +9,14 @@ import { describeRedis } from '../../gateway/src/store/redis-connection.js'
 import { send } from '../helpers/http.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { routeFile } from '../helpers/routes.js'
+import { compiled } from '../helpers/build.js'
 import { TYPESCRIPT_NODE_ARGS } from '../helpers/typescript-node.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const WAIT_MS = 30_000
+/** main.ts compiled; npm start runs scripts/start.ts under tsx, as its npm script does */
+const MAIN = [await compiled('gateway/src/main.ts')]
+const NPM_START = [...TYPESCRIPT_NODE_ARGS, 'scripts/start.ts']
 
 interface StartupFacts { url: string; store: string; routes: number; workers: number; metricsPort: number | 'off'; adminPort: string }
 type LogLine = Record<string, unknown> & { pid: number; msg: string; startup?: StartupFacts }
@@ -25,9 +29,10 @@ interface Started {
   stop: () => Promise<{ code: number | null; lines: LogLine[] }>
 }
 
-/** Starts `script` as its own process and resolves with its startup line. */
-async function start (t: Test, script: string, env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, script], {
+/** Starts `node ...argv` as its own process and resolves with its startup line. */
+async function start (t: Test, argv: string[], env: Record<string, string>): Promise<Started> {
+  const script = argv.at(-1) ?? ''
+  const child = spawn(process.execPath, argv, {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }
   })
@@ -78,7 +83,7 @@ async function redisWithPassword (t: Test): Promise<{ env: Record<string, string
 }
 
 t.test('main.ts on the embedded store, with a metrics listener: one line says where and with what', async (t) => {
-  const gw = await start(t, 'gateway/src/main.ts', { KEYGATE_METRICS_PORT: '0' })
+  const gw = await start(t, MAIN, { KEYGATE_METRICS_PORT: '0' })
   const facts = gw.line.startup
   t.match(gw.line, { level: 30, pid: gw.pid })
   t.match(facts, { url: /^http:\/\/127\.0\.0\.1:\d+$/, store: 'embedded', routes: 2, workers: 1, metricsPort: Number, adminPort: 'off' })
@@ -92,7 +97,7 @@ t.test('main.ts on the embedded store, with a metrics listener: one line says wh
 
 t.test('main.ts with the admin API: its port in the line, and it answers there', async (t) => {
   const token = 'k'.repeat(40)
-  const gw = await start(t, 'gateway/src/main.ts', { KEYGATE_ADMIN_PORT: '0', KEYGATE_ADMIN_TOKEN: token })
+  const gw = await start(t, MAIN, { KEYGATE_ADMIN_PORT: '0', KEYGATE_ADMIN_TOKEN: token })
   const facts = gw.line.startup
   t.match(facts, { store: 'embedded', metricsPort: 'off', adminPort: Number })
   t.match(gw.line.msg, new RegExp(`, metrics off, admin on port ${String(facts?.adminPort)}\\)$`))
@@ -113,7 +118,7 @@ t.test('main.ts on Redis with a route file: the store named without its password
     '  - { path: /c, upstream: "http://127.0.0.1:9", auth: signed }',
     ''
   ].join('\n'))
-  const gw = await start(t, 'gateway/src/main.ts', { ...redis.env, KEYGATE_ROUTES: file.path })
+  const gw = await start(t, MAIN, { ...redis.env, KEYGATE_ROUTES: file.path })
   t.match(gw.line.startup, { store: describeRedis(redis.url), routes: 3, workers: 1, metricsPort: 'off', adminPort: 'off' })
   t.match(gw.line.msg, / \(store redis:\/\/.*127\.0\.0\.1:\d+.*, 3 routes, 1 worker, metrics off, admin off\)$/)
   t.notOk(JSON.stringify(gw.line).includes(redis.password), 'the Redis password is not in the line')
@@ -122,7 +127,7 @@ t.test('main.ts on Redis with a route file: the store named without its password
 
 t.test('main.ts as a cluster\'s primary: the primary says it for its workers, which do not', async (t) => {
   const redis = await redisWithPassword(t)
-  const gw = await start(t, 'gateway/src/main.ts', { ...redis.env, KEYGATE_WORKERS: '2' })
+  const gw = await start(t, MAIN, { ...redis.env, KEYGATE_WORKERS: '2' })
   t.equal(gw.line.pid, gw.pid, 'the primary logs it')
   t.match(gw.line, { name: 'keygate-primary' })
   t.match(gw.line.startup, { store: describeRedis(redis.url), routes: 2, workers: 2, metricsPort: 'off', adminPort: 'off' })
@@ -135,7 +140,7 @@ t.test('main.ts as a cluster\'s primary: the primary says it for its workers, wh
 })
 
 t.test('npm start: the same line, then where the example service listens', async (t) => {
-  const gw = await start(t, 'scripts/start.ts', { UPSTREAM_PORT: '0' })
+  const gw = await start(t, NPM_START, { UPSTREAM_PORT: '0' })
   t.match(gw.line.startup, { url: /^http:\/\/127\.0\.0\.1:\d+$/, store: 'embedded', routes: 2, workers: 1, metricsPort: 'off', adminPort: 'off' })
   t.equal((await send(gw.line.startup?.url ?? '', '/healthz')).status, 200)
   const { code, lines } = await gw.stop()

@@ -6,11 +6,11 @@ import { Writable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { loggerOptions } from '../../../../gateway/src/app.js'
+import { compiled } from '../../../helpers/build.js'
 import { send } from '../../../helpers/http.js'
 import { startRecorder } from '../../../helpers/recorder.js'
 import { routeFile } from '../../../helpers/routes.js'
 import { startTestGateway, testConfig } from '../../../helpers/stack.js'
-import { TYPESCRIPT_NODE_ARGS } from '../../../helpers/typescript-node.js'
 
 const routesTo = (upstream: string): string => `routes:\n  - prefix: /svc/\n    upstream: ${upstream}\n    auth: public\n`
 const INVALID = 'routes:\n  - prefix: /svc/\n    upstream: ftp://nowhere\n    auth: public\n'
@@ -96,7 +96,7 @@ t.test('SIGHUP reloads a running gateway; a bad file keeps the old routes', asyn
   const b = await startRecorder(t)
   const file = routeFile(t, routesTo(a.url))
   const root = fileURLToPath(new URL('../../../..', import.meta.url))
-  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/main.ts'], {
+  const child = spawn(process.execPath, [await compiled('gateway/src/main.ts')], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', PORT: '0', KEYGATE_ROUTES: file.path, LOG_LEVEL: 'info' }
   })
@@ -135,7 +135,7 @@ t.test('SIGHUP reloads a running gateway; a bad file keeps the old routes', asyn
 t.test('a gateway does not start on a bad route file, and says why', async (t) => {
   const file = routeFile(t, INVALID)
   const root = fileURLToPath(new URL('../../../..', import.meta.url))
-  const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, 'gateway/src/main.ts'], {
+  const child = spawn(process.execPath, [await compiled('gateway/src/main.ts')], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', PORT: '0', KEYGATE_ROUTES: file.path }
   })
