@@ -31,11 +31,11 @@ const quoted = (text: string): string => `'${text.replaceAll("'", "'\\''")}'`
 export interface PipedResult { code: number; stderr: string; readerStdout: Buffer }
 
 /**
- * `npm run keygate -- ARGS | READER` in bash: keygate's exit status and its stderr, and what the
+ * `keygate ARGS | READER` in bash (the compiled command): keygate's exit status and its stderr, and what the
  * reader (a command and its arguments, e.g. head -c 100) printed.
  */
 export async function keygatePiped (args: string[], reader: string[], env: Record<string, string>): Promise<PipedResult> {
-  const keygate = [process.execPath, ...TYPESCRIPT_NODE_ARGS, 'gateway/src/cli/keygate.ts', ...args].map(quoted).join(' ')
+  const keygate = [process.execPath, await compiled('gateway/src/cli/keygate.ts'), ...args].map(quoted).join(' ')
   // fd 1: the reader's output; fd 3: keygate's stderr; fd 2: keygate's exit status
   const script = `${keygate} 2>&3 | ${reader.map(quoted).join(' ')}; echo "\${PIPESTATUS[0]}" >&2`
   const child = spawn('bash', ['-c', script], { cwd: root, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] })

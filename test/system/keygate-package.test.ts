@@ -11,6 +11,7 @@ import { packedSizes } from '../../scripts/package-sizes.js'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { exitOn, interruptGroup, portAnswers, startCommand } from '../helpers/listening.js'
+import { builtCheckout } from '../helpers/build.js'
 import { installInScratch, packed } from '../helpers/packages.js'
 import { login, PASSWORD, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
 
@@ -22,9 +23,9 @@ t.test('the packed keygate installs with --omit=dev and its keygate command fron
   t.ok(files.includes('dist/gateway/src/cli/keygate.js'), 'the compiled CLI is in it')
   t.ok(files.includes('dist/client/src/protocol/index.js'), 'and the protocol code the gateway imports, compiled in')
   // what npm run package-sizes prints (the docs quote no size): the tarballs' own, to the byte
-  const [keygateSize, clientSize] = await packedSizes(stage.dir)
+  const [keygateSize, clientSize] = await packedSizes(await builtCheckout())
   t.match(keygateSize, { filename: basename(tarball), size: statSync(tarball).size, files: files.length }, 'package-sizes: the keygate tarball')
-  const client = await stage.pack('@keygate/client')
+  const client = await packed('@keygate/client')
   t.match(clientSize, { filename: basename(client.path), size: statSync(client.path).size, files: client.files.length }, 'package-sizes: the client\'s')
 
   const project = await installInScratch(t, tarball, ['--omit=dev'])
