@@ -45,7 +45,7 @@ t.test('mistakes are named, with what to do', async (t) => {
     ['a GET with a body', ['call', 'GET', '/v1/clients/', '{}'], {}, 2, /body: a GET request carries no body/],
     ['an unknown flag', ['call', '--nope', 'GET', '/v1/clients/'], {}, 2, /Unknown option '--nope'/],
     ['a flag of another command', ['keygen', '--url', url], {}, 2, /keygen takes no --url/],
-    ['no key', ['call', 'GET', '/v1/clients/'], { HOME: other }, 2, /no private key at .*default\.pem: make one with `npm run keygate -- keygen`/],
+    ['no key', ['call', 'GET', '/v1/clients/'], { HOME: other }, 2, /no private key at .*default\.pem: make one with `keygate keygen`/],
     ['no user and no token', ['register'], { KEYGATE_USER: '' }, 2, /no user to log in as: give --user NAME \(or KEYGATE_USER\), or a token/],
     ['an EC key', ['call', 'GET', '/v1/clients/', '--key', ecFile], {}, 2, /^key file .*ec\.pem: is an EC P-384 key; keygate takes RSA, Ed25519 and EC P-256 keys/m],
     ['an encrypted key', ['register', '--key', encryptedFile], {}, 2, /key file .*encrypted\.pem: is an encrypted private key .*decrypt it first/],

@@ -70,5 +70,5 @@ t.test('tokens rotate', async (t) => {
     t.match(res.stderr, message, name)
     t.equal(res.stdout, '', name)
   }
-  t.match((await keygate(['help'], {})).stdout, /\n {7}npm run keygate -- tokens rotate\n/, 'the usage text names the command')
+  t.match((await keygate(['help'], {})).stdout, /\n {7}keygate tokens rotate\n/, 'the usage text names the command')
 })
