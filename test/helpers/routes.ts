@@ -26,22 +26,34 @@ export function routesFromYaml (yaml: string, upstream: string): RouteConfig[] {
   return routesFromDocument(document, 'routes.yaml', { upstream, bodyLimit: 1024 * 1024, timeoutMs: 5000 })
 }
 
-/**
- * The routes of one route entry: `entry`'s YAML lines under "- prefix: /a/" (name a, upstream
- * http://x), for tests of a route option alone.
- */
-export function routesOfEntry (entry: string): RouteConfig[] {
-  const text = `routes:\n  - prefix: /a/\n    name: a\n    upstream: http://x\n${entry.split('\n').map((line) => `    ${line}`).join('\n')}\n`
-  return routesFromDocument(parseRouteText(text, 'routes.yaml'), 'routes.yaml', { upstream: 'http://127.0.0.1:8081', bodyLimit: 1048576, timeoutMs: 30000 })
+const ENTRY_DEFAULTS = { upstream: 'http://127.0.0.1:8081', bodyLimit: 1048576, timeoutMs: 30000 }
+
+/** The routes of a whole route file's text (routes.yaml, the defaults the checks use). */
+export function routesOfText (yaml: string): RouteConfig[] {
+  return routesFromDocument(parseRouteText(yaml, 'routes.yaml'), 'routes.yaml', ENTRY_DEFAULTS)
 }
 
-/** What the route file says is wrong with that entry, a problem a line; none when it loads. */
-export function routeEntryProblems (entry: string): string[] {
+/** What the route file says is wrong with that text, a problem a line; none when it loads. */
+export function routeTextProblems (yaml: string): string[] {
   try {
-    routesOfEntry(entry)
+    routesOfText(yaml)
   } catch (err) {
     if (err instanceof RouteFileError) return err.message.split('\n')
     throw err
   }
   return []
+}
+
+/** `entry`'s YAML lines under "- prefix: /a/" (name a, upstream http://x): a file of one route. */
+const entryText = (entry: string): string =>
+  `routes:\n  - prefix: /a/\n    name: a\n    upstream: http://x\n${entry.split('\n').map((line) => `    ${line}`).join('\n')}\n`
+
+/** The routes of one route entry, for tests of a route option alone. */
+export function routesOfEntry (entry: string): RouteConfig[] {
+  return routesOfText(entryText(entry))
+}
+
+/** What the route file says is wrong with that entry, a problem a line; none when it loads. */
+export function routeEntryProblems (entry: string): string[] {
+  return routeTextProblems(entryText(entry))
 }

@@ -1,24 +1,8 @@
 // The route file's rate-limit fields: what a valid entry becomes, and a table of bad files with
 // the exact messages they get (each naming the route and the field, and saying why).
 import t from 'tap'
-import { RouteFileError, parseRouteText, routesFromDocument } from '../../../../gateway/src/proxy/route-file.js'
 import { windowSeconds } from '../../../../gateway/src/limits/rate-limit.js'
-
-const defaults = { upstream: 'http://127.0.0.1:8081', bodyLimit: 1048576, timeoutMs: 30000 }
-
-function load (yaml: string) {
-  return routesFromDocument(parseRouteText(yaml, 'routes.yaml'), 'routes.yaml', defaults)
-}
-
-function problems (yaml: string): string[] {
-  try {
-    load(yaml)
-  } catch (err) {
-    if (err instanceof RouteFileError) return err.message.split('\n')
-    throw err
-  }
-  return []
-}
+import { routesOfText as load, routeTextProblems as problems } from '../../../helpers/routes.js'
 
 /** one route of `auth` with these extra lines */
 const route = (auth: string, extra: string, prefix = '/v1/things/', methods = ''): string =>
