@@ -247,6 +247,16 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
    * here for the rest of that second. Its own LRU: unknown keys never push known ones out.
    */
   const unknown = new LruCache<string, number>(UNKNOWN_CACHE_SIZE)
+  /**
+   * Creation times, strictly increasing in this process: listings are newest first by createdAt
+   * (to the millisecond), so two keys registered here within one millisecond still list in the
+   * order they were made. At most a few ms ahead of the clock, and only under a burst.
+   */
+  let lastCreatedMs = 0
+  const nextCreatedAt = (): string => {
+    lastCreatedMs = Math.max(Date.now(), lastCreatedMs + 1)
+    return new Date(lastCreatedMs).toISOString()
+  }
   const onEvent = (event: KeyEvent): void => {
     // a user's scopes are not cached here (users/user-scopes.ts)
     if (event.type === 'user-changed') return
@@ -391,7 +401,7 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
         name,
         publicKey: parsed.pem,
         fingerprint: parsed.fingerprint,
-        createdAt: new Date().toISOString(),
+        createdAt: nextCreatedAt(),
         ...(expires !== undefined && { expiresAt: expires }),
         ...(scopes !== undefined && { scopes })
       }

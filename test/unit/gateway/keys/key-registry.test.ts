@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { createHash, generateKeyPairSync, sign } from 'node:crypto'
 import t from 'tap'
 import { GatewayError } from '../../../../gateway/src/errors.js'
 import { createKeyRegistry } from '../../../../gateway/src/keys/key-registry.js'
@@ -224,6 +224,23 @@ function slowStore (inner: Store): Store {
   }
   return wrapped as unknown as Store
 }
+
+t.test('list: keys registered back to back list newest first, even within one millisecond', async (t) => {
+  const keys = createKeyRegistry(createMemoryStore(), { cacheSize: 10 })
+  const made: string[] = []
+  for (let i = 0; i < 8; i++) {
+    const { publicKey, privateKey } = generateKeyPairSync('ed25519')
+    const name = `k${i}`
+    const pem = publicKey.export({ type: 'spki', format: 'pem' }).toString()
+    const record = await keys.register({ owner: 'alice', name, publicKey: pem, signature: sign(null, Buffer.from(name), privateKey).toString('base64') })
+    made.unshift(record.apiKey)
+  }
+  const listed = (await keys.list('alice')).items
+  t.same(listed.map((k) => k.apiKey), made, 'the order they were made, newest first')
+  const times = listed.map((k) => Date.parse(k.createdAt))
+  t.ok(times.every((ms, i) => i === 0 || ms < (times[i - 1] ?? 0)), 'each creation time is its own')
+  t.ok((times[0] ?? 0) <= Date.now() + made.length, 'ahead of the clock by at most a millisecond a key')
+})
 
 t.test('list: a revoked key past its retention is left out; only a listing that meets one prunes', async (t) => {
   const DAY_MS = 24 * 3600_000
