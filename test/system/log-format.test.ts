@@ -4,7 +4,7 @@
 // request, and reads the startup line and that request's line.
 import t, { type Test } from 'tap'
 import { send } from '../helpers/http.js'
-import { interruptGroup, startCommand, startListening, type Listening } from '../helpers/listening.js'
+import { interruptGroup, portAnswers, startCommand, startListening, type Listening } from '../helpers/listening.js'
 import { TYPESCRIPT_NODE_ARGS } from '../helpers/typescript-node.js'
 
 t.setTimeout(300_000)
@@ -29,12 +29,25 @@ async function throughPipe (env: Record<string, string>): Promise<Listening> {
     { detached: true })
 }
 
-/** One request, its log line awaited; then Ctrl-C. The lines of stdout, without the terminal's carriage returns. */
-async function linesOfARun (t: Test, started: Listening): Promise<string[]> {
+/**
+ * One request, its log line awaited; then Ctrl-C. The lines of stdout, without the terminal's
+ * carriage returns. On the pseudo-terminal, Ctrl-C is typed (the byte 0x03, which the terminal turns
+ * into SIGINT for the program in front): script(1) runs the program in a session of its own, out of
+ * reach of a signal to script's process group, and the gateway outlives the terminal's hangup (SIGHUP
+ * reloads its route file).
+ */
+async function linesOfARun (t: Test, started: Listening, { terminal }: { terminal: boolean }): Promise<string[]> {
   t.teardown(() => { try { process.kill(-(started.child.pid as number), 'SIGKILL') } catch {} })
   t.equal((await send(started.url, '/v1/time')).status, 200, 'GET /v1/time answered')
   for (let i = 0; i < 100 && !started.stdout().includes('/v1/time'); i++) await new Promise((resolve) => setTimeout(resolve, 50))
-  await interruptGroup(started.child)
+  if (terminal) {
+    const exited = new Promise((resolve) => started.child.once('exit', resolve))
+    started.child.stdin.write('\u0003')
+    await exited
+    t.notOk(await portAnswers(started.url), 'Ctrl-C stopped it: nothing listens any more')
+  } else {
+    await interruptGroup(started.child)
+  }
   return started.stdout().replaceAll('\r', '').split('\n').filter((line) => line !== '')
 }
 
@@ -59,11 +72,11 @@ function json (t: Test, lines: string[]): void {
 }
 
 t.test('on a terminal: readable lines, in colour', async (t) => {
-  readable(t, await linesOfARun(t, await onTerminal({})), true)
+  readable(t, await linesOfARun(t, await onTerminal({}), { terminal: true }), true)
 })
 
 t.test('on a terminal with LOG_FORMAT=json: JSON', async (t) => {
-  const lines = await linesOfARun(t, await onTerminal({ LOG_FORMAT: 'json' }))
+  const lines = await linesOfARun(t, await onTerminal({ LOG_FORMAT: 'json' }), { terminal: true })
   // the terminal also shows the demo user's banner (stderr): only the log's lines are checked
   json(t, lines.filter((line) => line.startsWith('{')))
   t.ok(lines.filter((line) => line.startsWith('{')).length >= 3, 'the log lines are there')
@@ -71,11 +84,11 @@ t.test('on a terminal with LOG_FORMAT=json: JSON', async (t) => {
 })
 
 t.test('through a pipe: JSON', async (t) => {
-  json(t, await linesOfARun(t, await throughPipe({})))
+  json(t, await linesOfARun(t, await throughPipe({}), { terminal: false }))
 })
 
 t.test('through a pipe with LOG_FORMAT=pretty: readable lines, no colour codes', async (t) => {
-  readable(t, await linesOfARun(t, await throughPipe({ LOG_FORMAT: 'pretty' })), false)
+  readable(t, await linesOfARun(t, await throughPipe({ LOG_FORMAT: 'pretty' }), { terminal: false }), false)
 })
 
 t.test('a LOG_FORMAT it does not know stops the start, naming the values it takes', async (t) => {
