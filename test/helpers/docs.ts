@@ -50,3 +50,29 @@ export function docSnippet (page: string, heading: string, lang: string): string
   if (blocks.length !== 1) throw new Error(`${page}, "${heading}": ${blocks.length} \`\`\`${lang} blocks (expected one)`)
   return blocks[0] as string
 }
+
+export interface DocBlock { page: string; heading: string; lang: string; text: string }
+
+/**
+ * Every fenced code block of `page`, with the text of the nearest heading above it ('' before the
+ * first) and its language ('' when the fence names none).
+ */
+export function allDocBlocks (page: string): DocBlock[] {
+  const blocks: DocBlock[] = []
+  let fence: { marker: string; lang: string; lines: string[] } | undefined
+  let heading = ''
+  for (const line of docPage(page).split('\n')) {
+    if (fence !== undefined) {
+      if (line.trim() === fence.marker) {
+        blocks.push({ page, heading, lang: fence.lang, text: fence.lines.map((l) => `${l}\n`).join('') })
+        fence = undefined
+      } else fence.lines.push(line)
+      continue
+    }
+    const opening = /^(```+|~~~+)(.*)$/.exec(line)
+    if (opening !== null) { fence = { marker: opening[1] as string, lang: (opening[2] as string).trim(), lines: [] }; continue }
+    const match = /^#{1,6} +(.*?) *#*$/.exec(line)
+    if (match !== null) heading = match[1] as string
+  }
+  return blocks
+}

@@ -1,0 +1,64 @@
+// Every snippet in the docs runs in a test. This file is the inventory: each code block a reader
+// would run or install (shell, code, a route file, a proxy's configuration, a page) is claimed
+// below by the test that runs it, named by its page, the heading of its section and its language,
+// as that test reads it (test/helpers/docs.ts). A block nobody claims fails here, naming its
+// page and section; so does a claim that no longer finds its block, or whose test no longer reads it.
+// Blocks that show what comes back (text, json, http, and fences without a language: diagrams,
+// output) are not run; the tests that compare them with what keygate answers say so themselves.
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import t from 'tap'
+import { allDocBlocks, docBlocks, type DocBlock } from '../helpers/docs.js'
+
+/** the languages of blocks a reader runs (or installs, or loads) */
+const RUNNABLE = new Set(['sh', 'js', 'ts', 'python', 'go', 'java', 'nginx', 'yaml', 'html'])
+/** the languages of blocks that show what comes back */
+const SHOWN = new Set(['', 'text', 'json', 'http'])
+
+interface Claim { page: string; heading: string; lang: string; by: string }
+
+/** Which test runs the blocks of `lang` in each section (the section includes its subsections). */
+const CLAIMS: Claim[] = [
+  { page: 'README.md', heading: 'keygate', lang: 'sh', by: 'test/system/start.test.ts' },
+  { page: 'README.md', heading: 'Try it in two minutes', lang: 'sh', by: 'test/system/readme.test.ts' },
+  { page: 'client/README.md', heading: 'Quick start', lang: 'js', by: 'test/system/client-package.test.ts' },
+  { page: 'docs/cli.md', heading: 'From nothing to a signed request', lang: 'sh', by: 'test/system/cli-client.test.ts' },
+  { page: 'docs/load-balancer.md', heading: 'nginx in front of keygate', lang: 'nginx', by: 'test/system/load-balancer-doc.test.ts' },
+  { page: 'docs/recipes.md', heading: 'Running them', lang: 'sh', by: 'test/system/recipes.test.ts' },
+  { page: 'docs/recipes.md', heading: 'Shell: curl and openssl', lang: 'sh', by: 'test/system/recipes.test.ts' },
+  { page: 'docs/recipes.md', heading: 'Python', lang: 'python', by: 'test/system/recipes.test.ts' },
+  { page: 'docs/recipes.md', heading: 'Go', lang: 'go', by: 'test/system/recipes.test.ts' },
+  { page: 'docs/recipes.md', heading: 'Java', lang: 'java', by: 'test/system/recipes.test.ts' },
+  { page: 'docs/routes.md', heading: 'A route file', lang: 'yaml', by: 'test/unit/doc-pages.test.ts' },
+  { page: 'docs/routes.md', heading: 'A complete example', lang: 'yaml', by: 'test/unit/doc-pages.test.ts' },
+  { page: 'docs/routes.md', heading: 'Rate limits and quotas', lang: 'yaml', by: 'test/unit/doc-pages.test.ts' },
+  { page: 'docs/signing-examples.md', heading: 'The signatures with openssl', lang: 'sh', by: 'test/system/signing-examples.test.ts' }
+]
+
+const ROOT = new URL('../../', import.meta.url)
+const PAGES = ['README.md', 'SECURITY.md', 'client/README.md',
+  ...readdirSync(new URL('docs/', ROOT)).filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`)]
+const where = (block: DocBlock): string => `${block.page}, "${block.heading}", \`\`\`${block.lang}`
+
+t.test('every block is of a language this inventory knows', async (t) => {
+  const unknown = PAGES.flatMap(allDocBlocks).filter((block) => !RUNNABLE.has(block.lang) && !SHOWN.has(block.lang))
+  t.same(unknown.map(where), [], 'a new language: add it to RUNNABLE (and claim its blocks) or to SHOWN')
+})
+
+t.test('every block a reader runs is run by a test', async (t) => {
+  const claimed = new Set(CLAIMS.flatMap((claim) => docBlocks(claim.page, claim.heading, claim.lang).map((text) => `${claim.page}\0${text}`)))
+  const unclaimed = PAGES.flatMap(allDocBlocks).filter((block) => RUNNABLE.has(block.lang) && !claimed.has(`${block.page}\0${block.text}`))
+  t.same(unclaimed.map(where), [], 'each of these needs a test that runs it, and a line in CLAIMS')
+})
+
+t.test('each claim finds its blocks, and its test reads them from the page', async (t) => {
+  for (const claim of CLAIMS) {
+    const label = `${claim.page}, "${claim.heading}", ${claim.lang}`
+    t.ok(docBlocks(claim.page, claim.heading, claim.lang).length > 0, `${label}: the section has such a block`)
+    const test = new URL(claim.by, ROOT)
+    t.ok(existsSync(test), `${label}: ${claim.by} exists`)
+    if (!existsSync(test)) continue
+    const source = readFileSync(test, 'utf8')
+    t.ok(source.includes(claim.page.split('/').pop() as string) && source.includes(claim.heading),
+      `${label}: ${claim.by} names the page and the heading (it reads the block from the page, not a copy)`)
+  }
+})
