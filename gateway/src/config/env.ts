@@ -37,6 +37,14 @@ export const DEFAULT_KEY_REGISTRATIONS_PER_HOUR = 60
 export const DEFAULT_KEY_REGISTRATIONS_PER_DAY = 200
 /** a revoked key is kept whole this long (for the owner's list and the operator), then as a tombstone */
 export const DEFAULT_REVOKED_KEY_RETENTION_DAYS = 30
+/**
+ * Password hashes: scrypt with N = 2^logN, r = 8, p = 1. 17 is OWASP's recommended cost (128 MiB and
+ * ~0.3 s of a core per hash); each step down halves what a guess costs an attacker who has the
+ * hashes. Every hash carries its own cost, so hashes written at any cost in this range verify.
+ */
+export const SCRYPT_LOG_N = 17
+export const SCRYPT_LOG_N_MIN = 14
+export const SCRYPT_LOG_N_MAX = 20
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 30_000
 /** keep-alive connections per upstream origin: at most this many requests are sent to it at once */
 export const DEFAULT_UPSTREAM_CONNECTIONS = 128
@@ -113,6 +121,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_LOGIN_MAX_FAILURES_PER_ADDRESS: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
   KEYGATE_LOGIN_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
   KEYGATE_LOGIN_CONCURRENCY: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+  KEYGATE_PASSWORD_SCRYPT_LOG_N: Type.Optional(Type.Integer({ minimum: SCRYPT_LOG_N_MIN, maximum: SCRYPT_LOG_N_MAX })),
   KEYGATE_LOGIN_QUEUE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
   KEYGATE_SIGNATURE_FAILURE_LIMIT: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000 })),
   KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
@@ -167,6 +176,8 @@ export interface GatewayConfig {
   keyRegistrationsPerDay: number
   /** KEYGATE_REVOKED_KEY_RETENTION_DAYS: a revoked key is kept whole this long, then as a tombstone */
   revokedKeyRetentionDays: number
+  /** KEYGATE_PASSWORD_SCRYPT_LOG_N: the cost of the password hashes this process writes (scrypt's N = 2^this) */
+  passwordScryptLogN: number
   logLevel: string
   /** LOG_FORMAT: json or pretty; unset, pretty when stdout is a terminal (lib/log-format.ts) */
   logFormat: LogFormat | undefined
@@ -268,14 +279,19 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     const value = env[name]
     if (value !== undefined && value !== '') raw[name] = value
   }
+  const refuse = (name: string, schema: TSchema, message: string): ConfigError => {
+    const shown = SECRET_VARIABLES.has(name) ? 'the value given' : JSON.stringify(raw[name])
+    const allowed = allowedValues(schema)
+    return new ConfigError(`${name}: ${shown} is not allowed: ${allowed === undefined ? message : `use ${allowed}`}`)
+  }
+  // TypeBox's conversion cuts "1.5" (or "1e3") down to a whole number: a whole number is digits only
+  for (const [name, value] of Object.entries(raw)) {
+    const schema = EnvSchema.properties[name as keyof Env] as TSchema
+    if (schema.type === 'integer' && !/^[0-9]{1,16}$/.test(String(value))) throw refuse(name, schema, 'a whole number')
+  }
   const converted = Value.Convert(EnvSchema, { ...raw })
   const first = Value.Errors(EnvSchema, converted).First()
-  if (first !== undefined) {
-    const name = first.path.replace(/^\//, '')
-    const shown = SECRET_VARIABLES.has(name) ? 'the value given' : JSON.stringify(raw[name])
-    const allowed = allowedValues(first.schema)
-    throw new ConfigError(`${name}: ${shown} is not allowed: ${allowed === undefined ? first.message : `use ${allowed}`}`)
-  }
+  if (first !== undefined) throw refuse(first.path.replace(/^\//, ''), first.schema, first.message)
   const e = converted as Env
   const upstreamPort = e.UPSTREAM_PORT ?? DEFAULT_UPSTREAM_PORT
   const upstream = e.UPSTREAM_URL ?? `http://127.0.0.1:${upstreamPort}`
@@ -305,6 +321,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     keyRegistrationsPerHour: e.KEYGATE_KEY_REGISTRATIONS_PER_HOUR ?? DEFAULT_KEY_REGISTRATIONS_PER_HOUR,
     keyRegistrationsPerDay: e.KEYGATE_KEY_REGISTRATIONS_PER_DAY ?? DEFAULT_KEY_REGISTRATIONS_PER_DAY,
     revokedKeyRetentionDays: e.KEYGATE_REVOKED_KEY_RETENTION_DAYS ?? DEFAULT_REVOKED_KEY_RETENTION_DAYS,
+    passwordScryptLogN: e.KEYGATE_PASSWORD_SCRYPT_LOG_N ?? SCRYPT_LOG_N,
     logLevel: e.LOG_LEVEL ?? 'info',
     logFormat: e.LOG_FORMAT,
     login: {

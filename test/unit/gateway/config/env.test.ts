@@ -17,6 +17,16 @@ t.test('defaults', async (t) => {
   t.equal(config.routesFile, undefined)
   t.equal(config.watchRoutes, false)
   t.equal(config.logFormat, undefined, 'LOG_FORMAT unset: chosen by whether stdout is a terminal (lib/log-format.ts)')
+  t.equal(config.passwordScryptLogN, 17, 'password hashes at OWASP\'s scrypt cost')
+})
+
+t.test('KEYGATE_PASSWORD_SCRYPT_LOG_N: 14 to 20', async (t) => {
+  t.equal(loadConfig({ KEYGATE_PASSWORD_SCRYPT_LOG_N: '14' }).passwordScryptLogN, 14)
+  t.equal(loadConfig({ KEYGATE_PASSWORD_SCRYPT_LOG_N: '20' }).passwordScryptLogN, 20)
+  for (const value of ['13', '21', '16.5', 'low']) {
+    t.throws(() => loadConfig({ KEYGATE_PASSWORD_SCRYPT_LOG_N: value }),
+      { name: 'ConfigError', message: `KEYGATE_PASSWORD_SCRYPT_LOG_N: "${value}" is not allowed: use a whole number from 14 to 20` }, value)
+  }
 })
 
 t.test('LOG_FORMAT: json or pretty', async (t) => {
@@ -48,6 +58,17 @@ t.test('the upstream queue: connections, waiting requests and connect timeout pe
   const refused = [['KEYGATE_UPSTREAM_CONNECTIONS', '0'], ['KEYGATE_UPSTREAM_MAX_PENDING', '-1'], ['KEYGATE_UPSTREAM_CONNECT_TIMEOUT_MS', '0']] as const
   for (const [name, value] of refused) {
     t.throws(() => loadConfig({ [name]: value }), { name: 'ConfigError', message: new RegExp(`^${name}: "${value}" is not allowed: use a whole number from`) })
+  }
+})
+
+t.test('a whole-number variable takes digits only: a fraction or an exponent is refused, never cut down', async (t) => {
+  const integers = ENV_VARIABLES.filter((name) => (EnvSchema.properties[name] as { type?: string }).type === 'integer')
+  t.ok(integers.length >= 30, `${integers.length} whole-number variables`)
+  for (const name of integers) {
+    for (const value of ['1.5', '1e3', ' 1', '0x10']) {
+      t.throws(() => loadConfig({ [name]: value }), { name: 'ConfigError', message: new RegExp(`^${name}: "${value.replace('.', '\\.')}" is not allowed: use a whole number from`) },
+        `${name}=${JSON.stringify(value)}`)
+    }
   }
 })
 
