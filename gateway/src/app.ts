@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto'
 import { createAuthenticator } from './auth/authenticate.js'
 import { bearerPipeline, signedPipeline } from './auth/pipeline.js'
 import { createSignatureBudget } from './auth/signature-budget.js'
-import { MAX_HEADER_BYTES, type GatewayConfig } from './config/env.js'
+import { MAX_HEADER_BYTES, SCRYPT_LOG_N, type GatewayConfig } from './config/env.js'
 import { accessLogPlugin } from './http/plugins/access-log.js'
 import { countBodyMemory } from './http/plugins/body-memory.js'
 import { clientAddressPlugin } from './http/plugins/client-address.js'
@@ -106,6 +106,10 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   if (store.kind === 'memory') {
     app.log.warn('REDIS_URL is not set: users and keys live in this process only and are lost when it stops; set REDIS_URL for anything but a trial')
   }
+  if (config.passwordScryptLogN < SCRYPT_LOG_N) {
+    app.log.warn(`KEYGATE_PASSWORD_SCRYPT_LOG_N=${config.passwordScryptLogN}: the password hashes written here cost ` +
+      `${2 ** (SCRYPT_LOG_N - config.passwordScryptLogN)} times less to guess than at OWASP's recommended ${SCRYPT_LOG_N}; for development and tests`)
+  }
 
   // The services, each built once and handed to the plugins that use it as their options.
   const routes = await createRouteRegistry(config, app.log, options.routes)
@@ -118,7 +122,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   })
   // each user's scopes, cached beside the keys and as many
   const userScopes = createUserScopes(store, { cacheSize: config.keyCacheSize })
-  const users = createUserService(store, { onChanged: userScopes.forget })
+  const users = createUserService(store, { onChanged: userScopes.forget, scryptLogN: config.passwordScryptLogN })
   const signatureBudget = createSignatureBudget(config.signatureFailures)
   const services: KeygateServices = {
     store,

@@ -6,6 +6,7 @@ import { PassThrough } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { runCli } from '../../gateway/src/cli/keygate.js'
 import { compiled } from './build.js'
+import { TEST_ENV } from './test-env.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -14,7 +15,7 @@ export interface CliResult { code: number | null; stdout: string; stderr: string
 export async function keygateCli (args: string[], stdin: string, env: Record<string, string>): Promise<CliResult> {
   const child = spawn(process.execPath, [await compiled('gateway/src/cli/keygate.ts'), ...args], {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '', ...env }
+    env: { PATH: process.env.PATH ?? '', ...TEST_ENV, ...env }
   })
   let stdout = ''
   let stderr = ''
@@ -38,7 +39,11 @@ export async function keygatePiped (args: string[], reader: string[], env: Recor
   const keygate = [process.execPath, await compiled('gateway/src/cli/keygate.ts'), ...args].map(quoted).join(' ')
   // fd 1: the reader's output; fd 3: keygate's stderr; fd 2: keygate's exit status
   const script = `${keygate} 2>&3 | ${reader.map(quoted).join(' ')}; echo "\${PIPESTATUS[0]}" >&2`
-  const child = spawn('bash', ['-c', script], { cwd: root, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] })
+  const child = spawn('bash', ['-c', script], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', ...TEST_ENV, ...env },
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe']
+  })
   const stdout: Buffer[] = []
   let status = ''
   let stderr = ''
@@ -56,7 +61,7 @@ export async function inProcess (args: string[], env: Record<string, string>): P
   let stdout = ''
   out.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
   try {
-    await runCli(args, { stdin: process.stdin, stdout: out as unknown as typeof process.stdout, env })
+    await runCli(args, { stdin: process.stdin, stdout: out as unknown as typeof process.stdout, env: { ...TEST_ENV, ...env } })
     return { stdout, error: undefined }
   } catch (err) {
     return { stdout, error: err as Error }

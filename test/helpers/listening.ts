@@ -3,6 +3,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { connect } from 'node:net'
 import { fileURLToPath } from 'node:url'
+import { TEST_ENV } from './test-env.js'
 import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
@@ -18,7 +19,7 @@ export async function startListening (script: string, args: string[], env: Recor
 /** `detached`: in a process group of its own, as a terminal runs a command (see `interruptGroup`). */
 export async function startCommand (command: string, args: string[], env: Record<string, string>, cwd: string,
   { detached = false } = {}): Promise<Listening> {
-  const child = spawn(command, args, { cwd, detached, env: { PATH: process.env.PATH ?? '', PORT: '0', ...env } })
+  const child = spawn(command, args, { cwd, detached, env: { PATH: process.env.PATH ?? '', PORT: '0', ...TEST_ENV, ...env } })
   let stdout = ''
   let stderr = ''
   child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })

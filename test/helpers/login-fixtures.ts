@@ -39,6 +39,8 @@ export interface LoginAppOptions {
   /** a Redis prefix shared with another LoginApp (deleted by whoever made it) */
   redisPrefix?: string
   login?: LoginGuardOptions
+  /** the cost of the hashes it writes, the unknown user's included (default: the tests' cheap one, test-env.ts) */
+  scryptLogN?: number
 }
 
 /** The user service with its `authenticate` calls counted (the real one runs: scrypt and all). */
@@ -71,7 +73,7 @@ export async function startLoginApp (t: Teardown, options: LoginAppOptions): Pro
   const config = testConfig({ redisUrl, ...(redisPrefix !== undefined && { redisPrefix }) })
   const store = await createStore(config)
   const tokens = await createTokenService(config.jwt, store)
-  const plainUsers = createUserService(store)
+  const plainUsers = createUserService(store, { scryptLogN: options.scryptLogN ?? config.passwordScryptLogN })
   const calls: AuthenticateCalls = { count: 0, active: 0, peak: 0 }
   const users = countingUsers(plainUsers, calls)
   const app = Fastify({ logger: false })

@@ -10,6 +10,7 @@ import { send, type RawResponse } from './http.js'
 import { deletePrefix, freePort, testRedisUrl, uniquePrefix } from './redis.js'
 import { PASSWORD } from './stack.js'
 import { compiled } from './build.js'
+import { TEST_ENV } from './test-env.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const MAIN = await compiled('gateway/src/main.ts')
@@ -29,7 +30,7 @@ export interface Gateway {
 export function spawnGateway (t: Test, env: Record<string, string>): Gateway {
   const child = spawn(process.execPath, [MAIN], {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }
+    env: { PATH: process.env.PATH ?? '', PORT: '0', ...TEST_ENV, ...env }
   })
   t.teardown(() => { child.kill('SIGKILL') })
   const lines: LogLine[] = []
@@ -81,7 +82,7 @@ export async function startMeasuredGateway (t: Test, env: Record<string, string>
   const port = await freePort()
   const child = spawn(process.execPath, [MAIN], {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '', PORT: String(port), ...env },
+    env: { PATH: process.env.PATH ?? '', PORT: String(port), ...TEST_ENV, ...env },
     stdio: ['ignore', 'ignore', 'inherit']
   })
   const exited = new Promise((resolve) => child.once('exit', resolve))

@@ -10,6 +10,7 @@ import { buildUpstreamApp } from '../../upstream-stub/src/app.js'
 import { send } from './http.js'
 import { signBase64, signedHeaders, type TestKeyPair } from './keys.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from './redis.js'
+import { TEST_SCRYPT_LOG_N } from './test-env.js'
 
 export type StoreKind = 'memory' | 'redis'
 export const STORE_KINDS: StoreKind[] = ['memory', 'redis']
@@ -43,7 +44,7 @@ export const PASSWORD = 'correct horse battery staple'
 
 /** Config for tests: port 0, quiet logs, the env read from nothing but what is given. */
 export function testConfig (overrides: Partial<GatewayConfig> = {}): GatewayConfig {
-  return { ...loadConfig({}), port: 0, logLevel: 'silent', ...overrides }
+  return { ...loadConfig({}), port: 0, logLevel: 'silent', passwordScryptLogN: TEST_SCRYPT_LOG_N, ...overrides }
 }
 
 export async function startUpstreamStub (t: Teardown, options: Parameters<typeof buildUpstreamApp>[0] = {}): Promise<string> {

@@ -95,6 +95,18 @@ t.test('main.ts on the embedded store, with a metrics listener: one line says wh
   t.equal(lines.filter((l) => l.startup !== undefined).length, 1, 'said once')
 })
 
+t.test('a password cost below OWASP\'s: a warning at start, naming the variable; none at the default', async (t) => {
+  const warnings = async (env: Record<string, string>): Promise<string[]> => {
+    const gw = await start(t, MAIN, env)
+    const { lines } = await gw.stop()
+    return lines.filter((l) => l.level === 40 && l.msg.startsWith('KEYGATE_PASSWORD_SCRYPT_LOG_N')).map((l) => l.msg)
+  }
+  t.same(await warnings({ KEYGATE_PASSWORD_SCRYPT_LOG_N: '14' }), [
+    'KEYGATE_PASSWORD_SCRYPT_LOG_N=14: the password hashes written here cost 8 times less to guess than at OWASP\'s recommended 17; for development and tests'
+  ])
+  t.same(await warnings({}), [], 'the default: no warning')
+})
+
 t.test('main.ts with the admin API: its port in the line, and it answers there', async (t) => {
   const token = 'k'.repeat(40)
   const gw = await start(t, MAIN, { KEYGATE_ADMIN_PORT: '0', KEYGATE_ADMIN_TOKEN: token })

@@ -38,7 +38,7 @@ export async function directBackend (config: GatewayConfig): Promise<OperatorBac
   const keys = createKeyRegistry(store, { cacheSize: 0, ...keyPolicy(config), watch: false })
   const connection = redisConnection(config)
   return {
-    operations: createOperations({ users: createUserService(store), keys }),
+    operations: createOperations({ users: createUserService(store, { scryptLogN: config.passwordScryptLogN }), keys }),
     where: `${connection === undefined ? 'the embedded store' : describeRedis(connection)} (prefix ${config.redisPrefix})`,
     close: async () => {
       await keys.close()

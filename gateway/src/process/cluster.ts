@@ -364,7 +364,7 @@ Promise<{ server: AdminServer; close: () => Promise<void> }> {
   try {
     // it serves no signed request: no key cache, and no need to hear of revocations
     const keys = createKeyRegistry(store, { cacheSize: 0, ...keyPolicy(config), watch: false })
-    const operations = createOperations({ users: createUserService(store), keys })
+    const operations = createOperations({ users: createUserService(store, { scryptLogN: config.passwordScryptLogN }), keys })
     const { port, host, token } = config.admin as { port: number; host: string; token: string }
     // the workers' routes (they load them; the primary does not), counted in the shared store
     const usage: UsageReader = async (subject) => await readUsage((await workers.routes.current()).routes, store, subject)

@@ -1,9 +1,11 @@
-// Password hashing with node:crypto scrypt at OWASP's recommended cost (N=2^17, r=8, p=1).
-// Hashes are PHC strings that carry their own parameters, so the cost can rise later without
-// invalidating stored hashes. scrypt runs on libuv's thread pool, off the event loop.
+// Password hashing with node:crypto scrypt, by default at OWASP's recommended cost (N=2^17, r=8,
+// p=1; KEYGATE_PASSWORD_SCRYPT_LOG_N sets N for the hashes a process writes). Hashes are PHC
+// strings that carry their own parameters, so the cost can change without invalidating stored
+// hashes. scrypt runs on libuv's thread pool, off the event loop.
 import { randomBytes, scrypt as scryptCallback, timingSafeEqual, type ScryptOptions } from 'node:crypto'
+import { SCRYPT_LOG_N, SCRYPT_LOG_N_MAX, SCRYPT_LOG_N_MIN } from '../config/env.js'
 
-export const SCRYPT_LOG_N = 17
+export { SCRYPT_LOG_N }
 export const SCRYPT_R = 8
 export const SCRYPT_P = 1
 const SALT_BYTES = 16
@@ -23,10 +25,14 @@ function options (logN: number, r: number, p: number): ScryptOptions {
 
 const b64 = (buffer: Buffer): string => buffer.toString('base64').replace(/=+$/, '')
 
-export async function hashPassword (password: string): Promise<string> {
+/** `logN`: scrypt's N is 2^logN (SCRYPT_LOG_N_MIN to SCRYPT_LOG_N_MAX). */
+export async function hashPassword (password: string, logN = SCRYPT_LOG_N): Promise<string> {
+  if (!Number.isInteger(logN) || logN < SCRYPT_LOG_N_MIN || logN > SCRYPT_LOG_N_MAX) {
+    throw new RangeError(`scrypt cost ${logN}: use ${SCRYPT_LOG_N_MIN} to ${SCRYPT_LOG_N_MAX}`)
+  }
   const salt = randomBytes(SALT_BYTES)
-  const hash = await scrypt(password, salt, HASH_BYTES, options(SCRYPT_LOG_N, SCRYPT_R, SCRYPT_P))
-  return `$scrypt$ln=${SCRYPT_LOG_N},r=${SCRYPT_R},p=${SCRYPT_P}$${b64(salt)}$${b64(hash)}`
+  const hash = await scrypt(password, salt, HASH_BYTES, options(logN, SCRYPT_R, SCRYPT_P))
+  return `$scrypt$ln=${logN},r=${SCRYPT_R},p=${SCRYPT_P}$${b64(salt)}$${b64(hash)}`
 }
 
 /**
@@ -41,7 +47,7 @@ export async function verifyPassword (password: string, phc: string): Promise<bo
   const [blockSize, parallelism] = [Number(r), Number(p)]
   const salt = Buffer.from(saltB64, 'base64')
   const expected = Buffer.from(expectedB64, 'base64')
-  if (logN < 14 || logN > 20 || blockSize < 1 || blockSize > 16 || parallelism < 1 || parallelism > 4 ||
+  if (logN < SCRYPT_LOG_N_MIN || logN > SCRYPT_LOG_N_MAX || blockSize < 1 || blockSize > 16 || parallelism < 1 || parallelism > 4 ||
     salt.length < SALT_BYTES || expected.length !== HASH_BYTES) return false
   const actual = await scrypt(password, salt, HASH_BYTES, options(logN, blockSize, parallelism))
   return timingSafeEqual(actual, expected)

@@ -48,12 +48,15 @@ export interface UserServiceOptions {
    * when the store's announcement comes back (which tells the other gateways, within a second).
    */
   onChanged?: (username: string) => void
+  /** the cost of the hashes it writes (KEYGATE_PASSWORD_SCRYPT_LOG_N; default SCRYPT_LOG_N) */
+  scryptLogN?: number
 }
 
-export function createUserService (store: Store, { onChanged }: UserServiceOptions = {}): UserService {
-  // An unknown user is checked against this hash, so it costs exactly what a wrong password costs.
+export function createUserService (store: Store, { onChanged, scryptLogN }: UserServiceOptions = {}): UserService {
+  // An unknown user is checked against this hash, so it costs exactly what a wrong password costs
+  // for a user whose hash this process wrote.
   let dummyHash: Promise<string> | undefined
-  const getDummyHash = async (): Promise<string> => await (dummyHash ??= hashPassword('keygate-no-such-user'))
+  const getDummyHash = async (): Promise<string> => await (dummyHash ??= hashPassword('keygate-no-such-user', scryptLogN))
 
   return {
     async authenticate (username, password) {
@@ -65,7 +68,7 @@ export function createUserService (store: Store, { onChanged }: UserServiceOptio
     async upsert (username, password, scopes) {
       validateNewUser(username, password)
       const checked = scopes === undefined ? undefined : normaliseScopes(scopes)
-      const user = await store.putUser(username, await hashPassword(password), checked)
+      const user = await store.putUser(username, await hashPassword(password, scryptLogN), checked)
       onChanged?.(username)
       return user
     },
@@ -81,7 +84,7 @@ export function createUserService (store: Store, { onChanged }: UserServiceOptio
         const existing = await store.getUser(username)
         // Hashing costs ~0.2 s: skip users whose stored password already matches.
         if (existing !== null && await verifyPassword(password, existing.passwordHash)) continue
-        await store.putUser(username, await hashPassword(password))
+        await store.putUser(username, await hashPassword(password, scryptLogN))
         onChanged?.(username)
       }
     },

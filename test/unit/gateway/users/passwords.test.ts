@@ -30,6 +30,14 @@ t.test('hashing the same password twice gives different salts', async (t) => {
   t.not(again.split('$')[3], hash.split('$')[3])
 })
 
+t.test('a cost of 14 to 20 (KEYGATE_PASSWORD_SCRYPT_LOG_N) is written into the hash; others are refused', async (t) => {
+  const cheap = await hashPassword(PASSWORD, 14)
+  t.match(cheap, /^\$scrypt\$ln=14,r=8,p=1\$/)
+  t.equal(await verifyPassword(PASSWORD, cheap), true)
+  t.equal(await verifyPassword('wrong password', cheap), false)
+  for (const logN of [13, 21, 15.5]) await t.rejects(hashPassword(PASSWORD, logN), { name: 'RangeError', message: `scrypt cost ${logN}: use 14 to 20` })
+})
+
 t.test('malformed PHC strings verify nothing', async (t) => {
   const [, , params, salt, digest] = hash.split('$') as [string, string, string, string, string]
   const cases: Array<[string, string]> = [

@@ -17,6 +17,18 @@ t.test('upsert stores a scrypt hash, not the password', async (t) => {
   t.same(await store.getUser('alice'), alice)
 })
 
+t.test('scryptLogN (KEYGATE_PASSWORD_SCRYPT_LOG_N): the cost of the hashes it writes; hashes of any cost verify', async (t) => {
+  const other = createMemoryStore()
+  await other.putUser('alice', alice.passwordHash)
+  const cheap = createUserService(other, { scryptLogN: 14 })
+  const bob = await cheap.upsert('bob', 'bob-password-1')
+  t.match(bob.passwordHash, /^\$scrypt\$ln=14,r=8,p=1\$/)
+  t.equal((await cheap.authenticate('bob', 'bob-password-1')).username, 'bob')
+  t.equal((await createUserService(other).authenticate('bob', 'bob-password-1')).username, 'bob', 'a gateway at another cost verifies it too')
+  t.equal((await cheap.authenticate('alice', 'alice-password-1')).username, 'alice', 'and it verifies hashes of the default cost')
+  t.equal((await captureGatewayError(async () => await cheap.authenticate('nobody', 'bob-password-1'))).code, 'INVALID_CREDENTIALS')
+})
+
 t.test('authenticate: the right password gives the username', async (t) => {
   t.equal((await users.authenticate('alice', 'alice-password-1')).username, 'alice')
 })
