@@ -27,7 +27,7 @@ const apiKeyOf = (key: KeyObject): string =>
 const sha256 = (data: string | Buffer): string => createHash('sha256').update(data).digest('hex')
 
 const DATA = { name: 'Ada Lovelace', email: 'ada@example.com', tax_id: '12345678' }
-// Python's json.dumps: a space after ":" and ","
+// what Python's requests sends for json=data (json.dumps's defaults): a space after ":" and ","
 const PYTHON_JSON = JSON.stringify(DATA).replaceAll('":"', '": "').replaceAll('","', '", "')
 
 interface Mistake {
@@ -52,13 +52,14 @@ const joined = (p: Mistake['clientParts']): string => p.timestamp + p.method + p
 const COMPACT = JSON.stringify(DATA)
 const mistakes: Mistake[] = [
   (() => {
-    const clientParts = parts(TS, 'POST', '/v1/clients/', PYTHON_JSON)
+    // signed compact (json.dumps(data, separators=(",", ":"))), sent as requests serialises json=data
+    const clientParts = parts(TS, 'POST', '/v1/clients/', COMPACT)
     return {
       id: 're-serialised-json',
       method: 'POST',
       target: '/v1/clients/',
       timestamp: TS,
-      body: COMPACT,
+      body: PYTHON_JSON,
       clientParts,
       signed: joined(clientParts),
       signer: registered,
