@@ -3,9 +3,9 @@
 // the tarball into a scratch project outside the repository. A tarball, like the build, is made
 // once and shared: read it, do not change it.
 import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { delimiter, join } from 'node:path'
 import { promisify } from 'node:util'
 import { builtCheckout, once } from './build.js'
 
@@ -58,4 +58,16 @@ export async function installInScratch (t: Teardown, tarball: string, flags: str
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'scratch', version: '1.0.0', private: true }))
   await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...flags, tarball], { cwd: project, maxBuffer: 16 << 20 })
   return project
+}
+
+/** A `node` on PATH (outside any node_modules) of another version than this one: the system's Node.js 20 here. */
+export async function otherNode (): Promise<{ path: string; version: string } | undefined> {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir === '' || dir.split(/[\\/]/).includes('node_modules')) continue
+    const candidate = join(dir, 'node')
+    if (!existsSync(candidate)) continue
+    const version = await run(candidate, ['--version']).then(({ stdout }) => stdout.trim(), () => undefined)
+    if (version !== undefined && version !== process.version) return { path: candidate, version }
+  }
+  return undefined
 }

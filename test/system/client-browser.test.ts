@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { launchChromium } from '../helpers/chromium.js'
+import { docSnippet } from '../helpers/docs.js'
 import { addUser, PASSWORD, startStack } from '../helpers/stack.js'
 
 t.setTimeout(300_000)
@@ -212,4 +213,59 @@ t.test('the built client signs in Chromium (a PEM key; page-made RSA, Ed25519 an
   t.ok(served.includes('/__client/index.js') && served.includes('/__client/protocol/index.js'), 'the page loaded the built module\'s files')
   t.same(elsewhere, [], 'the page asked no other origin for anything')
   t.same(failures, [], 'no script error or failed request')
+
+  // client/README.md's "In a browser" block, as the page of a site keygate serves: the built module at
+  // the block's /assets/keygate-client/, and before the block the username and password the reader's
+  // login form would give it. What the reader sees is what the page's requests got.
+  await t.test('client/README.md "In a browser": the block, as a page at keygate\'s origin, logs in, registers a page-made key and signs a GET', async (t) => {
+    const block = docSnippet('client/README.md', 'In a browser', 'html')
+    const readme = await browser.newPage()
+    t.teardown(async () => { await readme.close() })
+    const assets = '/assets/keygate-client/'
+    t.ok(block.includes(`'${assets}index.js'`), 'the block imports the module from /assets/keygate-client/')
+    const given = `<script>var username = 'alice', password = ${JSON.stringify(PASSWORD)}</script>`
+    const html = `<!doctype html><meta charset="utf-8"><title>keygate client</title>${given}\n${block}`
+    const answers: Array<{ method: string; path: string; status: number; sent: Record<string, string>; body: unknown }> = []
+    const problems: string[] = []
+    await readme.setRequestInterception(true)
+    readme.on('request', (request) => {
+      const url = new URL(request.url())
+      if (url.origin !== origin) {
+        problems.push(`asked another origin: ${url.href}`)
+        void request.abort()
+      } else if (url.pathname === '/__readme.html') {
+        void request.respond({ status: 200, contentType: 'text/html; charset=utf-8', body: html })
+      } else if (url.pathname.startsWith(assets)) {
+        const file = normalize(join(dist, decodeURIComponent(url.pathname.slice(assets.length))))
+        const found = file.startsWith(dist + sep) && file.endsWith('.js') && existsSync(file)
+        void request.respond(found
+          ? { status: 200, contentType: 'text/javascript; charset=utf-8', body: readFileSync(file) }
+          : { status: 404, contentType: 'text/plain', body: 'not found' })
+      } else {
+        void request.continue()
+      }
+    })
+    const done = new Promise<void>((resolve) => {
+      readme.on('response', (response) => {
+        const url = new URL(response.url())
+        if (!url.pathname.startsWith('/v1/')) return
+        const request = response.request()
+        void response.json().catch(() => undefined).then((body: unknown) => {
+          answers.push({ method: request.method(), path: url.pathname + url.search, status: response.status(), sent: request.headers(), body })
+          if (request.method() === 'GET' && url.pathname === '/v1/clients/') resolve()
+        })
+      })
+    })
+    readme.on('pageerror', (err) => { problems.push(`page error: ${err instanceof Error ? err.message : String(err)}`) })
+    await readme.goto(`${gw.url}/__readme.html`, { timeout: 60_000 })
+    await Promise.race([done, new Promise((resolve) => setTimeout(resolve, 60_000))])
+    t.same(problems, [], 'no script error, nothing asked of another origin')
+    t.same(answers.map(({ method, path, status }) => `${method} ${path} ${status}`),
+      ['POST /v1/auth/token 200', 'POST /v1/api-keys 201', 'GET /v1/clients/ 200'], 'the page logged in, registered its key and its signed GET was accepted')
+    const [, registered, listed] = answers
+    const apiKey = (registered?.body as { apiKey?: string } | undefined)?.apiKey
+    t.match(apiKey, /^[0-9a-f]{64}$/, 'keygate answered the registration with an apiKey')
+    t.equal(listed?.sent['x-api-key'], apiKey, 'the GET was signed with the page-made key registered')
+    t.match(listed?.body, { items: Array }, 'and answered alice\'s clients')
+  })
 })

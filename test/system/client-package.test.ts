@@ -7,14 +7,14 @@
 // and the README's quick start, compiled strict as a CommonJS project (moduleResolution node10,
 // which reads package.json's top-level types, not its exports) and as an ES module (nodenext).
 import { execFile } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { delimiter, join } from 'node:path'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { docSnippet } from '../helpers/docs.js'
-import { packed as packedOf } from '../helpers/packages.js'
+import { otherNode, packed as packedOf } from '../helpers/packages.js'
 import { addUser, PASSWORD, startStack } from '../helpers/stack.js'
 
 // npm pack and install, four Node.js runs and two TypeScript compilations on a shared 2-core machine
@@ -33,18 +33,6 @@ const VALUE_EXPORTS = [
   'keyRegistration', 'login', 'registerKey', 'signKeyName', 'signRequest', 'signatureMismatches', 'signingString',
   'describeSignatureBase', 'keyTypeOf', 'signatureBaseMismatches'
 ]
-
-/** A `node` on PATH (outside any node_modules) of another version than this one: the system's Node.js 20 here. */
-async function otherNode (): Promise<{ path: string; version: string } | undefined> {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    if (dir === '' || dir.split(/[\\/]/).includes('node_modules')) continue
-    const candidate = join(dir, 'node')
-    if (!existsSync(candidate)) continue
-    const version = await run(candidate, ['--version']).then(({ stdout }) => stdout.trim(), () => undefined)
-    if (version !== undefined && version !== process.version) return { path: candidate, version }
-  }
-  return undefined
-}
 
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-client-package-'))
 t.teardown(() => { rmSync(scratch, { recursive: true, force: true }) })

@@ -20,7 +20,13 @@ interface Claim { page: string; heading: string; lang: string; by: string }
 const CLAIMS: Claim[] = [
   { page: 'README.md', heading: 'keygate', lang: 'sh', by: 'test/system/start.test.ts' },
   { page: 'README.md', heading: 'Try it in two minutes', lang: 'sh', by: 'test/system/readme.test.ts' },
+  { page: 'client/README.md', heading: 'Install', lang: 'sh', by: 'test/system/client-readme.test.ts' },
   { page: 'client/README.md', heading: 'Quick start', lang: 'js', by: 'test/system/client-package.test.ts' },
+  { page: 'client/README.md', heading: 'CommonJS', lang: 'js', by: 'test/system/client-readme.test.ts' },
+  { page: 'client/README.md', heading: 'In a browser', lang: 'html', by: 'test/system/client-browser.test.ts' },
+  { page: 'client/README.md', heading: 'RFC 9421 (`scheme: \'rfc9421\'`)', lang: 'js', by: 'test/system/client-readme.test.ts' },
+  { page: 'client/README.md', heading: 'Errors', lang: 'js', by: 'test/system/client-readme.test.ts' },
+  { page: 'client/README.md', heading: 'Debugging an INVALID_SIGNATURE', lang: 'js', by: 'test/system/client-readme.test.ts' },
   { page: 'docs/cli.md', heading: 'From nothing to a signed request', lang: 'sh', by: 'test/system/cli-client.test.ts' },
   { page: 'docs/debugging-signatures.md', heading: 'Debugging INVALID_SIGNATURE', lang: 'sh', by: 'test/system/debugging-signatures-doc.test.ts' },
   { page: 'docs/debugging-signatures.md', heading: 'Debugging INVALID_SIGNATURE', lang: 'ts', by: 'test/system/debugging-signatures-doc.test.ts' },
@@ -45,6 +51,8 @@ const CLAIMS: Claim[] = [
   { page: 'docs/routes.md', heading: 'A route file', lang: 'yaml', by: 'test/unit/doc-pages.test.ts' },
   { page: 'docs/routes.md', heading: 'A complete example', lang: 'yaml', by: 'test/unit/doc-pages.test.ts' },
   { page: 'docs/routes.md', heading: 'Rate limits and quotas', lang: 'yaml', by: 'test/unit/doc-pages.test.ts' },
+  { page: 'docs/signing.md', heading: 'RFC 9421: HTTP Message Signatures', lang: 'ts', by: 'test/system/client-readme.test.ts' },
+  { page: 'docs/signing.md', heading: 'RFC 9421: HTTP Message Signatures', lang: 'sh', by: 'test/system/client-readme.test.ts' },
   { page: 'docs/signing-examples.md', heading: 'The signatures with openssl', lang: 'sh', by: 'test/system/signing-examples.test.ts' }
 ]
 
