@@ -1,6 +1,6 @@
 // The client developer's pages, run as a reader runs them: client/README.md's "Install" blocks
 // install the packed @keygate/client (test/helpers/packages.ts) into an empty project, and its
-// code blocks ("CommonJS", "RFC 9421 (`scheme: 'rfc9421'`)", "Errors", "Debugging an
+// code blocks ("Quick start" (which client-package.test.ts also compiles with tsc), "CommonJS", "RFC 9421 (`scheme: 'rfc9421'`)", "Errors", "Debugging an
 // INVALID_SIGNATURE") and docs/signing.md's "RFC 9421: HTTP Message Signatures" blocks (the
 // TypeScript one, and the `keygate call` one on the compiled CLI) run there as the reader's files,
 // with plain Node.js, against one real gateway. Each block is read from its page (test/helpers/docs.ts);
@@ -184,6 +184,23 @@ t.test('the README\'s and docs/signing.md\'s code blocks, as files of the reader
     '  const body = init.body === undefined ? undefined : Buffer.from(init.body).toString()\n' +
     '  sent.push({ url: String(url), method: init.method, headers: Object.fromEntries(new Headers(init.headers)), body, status: response.status })\n' +
     '  return response\n}\n'
+
+  t.test('"Quick start": run as written, as user demo with KEYGATE_PASSWORD, in a folder with its own private.pem', async (t) => {
+    const block = docSnippet(README, 'Quick start', 'js')
+    const script = block.replace("const baseUrl = 'http://127.0.0.1:8080'", `const baseUrl = '${baseUrl}'`)
+    t.not(script, block, 'the gateway\'s URL in place of the page\'s :8080')
+    await addUser(gw, 'demo')
+    const dir = join(project, 'quick-start')
+    mkdirSync(dir)
+    writeFileSync(join(dir, 'private.pem'), generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString())
+    writeFileSync(join(dir, 'quick-start.js'), script)
+    const unset = await run(process.execPath, ['quick-start.js'], { cwd: dir, env: childEnv }).then(() => '', (err: { stderr?: string }) => err.stderr ?? '')
+    t.match(unset, /set KEYGATE_PASSWORD/, 'without KEYGATE_PASSWORD it says what to set')
+    const { stdout } = await run(process.execPath, ['quick-start.js'], { cwd: dir, env: { ...childEnv, KEYGATE_PASSWORD: PASSWORD } })
+    const [created, listed] = stdout.split(/\n(?=\d{3} )/)
+    t.match(created, /^201 \{[\s\S]*name: 'Ada Lovelace'[\s\S]*tax_id: '12345678'/, 'the client is created (201) and printed')
+    t.match(listed, /^200 \{[\s\S]*items: \[[\s\S]*name: 'Ada Lovelace'/, 'and listed (200), with a signed query string')
+  })
 
   t.test('"CommonJS": require on Node.js 20.19+, and import() in an async function, both from a .cjs file', async (t) => {
     const block = docSnippet(README, 'CommonJS', 'js')

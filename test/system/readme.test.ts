@@ -7,17 +7,18 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
-import { docPage } from '../helpers/docs.js'
+import { docPage, docSnippet } from '../helpers/docs.js'
 import { addUser, startStack } from '../helpers/stack.js'
 
 const readme = docPage('README.md')
-const walkthrough = /<!-- walkthrough:start -->\n```sh\n([\s\S]*?)```\n<!-- walkthrough:end -->/.exec(readme)?.[1]
+/** the one sh block of "Try it in two minutes", which the page also marks (walkthrough:start/end) */
+const walkthrough = docSnippet('README.md', 'Try it in two minutes', 'sh')
+t.equal(/<!-- walkthrough:start -->\n```sh\n([\s\S]*?)```\n<!-- walkthrough:end -->/.exec(readme)?.[1], walkthrough, 'the marked block is the section\'s')
 
 interface WalkthroughRun { code: number; stdout: string; stderr: string; dir: string }
 
 /** The walkthrough as a newcomer runs it (`bash walkthrough.sh`), in a fresh folder, with BASE and PASSWORD filled in. */
 async function runWalkthrough (t: Test, base: string, password: string): Promise<WalkthroughRun> {
-  if (walkthrough === undefined) throw new Error('README has no walkthrough block')
   const script = walkthrough
     .replace(/^BASE=.*$/m, `BASE=${base}`)
     .replace(/^PASSWORD=.*$/m, `PASSWORD='${password}'`)

@@ -1,13 +1,31 @@
 // `npm start` as a newcomer meets it: both services come up, a store without users gets a demo
 // user whose password is printed once, the walkthrough's first step works with it, and SIGTERM
 // stops everything cleanly.
+import { readFileSync } from 'node:fs'
 import t from 'tap'
+import { DEFAULT_PORT, DEFAULT_UPSTREAM_PORT } from '../../gateway/src/config/env.js'
+import { docBlocks } from '../helpers/docs.js'
+import { TYPESCRIPT_NODE_ARGS } from '../helpers/typescript-node.js'
 import { exitOn, startListening, type Listening } from '../helpers/listening.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { login } from '../helpers/stack.js'
 
 const start = async (env: Record<string, string>): Promise<Listening> => await startListening('scripts/start.ts', [], { UPSTREAM_PORT: '0', ...env })
 const stop = async (child: Listening['child']): Promise<number | null> => await exitOn(child, 'SIGTERM')
+
+t.test('the README\'s two commands: npm start runs what these tests run, on :8080 and :8081; npm test is what CI runs', async (t) => {
+  // the first block under the title (the page's whole text is that heading's section)
+  const block = docBlocks('README.md', 'keygate', 'sh')[0] ?? ''
+  const commands = block.split('\n').map((line) => line.replace(/#.*$/, '').trim()).filter((line) => line !== '')
+  t.same(commands, ['npm ci && npm start', 'npm ci && npm test'])
+  const scripts = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> }).scripts
+  t.equal(scripts.start, ['node', ...TYPESCRIPT_NODE_ARGS, 'scripts/start.ts'].join(' '), 'npm start is node with the flags and script start() runs here')
+  t.match(block, /:8080 in front of the example clients service on :8081/)
+  t.same([DEFAULT_PORT, DEFAULT_UPSTREAM_PORT], [8080, 8081], 'the ports the comment names are the defaults')
+  const ci = readFileSync(new URL('../../.ci/run', import.meta.url), 'utf8')
+  t.match(ci, /^npm ci /m, '.ci/run installs with npm ci')
+  t.match(ci, /^npm test 2>&1/m, 'and runs npm test (this suite)')
+})
 
 t.test('npm start on the embedded store', async (t) => {
   const { child, url, stderr } = await start({})

@@ -44,9 +44,12 @@ t.test('every environment variable is in the tables of docs/configuration.md, on
 })
 
 t.test('the route files of docs/routes.md are valid, and the complete example is the shipped file', async (t) => {
-  const page = docPage('docs/routes.md')
-  const blocks = [...page.matchAll(/^```yaml\n([\s\S]*?)^```$/gm)].map((m) => m[1] as string)
-  t.ok(blocks.length >= 3, `${blocks.length} route files`)
+  const blocks = [
+    ...docBlocks('docs/routes.md', 'A route file', 'yaml'),
+    ...docBlocks('docs/routes.md', 'A complete example', 'yaml'),
+    ...docBlocks('docs/routes.md', 'Rate limits and quotas', 'yaml')
+  ]
+  t.equal(blocks.length, [...docPage('docs/routes.md').matchAll(/^```yaml$/gm)].length, 'every route file of the page')
   for (const block of blocks) {
     const routes = routesFromDocument(parseRouteText(block, 'docs/routes.md'), 'docs/routes.md', { upstream: 'http://x', bodyLimit: 1, timeoutMs: 1 })
     t.ok(routes.length >= 2, `a route file of ${routes.length} routes`)

@@ -21,7 +21,7 @@ const CLAIMS: Claim[] = [
   { page: 'README.md', heading: 'keygate', lang: 'sh', by: 'test/system/start.test.ts' },
   { page: 'README.md', heading: 'Try it in two minutes', lang: 'sh', by: 'test/system/readme.test.ts' },
   { page: 'client/README.md', heading: 'Install', lang: 'sh', by: 'test/system/client-readme.test.ts' },
-  { page: 'client/README.md', heading: 'Quick start', lang: 'js', by: 'test/system/client-package.test.ts' },
+  { page: 'client/README.md', heading: 'Quick start', lang: 'js', by: 'test/system/client-readme.test.ts' },
   { page: 'client/README.md', heading: 'CommonJS', lang: 'js', by: 'test/system/client-readme.test.ts' },
   { page: 'client/README.md', heading: 'In a browser', lang: 'html', by: 'test/system/client-browser.test.ts' },
   { page: 'client/README.md', heading: 'RFC 9421 (`scheme: \'rfc9421\'`)', lang: 'js', by: 'test/system/client-readme.test.ts' },
