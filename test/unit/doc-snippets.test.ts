@@ -28,6 +28,7 @@ const CLAIMS: Claim[] = [
   { page: 'docs/cli.md', heading: 'Other key types, and RFC 9421', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
   { page: 'docs/cli.md', heading: 'For operators: users and keys', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
   { page: 'docs/cli.md', heading: 'Through the admin API', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
+  { page: 'docs/getting-started.md', heading: 'Docker Compose', lang: 'sh', by: 'test/system/compose.test.ts' },
   { page: 'docs/getting-started.md', heading: 'The package and the `keygate` command', lang: 'sh', by: 'test/system/keygate-package.test.ts' },
   { page: 'docs/load-balancer.md', heading: 'Trusted proxies', lang: 'sh', by: 'test/system/trusted-proxies.test.ts' },
   { page: 'docs/load-balancer.md', heading: 'nginx in front of keygate', lang: 'nginx', by: 'test/system/load-balancer-doc.test.ts' },
