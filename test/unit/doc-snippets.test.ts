@@ -24,6 +24,7 @@ const CLAIMS: Claim[] = [
   { page: 'docs/admin.md', heading: 'Users', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
   { page: 'docs/admin.md', heading: 'The admin API', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
   { page: 'docs/admin.md', heading: 'Endpoints', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
+  { page: 'docs/bench.md', heading: 'The benchmark', lang: 'sh', by: 'test/system/bench-doc.test.ts' },
   { page: 'docs/cli.md', heading: 'From nothing to a signed request', lang: 'sh', by: 'test/system/cli-client.test.ts' },
   { page: 'docs/cli.md', heading: 'Other key types, and RFC 9421', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
   { page: 'docs/cli.md', heading: 'For operators: users and keys', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
