@@ -44,7 +44,8 @@ const CLAIMS: Claim[] = [
   { page: 'docs/routes.md', heading: 'A complete example', lang: 'yaml', by: 'test/unit/doc-pages.test.ts' },
   { page: 'docs/routes.md', heading: 'Rate limits and quotas', lang: 'yaml', by: 'test/unit/doc-pages.test.ts' },
   { page: 'docs/scaling.md', heading: 'Redis Sentinel and Redis Cluster', lang: 'sh', by: 'test/system/redis-sentinel.test.ts' },
-  { page: 'docs/signing-examples.md', heading: 'The signatures with openssl', lang: 'sh', by: 'test/system/signing-examples.test.ts' }
+  { page: 'docs/signing-examples.md', heading: 'The signatures with openssl', lang: 'sh', by: 'test/system/signing-examples.test.ts' },
+  { page: 'docs/tests.md', heading: 'Running the tests', lang: 'sh', by: 'test/system/tests-doc.test.ts' }
 ]
 
 const ROOT = new URL('../../', import.meta.url)
