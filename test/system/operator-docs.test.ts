@@ -315,11 +315,9 @@ t.test('docs/admin.md and docs/cli.md, run as written against one gateway on Red
     const lines = run.stdout.split('\n')
     t.equal(lines[0], `user alice created ${where}, scopes: clients:read`)
     t.match(run.stdout, /clients:read clients:write/)
-    t.match(run.stdout, /\n0 keys of alice\n|\nno keys of alice\n|\nalice has no keys\n/)
+    t.match(run.stdout, /\n0 keys of alice\n/, 'keys list --user alice: she has none')
     t.type(await login(url, 'alice', password1), 'string', 'alice logs in with $PW')
     const key = await fetch(`${adminUrl}/v1/keys/${second}`, { headers: { authorization: `Bearer ${token}` } })
     t.match(await key.json(), { status: 'revoked', scopes: ['clients:read'], expiresAt: '2027-01-01T00:00:00.000Z' })
   })
-
-  t.ok(existsSync(join(home, 'admin-token')))
 })
