@@ -16,6 +16,8 @@ import { send } from '../helpers/http.js'
 import { freePort } from '../helpers/redis.js'
 
 t.setTimeout(120_000)
+// the two starts side by side: each waits mostly for its processes to load
+t.jobs = 2
 
 interface Running { child: ChildProcessWithoutNullStreams; stdout: () => string; stderr: () => string }
 
@@ -60,7 +62,7 @@ t.test('getting-started.md, "From a checkout": npm ci', async (t) => {
   t.match(readFileSync(join(ROOT, '.ci/run'), 'utf8'), /^npm ci\b/m)
 })
 
-t.test('getting-started.md, "From a checkout": the example service alone, then the gateway alone in front of it', async (t) => {
+t.test('getting-started.md, "From a checkout": the example service alone, then the gateway alone in front of it', { buffered: true }, async (t) => {
   const [upstreamPort, port] = [await freePort(), await freePort()]
   const upstream = await started(t, command('npm run start:upstream'), { UPSTREAM_PORT: String(upstreamPort) }, /Server listening at (http:\/\/127\.0\.0\.1:\d+)/)
   const upstreamUrl = upstream.match[1] as string
@@ -75,7 +77,7 @@ t.test('getting-started.md, "From a checkout": the example service alone, then t
   t.ok(direct.status < 500, `the service itself answers (${direct.status})`)
 })
 
-t.test('observability.md, "Metrics": npm start with a metrics port, then curl', async (t) => {
+t.test('observability.md, "Metrics": npm start with a metrics port, then curl', { buffered: true }, async (t) => {
   const metrics = docSnippet('docs/observability.md', 'Metrics', 'sh')
   const [startLine, curlLine] = metrics.split('\n').filter(Boolean) as [string, string]
   // npm start is also "From a checkout"'s: the same command with one setting more
