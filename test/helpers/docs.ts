@@ -1,6 +1,7 @@
 // What the docs say, for the tests that run it: a section of a page found by its heading, and the
 // fenced code blocks in it. Tests name the page and the heading, never a line number or a copy of
 // the text, so that when a section moves to another page only its page changes here.
+import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 
 const ROOT = new URL('../../', import.meta.url)
@@ -75,4 +76,15 @@ export function allDocBlocks (page: string): DocBlock[] {
     if (match !== null) heading = match[1] as string
   }
   return blocks
+}
+
+/**
+ * The variables a block of settings (`NAME=value` lines, shell comments allowed) sets, as bash
+ * reads it: only the names the block assigns, nothing of the environment bash runs in.
+ */
+export function blockSettings (block: string): Record<string, string> {
+  const names = [...block.matchAll(/^(?:export +)?([A-Z_][A-Z0-9_]*)=/gm)].map((m) => m[1] as string)
+  const out = execFileSync('bash', ['-c', `set -a\n${block}\nenv -0`], { env: { PATH: process.env.PATH ?? '' } }).toString()
+  const all = Object.fromEntries(out.split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
+  return Object.fromEntries(names.map((name) => [name, all[name] ?? '']))
 }

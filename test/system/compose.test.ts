@@ -5,7 +5,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { parse } from 'yaml'
-import { ENV_VARIABLES } from '../../gateway/src/config/env.js'
+import { ENV_VARIABLES, loadConfig } from '../../gateway/src/config/env.js'
+import { docSnippet } from '../helpers/docs.js'
 import { copyOf, dockerStages, execForm, type Stage } from '../helpers/dockerfile.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -246,4 +247,21 @@ t.test('Redis fsyncs every write, so a 201 survives a crash', async (t) => {
   const command = compose.services.redis?.command ?? []
   t.equal(command[command.indexOf('--appendfsync') + 1], 'always')
   t.equal(command[command.indexOf('--appendonly') + 1], 'yes')
+})
+
+// docs/getting-started.md, "Docker Compose": the command cannot run here (no Docker engine); what
+// it relies on is checked instead. Its variable is the one the compose file requires, with a
+// value keygate accepts as a bootstrap user; `--build` builds the image of the services that
+// have a build: (test/system/docker-image.test.ts assembles that image and runs it).
+t.test('the Docker Compose command of docs/getting-started.md fits the compose file', async (t) => {
+  const block = docSnippet('docs/getting-started.md', 'Docker Compose', 'sh')
+  const match = /^KEYGATE_BOOTSTRAP_USERS='([^']+)' docker compose up --build$/m.exec(block)
+  t.ok(match, 'one variable, then docker compose up --build')
+  const { services } = loadCompose()
+  t.match(envOf(services.gateway).KEYGATE_BOOTSTRAP_USERS, /^\$\{KEYGATE_BOOTSTRAP_USERS:?\?/, 'the variable the compose file requires')
+  t.match(loadConfig({ KEYGATE_BOOTSTRAP_USERS: match?.[1] ?? '' }).bootstrapUsers, [{ username: 'alice', password: 'a-long-secret' }],
+    'a value keygate reads as the user alice')
+  t.same(Object.keys(services).filter((name) => services[name]?.build !== undefined).sort(), ['gateway', 'upstream'],
+    '--build builds the gateway and upstream image')
+  t.ok(readFileSync(COMPOSE_FILE, 'utf8').includes(match?.[0] ?? 'no command'), 'the compose file\'s own comment says the same command')
 })

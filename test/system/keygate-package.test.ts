@@ -1,24 +1,32 @@
 // The keygate package as an operator installs it, outside any checkout: `npm pack`, then
 // `npm install --omit=dev` of the tarball in a new project. What runs is compiled JavaScript on
 // plain node (no tsx, esbuild or TypeScript installed), and the `keygate` command on the PATH
-// serves a backend, handles its own signals, and answers --help, --version and typos.
+// serves a backend, handles its own signals, and answers --help, --version and typos. The
+// commands are docs/getting-started.md's block under "The package and the `keygate` command".
 import { execFile } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs'
-import { basename, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { packedSizes } from '../../scripts/package-sizes.js'
+import { docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { exitOn, interruptGroup, portAnswers, startCommand } from '../helpers/listening.js'
 import { builtCheckout } from '../helpers/build.js'
 import { installInScratch, packed } from '../helpers/packages.js'
-import { login, PASSWORD, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
+import { login, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
 
 const run = promisify(execFile)
 
 t.test('the packed keygate installs with --omit=dev and its keygate command fronts a backend', async (t) => {
+  const block = docSnippet('docs/getting-started.md', 'The package and the `keygate` command', 'sh')
+  const commands = block.split('\n').map((line) => line.replace(/#.*$/, '').trim()).filter(Boolean)
+  t.equal(commands.length, 3, 'pack, install, serve')
+  // `npm pack` (packages.ts: in the build's copy of the checkout, npm run build done already)
+  t.equal(commands[0], 'npm pack')
   const { path: tarball, files } = await packed()
+  t.equal(basename(tarball), /then (keygate-[\d.]+\.tgz)/.exec(block)?.[1], 'the tarball the page names')
   t.same(files.filter((f) => /\.ts$|^test\/|\.map$/.test(f)), [], 'no TypeScript sources, no tests in the tarball')
   t.ok(files.includes('dist/gateway/src/cli/keygate.js'), 'the compiled CLI is in it')
   t.ok(files.includes('dist/client/src/protocol/index.js'), 'and the protocol code the gateway imports, compiled in')
@@ -28,7 +36,13 @@ t.test('the packed keygate installs with --omit=dev and its keygate command fron
   const client = await packed('@keygate/client')
   t.match(clientSize, { filename: basename(client.path), size: statSync(client.path).size, files: client.files.length }, 'package-sizes: the client\'s')
 
-  const project = await installInScratch(t, tarball, ['--omit=dev'])
+  // `npm install --omit=dev /path/to/keygate-0.1.0.tgz`: installInScratch runs npm install with
+  // these flags and the tarball (and --no-audit --no-fund --prefer-offline, which change no file)
+  const install = commands[1]?.replace(/\/path\/to\/(keygate-[\d.]+\.tgz)$/, (_, name: string) => join(dirname(tarball), name)) ?? ''
+  t.not(install, commands[1], 'the path filled in')
+  const [npm, verb, ...rest] = install.split(' ')
+  t.same([npm, verb, rest.at(-1)], ['npm', 'install', tarball])
+  const project = await installInScratch(t, tarball, rest.slice(0, -1))
   const installed = readdirSync(join(project, 'node_modules'))
   for (const devOnly of ['tsx', 'esbuild', 'typescript', '@keygate', 'tap']) {
     t.notOk(installed.includes(devOnly), `${devOnly} is not installed`)
@@ -61,12 +75,14 @@ t.test('the packed keygate installs with --omit=dev and its keygate command fron
   t.match(noKey.stderr, /^no private key at .*: make one with `keygate keygen`/, 'call without a key says how to make one, with the keygate command')
 
   const upstreamUrl = await startUpstreamStub(t)
-  const gw = await startCommand('npx', ['keygate', 'serve'], {
-    ...env, UPSTREAM_URL: upstreamUrl, KEYGATE_BOOTSTRAP_USERS: `alice:${PASSWORD}`
-  }, project, { detached: true })
+  // the page's serve line, its example backend (port 3000) this test's; PORT=0: a free port
+  const serve = commands[2]?.replace('UPSTREAM_URL=http://127.0.0.1:3000 ', `UPSTREAM_URL=${upstreamUrl} `) ?? ''
+  t.not(serve, commands[2], 'the backend\'s URL filled in')
+  const gw = await startCommand('bash', ['-c', serve], env, project, { detached: true })
   t.teardown(() => { try { process.kill(-(gw.child.pid as number), 'SIGKILL') } catch {} })
   t.match(gw.stdout(), /keygate listens on http:\/\/127\.0\.0\.1:\d+/, 'npx keygate serve logs its startup line')
-  const token = await login(gw.url, 'alice')
+  const bootstrap = /KEYGATE_BOOTSTRAP_USERS='alice:([^']+)'/.exec(serve)?.[1] ?? ''
+  const token = await login(gw.url, 'alice', bootstrap)
   const keys = rsaKeyPair()
   t.equal((await registerKey(gw.url, token, keys)).status, 201, 'a key registers')
   const body = JSON.stringify({ name: 'Ada', email: 'ada@example.com', tax_id: '12345678' })

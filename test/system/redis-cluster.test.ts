@@ -7,6 +7,7 @@ import { loadConfig } from '../../gateway/src/config/env.js'
 import { createStore } from '../../gateway/src/store/index.js'
 import { createRedisClient, masters, scanKeys } from '../../gateway/src/store/redis-connection.js'
 import { keygateCli } from '../helpers/cli.js'
+import { blockSettings, docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { deletePrefix, freePort, uniquePrefix } from '../helpers/redis.js'
@@ -103,10 +104,20 @@ t.test('on a Redis Cluster', async (t) => {
     t.same(heard, cluster.ports.map((port) => `from ${port}`))
   })
 
-  t.test('configured by environment: the CLI adds a user the gateway logs in', async (t) => {
+  t.test('configured by environment as docs/scaling.md says: the CLI adds a user the gateway logs in', async (t) => {
     const redisPrefix = uniquePrefix('redis-cluster')
     t.teardown(async () => { await deletePrefix(cluster.connection, redisPrefix) })
-    const env = { ...cluster.env, KEYGATE_REDIS_PREFIX: redisPrefix }
+    // the Cluster half of the block under "Redis Sentinel and Redis Cluster", its example
+    // addresses and password made this test's (the user is the page's: keygate)
+    const block = docSnippet('docs/scaling.md', 'Redis Sentinel and Redis Cluster', 'sh')
+    const half = block.split(/\n\n(?=# Cluster)/)[1] ?? ''
+    const filled = half
+      .replace(/^KEYGATE_REDIS_CLUSTER_NODES=10\.0\.1\.5:6379,10\.0\.1\.6:6379,10\.0\.1\.7:6379$/m, `KEYGATE_REDIS_CLUSTER_NODES=${cluster.env.KEYGATE_REDIS_CLUSTER_NODES}`)
+      .replace(/^KEYGATE_REDIS_PASSWORD=\.\.\.$/m, `KEYGATE_REDIS_PASSWORD=${cluster.env.KEYGATE_REDIS_PASSWORD}`)
+    t.notMatch(filled, /10\.0\.|=\.\.\./, 'every example value filled in')
+    const settings = blockSettings(filled)
+    t.same(settings, cluster.env, 'the page names the variables this cluster needs, no more, no fewer')
+    const env = { ...settings, KEYGATE_REDIS_PREFIX: redisPrefix }
     const config = loadConfig(env)
     t.same(config.redisTopology, cluster.connection, 'the variables make the cluster configuration')
     const added = await keygateCli(['users', 'add', 'carol'], 'carol-password-1', env)

@@ -6,6 +6,7 @@ import { loadConfig } from '../../gateway/src/config/env.js'
 import { createStore } from '../../gateway/src/store/index.js'
 import { createRedisClient } from '../../gateway/src/store/redis-connection.js'
 import { keygateCli } from '../helpers/cli.js'
+import { blockSettings, docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { deletePrefix, freePort, uniquePrefix } from '../helpers/redis.js'
@@ -18,8 +19,20 @@ t.test('through Redis Sentinel', async (t) => {
   t.teardown(async () => { await deletePrefix(setup.connection, redisPrefix) })
   const upstreamUrl = await startUpstreamStub(t)
 
-  t.test('configured by environment: the CLI adds a user the gateway logs in', async (t) => {
-    const env = { ...setup.env, KEYGATE_REDIS_PREFIX: redisPrefix }
+  t.test('configured by environment as docs/scaling.md says: the CLI adds a user the gateway logs in', async (t) => {
+    // the Sentinel half of the block under "Redis Sentinel and Redis Cluster", its example
+    // addresses, master name and passwords made this test's
+    const block = docSnippet('docs/scaling.md', 'Redis Sentinel and Redis Cluster', 'sh')
+    const half = block.split(/\n\n(?=# Cluster)/)[0] as string
+    const filled = half
+      .replace(/^KEYGATE_REDIS_SENTINELS=10\.0\.0\.5:26379,10\.0\.0\.6:26379,10\.0\.0\.7:26379$/m, `KEYGATE_REDIS_SENTINELS=${setup.env.KEYGATE_REDIS_SENTINELS}`)
+      .replace(/^KEYGATE_REDIS_SENTINEL_MASTER=mymaster$/m, `KEYGATE_REDIS_SENTINEL_MASTER=${setup.masterName}`)
+      .replace(/^KEYGATE_REDIS_PASSWORD=\.\.\. /m, `KEYGATE_REDIS_PASSWORD=${setup.env.KEYGATE_REDIS_PASSWORD} `)
+      .replace(/^KEYGATE_REDIS_SENTINEL_PASSWORD=\.\.\. /m, `KEYGATE_REDIS_SENTINEL_PASSWORD=${setup.env.KEYGATE_REDIS_SENTINEL_PASSWORD} `)
+    t.notMatch(filled, /10\.0\.|mymaster|=\.\.\./, 'every example value filled in')
+    const settings = blockSettings(filled)
+    t.same(settings, setup.env, 'the page names the variables this Sentinel needs, no more, no fewer')
+    const env = { ...settings, KEYGATE_REDIS_PREFIX: redisPrefix }
     t.same(loadConfig(env).redisTopology, setup.connection, 'the variables make the sentinel configuration')
     const added = await keygateCli(['users', 'add', 'alice'], 'alice-password-1', env)
     t.equal(added.code, 0, added.stderr)

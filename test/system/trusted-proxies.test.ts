@@ -6,11 +6,14 @@
 //
 // With KEYGATE_TRUSTED_PROXIES=127.0.0.1, each client has its own login budget and the upstream
 // gets the chain; without it, the lockout of everyone is shown; and a client that goes around
-// nginx cannot choose its address with a forged X-Forwarded-For.
+// nginx cannot choose its address with a forged X-Forwarded-For. The settings are
+// docs/load-balancer.md's block under "Trusted proxies", read from the page, with its example
+// balancer addresses made this machine's (nginx's address, and a loopback range).
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
+import { blockSettings, docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
 import { findNginx, startNginx } from '../helpers/nginx.js'
 import { redisEnv, spawnGateway, type Gateway } from '../helpers/process-tree.js'
@@ -76,8 +79,17 @@ async function accessLogIp (gateway: Gateway, requestId: string | string[] | und
   return (await gateway.waitForLine((l) => l.msg === 'request' && l.reqId === requestId, `for request ${String(requestId)}`)).ip
 }
 
-t.test(`with KEYGATE_TRUSTED_PROXIES=${NGINX} behind nginx`, { skip }, async (t) => {
-  const deployment = await deploy(t, { KEYGATE_TRUSTED_PROXIES: NGINX })
+/** the page's settings, its balancers here: nginx's address, and a range the clients are not in */
+function pageSettings (t: Test): Record<string, string> {
+  const block = docSnippet('docs/load-balancer.md', 'Trusted proxies', 'sh')
+  const settings = blockSettings(block.replace('KEYGATE_TRUSTED_PROXIES=10.0.0.5,10.0.1.0/24', `KEYGATE_TRUSTED_PROXIES=${NGINX},127.0.1.0/24`))
+  t.same(settings, { KEYGATE_TRUSTED_PROXIES: `${NGINX},127.0.1.0/24`, KEYGATE_TRUSTED_PROXY_HEADER: 'x-forwarded-for' },
+    'the page\'s two settings, its example addresses replaced')
+  return settings
+}
+
+t.test(`with KEYGATE_TRUSTED_PROXIES=${NGINX} behind nginx, as docs/load-balancer.md sets it`, { skip }, async (t) => {
+  const deployment = await deploy(t, pageSettings(t))
   const { gateway, url, nginxUrl, recorder } = deployment
 
   t.test('one client over its failed-login budget gets 429; another client still logs in', async (t) => {

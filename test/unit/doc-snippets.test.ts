@@ -42,7 +42,19 @@ const CLAIMS: Claim[] = [
     lang: 'sh',
     by: 'test/system/debugging-signatures-doc.test.ts'
   },
+  { page: 'docs/admin.md', heading: 'Users', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
+  { page: 'docs/admin.md', heading: 'The admin API', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
+  { page: 'docs/admin.md', heading: 'Endpoints', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
+  { page: 'docs/bench.md', heading: 'The benchmark', lang: 'sh', by: 'test/system/bench-doc.test.ts' },
+  { page: 'docs/cli.md', heading: 'Other key types, and RFC 9421', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
+  { page: 'docs/cli.md', heading: 'For operators: users and keys', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
+  { page: 'docs/cli.md', heading: 'Through the admin API', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
+  { page: 'docs/getting-started.md', heading: 'From a checkout', lang: 'sh', by: 'test/system/checkout-docs.test.ts' },
+  { page: 'docs/getting-started.md', heading: 'Docker Compose', lang: 'sh', by: 'test/system/compose.test.ts' },
+  { page: 'docs/getting-started.md', heading: 'The package and the `keygate` command', lang: 'sh', by: 'test/system/keygate-package.test.ts' },
+  { page: 'docs/load-balancer.md', heading: 'Trusted proxies', lang: 'sh', by: 'test/system/trusted-proxies.test.ts' },
   { page: 'docs/load-balancer.md', heading: 'nginx in front of keygate', lang: 'nginx', by: 'test/system/load-balancer-doc.test.ts' },
+  { page: 'docs/observability.md', heading: 'Metrics', lang: 'sh', by: 'test/system/checkout-docs.test.ts' },
   { page: 'docs/recipes.md', heading: 'Running them', lang: 'sh', by: 'test/system/recipes.test.ts' },
   { page: 'docs/recipes.md', heading: 'Shell: curl and openssl', lang: 'sh', by: 'test/system/recipes.test.ts' },
   { page: 'docs/recipes.md', heading: 'Python', lang: 'python', by: 'test/system/recipes.test.ts' },
@@ -53,7 +65,9 @@ const CLAIMS: Claim[] = [
   { page: 'docs/routes.md', heading: 'Rate limits and quotas', lang: 'yaml', by: 'test/unit/doc-pages.test.ts' },
   { page: 'docs/signing.md', heading: 'RFC 9421: HTTP Message Signatures', lang: 'ts', by: 'test/system/client-readme.test.ts' },
   { page: 'docs/signing.md', heading: 'RFC 9421: HTTP Message Signatures', lang: 'sh', by: 'test/system/client-readme.test.ts' },
-  { page: 'docs/signing-examples.md', heading: 'The signatures with openssl', lang: 'sh', by: 'test/system/signing-examples.test.ts' }
+  { page: 'docs/scaling.md', heading: 'Redis Sentinel and Redis Cluster', lang: 'sh', by: 'test/system/redis-sentinel.test.ts' },
+  { page: 'docs/signing-examples.md', heading: 'The signatures with openssl', lang: 'sh', by: 'test/system/signing-examples.test.ts' },
+  { page: 'docs/tests.md', heading: 'Running the tests', lang: 'sh', by: 'test/system/tests-doc.test.ts' }
 ]
 
 const ROOT = new URL('../../', import.meta.url)

@@ -1,0 +1,59 @@
+// docs/bench.md, "The benchmark": each command of the block, in its cheapest faithful form. A
+// full run takes minutes per command, so only `npm run bench -- --help` runs here as written
+// (with bash and npm); every other command's arguments, as bash expands them, are read by the
+// bench's own parser (bench/args.ts, what npm run bench reads them with) and must mean what the
+// block's comment says. The runs themselves, with tiny durations, are bench*.test.ts's:
+// bench.test.ts (the comparison, --scenario post, --rate half, --cpu-prof), bench-scenarios
+// (reject, --reject-kind), bench-flood (flood, --env), bench-rate-limits (f), bench-schemes
+// (--scheme rfc9421 --key), bench-workers (--workers).
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { parseBenchArgs, USAGE } from '../../bench/args.js'
+import { ROOT } from '../helpers/build.js'
+import { docSnippet } from '../helpers/docs.js'
+
+const run = promisify(execFile)
+const block = docSnippet('docs/bench.md', 'The benchmark', 'sh')
+const PW = 'a password of alice'
+
+/** each `npm run bench -- ...` of the block, its arguments as bash passes them */
+async function commands (): Promise<string[][]> {
+  const recorder = `
+npm () {
+  [ "$1 $2 $3" = 'run bench --' ] || [ "$*" = 'run bench' ] || { echo "not npm run bench: $*" >&2; return 1; }
+  shift 2; [ "$1" = -- ] && shift
+  [ $# -gt 0 ] && printf '%s\\0' "$@"; printf '\\n'
+}
+`
+  const { stdout } = await run('bash', ['-c', recorder + block], { env: { PATH: process.env.PATH ?? '', PW } })
+  return stdout.split('\n').slice(0, -1).map((line) => line.split('\0').slice(0, -1))
+}
+
+t.test('every command of the block is one the bench accepts, meaning what its comment says', async (t) => {
+  const all = await commands()
+  t.equal(all.length, block.split('\n').filter((line) => line.startsWith('npm run bench')).length, 'one per line')
+  const options = all.map((args) => parseBenchArgs(args, '/nonexistent'))
+  const [comparison, post, half, reject, rejectOne, flood, floodNoBudget, withF, rfc9421, workers, cpuProf, target, help] = options
+  t.match(comparison, { scenario: 'get', only: ['a', 'b', 'c', 'd', 'e'], target: undefined }, 'the comparison')
+  t.match(post, { scenario: 'post', rounds: 5 })
+  t.match(half, { only: ['b', 'c', 'e'], rate: 'half' })
+  t.match(reject, { scenario: 'reject', rejectShare: 0.5, rejectKind: 'all' })
+  t.match(rejectOne, { scenario: 'reject', rejectShare: 1, rejectKind: 'bad-signature' })
+  t.match(flood, { scenario: 'flood', only: ['c'] })
+  t.match(floodNoBudget, { scenario: 'flood', only: ['c'], gatewayEnv: { KEYGATE_SIGNATURE_FAILURE_LIMIT: '1000000000' } })
+  t.match(withF, { only: ['c', 'f'] })
+  t.match(rfc9421, { only: ['c'], scheme: 'rfc9421', keyType: 'ed25519' })
+  t.match(workers, { workers: 2, warmup: 5 })
+  t.match(cpuProf, { only: ['c'], cpuProf: true })
+  t.match(target, { target: { url: 'http://gw:8080', user: 'alice', password: PW } }, '"$PW" is the password')
+  t.equal(help, null, '--help: the usage, no run')
+})
+
+t.test('npm run bench -- --help, as written: every flag the block uses', async (t) => {
+  const line = block.split('\n').find((l) => l.startsWith('npm run bench -- --help')) ?? ''
+  const { stdout } = await run('bash', ['-c', line], { cwd: ROOT, env: { PATH: process.env.PATH ?? '' } })
+  t.equal(stdout.trim().split('\n').at(-1)?.trim(), USAGE.trim().split('\n').at(-1)?.trim(), 'the usage')
+  const flags = new Set(block.match(/--[a-z][a-z-]+/g))
+  for (const flag of flags) t.match(stdout, flag, `--help lists ${flag}`)
+})

@@ -1,0 +1,98 @@
+// A checkout's commands as the pages give them, run with bash and npm as a reader runs them:
+// docs/getting-started.md's "From a checkout" (npm run start:upstream, then npm run
+// start:gateway in front of it; npm start is the Metrics run below) and docs/observability.md's
+// "Metrics" (npm start with KEYGATE_METRICS_PORT, then curl of /metrics). The pages' ports (8080,
+// 8081, 9464) are free ones here (PORT, UPSTREAM_PORT in the environment; 9464 replaced), as a
+// shared machine needs.
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { execFile } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import t, { type Test } from 'tap'
+import { ROOT } from '../helpers/build.js'
+import { docSnippet } from '../helpers/docs.js'
+import { send } from '../helpers/http.js'
+import { freePort } from '../helpers/redis.js'
+
+t.setTimeout(120_000)
+// the two starts side by side: each waits mostly for its processes to load
+t.jobs = 2
+
+interface Running { child: ChildProcessWithoutNullStreams; stdout: () => string; stderr: () => string }
+
+/** `line` with bash in the checkout, in a process group of its own (stopped as Ctrl-C would), once its stdout matches `ready` */
+async function started (t: Test, line: string, env: Record<string, string>, ready: RegExp): Promise<Running & { match: RegExpExecArray }> {
+  const child = spawn('bash', ['-c', line], { cwd: ROOT, detached: true, env: { PATH: process.env.PATH ?? '', ...env } })
+  const exited = new Promise((resolve) => child.on('exit', resolve))
+  t.teardown(async () => {
+    if (child.exitCode === null && child.signalCode === null) process.kill(-(child.pid as number), 'SIGINT')
+    await exited
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  const match = await new Promise<RegExpExecArray>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString()
+      const found = ready.exec(stdout)
+      if (found !== null) resolve(found)
+    })
+    child.on('exit', (code) => { reject(new Error(`${line} exited with ${code}: ${stderr}`)) })
+  })
+  return { child, stdout: () => stdout, stderr: () => stderr, match }
+}
+
+const block = docSnippet('docs/getting-started.md', 'From a checkout', 'sh')
+const lines = block.split('\n').filter(Boolean)
+const command = (name: string): string => {
+  const line = lines.find((l) => l.startsWith(`${name} `) || l === name)
+  if (line === undefined) throw new Error(`docs/getting-started.md, "From a checkout": no ${name}`)
+  return line
+}
+
+t.test('getting-started.md, "From a checkout": npm ci', async (t) => {
+  // Not run: it would reinstall the node_modules this run uses. What it needs is checked: a lock
+  // file in step with package.json (npm ci refuses one that is not); CI's .ci/run runs npm ci.
+  t.equal(command('npm ci'), 'npm ci')
+  const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, Record<string, string>>
+  const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, Record<string, Record<string, string>>> }
+  t.same(lock.packages['']?.dependencies, manifest.dependencies, 'the lock file\'s dependencies are package.json\'s')
+  t.same(lock.packages['']?.devDependencies, manifest.devDependencies, 'and its devDependencies')
+  t.match(readFileSync(join(ROOT, '.ci/run'), 'utf8'), /^npm ci\b/m)
+})
+
+t.test('getting-started.md, "From a checkout": the example service alone, then the gateway alone in front of it', { buffered: true }, async (t) => {
+  const [upstreamPort, port] = [await freePort(), await freePort()]
+  const upstream = await started(t, command('npm run start:upstream'), { UPSTREAM_PORT: String(upstreamPort) }, /Server listening at (http:\/\/127\.0\.0\.1:\d+)/)
+  const upstreamUrl = upstream.match[1] as string
+  t.equal(upstreamUrl, `http://127.0.0.1:${upstreamPort}`, 'the example service on UPSTREAM_PORT')
+  const gateway = await started(t, command('npm run start:gateway'), { PORT: String(port), UPSTREAM_URL: upstreamUrl }, /keygate listens on (http:\/\/\S+) /)
+  const url = gateway.match[1] as string
+  t.equal(url, `http://127.0.0.1:${port}`)
+  t.equal((await send(url, '/healthz')).status, 200, 'the gateway answers')
+  const refused = await send(url, '/v1/clients/')
+  t.equal(refused.status, 401, 'and guards the service')
+  const direct = await send(upstreamUrl, '/v1/clients/')
+  t.ok(direct.status < 500, `the service itself answers (${direct.status})`)
+})
+
+t.test('observability.md, "Metrics": npm start with a metrics port, then curl', { buffered: true }, async (t) => {
+  const metrics = docSnippet('docs/observability.md', 'Metrics', 'sh')
+  const [startLine, curlLine] = metrics.split('\n').filter(Boolean) as [string, string]
+  // npm start is also "From a checkout"'s: the same command with one setting more
+  t.equal(startLine.replace(/^KEYGATE_METRICS_PORT=9464 /, ''), command('npm start').replace(/ +#.*$/, ''))
+  const [metricsPort, port] = [await freePort(), await freePort()]
+  const start = startLine.replace('KEYGATE_METRICS_PORT=9464', `KEYGATE_METRICS_PORT=${metricsPort}`)
+  t.not(start, startLine)
+  const gateway = await started(t, start, { PORT: String(port), UPSTREAM_PORT: '0' }, /keygate listens on (http:\/\/\S+) \([^)]*\)/)
+  t.match(gateway.match[0], `metrics on port ${metricsPort}`, 'the startup line names the metrics port')
+  t.equal((await send(gateway.match[1] as string, '/v1/clients/')).status, 401, 'a request, to be counted')
+  t.equal((await send(gateway.match[1] as string, '/metrics')).status, 404, 'the public port has no /metrics')
+  const curl = curlLine.replace('127.0.0.1:9464', `127.0.0.1:${metricsPort}`)
+  t.not(curl, curlLine)
+  const { stdout } = await promisify(execFile)('bash', ['-c', curl], { env: { PATH: process.env.PATH ?? '' } })
+  t.match(stdout, /^# HELP keygate_http_requests_total /m, 'Prometheus text')
+  t.match(stdout, /^keygate_http_requests_total\{[^}]*status="401"[^}]*\} 1$/m, 'with the request counted')
+  t.match(stdout, /^process_cpu_user_seconds_total /m, 'and the process metrics')
+})
