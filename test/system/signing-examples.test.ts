@@ -245,7 +245,8 @@ t.test('every value on the page is the one the protocol core and openssl compute
 })
 
 t.test('the page\'s commands make signatures that verify, and its randomised signatures verify', async (t) => {
-  t.equal(`${shown.get('commands') ?? ''}\n`, docSnippet('docs/signing-examples.md', 'The signatures with openssl', 'sh'), 'the marked block is the section\'s one sh block')
+  t.equal(`${shown.get('commands') ?? ''}\n`, docSnippet('docs/signing-examples.md', 'The signatures with openssl', 'sh'),
+    'the marked block is the section\'s one sh block')
   const commands = commandsOf(shown.get('commands') ?? '')
   t.same([...commands.keys()].sort(), ['ecdsa-p256-sha256', 'ed25519', 'p256', 'rsa', 'rsa-pss-sha512', 'rsa-v1_5-sha256'], 'a command per algorithm')
   const data = utf8.encode('the exact bytes')

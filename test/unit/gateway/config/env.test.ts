@@ -66,8 +66,8 @@ t.test('a whole-number variable takes digits only: a fraction or an exponent is 
   t.ok(integers.length >= 30, `${integers.length} whole-number variables`)
   for (const name of integers) {
     for (const value of ['1.5', '1e3', ' 1', '0x10']) {
-      t.throws(() => loadConfig({ [name]: value }), { name: 'ConfigError', message: new RegExp(`^${name}: "${value.replace('.', '\\.')}" is not allowed: use a whole number from`) },
-        `${name}=${JSON.stringify(value)}`)
+      const message = new RegExp(`^${name}: "${value.replace('.', '\\.')}" is not allowed: use a whole number from`)
+      t.throws(() => loadConfig({ [name]: value }), { name: 'ConfigError', message }, `${name}=${JSON.stringify(value)}`)
     }
   }
 })
