@@ -163,10 +163,18 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       t.ok((again.backlogMs[0] ?? 0) <= 2 * largeShare, 'a peek counts nothing')
       t.equal(again.allowed, true)
 
-      // Concurrent requests: exactly the limit passes.
+      // Concurrent requests: exactly the limit passes. The other counter has room for all 20: in a
+      // Cluster the counters are counted side by side (countRateOneByOne), so one that refused some
+      // of the 20 (large has room for 8) would refund racer's count after the others saw it full.
       const racer = { key: 'race', limit: 5, windowMs: 60_000 }
-      const outcomes = await Promise.all(Array.from({ length: 20 }, async () => await store.countRate([racer, large])))
+      const roomy = { key: 'race:roomy', limit: 100, windowMs: 60_000 }
+      const outcomes = await Promise.all(Array.from({ length: 20 }, async () => await store.countRate([racer, roomy])))
       t.equal(outcomes.filter((o) => o.allowed).length, 5, 'of 20 concurrent requests with a limit of 5 (and room elsewhere), exactly 5 pass')
+      // With a second counter that refuses some of them too: never more than either limit allows
+      const tight = { key: 'race:tight', limit: 5, windowMs: 60_000 }
+      const squeezed = await Promise.all(Array.from({ length: 20 }, async () => await store.countRate([tight, large])))
+      const passed = squeezed.filter((o) => o.allowed).length
+      t.ok(passed <= 5, `of 20 concurrent requests against limits of 5 and of 8 left, ${passed} pass: never more than 5`)
 
       // A counter drains: the GCRA lets one request more through every window / limit, and is full again after the window.
       const short = { key: 'short', limit: 2, windowMs: 200 }
