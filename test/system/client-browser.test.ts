@@ -4,21 +4,17 @@
 // accepts what it signs. The page is same-origin with the gateway, so no CORS is involved: it is
 // served at the gateway's origin by request interception, as are the module's files; every other
 // request to that origin goes to the gateway, and nothing may go anywhere else.
-import { execFile } from 'node:child_process'
 import { createVerify, generateKeyPairSync } from 'node:crypto'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, readFileSync } from 'node:fs'
 import { join, normalize, sep } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import t from 'tap'
+import { builtCheckout } from '../helpers/build.js'
 import { launchChromium } from '../helpers/chromium.js'
 import { docSnippet } from '../helpers/docs.js'
 import { addUser, PASSWORD, startStack } from '../helpers/stack.js'
 
 t.setTimeout(300_000)
 
-const root = fileURLToPath(new URL('../..', import.meta.url))
 const TS = 1_790_000_000_000
 
 /** The page: imports the client as a browser program would, runs the whole flow, and leaves what the user would see in window.result. */
@@ -100,10 +96,9 @@ t.test('the built client signs in Chromium (a PEM key; page-made RSA, Ed25519 an
   await addUser(gw, 'alice')
   const origin = new URL(gw.url).origin
 
-  // The built module, compiled into a scratch directory so that no other test's build races with this one.
-  const dist = mkdtempSync(join(tmpdir(), 'keygate-client-dist-'))
-  t.teardown(() => { rmSync(dist, { recursive: true, force: true }) })
-  await promisify(execFile)(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'client/tsconfig.json', '--outDir', dist], { cwd: root })
+  // The built module: client/dist of the suite's one build of the checkout (npm run build, whose
+  // first step is npm run build -w @keygate/client), read-only.
+  const dist = join(await builtCheckout(), 'client', 'dist')
   t.ok(existsSync(join(dist, 'index.js')) && existsSync(join(dist, 'protocol/index.js')), 'the client is built')
 
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
@@ -258,7 +253,9 @@ t.test('the built client signs in Chromium (a PEM key; page-made RSA, Ed25519 an
     })
     readme.on('pageerror', (err) => { problems.push(`page error: ${err instanceof Error ? err.message : String(err)}`) })
     await readme.goto(`${gw.url}/__readme.html`, { timeout: 60_000 })
-    await Promise.race([done, new Promise((resolve) => setTimeout(resolve, 60_000))])
+    let waited: NodeJS.Timeout | undefined
+    await Promise.race([done, new Promise((resolve) => { waited = setTimeout(resolve, 60_000) })])
+    clearTimeout(waited) // else it keeps the test's process alive for its 60 s after the test
     t.same(problems, [], 'no script error, nothing asked of another origin')
     t.same(answers.map(({ method, path, status }) => `${method} ${path} ${status}`),
       ['POST /v1/auth/token 200', 'POST /v1/api-keys 201', 'GET /v1/clients/ 200'], 'the page logged in, registered its key and its signed GET was accepted')
