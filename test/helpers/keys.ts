@@ -32,10 +32,12 @@ function pooled (modulusLength: number): KeyObject | undefined {
 }
 
 export function rsaKeyPair (modulusLength = 2048): TestKeyPair {
-  const fixture = pooled(modulusLength)
-  const { privateKey, publicKey } = fixture === undefined
-    ? generateKeyPairSync('rsa', { modulusLength })
-    : { privateKey: fixture, publicKey: createPublicKey(fixture) }
+  return testKeyPairOf(pooled(modulusLength) ?? generateKeyPairSync('rsa', { modulusLength }).privateKey)
+}
+
+/** An RSA private key (a fixture file's, say) as a TestKeyPair: its public half, PEMs and apiKey. */
+export function testKeyPairOf (privateKey: KeyObject): TestKeyPair {
+  const publicKey = createPublicKey(privateKey)
   return {
     privateKey,
     publicKey,

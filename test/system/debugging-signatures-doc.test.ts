@@ -14,7 +14,7 @@
 // The ts block's bare expressions are printed, as a REPL shows them.
 // (test/unit/gateway/auth/signature-debugging.test.ts writes the sections' answers and tables.)
 import { execFile, spawnSync } from 'node:child_process'
-import { createHash, createPrivateKey, createPublicKey, sign } from 'node:crypto'
+import { createPrivateKey, sign } from 'node:crypto'
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -25,7 +25,8 @@ import { installedWithApt } from '../helpers/apt.js'
 import { docBlocks, docSection, docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
 import { TYPESCRIPT_NODE_ARGS } from '../helpers/typescript-node.js'
-import { addUser, login, startStack } from '../helpers/stack.js'
+import { testKeyPairOf } from '../helpers/keys.js'
+import { addUser, login, registerKey, startStack } from '../helpers/stack.js'
 
 const run = promisify(execFile)
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -42,7 +43,7 @@ const MISTAKE = {
 }
 const FIXTURES = new URL('../fixtures/debugging-guide/', import.meta.url)
 const registered = createPrivateKey(readFileSync(new URL('registered.pem', FIXTURES)))
-const API_KEY = createHash('sha256').update(createPublicKey(registered).export({ type: 'spki', format: 'der' })).digest('hex')
+const API_KEY = testKeyPairOf(registered).apiKey
 
 /** The gateway's clock, as the page says its answers were made. */
 const CLOCK = Number(/with its clock set to `(\d{13})`/.exec(docSection(PAGE, TITLE))?.[1])
@@ -90,15 +91,7 @@ t.test('every block of the page, run against a gateway: keygate answers as each 
   const gw = await startStack(t, { store: 'memory', now: () => CLOCK })
   await addUser(gw, 'ada')
   const token = await login(gw.url, 'ada')
-  const registration = await send(gw.url, '/v1/api-keys', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify({
-      name: 'laptop',
-      publicKey: createPublicKey(registered).export({ type: 'spki', format: 'pem' }).toString(),
-      signature: sign('sha256', Buffer.from('laptop'), registered).toString('base64')
-    })
-  })
+  const registration = await registerKey(gw.url, token, testKeyPairOf(registered), 'laptop')
   t.equal(registration.status, 201, registration.text)
   const found = await pythonFound
   const python = found === undefined

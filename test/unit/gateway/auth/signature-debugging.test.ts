@@ -14,7 +14,8 @@ import { MAX_TIMESTAMP_SKEW_MS } from '@keygate/client/protocol'
 import { send, type RawResponse } from '../../../helpers/http.js'
 import { startRecorder } from '../../../helpers/recorder.js'
 import { exchange } from '../../../helpers/security.js'
-import { addUser, login, startStack } from '../../../helpers/stack.js'
+import { testKeyPairOf } from '../../../helpers/keys.js'
+import { addUser, login, registerKey, startStack } from '../../../helpers/stack.js'
 
 const GUIDE = new URL('../../../../docs/debugging-signatures.md', import.meta.url)
 const CLOCK = 1_790_000_000_000
@@ -22,8 +23,7 @@ const TS = String(CLOCK)
 const fixture = (name: string): KeyObject => createPrivateKey(readFileSync(new URL(`../../../fixtures/debugging-guide/${name}.pem`, import.meta.url)))
 const registered = fixture('registered')
 const other = fixture('other')
-const apiKeyOf = (key: KeyObject): string =>
-  createHash('sha256').update(createPublicKey(key).export({ type: 'spki', format: 'der' })).digest('hex')
+const apiKeyOf = (key: KeyObject): string => testKeyPairOf(key).apiKey
 const sha256 = (data: string | Buffer): string => createHash('sha256').update(data).digest('hex')
 
 const DATA = { name: 'Ada Lovelace', email: 'ada@example.com', tax_id: '12345678' }
@@ -181,15 +181,7 @@ t.test('the five classic mistakes: what keygate answers, and the guide shows exa
   const gw = await startStack(t, { store: 'memory', now: () => CLOCK })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
-  const registration = await send(gw.url, '/v1/api-keys', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify({
-      name: 'laptop',
-      publicKey: createPublicKey(registered).export({ type: 'spki', format: 'pem' }).toString(),
-      signature: sign('sha256', Buffer.from('laptop'), registered).toString('base64')
-    })
-  })
+  const registration = await registerKey(gw.url, token, testKeyPairOf(registered), 'laptop')
   t.equal(registration.status, 201, registration.text)
   const apiKey = apiKeyOf(registered)
 
@@ -324,15 +316,7 @@ t.test('a form body signed with the seed scheme: refused before the signature is
   const gw = await startStack(t, { store: 'memory', now: () => CLOCK, upstreamUrl: recorder.url })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
-  const registration = await send(gw.url, '/v1/api-keys', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify({
-      name: 'laptop',
-      publicKey: createPublicKey(registered).export({ type: 'spki', format: 'pem' }).toString(),
-      signature: sign('sha256', Buffer.from('laptop'), registered).toString('base64')
-    })
-  })
+  const registration = await registerKey(gw.url, token, testKeyPairOf(registered), 'laptop')
   t.equal(registration.status, 201)
   const body = 'name=Ada+Lovelace&email=ada%40example.com&tax_id=12345678'
   const res = await send(gw.url, '/v1/clients/', {
