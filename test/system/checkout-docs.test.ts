@@ -4,7 +4,6 @@
 // "Metrics" (npm start with KEYGATE_METRICS_PORT, then curl of /metrics). The pages' ports (8080,
 // 8081, 9464) are free ones here (PORT, UPSTREAM_PORT in the environment; 9464 replaced), as a
 // shared machine needs.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -13,34 +12,18 @@ import t, { type Test } from 'tap'
 import { ROOT } from '../helpers/build.js'
 import { docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
+import { interruptGroup, startCommand, type Listening } from '../helpers/listening.js'
 import { freePort } from '../helpers/redis.js'
 
 t.setTimeout(120_000)
 // the two starts side by side: each waits mostly for its processes to load
 t.jobs = 2
 
-interface Running { child: ChildProcessWithoutNullStreams; stdout: () => string; stderr: () => string }
-
 /** `line` with bash in the checkout, in a process group of its own (stopped as Ctrl-C would), once its stdout matches `ready` */
-async function started (t: Test, line: string, env: Record<string, string>, ready: RegExp): Promise<Running & { match: RegExpExecArray }> {
-  const child = spawn('bash', ['-c', line], { cwd: ROOT, detached: true, env: { PATH: process.env.PATH ?? '', ...env } })
-  const exited = new Promise((resolve) => child.on('exit', resolve))
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) process.kill(-(child.pid as number), 'SIGINT')
-    await exited
-  })
-  let stdout = ''
-  let stderr = ''
-  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-  const match = await new Promise<RegExpExecArray>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-      const found = ready.exec(stdout)
-      if (found !== null) resolve(found)
-    })
-    child.on('exit', (code) => { reject(new Error(`${line} exited with ${code}: ${stderr}`)) })
-  })
-  return { child, stdout: () => stdout, stderr: () => stderr, match }
+async function started (t: Test, line: string, env: Record<string, string>, ready: RegExp): Promise<Listening> {
+  const running = await startCommand('bash', ['-c', line], env, ROOT, { detached: true, ready })
+  t.teardown(async () => { await interruptGroup(running.child) })
+  return running
 }
 
 const block = docSnippet('docs/getting-started.md', 'From a checkout', 'sh')

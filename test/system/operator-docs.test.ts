@@ -16,6 +16,7 @@ import { compiled, ROOT } from '../helpers/build.js'
 import { docBlocks, docSnippet } from '../helpers/docs.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { deletePrefix, freePort, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
+import { interruptGroup, startCommand } from '../helpers/listening.js'
 import { login, registerKey, startUpstreamStub } from '../helpers/stack.js'
 
 t.setTimeout(120_000)
@@ -157,27 +158,12 @@ t.test('docs/admin.md and docs/cli.md, run as written against one gateway on Red
   t.match(start, `KEYGATE_ADMIN_PORT=${adminPort} REDIS_URL=redis://127.0.0.1:6379 npm run start:gateway`)
   t.match(start, 'printf %s "$KEYGATE_ADMIN_TOKEN" > admin-token')
   const home = scratch(t, 'opdocs')
-  const gateway = spawn('bash', ['-c', PRELUDE + start], {
-    cwd: home,
-    detached: true,
-    env: { PATH: process.env.PATH ?? '', NODE: process.execPath, KEYGATE_JS, MAIN_JS, PORT: String(port), UPSTREAM_URL: upstream, ...store }
-  })
-  const exited = new Promise((resolve) => gateway.on('exit', resolve))
-  t.teardown(async () => {
-    process.kill(-(gateway.pid as number), 'SIGTERM')
-    await exited
-  })
-  let stdout = ''
-  let stderr = ''
-  gateway.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-  const startup = await new Promise<string>((resolve, reject) => {
-    gateway.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-      const line = stdout.split('\n').find((l) => l.includes('keygate listens on'))
-      if (line !== undefined) resolve((JSON.parse(line) as { msg: string }).msg)
-    })
-    gateway.on('exit', (code) => { reject(new Error(`the gateway exited with ${code}: ${stderr}`)) })
-  })
+  const gateway = await startCommand('bash', ['-c', PRELUDE + start],
+    { NODE: process.execPath, KEYGATE_JS, MAIN_JS, PORT: String(port), UPSTREAM_URL: upstream, ...store }, home,
+    { detached: true, ready: /^.*keygate listens on (http:\/\/[0-9.:]+).*\n/m })
+  t.teardown(async () => { await interruptGroup(gateway.child, 'SIGTERM') })
+  // the whole startup line (a JSON log line): its message
+  const startup = (JSON.parse(gateway.match[0]) as { msg: string }).msg
   const promised = /ends: \.\.\.(, metrics off, admin on port )9180\)/.exec(startBlock)?.[1]
   t.ok(promised, 'the block says how the startup line ends')
   t.ok(startup.endsWith(`${promised ?? ''}${adminPort})`), `the startup line ends as the block says: ${startup}`)
