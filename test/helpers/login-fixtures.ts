@@ -2,7 +2,6 @@
 // the token route with login limits given as plugin options) on a real store and a real socket,
 // since buildApp registers the token route with the default limits. Not a test file.
 import Fastify, { type FastifyInstance } from 'fastify'
-import { randomBytes, scryptSync } from 'node:crypto'
 import { request as httpRequest } from 'node:http'
 import { performance } from 'node:perf_hooks'
 import { problemsPlugin } from '../../gateway/src/http/plugins/problems.js'
@@ -13,9 +12,11 @@ import { createStore, type Store } from '../../gateway/src/store/index.js'
 import { createTokenService } from '../../gateway/src/tokens/token-service.js'
 import type { KeygateServices } from '../../gateway/src/types.js'
 import { createLoginGuard, type LoginGuardOptions } from '../../gateway/src/users/login-guard.js'
+import { hashPassword } from '../../gateway/src/users/passwords.js'
 import { createUserService, type UserService } from '../../gateway/src/users/user-service.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from './redis.js'
 import { testConfig, type StoreKind } from './stack.js'
+import { TEST_SCRYPT_LOG_N } from './test-env.js'
 
 interface Teardown { teardown: (fn: () => unknown) => void }
 
@@ -93,15 +94,12 @@ export async function startLoginApp (t: Teardown, options: LoginAppOptions): Pro
 }
 
 /**
- * Stores a user whose hash is a valid PHC scrypt string at 1/8 of the production cost (ln=14, the
- * least verifyPassword accepts), so that a test can afford many failed logins of known users.
- * Unknown usernames still cost a full scrypt (the dummy hash).
+ * Stores a user whose hash is at the tests' cost (ln=14, the least keygate takes), whatever the
+ * app's own, so that a test can afford many failed logins of known users. Unknown usernames cost
+ * what the app's dummy hash costs.
  */
 export async function putCheapUser (store: Store, username: string, password: string): Promise<void> {
-  const salt = randomBytes(16)
-  const hash = scryptSync(password, salt, 32, { N: 2 ** 14, r: 8, p: 1 })
-  const b64 = (buffer: Buffer): string => buffer.toString('base64').replace(/=+$/, '')
-  await store.putUser(username, `$scrypt$ln=14,r=8,p=1$${b64(salt)}$${b64(hash)}`)
+  await store.putUser(username, await hashPassword(password, TEST_SCRYPT_LOG_N))
 }
 
 export interface LoginAnswer {

@@ -5,7 +5,6 @@
 import { randomBytes, scrypt as scryptCallback, timingSafeEqual, type ScryptOptions } from 'node:crypto'
 import { SCRYPT_LOG_N, SCRYPT_LOG_N_MAX, SCRYPT_LOG_N_MIN } from '../config/env.js'
 
-export { SCRYPT_LOG_N }
 export const SCRYPT_R = 8
 export const SCRYPT_P = 1
 const SALT_BYTES = 16

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { SCRYPT_LOG_N, SCRYPT_P, SCRYPT_R, hashPassword, verifyPassword } from '../../../../gateway/src/users/passwords.js'
+import { SCRYPT_LOG_N } from '../../../../gateway/src/config/env.js'
+import { SCRYPT_P, SCRYPT_R, hashPassword, verifyPassword } from '../../../../gateway/src/users/passwords.js'
 
 // Each scrypt call at the production cost takes a few hundred ms: this file makes three.
 const PASSWORD = 'correct horse battery staple ✓'
