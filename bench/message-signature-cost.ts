@@ -7,7 +7,7 @@
 //   node --conditions=keygate-source --import tsx bench/message-signature-cost.ts
 // It prints this process's CPU time per request (median of rounds).
 import { createHash, generateKeyPairSync, sign, type KeyObject } from 'node:crypto'
-import type { FastifyRequest } from 'fastify'
+import type { DescribedRequest } from '../gateway/src/auth/described-request.js'
 import { signingString } from '@keygate/client/protocol'
 import { messageSignatureHeadersStage } from '../gateway/src/auth/message-signature-headers.js'
 import { messageSignatureStage } from '../gateway/src/auth/message-signature.js'
@@ -20,20 +20,22 @@ const BODY = Buffer.from('{"name":"Ada","email":"ada@example.com","tax_id":"1234
 const TARGET = '/v1/clients/'
 const HOST = 'api.example.com'
 
-function request (headers: Record<string, string>): FastifyRequest {
+function request (headers: Record<string, string>): DescribedRequest {
   return {
-    headers,
     method: 'POST',
-    url: TARGET,
-    protocol: 'https',
-    host: HOST,
-    proxyHop: null,
-    raw: { method: 'POST', url: TARGET, headersDistinct: Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, [value]])) },
+    target: TARGET,
+    headers,
+    field: (name) => headers[name] === undefined ? undefined : [headers[name] as string],
+    scheme: 'https',
+    authority: HOST,
+    ip: '192.0.2.1',
+    declaresBody: true,
+    declaredLength: BODY.length,
     body: BODY
-  } as unknown as FastifyRequest
+  }
 }
 
-function rfc9421Request (privateKey: KeyObject, apiKey: string, alg: string): FastifyRequest {
+function rfc9421Request (privateKey: KeyObject, apiKey: string, alg: string): DescribedRequest {
   const digest = `sha-256=:${createHash('sha256').update(BODY).digest('base64')}:`
   const params = `("@method" "@target-uri" "content-type" "content-digest");created=${Math.floor(Date.now() / 1000)};keyid="${apiKey}";alg="${alg}"`
   const base = `"@method": POST\n"@target-uri": https://${HOST}${TARGET}\n"content-type": application/json\n` +
@@ -60,7 +62,7 @@ function cpuPerRun (count: number, once: () => void): number {
   return results[Math.floor(ROUNDS / 2)] as number
 }
 
-function run (stage: AuthStage, req: FastifyRequest, state: AuthState): void {
+function run (stage: AuthStage, req: DescribedRequest, state: AuthState): void {
   if (stage.run(req, state) !== undefined) throw new Error(`${stage.name} went asynchronous`)
 }
 

@@ -142,6 +142,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await services.users.bootstrap(config.bootstrapUsers)
   app.decorate('keygate', services)
   app.decorateRequest('auth', null)
+  app.decorateRequest('described', null)
   app.decorateRequest('authenticated', false)
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id)

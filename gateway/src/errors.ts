@@ -8,6 +8,7 @@ export const ERRORS = {
   PATH_ALIAS: { status: 400, title: 'The path is another spelling of a path a stronger route guards' },
   MALFORMED_HTTP: { status: 400, title: 'The request is not well-formed HTTP/1.1' },
   AMBIGUOUS_SIGNED_BODY: { status: 400, title: 'The body could be read as the end of the signed target: one seed signature would authorize other requests' },
+  UNSEEN_BODY: { status: 400, title: 'The request has a body keygate is not shown: it cannot vouch for it' },
   INVALID_PUBLIC_KEY: { status: 400, title: 'The public key is not one keygate accepts (RSA, Ed25519 or EC P-256)' },
   INVALID_CREDENTIALS: { status: 401, title: 'Wrong username or password' },
   MISSING_TOKEN: { status: 401, title: 'A bearer token is required' },

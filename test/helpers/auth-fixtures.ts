@@ -6,6 +6,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { FastifyRequest } from 'fastify'
+import { headersDeclareBody, type DescribedRequest } from '../../gateway/src/auth/described-request.js'
 import { GatewayError } from '../../gateway/src/errors.js'
 import type { Store } from '../../gateway/src/store/index.js'
 import { createMemoryStore } from '../../gateway/src/store/memory.js'
@@ -19,7 +20,39 @@ export interface FakeRequestInit {
   body?: unknown
 }
 
-/** Only what the stages read: headers, method, raw.method, raw.url and body. */
+export interface DescribedRequestInit extends FakeRequestInit {
+  ip?: string
+  scheme?: string
+  authority?: string
+  /** default: bytes when `body` is a non-empty Buffer, else none */
+  describedBody?: DescribedRequest['body']
+}
+
+/**
+ * A request as the auth stages see it (gateway/src/auth/described-request.ts), in neither mode:
+ * `field` gives each header's value as its one line.
+ */
+export function describedRequest (init: DescribedRequestInit = {}): DescribedRequest {
+  const headers = init.headers ?? {}
+  const body = init.describedBody ?? (Buffer.isBuffer(init.body) && init.body.length > 0 ? init.body : undefined)
+  return {
+    method: init.method ?? 'GET',
+    target: init.url ?? '/v1/clients/',
+    headers,
+    field: (name) => {
+      const value = headers[name]
+      return value === undefined ? undefined : Array.isArray(value) ? value : [value]
+    },
+    scheme: init.scheme ?? 'http',
+    authority: init.authority ?? 'gateway.test',
+    ip: init.ip ?? '192.0.2.1',
+    declaresBody: headersDeclareBody(headers) || body !== undefined,
+    declaredLength: headers['content-length'] === undefined ? undefined : Number(headers['content-length']),
+    body
+  }
+}
+
+/** Only what the inline glue reads: headers, method, raw.method, raw.url and body. */
 export function fakeRequest (init: FakeRequestInit = {}): FastifyRequest {
   const method = init.method ?? 'GET'
   const url = init.url ?? '/v1/clients/'

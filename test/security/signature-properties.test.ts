@@ -8,9 +8,9 @@
 import { Agent } from 'node:http'
 import { performance } from 'node:perf_hooks'
 import { sign } from 'node:crypto'
-import type { FastifyRequest } from 'fastify'
 import fc from 'fast-check'
 import t from 'tap'
+import { describedRequest } from '../helpers/auth-fixtures.js'
 import { signatureStage } from '../../gateway/src/auth/signature.js'
 import type { AuthState } from '../../gateway/src/auth/stage.js'
 import { seedBodyProblem } from '../../client/src/protocol/index.js'
@@ -35,13 +35,12 @@ type Field = 'timestamp' | 'method' | 'target' | 'body'
 interface Parts { timestamp: string; method: string; target: string; body: Buffer }
 
 function runStage (parts: Parts, signature: string): unknown {
-  const request = {
+  const request = describedRequest({
     headers: { 'x-api-key': keys.apiKey, 'x-api-timestamp': parts.timestamp, 'x-api-signature': signature },
     method: parts.method,
     url: parts.target,
-    raw: { method: parts.method, url: parts.target },
     body: parts.body
-  } as unknown as FastifyRequest
+  })
   const state: AuthState = { signatureHeaders: { apiKey: keys.apiKey, timestamp: parts.timestamp, signature }, key }
   try {
     void signatureStage().run(request, state)

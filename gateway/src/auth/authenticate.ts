@@ -1,9 +1,12 @@
-// The one way keygate authenticates a request, for its own key routes and for the proxy alike:
-// the stages of a tier's pipeline, split at the body. Stages that do not need the body run in
-// onRequest, so a request that fails a cheap check is refused before its body is buffered; the
-// others run once it is. Only this file sets what a request is known to be (request.auth) and
+// The one way keygate authenticates a request, for its own key routes, the proxy and decisions
+// alike: the stages of a tier's pipeline, split at the body, over a description of the request
+// (described-request.ts). Stages that do not need the body run first (inline: in onRequest, so a
+// request that fails a cheap check is refused before its body is buffered); the others once the
+// body is known. Inline, only this file sets what a request is known to be (request.auth) and
 // that it passed (request.authenticated).
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { DescribedRequest } from './described-request.js'
+import { describeInline, withBody } from './inline-request.js'
 import { runStages } from './pipeline.js'
 import type { AuthStage, AuthState, AuthTier } from './stage.js'
 
@@ -18,7 +21,17 @@ declare module 'fastify' {
   }
 }
 
+/** A tier's pipeline over a described request, in its two phases; it passed when both return (or resolve). */
+export interface Judge {
+  /** the stages that need no body, with `state` (what the route decided, e.g. its replay policy) */
+  beforeBody: (request: DescribedRequest, tier: AuthTier, state: AuthState) => void | Promise<void>
+  /** the stages that read the body (request.body set) */
+  afterBody: (request: DescribedRequest, tier: AuthTier, state: AuthState) => void | Promise<void>
+}
+
 export interface Authenticator {
+  /** the pipelines, for a mode that describes its requests itself (decision mode) */
+  judge: Judge
   /** Starts a request's authentication with `state` (what the route decided, e.g. its replay policy). */
   beforeBody: (request: FastifyRequest, tier: AuthTier, state?: AuthState) => void | Promise<void>
   /** Finishes it: the stages that read the body; the request is then authenticated. */
@@ -28,7 +41,7 @@ export interface Authenticator {
 const passed = (request: FastifyRequest): void => { request.authenticated = true }
 
 /** `next` after `pending`: at once when nothing is pending (no promise, no microtask). */
-function afterwards (pending: void | Promise<void>, next: (request: FastifyRequest) => void, request: FastifyRequest): void | Promise<void> {
+function afterwards<R> (pending: void | Promise<void>, next: (request: R) => void, request: R): void | Promise<void> {
   if (pending === undefined) {
     next(request)
     return
@@ -43,16 +56,21 @@ export function createAuthenticator (pipelines: Pipelines): Authenticator {
     beforeBody: stages.filter((stage) => !stage.needsBody),
     afterBody: stages.filter((stage) => stage.needsBody)
   }])) as Record<AuthTier, { beforeBody: AuthStage[]; afterBody: AuthStage[] }>
+  const judge: Judge = {
+    beforeBody: (request, tier, state) => runStages(phases[tier].beforeBody, request, state),
+    afterBody: (request, tier, state) => runStages(phases[tier].afterBody, request, state)
+  }
   return {
+    judge,
     beforeBody (request, tier, state = {}) {
       request.auth = state
-      const { beforeBody, afterBody } = phases[tier]
+      const pending = judge.beforeBody(describeInline(request), tier, state)
       // A tier with nothing to check in the body is done once its header checks pass.
-      return afterBody.length === 0 ? afterwards(runStages(beforeBody, request, state), passed, request) : runStages(beforeBody, request, state)
+      return phases[tier].afterBody.length === 0 ? afterwards(pending, passed, request) : pending
     },
     afterBody (request, tier) {
       const state = request.auth ?? (request.auth = {})
-      return afterwards(runStages(phases[tier].afterBody, request, state), passed, request)
+      return afterwards(judge.afterBody(withBody(request), tier, state), passed, request)
     }
   }
 }

@@ -3,7 +3,6 @@
 // signature over the signature base (built by the protocol code the client signs with). A failure
 // answers with the base the gateway verified (its lines and SHA-256), never a secret.
 import { createHash, type KeyObject } from 'node:crypto'
-import type { FastifyRequest } from 'fastify'
 import {
   ALGORITHMS_OF_KEY_TYPE, ComponentError, MESSAGE_SIGNATURE_ALGORITHMS, requestComponentValue, SAFE_METHODS, signatureBase,
   type ComponentId, type MessageSignatureAlgorithm, type SignedMessage
@@ -13,10 +12,9 @@ import {
   ED25519_SIGNATURE_BYTES, keyTypeOf, P256_RAW_SIGNATURE_BYTES, rsaSignatureBytes, verifyEd25519, verifyP256Sha256, verifyRsaPssSha512, verifyRsaSha256
 } from '../keys/public-key.js'
 import { checkContentDigest } from './content-digest.js'
+import { bodyBytes, hasBody, UNSEEN_BODY, type DescribedRequest } from './described-request.js'
 import type { MessageSignatureInput } from './message-signature-headers.js'
 import { required, type AuthStage } from './stage.js'
-
-const EMPTY = Buffer.alloc(0)
 
 /** The length in bytes of a signature by `keyObject` with `alg`. */
 export function signatureLength (keyObject: KeyObject, alg: MessageSignatureAlgorithm): number {
@@ -56,31 +54,16 @@ export function algorithmFor (keyObject: KeyObject, input: Pick<MessageSignature
 }
 
 /**
- * The scheme or host a trusted load balancer says the client used: X-Forwarded-Proto/-Host, or
- * proto=/host= of Forwarded's first element (the client-most hop). Undefined without a trusted hop.
- */
-function forwardedByTrustedProxy (request: FastifyRequest, name: 'proto' | 'host'): string | undefined {
-  const headers = request.proxyHop?.headers
-  if (headers === undefined) return undefined
-  const first = (value: string): string | undefined => value.split(',')[0]?.trim() || undefined
-  const forwardedX = headers[`x-forwarded-${name}`]
-  if (forwardedX !== undefined) return first(forwardedX)
-  const element = headers.forwarded === undefined ? undefined : first(headers.forwarded)
-  const match = element === undefined ? null : new RegExp(`(?:^|;)\\s*${name}=(?:"([^"]*)"|([^;]+))`, 'i').exec(element)
-  return match?.[1] ?? match?.[2]?.trim()
-}
-
-/**
  * What a request's component values are read from: the raw target, the field lines, and the
- * scheme and host the client used (behind a trusted load balancer, the ones it forwarded).
+ * scheme and host the client used (as the mode that described the request found them).
  */
-export function signedMessage (request: FastifyRequest): SignedMessage {
+export function signedMessage (request: DescribedRequest): SignedMessage {
   return {
-    method: request.raw.method ?? '',
-    target: request.raw.url ?? '',
-    scheme: forwardedByTrustedProxy(request, 'proto') ?? request.protocol,
-    authority: forwardedByTrustedProxy(request, 'host') ?? request.host,
-    field: (name) => request.raw.headersDistinct[name]
+    method: request.method,
+    target: request.target,
+    scheme: request.scheme,
+    authority: request.authority,
+    field: (name) => request.field(name)
   }
 }
 
@@ -137,7 +120,7 @@ function invalidSignature (
  * The chosen RFC 9421 signature, verified. `observeVerification` gets the seconds the verification
  * took (the metrics); `onFailure` hears of each signature that did not verify (the budget).
  */
-export function messageSignatureStage (observeVerification?: (seconds: number) => void, onFailure?: (request: FastifyRequest) => void): AuthStage {
+export function messageSignatureStage (observeVerification?: (seconds: number) => void, onFailure?: (request: DescribedRequest) => void): AuthStage {
   return {
     name: 'signature',
     needsBody: true,
@@ -145,15 +128,17 @@ export function messageSignatureStage (observeVerification?: (seconds: number) =
       const input = required(state.messageSignature, 'the RFC 9421 signature', 'signature')
       const key = required(state.key, 'the key', 'signature')
       const message = signedMessage(request)
-      const body = Buffer.isBuffer(request.body) ? request.body : EMPTY
-      const missing = missingComponents(input.components, message.target, body.length > 0)
+      const missing = missingComponents(input.components, message.target, hasBody(request))
       if (missing.length > 0) {
         throw invalidSignature(`Signature-Input ${input.label} must cover ${missing.join(', ')}: ` +
           'keygate verifies only signatures that cover the method, the target and the body (through content-digest)',
         input, input.alg, undefined, { missingComponents: missing })
       }
       const digest = message.field('content-digest')
-      if (digest !== undefined) checkContentDigest(digest.join(', '), body)
+      // A body keygate is not shown (decision mode behind nginx or Caddy, on a route that allows it)
+      // is covered through content-digest, as checked above: the upstream checks the digest.
+      const unseen = request.body === UNSEEN_BODY
+      if (digest !== undefined && !unseen) checkContentDigest(digest.join(', '), bodyBytes(request))
       const alg = algorithmFor(key.keyObject, input)
       let base: string
       try {
@@ -177,6 +162,7 @@ export function messageSignatureStage (observeVerification?: (seconds: number) =
         onFailure?.(request)
         throw invalidSignature(ADVICE, input, alg, base)
       }
+      if (unseen) state.deferredDigest = (digest as string[]).join(', ')
       // what the replay stage remembers, computed only for the requests it checks
       if (state.replay !== 'allow' && !SAFE_METHODS.has(request.method)) state.replayId = replayIdOf(key.apiKey, base)
     }

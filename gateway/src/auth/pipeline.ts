@@ -2,7 +2,6 @@
 // the store before the token and headers are sound, and the signature verification (either
 // scheme's, any key type's) runs last of the checks of who sent the request; then what it may do (scope.ts). Before all of them, a client
 // address that has failed too many signature checks is refused (signature-budget.ts).
-import type { FastifyRequest } from 'fastify'
 import type { KeyRegistry } from '../keys/key-registry.js'
 import type { Store } from '../store/index.js'
 import type { TokenService } from '../tokens/token-service.js'
@@ -21,6 +20,7 @@ import { seedBodyStage } from './seed-body.js'
 import { signatureBudgetStage, type SignatureBudget } from './signature-budget.js'
 import { signatureHeadersStage } from './signature-headers.js'
 import { signatureStage } from './signature.js'
+import type { DescribedRequest } from './described-request.js'
 import type { AuthStage, AuthState } from './stage.js'
 import { createdStage, timestampStage } from './timestamp.js'
 
@@ -42,7 +42,7 @@ export interface PipelineDeps {
 /** `signed` routes: bearer token and API key signature. */
 export function signedPipeline ({ tokens, keys, store, userScopes, now, observeVerification, signatureBudget: budget }: PipelineDeps): AuthStage[] {
   const clock = now ?? Date.now
-  const onFailure = budget && ((request: FastifyRequest): void => { budget.recordFailure(request.ip, clock()) })
+  const onFailure = budget && ((request: DescribedRequest): void => { budget.recordFailure(request.ip, clock()) })
   return [
     ...(budget === undefined ? [] : [signatureBudgetStage(budget, clock)]),
     bearerTokenStage(tokens, userScopes),
@@ -78,7 +78,7 @@ export function bearerPipeline ({ tokens, userScopes }: Pick<PipelineDeps, 'toke
  * Runs, in order, the stages of one phase (before or after the body is read). Synchronously as
  * long as the stages are: a promise only once a stage returns one.
  */
-export function runStages (stages: readonly AuthStage[], request: FastifyRequest, state: AuthState, from = 0): void | Promise<void> {
+export function runStages (stages: readonly AuthStage[], request: DescribedRequest, state: AuthState, from = 0): void | Promise<void> {
   for (let i = from; i < stages.length; i++) {
     const pending = (stages[i] as AuthStage).run(request, state)
     if (pending !== undefined) return pending.then(() => runStages(stages, request, state, i + 1))

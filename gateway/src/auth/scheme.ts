@@ -2,7 +2,7 @@
 // for one scheme only. The seed's X-API-* headers and their stages stay exactly as they were; a
 // request carrying Signature-Input (RFC 9421) and no X-API-Signature takes the RFC 9421 stages,
 // when the route takes them (its `signature` option: any, the default, seed or rfc9421).
-import type { FastifyRequest } from 'fastify'
+import type { DescribedRequest } from './described-request.js'
 import type { AuthStage, AuthState, SignatureScheme } from './stage.js'
 
 /**
@@ -11,7 +11,7 @@ import type { AuthStage, AuthState, SignatureScheme } from './stage.js'
  * verified by the seed's scheme (its headers win, so a client of the seed's scheme is never
  * affected by an RFC 9421 signature a proxy on the way adds).
  */
-export function schemeOf (request: FastifyRequest, state: AuthState): SignatureScheme {
+export function schemeOf (request: DescribedRequest, state: AuthState): SignatureScheme {
   const policy = state.signaturePolicy ?? 'any'
   if (policy !== 'any') return policy
   return request.headers['signature-input'] !== undefined && request.headers['x-api-signature'] === undefined ? 'rfc9421' : 'seed'

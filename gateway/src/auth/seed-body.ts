@@ -5,6 +5,7 @@
 // verified, so such a request costs no verification and is not counted as a failed signature.
 import { seedBodyProblem } from '#client/protocol'
 import { GatewayError } from '../errors.js'
+import { UNSEEN_BODY, unseenBodyError } from './described-request.js'
 import type { AuthStage } from './stage.js'
 
 /** 400 AMBIGUOUS_SIGNED_BODY for a seed-signed body that starts with a target byte, unless the route opted out. */
@@ -15,7 +16,10 @@ export function seedBodyStage (): AuthStage {
     run (request, state) {
       const body = request.body
       // a bodiless request (every signed GET) ends here, at the cost of one check
-      if (!Buffer.isBuffer(body) || body.length === 0 || state.seedBodyBoundary === 'unchecked') return
+      if (body === undefined || body.length === 0) return
+      // the seed scheme signs the body's bytes: a body keygate is not shown cannot be verified
+      if (body === UNSEEN_BODY) throw unseenBodyError('the seed scheme signs the body\'s bytes, which keygate must see')
+      if (state.seedBodyBoundary === 'unchecked') return
       const problem = seedBodyProblem(body)
       if (problem !== undefined) throw new GatewayError('AMBIGUOUS_SIGNED_BODY', problem)
     }

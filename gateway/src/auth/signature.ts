@@ -1,14 +1,12 @@
 import type { KeyObject } from 'node:crypto'
-import type { FastifyRequest } from 'fastify'
 import { describeSigningString, signingString, type KeyType, type SigningStringDetails } from '#client/protocol'
 import { GatewayError } from '../errors.js'
 import {
   decodeBase64, ED25519_SIGNATURE_BYTES, keyTypeOf, P256_DER_SIGNATURE_BYTES, P256_RAW_SIGNATURE_BYTES, rsaSignatureBytes, verifyWithKey
 } from '../keys/public-key.js'
 import { sha256Hex } from '../lib/sha256.js'
+import { bodyBytes, type DescribedRequest } from './described-request.js'
 import { required, type AuthStage } from './stage.js'
-
-const EMPTY = Buffer.alloc(0)
 
 export interface SignedRequest {
   timestamp: string
@@ -105,7 +103,7 @@ export function describeSignedRequest (request: Omit<SignedRequest, 'signature'>
  * `observeVerification` gets the seconds the verification took (the metrics); `onFailure` hears
  * of each request whose signature failed (the budget of failed checks per address).
  */
-export function signatureStage (observeVerification?: (seconds: number) => void, onFailure?: (request: FastifyRequest) => void): AuthStage {
+export function signatureStage (observeVerification?: (seconds: number) => void, onFailure?: (request: DescribedRequest) => void): AuthStage {
   return {
     name: 'signature',
     needsBody: true,
@@ -114,9 +112,10 @@ export function signatureStage (observeVerification?: (seconds: number) => void,
       const key = required(state.key, 'the key', 'signature')
       const signed: SignedRequest = {
         timestamp,
-        method: request.raw.method ?? '',
-        target: request.raw.url ?? '',
-        body: Buffer.isBuffer(request.body) ? request.body : EMPTY,
+        method: request.method,
+        target: request.target,
+        // an unseen body never gets here: the seed-body stage refuses it (seed-body.ts)
+        body: bodyBytes(request),
         signature
       }
       const started = performance.now()

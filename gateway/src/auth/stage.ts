@@ -1,14 +1,15 @@
-// The shape every stage of the business auth pipeline shares. A stage reads the request and what
+// The shape every stage of the business auth pipeline shares. A stage reads the request (as
+// described-request.ts describes it, in either mode) and what
 // earlier stages established (`AuthState`), adds to it, or throws a GatewayError that denies the
 // request. Stages that do not need the body run before it is read (onRequest), so a request that
 // fails a cheap check is refused before the gateway buffers its body.
-import type { FastifyRequest } from 'fastify'
 import type { RegisteredKey } from '../keys/key-registry.js'
 import type { RememberedMark } from '../store/index.js'
 import type { VerifiedToken } from '../tokens/token-service.js'
 import type { ScopeSet } from '../users/scopes.js'
 import type { CurrentUser } from '../users/user-scopes.js'
 import type { ComponentId, Parameters, SeedBodyBoundary } from '#client/protocol'
+import type { DescribedRequest } from './described-request.js'
 
 export interface SignatureHeaders {
   apiKey: string
@@ -45,6 +46,14 @@ export const SIGNATURE_SCHEME_POLICIES: readonly SignatureSchemePolicy[] = ['any
 // A signed route's seed body rule (seed-body.ts): the protocol core's, which the client checks too.
 export { SEED_BODY_BOUNDARIES, type SeedBodyBoundary } from '#client/protocol'
 
+/**
+ * What a signed route does in decision mode with a body keygate is not shown (nginx, Caddy):
+ * refuse it (the default), or allow it when an RFC 9421 signature covers its Content-Digest, which
+ * the upstream is then told to check (`digest`).
+ */
+export type UnseenBodyPolicy = 'refuse' | 'digest'
+export const UNSEEN_BODY_POLICIES: readonly UnseenBodyPolicy[] = ['refuse', 'digest']
+
 /** How much a route asks of a request: a signature and a token, a token, or nothing. */
 export type AuthTier = 'signed' | 'bearer' | 'public'
 export const AUTH_TIERS: readonly AuthTier[] = ['signed', 'bearer', 'public']
@@ -63,6 +72,8 @@ export interface AuthState {
   signaturePolicy?: SignatureSchemePolicy
   /** signed routes: the label of the RFC 9421 signature to verify (default: the first that names a registered key) */
   signatureLabel?: string
+  /** signed routes: whether a body the judge did not see may pass on a verified digest (default refuse) */
+  unseenBody?: UnseenBodyPolicy
   /** signed routes: the seed scheme's body rule (default enforced) */
   seedBodyBoundary?: SeedBodyBoundary
   /** the scheme the request is signed with (scheme.ts) */
@@ -80,6 +91,12 @@ export interface AuthState {
   replayId?: string
   timestampMs?: number
   key?: RegisteredKey
+  /**
+   * RFC 9421, a body the judge did not see (decision mode behind nginx or Caddy, on a route whose
+   * `unseenBody` is `digest`): the Content-Digest the verified signature covers, which the upstream
+   * must check against the bytes it receives
+   */
+  deferredDigest?: string
   /** the scopes the route requires, all of them (the scope stage refuses a request without one) */
   requiredScopes?: readonly string[]
   /** what the request may do: the key's scopes its user still has, or the bearer's user's (scope.ts) */
@@ -90,7 +107,7 @@ export interface AuthStage {
   readonly name: string
   /** true: runs after the body is buffered (preHandler); false: before (onRequest) */
   readonly needsBody: boolean
-  run: (request: FastifyRequest, state: AuthState) => void | Promise<void>
+  run: (request: DescribedRequest, state: AuthState) => void | Promise<void>
 }
 
 /** The state a stage depends on; a missing piece is a pipeline-order bug, not a client error. */

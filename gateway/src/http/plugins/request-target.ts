@@ -2,10 +2,11 @@
 // enforced before any other check: single spaces in the request line, HTTP/1.0 or HTTP/1.1 only,
 // one Host (and one on HTTP/1.1), else 400 MALFORMED_HTTP; a target the rules refuse is 400
 // INVALID_TARGET; a bodyless method with a body 400.
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
+import type { IncomingMessage } from 'node:http'
 import { bodylessMethodProblem, requestTargetProblem } from '#client/protocol'
 import type { FastifyPluginAsync, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
+import { headersDeclareBody } from '../../auth/described-request.js'
 import { GatewayError } from '../../errors.js'
 import { hasSpacedRequestLine } from '../../lib/request-line-tracker.js'
 
@@ -44,9 +45,7 @@ export const refuseMalformedRequestLine: onRequestHookHandler = (request, _reply
 }
 
 /** Whether a request announces body bytes: a Transfer-Encoding, or a Content-Length other than 0. */
-export function declaresBody (headers: IncomingHttpHeaders): boolean {
-  return headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0'
-}
+export const declaresBody = headersDeclareBody
 
 const requestTarget: FastifyPluginAsync = async (app) => {
   // Callback-style hooks here and in the other per-request plugins: every request runs them, and

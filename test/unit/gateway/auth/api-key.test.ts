@@ -3,7 +3,7 @@ import { apiKeyStage } from '../../../../gateway/src/auth/api-key.js'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
 import { createKeyRegistry } from '../../../../gateway/src/keys/key-registry.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
-import { captureGatewayError, countingStore, fakeRequest, rsaPair, signBase64 } from '../../../helpers/auth-fixtures.js'
+import { captureGatewayError, countingStore, describedRequest, rsaPair, signBase64 } from '../../../helpers/auth-fixtures.js'
 
 const pair = rsaPair()
 const { store, calls } = countingStore(createMemoryStore())
@@ -17,7 +17,7 @@ function stateFor (apiKey: string): AuthState {
 
 t.test('a registered key becomes state.key', async (t) => {
   const state = stateFor(record.apiKey)
-  await stage.run(fakeRequest(), state)
+  await stage.run(describedRequest(), state)
   t.equal(state.key?.apiKey, record.apiKey)
   t.equal(state.key?.owner, 'alice')
   t.equal(state.key?.name, 'laptop')
@@ -44,7 +44,7 @@ t.test('keys that are not registered are UNKNOWN_API_KEY', async (t) => {
     t.test(label, async (t) => {
       const before = calls.getKey ?? 0
       const state = stateFor(apiKey)
-      const err = await captureGatewayError(() => stage.run(fakeRequest(), state))
+      const err = await captureGatewayError(() => stage.run(describedRequest(), state))
       t.equal(err.code, 'UNKNOWN_API_KEY')
       t.equal(err.statusCode, 401)
       t.equal(state.key, undefined)

@@ -6,7 +6,7 @@ import type { AuthState } from '../../../../gateway/src/auth/stage.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
 import { createUserScopes, type CurrentUser } from '../../../../gateway/src/users/user-scopes.js'
 import { NO_SCOPES } from '../../../../gateway/src/users/scopes.js'
-import { AUDIENCE, ISSUER, captureGatewayError, fakeRequest, tokenFixture } from '../../../helpers/auth-fixtures.js'
+import { AUDIENCE, ISSUER, captureGatewayError, describedRequest, tokenFixture } from '../../../helpers/auth-fixtures.js'
 
 const fx = await tokenFixture()
 t.teardown(fx.cleanup)
@@ -41,7 +41,7 @@ async function forge ({ claims = {}, omit = [], header = {}, alg = 'EdDSA', key 
 
 async function runWith (authorization: string | undefined): Promise<AuthState> {
   const state: AuthState = {}
-  await stage.run(fakeRequest({ headers: authorization === undefined ? {} : { authorization } }), state)
+  await stage.run(describedRequest({ headers: authorization === undefined ? {} : { authorization } }), state)
   return state
 }
 
@@ -83,14 +83,14 @@ t.test('Authorization header forms', async (t) => {
   const malformed = ['Bearer a b', 'Bearer\tabc', 'bearer not-a-jwt']
   for (const header of malformed) {
     t.test(`INVALID_TOKEN: a bearer token that is malformed (${JSON.stringify(header)})`, async (t) => {
-      const err = await captureGatewayError(() => stage.run(fakeRequest({ headers: { authorization: header } }), {}))
+      const err = await captureGatewayError(() => stage.run(describedRequest({ headers: { authorization: header } }), {}))
       t.equal(err.code, 'INVALID_TOKEN')
     })
   }
   for (const [label, header] of missing) {
     t.test(`MISSING_TOKEN: ${label}`, async (t) => {
       const state: AuthState = {}
-      const err = await captureGatewayError(() => stage.run(fakeRequest({ headers: header === undefined ? {} : { authorization: header } }), state))
+      const err = await captureGatewayError(() => stage.run(describedRequest({ headers: header === undefined ? {} : { authorization: header } }), state))
       t.equal(err.code, 'MISSING_TOKEN')
       t.equal(err.statusCode, 401)
       t.match(err.headers, { 'www-authenticate': /^Bearer\b/ })
@@ -136,7 +136,7 @@ t.test('tokens that must give INVALID_TOKEN', async (t) => {
     t.test(label, async (t) => {
       const token = await make()
       const state: AuthState = {}
-      const err = await captureGatewayError(() => stage.run(fakeRequest({ headers: { authorization: `Bearer ${token}` } }), state))
+      const err = await captureGatewayError(() => stage.run(describedRequest({ headers: { authorization: `Bearer ${token}` } }), state))
       t.equal(err.code, 'INVALID_TOKEN')
       t.equal(err.statusCode, 401)
       t.match(err.headers, { 'www-authenticate': /^Bearer\b/ })
@@ -211,7 +211,7 @@ t.test('a token acts only for the incarnation of its user it was issued to, and 
   const run = async (token: string): Promise<string> => {
     const state: AuthState = {}
     try {
-      await own.run(fakeRequest({ headers: { authorization: `Bearer ${token}` } }), state)
+      await own.run(describedRequest({ headers: { authorization: `Bearer ${token}` } }), state)
     } catch (err) {
       return (err as { code: string }).code
     }
@@ -263,7 +263,7 @@ t.test('a token and a user seen before: the stage answers at once, with no promi
   const { token } = await fx.tokens.issue('carol')
   await runWith(`Bearer ${token}`)
   const state: AuthState = {}
-  t.equal(stage.run(fakeRequest({ headers: { authorization: `Bearer ${token}` } }), state), undefined, 'no promise')
+  t.equal(stage.run(describedRequest({ headers: { authorization: `Bearer ${token}` } }), state), undefined, 'no promise')
   t.equal(state.user, 'carol')
   t.equal(state.account?.id, (await users.getUser('carol'))?.id, 'the user as the cache holds it')
 })
@@ -276,7 +276,7 @@ t.test('a user not cached while the store fails: the store\'s error, and no user
   const own = bearerTokenStage(fx.tokens, view)
   const { token } = await fx.tokens.issue('alice')
   const state: AuthState = {}
-  await t.rejects(async () => { await own.run(fakeRequest({ headers: { authorization: `Bearer ${token}` } }), state) }, { message: 'store away' })
+  await t.rejects(async () => { await own.run(describedRequest({ headers: { authorization: `Bearer ${token}` } }), state) }, { message: 'store away' })
   t.equal(state.user, undefined)
   t.equal(state.account, undefined)
 })

@@ -4,7 +4,7 @@ import { keyOwnerStage } from '../../../../gateway/src/auth/key-owner.js'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
 import { GatewayError } from '../../../../gateway/src/errors.js'
 import type { RegisteredKey } from '../../../../gateway/src/keys/key-registry.js'
-import { captureGatewayError, fakeRequest } from '../../../helpers/auth-fixtures.js'
+import { captureGatewayError, describedRequest } from '../../../helpers/auth-fixtures.js'
 
 const stage = keyOwnerStage()
 const keyObject = generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey
@@ -12,7 +12,7 @@ const keyOf = (owner: string): RegisteredKey => ({ apiKey: 'a'.repeat(64), owner
 
 t.test('the key of the token\'s user passes', async (t) => {
   const state: AuthState = { user: 'alice', key: keyOf('alice') }
-  await stage.run(fakeRequest(), state)
+  await stage.run(describedRequest(), state)
   t.equal(state.key?.owner, 'alice')
   t.equal(state.user, 'alice')
 })
@@ -27,7 +27,7 @@ t.test('a key of another user is KEY_OWNER_MISMATCH (403)', async (t) => {
   ]
   for (const [label, owner, user] of cases) {
     t.test(label, async (t) => {
-      const err = await captureGatewayError(() => stage.run(fakeRequest(), { user, key: keyOf(owner) }))
+      const err = await captureGatewayError(() => stage.run(describedRequest(), { user, key: keyOf(owner) }))
       t.equal(err.code, 'KEY_OWNER_MISMATCH')
       t.equal(err.statusCode, 403)
     })
@@ -37,7 +37,7 @@ t.test('a key of another user is KEY_OWNER_MISMATCH (403)', async (t) => {
 t.test('run out of order (no user or no key) it fails loudly, not as a client error', async (t) => {
   for (const state of [{ key: keyOf('alice') }, { user: 'alice' }] as AuthState[]) {
     let caught: unknown
-    try { await stage.run(fakeRequest(), state) } catch (err) { caught = err }
+    try { await stage.run(describedRequest(), state) } catch (err) { caught = err }
     t.ok(caught instanceof Error, 'throws')
     t.notOk(caught instanceof GatewayError, 'a programming error, not a GatewayError')
   }

@@ -16,7 +16,7 @@ import {
   algorithmFor, messageSignatureBase, missingComponents, verifyMessageSignature
 } from '../../../../gateway/src/auth/message-signature.js'
 import type { AuthState, MessageSignatureInput } from '../../../../gateway/src/auth/stage.js'
-import { captureGatewayError, fakeRequest } from '../../../helpers/auth-fixtures.js'
+import { captureGatewayError, describedRequest } from '../../../helpers/auth-fixtures.js'
 
 const FIXTURES = join(import.meta.dirname, '../../../fixtures/rfc9421')
 
@@ -59,7 +59,7 @@ const MESSAGE: SignedMessage = {
 /** The one signature labelled `label` of Signature-Input and Signature, parsed as the gateway parses them. */
 async function parsed (label: string, signatureInput: string, signature: string): Promise<MessageSignatureInput> {
   const state: AuthState = { signatureLabel: label }
-  await messageSignatureHeadersStage().run(fakeRequest({ headers: { 'signature-input': signatureInput, signature } }), state)
+  await messageSignatureHeadersStage().run(describedRequest({ headers: { 'signature-input': signatureInput, signature } }), state)
   return state.messageSignatures?.[0] as MessageSignatureInput
 }
 

@@ -4,7 +4,6 @@
 // dispatcher. The RFC's own examples are in message-signature-vectors.test.ts; the whole path on
 // a real gateway in test/system/rfc9421.test.ts.
 import { createHash, generateKeyPairSync, sign, type KeyObject } from 'node:crypto'
-import type { FastifyRequest } from 'fastify'
 import t from 'tap'
 import { checkContentDigest, contentDigestOf } from '../../../../gateway/src/auth/content-digest.js'
 import { keyIdStage } from '../../../../gateway/src/auth/key-id.js'
@@ -17,19 +16,20 @@ import { apiKeyOf } from '../../../../gateway/src/keys/public-key.js'
 import { createdStage } from '../../../../gateway/src/auth/timestamp.js'
 import { createKeyRegistry } from '../../../../gateway/src/keys/key-registry.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
-import { captureGatewayError, fakeRequest, rsaPair, signBase64 } from '../../../helpers/auth-fixtures.js'
+import type { DescribedRequest } from '../../../../gateway/src/auth/described-request.js'
+import { captureGatewayError, describedRequest, rsaPair, signBase64 } from '../../../helpers/auth-fixtures.js'
 
 const NOW = 1_700_000_000_000
 const CREATED = NOW / 1000
 
 t.test('the scheme: the route\'s when it takes one; else RFC 9421 for Signature-Input without X-API-Signature', async (t) => {
-  const rfc = fakeRequest({ headers: { 'signature-input': 'sig=()', signature: 'sig=:AA==:' } })
-  const seed = fakeRequest({ headers: { 'x-api-signature': 'AA==' } })
-  const both = fakeRequest({ headers: { 'signature-input': 'sig=()', 'x-api-signature': 'AA==' } })
+  const rfc = describedRequest({ headers: { 'signature-input': 'sig=()', signature: 'sig=:AA==:' } })
+  const seed = describedRequest({ headers: { 'x-api-signature': 'AA==' } })
+  const both = describedRequest({ headers: { 'signature-input': 'sig=()', 'x-api-signature': 'AA==' } })
   t.equal(schemeOf(rfc, {}), 'rfc9421')
   t.equal(schemeOf(seed, {}), 'seed')
   t.equal(schemeOf(both, {}), 'seed', 'both: the seed\'s headers win')
-  t.equal(schemeOf(fakeRequest(), {}), 'seed', 'neither: the seed\'s MISSING_SIGNATURE_HEADERS, as before')
+  t.equal(schemeOf(describedRequest(), {}), 'seed', 'neither: the seed\'s MISSING_SIGNATURE_HEADERS, as before')
   t.equal(schemeOf(rfc, { signaturePolicy: 'seed' }), 'seed')
   t.equal(schemeOf(seed, { signaturePolicy: 'rfc9421' }), 'rfc9421')
 })
@@ -38,7 +38,7 @@ t.test('Signature-Input and Signature: malformed, missing members, labels', asyn
   const stage = messageSignatureHeadersStage()
   const key = 'a'.repeat(64)
   const run = async (headers: Record<string, string>, state: AuthState = {}) =>
-    await captureGatewayError(() => stage.run(fakeRequest({ headers }), state))
+    await captureGatewayError(() => stage.run(describedRequest({ headers }), state))
   t.equal((await run({ 'signature-input': 'sig=("@method")' })).code, 'MISSING_SIGNATURE_HEADERS')
   const unparsable = await run({ 'signature-input': 'sig=("@method"', signature: 'sig=:AA==:' })
   t.equal(unparsable.code, 'INVALID_SIGNATURE')
@@ -52,7 +52,7 @@ t.test('Signature-Input and Signature: malformed, missing members, labels', asyn
   t.match(labelled.message, /labelled gw; Signature-Input has sig/)
 
   const state: AuthState = {}
-  await stage.run(fakeRequest({
+  await stage.run(describedRequest({
     headers: {
       'signature-input': 'other=("@method");keyid="x", ' +
         `sig=("@method" "@path" "@query-param";name="a");created=${CREATED};keyid="${key}";alg="ed25519";nonce="n"`,
@@ -71,7 +71,7 @@ t.test('created and expires', async (t) => {
   const stage = createdStage(() => NOW)
   const base = { label: 'sig', components: [], params: [], signatureParams: '()', keyid: 'k', alg: undefined, nonce: undefined, signature: Buffer.alloc(0) }
   const run = async (created: number | undefined, expires?: number) =>
-    await captureGatewayError(() => stage.run(fakeRequest(), { messageSignature: { ...base, created, expires } }))
+    await captureGatewayError(() => stage.run(describedRequest(), { messageSignature: { ...base, created, expires } }))
   t.equal((await run(undefined)).code, 'TIMESTAMP_INVALID')
   t.match((await run(NOW)).message, /milliseconds/)
   const stale = await run(CREATED - 16 * 60)
@@ -80,7 +80,7 @@ t.test('created and expires', async (t) => {
   t.equal((await run(CREATED + 16 * 60)).code, 'TIMESTAMP_OUT_OF_RANGE', 'from the future too')
   t.match((await run(CREATED - 60, CREATED - 1)).message, /expired 1 s ago/)
   const state: AuthState = { messageSignature: { ...base, created: CREATED - 60, expires: CREATED + 60 } }
-  await stage.run(fakeRequest(), state)
+  await stage.run(describedRequest(), state)
   t.equal(state.timestampMs, NOW - 60_000)
 })
 
@@ -118,11 +118,11 @@ t.test('the keyid: the first signature whose key is registered', async (t) => {
     signature: Buffer.alloc(0)
   })
   const state: AuthState = { user: 'alice', messageSignatures: [input('a', 'f'.repeat(64)), input('b', record.apiKey)] }
-  await stage.run(fakeRequest(), state)
+  await stage.run(describedRequest(), state)
   t.equal(state.messageSignature?.label, 'b')
   t.equal(state.key?.apiKey, record.apiKey)
   const neither: AuthState = { user: 'alice', messageSignatures: [input('a', 'f'.repeat(64)), input('b', 'e'.repeat(64))] }
-  const unknown = await captureGatewayError(() => stage.run(fakeRequest(), neither))
+  const unknown = await captureGatewayError(() => stage.run(describedRequest(), neither))
   t.equal(unknown.code, 'UNKNOWN_API_KEY')
   t.match(unknown.message, new RegExp(`keyid ${'f'.repeat(64)} \\(Signature-Input a\\) is not a registered key`))
 })
@@ -136,9 +136,7 @@ function signedRequest (privateKey: KeyObject, alg: string, body: string, option
   const signer = alg === 'ecdsa-p256-sha256' ? { key: privateKey, dsaEncoding: 'ieee-p1363' as const } : privateKey
   const signature = sign(alg === 'ed25519' ? null : 'sha256', Buffer.from(base), signer)
   const headers = { 'signature-input': `sig=${params}`, signature: `sig=:${signature.toString('base64')}:`, 'content-digest': digest }
-  const request = fakeRequest({ method: 'POST', url: target, headers, body: Buffer.from(body) })
-  Object.assign(request, { protocol: 'https', host: 'api.example.com' })
-  Object.assign(request.raw, { headersDistinct: Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, [value]])) })
+  const request = describedRequest({ method: 'POST', url: target, headers, body: Buffer.from(body), scheme: 'https', authority: 'api.example.com' })
   return { request, base }
 }
 
@@ -149,7 +147,7 @@ const PAIRS = {
 }
 
 /** The state the stages before the signature stage leave: the key, the signature labelled sig. */
-async function stateFor (request: FastifyRequest, key: RegisteredKey): Promise<AuthState> {
+async function stateFor (request: DescribedRequest, key: RegisteredKey): Promise<AuthState> {
   const state: AuthState = { signatureLabel: 'sig', key }
   await messageSignatureHeadersStage().run(request, state)
   return { ...state, messageSignature: state.messageSignatures?.[0] }

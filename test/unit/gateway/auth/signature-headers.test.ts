@@ -1,7 +1,7 @@
 import t from 'tap'
 import { signatureHeadersStage } from '../../../../gateway/src/auth/signature-headers.js'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
-import { captureGatewayError, fakeRequest } from '../../../helpers/auth-fixtures.js'
+import { captureGatewayError, describedRequest } from '../../../helpers/auth-fixtures.js'
 
 const stage = signatureHeadersStage()
 const NAMES = ['x-api-key', 'x-api-timestamp', 'x-api-signature'] as const
@@ -14,7 +14,7 @@ const FULL: Record<Name, string> = {
 
 t.test('all three present: the headers are taken as sent', async (t) => {
   const state: AuthState = {}
-  await stage.run(fakeRequest({ headers: { ...FULL, authorization: 'Bearer x' } }), state)
+  await stage.run(describedRequest({ headers: { ...FULL, authorization: 'Bearer x' } }), state)
   t.same(state.signatureHeaders, { apiKey: FULL['x-api-key'], timestamp: FULL['x-api-timestamp'], signature: FULL['x-api-signature'] })
 })
 
@@ -31,7 +31,7 @@ for (const how of ['absent', 'empty'] as const) {
         else headers[name] = ''
       }
       const state: AuthState = {}
-      const err = await captureGatewayError(() => stage.run(fakeRequest({ headers }), state))
+      const err = await captureGatewayError(() => stage.run(describedRequest({ headers }), state))
       t.equal(err.code, 'MISSING_SIGNATURE_HEADERS')
       t.equal(err.statusCode, 401)
       t.same(err.extra?.missing, gone, 'missing names exactly the absent headers, in header order')
@@ -42,7 +42,7 @@ for (const how of ['absent', 'empty'] as const) {
 }
 
 t.test('a header that is not a single string value counts as missing', async (t) => {
-  const err = await captureGatewayError(() => stage.run(fakeRequest({ headers: { ...FULL, 'x-api-signature': ['a', 'b'] } }), {}))
+  const err = await captureGatewayError(() => stage.run(describedRequest({ headers: { ...FULL, 'x-api-signature': ['a', 'b'] } }), {}))
   t.equal(err.code, 'MISSING_SIGNATURE_HEADERS')
   t.same(err.extra?.missing, ['x-api-signature'])
 })

@@ -4,7 +4,7 @@ import { signingString } from '@keygate/client/protocol'
 import { signatureStage } from '../../../../gateway/src/auth/signature.js'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
 import { parseRsaPublicKey } from '../../../../gateway/src/keys/public-key.js'
-import { captureGatewayError, fakeRequest, rsaPair, signBase64, type RsaPair } from '../../../helpers/auth-fixtures.js'
+import { captureGatewayError, describedRequest, rsaPair, signBase64, type RsaPair } from '../../../helpers/auth-fixtures.js'
 
 const pair = rsaPair()
 const other = rsaPair()
@@ -39,7 +39,7 @@ async function run (c: Case): Promise<void> {
     signatureHeaders: { apiKey: key.apiKey, timestamp: c.timestamp ?? TS, signature: c.mangle === undefined ? signature : c.mangle(signature) },
     key
   }
-  await stage.run(fakeRequest({ method: c.method, url: c.url, body: c.body }), state)
+  await stage.run(describedRequest({ method: c.method, url: c.url, body: c.body }), state)
 }
 
 const accepted: Case[] = [
@@ -171,7 +171,7 @@ t.test('an RSA-PSS signature over the right string is refused (PKCS#1 v1.5 only)
   const data = Buffer.from(TS + 'GET' + PATH)
   const pss = sign('sha256', data, { key: pair.privateKey, padding: constants.RSA_PKCS1_PSS_PADDING }).toString('base64')
   const state: AuthState = { user: 'alice', signatureHeaders: { apiKey: key.apiKey, timestamp: TS, signature: pss }, key }
-  const err = await captureGatewayError(() => stage.run(fakeRequest({ method: 'GET', url: PATH }), state))
+  const err = await captureGatewayError(() => stage.run(describedRequest({ method: 'GET', url: PATH }), state))
   t.equal(err.code, 'INVALID_SIGNATURE')
 })
 

@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
 import { timestampStage } from '../../../../gateway/src/auth/timestamp.js'
-import { captureGatewayError, fakeRequest } from '../../../helpers/auth-fixtures.js'
+import { captureGatewayError, describedRequest } from '../../../helpers/auth-fixtures.js'
 
 const NOW = 1_700_000_000_000
 const MIN = 60_000
@@ -24,7 +24,7 @@ t.test('timestamps within 15 minutes of server time are accepted', async (t) => 
   ]
   for (const [label, offset] of offsets) {
     const state = stateFor(String(NOW + offset))
-    await stage.run(fakeRequest(), state)
+    await stage.run(describedRequest(), state)
     t.equal(state.timestampMs, NOW + offset, label)
   }
 })
@@ -41,7 +41,7 @@ t.test('timestamps more than 15 minutes away are TIMESTAMP_OUT_OF_RANGE', async 
   for (const [label, offset] of offsets) {
     t.test(label, async (t) => {
       const state = stateFor(String(NOW + offset))
-      const err = await captureGatewayError(() => stage.run(fakeRequest(), state))
+      const err = await captureGatewayError(() => stage.run(describedRequest(), state))
       t.equal(err.code, 'TIMESTAMP_OUT_OF_RANGE')
       t.equal(err.statusCode, 401)
       t.same(err.extra, { serverTime: NOW, maxSkewMs: SKEW })
@@ -52,7 +52,7 @@ t.test('timestamps more than 15 minutes away are TIMESTAMP_OUT_OF_RANGE', async 
   const farOff: Array<[string, string]> = [['13-digit year 2001', '1000000000000'], ['15 digits, far future', '999999999999999']]
   for (const [label, value] of farOff) {
     t.test(label, async (t) => {
-      t.equal((await captureGatewayError(() => stage.run(fakeRequest(), stateFor(value)))).code, 'TIMESTAMP_OUT_OF_RANGE')
+      t.equal((await captureGatewayError(() => stage.run(describedRequest(), stateFor(value)))).code, 'TIMESTAMP_OUT_OF_RANGE')
     })
   }
 })
@@ -91,7 +91,7 @@ t.test('timestamps that are not decimal milliseconds are TIMESTAMP_INVALID', asy
   for (const [label, value] of cases) {
     t.test(`${label}: ${JSON.stringify(value)}`, async (t) => {
       const state = stateFor(value)
-      const err = await captureGatewayError(() => stage.run(fakeRequest(), state))
+      const err = await captureGatewayError(() => stage.run(describedRequest(), state))
       t.equal(err.code, 'TIMESTAMP_INVALID')
       t.equal(err.statusCode, 401)
       t.equal(state.timestampMs, undefined)
@@ -103,9 +103,9 @@ t.test('the clock is read at each request', async (t) => {
   let clock = NOW
   const moving = timestampStage(() => clock)
   const value = String(NOW)
-  await moving.run(fakeRequest(), stateFor(value))
+  await moving.run(describedRequest(), stateFor(value))
   clock = NOW + SKEW + 1
-  const err = await captureGatewayError(() => moving.run(fakeRequest(), stateFor(value)))
+  const err = await captureGatewayError(() => moving.run(describedRequest(), stateFor(value)))
   t.equal(err.code, 'TIMESTAMP_OUT_OF_RANGE')
   t.equal(err.extra?.serverTime, NOW + SKEW + 1)
 })
@@ -113,7 +113,7 @@ t.test('the clock is read at each request', async (t) => {
 t.test('the default clock is Date.now', async (t) => {
   const real = timestampStage()
   const state = stateFor(String(Date.now()))
-  await real.run(fakeRequest(), state)
+  await real.run(describedRequest(), state)
   t.type(state.timestampMs, 'number')
-  t.equal((await captureGatewayError(() => real.run(fakeRequest(), stateFor(String(Date.now() - SKEW - 60_000))))).code, 'TIMESTAMP_OUT_OF_RANGE')
+  t.equal((await captureGatewayError(() => real.run(describedRequest(), stateFor(String(Date.now() - SKEW - 60_000))))).code, 'TIMESTAMP_OUT_OF_RANGE')
 })

@@ -13,7 +13,7 @@ import {
   canonicalP256Signature, keyTypeOf, parsePublicKey, parseRsaPublicKey, verifyEd25519, verifyP256Sha256, verifyRsaPssSha512, verifyRsaSha256, verifyWithKey
 } from '../../../../gateway/src/keys/public-key.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
-import { captureGatewayError, fakeRequest, rsaPair } from '../../../helpers/auth-fixtures.js'
+import { captureGatewayError, describedRequest, rsaPair } from '../../../helpers/auth-fixtures.js'
 
 const spkiPem = (key: KeyObject): string => key.export({ type: 'spki', format: 'pem' }).toString()
 const spkiSha256 = (key: KeyObject): string => createHash('sha256').update(key.export({ type: 'spki', format: 'der' })).digest('hex')
@@ -187,7 +187,7 @@ t.test('the seed scheme with Ed25519 and P-256 keys: accepted, and refused with 
       signatureHeaders: { apiKey: parsed.apiKey, timestamp: TS, signature },
       key: { apiKey: parsed.apiKey, owner: 'alice', name: 'k', keyObject: parsed.keyObject, keyType: parsed.keyType }
     }
-    await stage.run(fakeRequest({ method: 'POST', url: '/v1/clients/', body }), state)
+    await stage.run(describedRequest({ method: 'POST', url: '/v1/clients/', body }), state)
   }
   const joined = Buffer.concat(signed)
   await t.resolves(run(ed.publicKey, sign(null, joined, ed.privateKey).toString('base64')), 'Ed25519')
