@@ -11,7 +11,7 @@ import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value'
 import { parse as parseYaml } from 'yaml'
 import { routeMatchesPath as matches } from './route-table.js'
 import { AUTH_TIERS, DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
-import { SEED_BODY_BOUNDARIES, SIGNATURE_SCHEME_POLICIES } from '../auth/stage.js'
+import { SEED_BODY_BOUNDARIES, SIGNATURE_SCHEME_POLICIES, UNSEEN_BODY_POLICIES } from '../auth/stage.js'
 import { OVERRIDE_HEADERS } from './upstream-request.js'
 import { PATH_NORMALISATIONS } from './backend-paths.js'
 import { ConfigError, type RouteDefaults } from '../config/env.js'
@@ -65,6 +65,7 @@ export const RouteEntrySchema = Type.Object({
     description: 'a signature label: a Structured Fields key (lower-case letters, digits, _ - . *), at most 63'
   })),
   seedBodyBoundary: Type.Optional(Type.Union(SEED_BODY_BOUNDARIES.map((value) => Type.Literal(value)))),
+  unseenBody: Type.Optional(Type.Union(UNSEEN_BODY_POLICIES.map((value) => Type.Literal(value)))),
   bodyOnMethods: Type.Optional(Type.Array(Type.Union(BODY_OPTIONAL_METHODS.map((m) => Type.Literal(m))), { minItems: 1, uniqueItems: true })),
   identityToken: Type.Optional(Type.Object({
     header: Type.Optional(IdentityHeaderName),
@@ -221,6 +222,15 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
           'whose Content-Digest binds the body; drop it'
     })
   }
+  if (entry.unseenBody === 'digest' && (entry.auth !== 'signed' || entry.signature === 'seed')) {
+    problems.push({
+      route: index,
+      text: entry.auth !== 'signed'
+        ? `${at}.unseenBody: only a signed route verifies a body's digest; give it auth: signed, or drop it`
+        : `${at}.unseenBody: digest lets an RFC 9421 signature over content-digest pass, and this route takes the seed scheme only ` +
+          '(signature: seed), which signs the body\'s bytes; use any or rfc9421, or drop it'
+    })
+  }
   if (entry.bodyOnMethods !== undefined) {
     const missing = entry.bodyOnMethods.filter((m) => !(entry.methods ?? HTTP_METHODS).includes(m))
     if (entry.auth !== 'signed') {
@@ -258,6 +268,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     ...(entry.signature !== undefined && { signature: entry.signature }),
     ...(entry.signatureLabel !== undefined && { signatureLabel: entry.signatureLabel }),
     ...(entry.seedBodyBoundary !== undefined && { seedBodyBoundary: entry.seedBodyBoundary }),
+    ...(entry.unseenBody !== undefined && { unseenBody: entry.unseenBody }),
     ...(entry.bodyOnMethods !== undefined && { bodyOnMethods: [...entry.bodyOnMethods] }),
     ...(entry.allowMatrixParams !== undefined && { allowMatrixParams: entry.allowMatrixParams }),
     keepHeaders: (entry.keepHeaders ?? []).map((name) => name.toLowerCase()),

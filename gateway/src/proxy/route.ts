@@ -1,7 +1,7 @@
 // The route model: what a route file entry becomes once checked, and the routes keygate serves
 // without a route file. Plain data, read by the route table, the proxy and the docs.
 import { HTTP_METHODS } from '#client/protocol'
-import type { AuthTier, ReplayPolicy, SeedBodyBoundary, SignatureSchemePolicy } from '../auth/stage.js'
+import type { AuthTier, ReplayPolicy, SeedBodyBoundary, SignatureSchemePolicy, UnseenBodyPolicy } from '../auth/stage.js'
 import type { RouteDefaults } from '../config/env.js'
 import { DEFAULT_STORE_DOWN_POLICY, type RateLimit, type StoreDownPolicy } from '../limits/rate-limit.js'
 import { PATH_NORMALISATIONS, type PathNormalisation } from './backend-paths.js'
@@ -59,6 +59,12 @@ export interface RouteConfig {
    * byte a target may hold, which one signature could split another way (auth/seed-body.ts)
    */
   seedBodyBoundary: SeedBodyBoundary
+  /**
+   * signed routes, decision mode behind a proxy that sends keygate no body (nginx, Caddy): refuse
+   * a request with a body (the default), or let one pass whose RFC 9421 signature covers its
+   * Content-Digest, telling the upstream to check the digest (`digest`; docs/decision-mode.md)
+   */
+  unseenBody: UnseenBodyPolicy
   /** signed routes: DELETE and OPTIONS requests that may carry a body; refused with one otherwise (400 VALIDATION_FAILED) */
   bodyOnMethods: string[]
   /** take paths with ";" (matrix parameters) below the prefix; refused (400 INVALID_TARGET) otherwise */
@@ -110,6 +116,7 @@ export function route (
     signature: 'any',
     signatureLabel: undefined,
     seedBodyBoundary: 'enforced',
+    unseenBody: 'refuse',
     bodyOnMethods: [],
     allowMatrixParams: false,
     keepHeaders: [],

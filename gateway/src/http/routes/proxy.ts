@@ -7,8 +7,9 @@
 // those same bytes are forwarded.
 import type { ServerResponse } from 'node:http'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
-import { HTTP_METHODS, pathOf, signedBodyMethodProblem } from '#client/protocol'
+import { HTTP_METHODS, pathOf } from '#client/protocol'
 import { asHook, type Authenticator } from '../../auth/authenticate.js'
+import { describeInline } from '../../auth/inline-request.js'
 import { releaseReplayMark } from '../../auth/replay.js'
 import type { UpstreamLimits } from '../../config/env.js'
 import { GatewayError } from '../../errors.js'
@@ -16,7 +17,8 @@ import type { ByteBudget } from '../../lib/byte-budget.js'
 import type { RateLimiter } from '../../limits/limiter.js'
 import type { GatewayMetrics } from '../../metrics/metrics.js'
 import { Forwarder } from '../../proxy/forwarder.js'
-import { identityTokenFor, type IdentityTokenIssuer } from '../../proxy/identity.js'
+import { admit, limitAndIdentify, routeState, tooLarge } from '../../proxy/admission.js'
+import type { IdentityTokenIssuer } from '../../proxy/identity.js'
 import type { RouteConfig } from '../../proxy/route.js'
 import type { RouteRegistry } from '../../proxy/route-registry.js'
 import { upstreamRequest, type ForwardState } from '../../proxy/upstream-request.js'
@@ -43,9 +45,6 @@ function forwardState (request: FastifyRequest): ForwardState {
   if (request.forward === null) throw new Error('the proxy hook did not run')
   return request.forward
 }
-
-const tooLarge = (limit: number): GatewayError =>
-  new GatewayError('PAYLOAD_TOO_LARGE', `The request body is larger than this route accepts (${limit} bytes)`)
 
 /** the client's answer of each business request: its end (sent, failed or cut) frees the body's bytes */
 const answers = new WeakMap<FastifyRequest, ServerResponse>()
@@ -110,80 +109,24 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     })
   })
 
-  // 1. Match the route, then authenticate what needs no body.
+  // 1. Match the route (proxy/admission.ts), then authenticate what needs no body.
   const matchAndAuthenticate = (request: FastifyRequest): void | Promise<void> => {
-    const match = routes.current.match(pathOf(request.raw.url ?? '/'), request.method)
-    if (match.kind === 'not-found') throw new GatewayError('NOT_FOUND', `No route for ${request.method} ${pathOf(request.url)}`)
-    // a ";" (matrix parameters) the route does not take: refused before authentication
-    if (match.kind === 'invalid-target') throw new GatewayError('INVALID_TARGET', match.detail)
-    // another spelling of a stronger route's path, for its backend: refused before authentication
-    if (match.kind === 'alias') throw new GatewayError('PATH_ALIAS', match.detail)
-    if (match.kind === 'method-not-allowed') {
-      throw new GatewayError('METHOD_NOT_ALLOWED', `${request.method} is not allowed here; allowed: ${match.allow.join(', ')}`, {
-        headers: { allow: match.allow.join(', ') }
-      })
-    }
-    const { route } = match
+    const route = admit(routes.current, describeInline(request), pathOf)
     request.forward = { route }
-    // (a GET with a body was refused before: http/plugins/request-target.ts.) On a signed route a
-    // DELETE or OPTIONS with one too, unless the route takes it: what a backend does with such a
-    // body is its own guess, and the signature should not vouch for a guess.
-    if (route.auth === 'signed' && declaresBody(request.headers)) {
-      const problem = signedBodyMethodProblem(request.method, route.bodyOnMethods)
-      if (problem !== undefined) throw new GatewayError('VALIDATION_FAILED', problem)
-    }
-    // A declared length over the limit is refused before a byte of the body is read.
-    const declaredLength = request.headers['content-length']
-    if (declaredLength !== undefined && Number(declaredLength) > route.bodyLimit) throw tooLarge(route.bodyLimit)
-    // the route's required scopes travel with the state to the scope stage, which ends the pipeline
-    return authenticator.beforeBody(request, route.auth, {
-      replay: route.replay,
-      requiredScopes: route.scopes,
-      signaturePolicy: route.signature,
-      signatureLabel: route.signatureLabel,
-      seedBodyBoundary: route.seedBodyBoundary
-    })
+    return authenticator.beforeBody(request, route.auth, routeState(route))
   }
 
-  // 2. Authenticate what needs the body; 3. count the request against the route's rate limits:
-  // only once it is authenticated (a forged request spends nobody's quota) and before it is
-  // forwarded (a refused one never reaches the upstream); 4. mutate: the identity token, on
-  // routes that send one.
-  const addIdentityToken = (request: FastifyRequest): void | Promise<void> => {
-    const state = forwardState(request)
-    const token = identityTokenFor(identityTokens, state.route, request.auth)
-    if (token !== undefined) return token.then((value) => { state.identityToken = value })
-  }
-  const countAndMutate = (request: FastifyRequest): void | Promise<void> => {
-    const state = forwardState(request)
-    if (state.route.rateLimits.length === 0) return addIdentityToken(request)
-    const auth = request.auth
-    return limiter.check(state.route, { key: auth?.key?.apiKey, user: auth?.user, address: request.ip }).then((headers) => {
-      state.answerHeaders = headers
-      return addIdentityToken(request)
-    })
-  }
-  // Refused after the replay check (a rate limit, the identity token): never forwarded, so the
-  // same signed request may come again.
-  const refusedAfterAuthentication = (request: FastifyRequest, err: unknown): never => {
-    releaseReplayMark(request.auth)
-    throw err
-  }
-  const countAndMutateOrRelease = (request: FastifyRequest): void | Promise<void> => {
-    let pending: void | Promise<void>
-    try {
-      pending = countAndMutate(request)
-    } catch (err) {
-      return refusedAfterAuthentication(request, err)
-    }
-    return pending?.catch((err: unknown) => refusedAfterAuthentication(request, err))
-  }
+  // 2. Authenticate what needs the body; 3. count the request against the route's rate limits
+  // and 4. mutate: the identity token, on routes that send one (proxy/admission.ts).
+  const admitted = { limiter, identityTokens }
   const finishAuthentication = (request: FastifyRequest): void | Promise<void> => {
-    const { route } = forwardState(request)
+    const state = forwardState(request)
+    const { route } = state
     const authenticated = authenticator.afterBody(request, route.auth)
     // most routes send no identity token and have no limits: nothing more to allocate or wait for
     if (route.identityToken === undefined && route.rateLimits.length === 0) return authenticated
-    return authenticated === undefined ? countAndMutateOrRelease(request) : authenticated.then(() => countAndMutateOrRelease(request))
+    const next = (): void | Promise<void> => limitAndIdentify(admitted, route, describeInline(request), request.auth ?? {}, state)
+    return authenticated === undefined ? next() : authenticated.then(next)
   }
 
   // 5. Forward.
