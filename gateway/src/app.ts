@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto'
 import { createAuthenticator } from './auth/authenticate.js'
 import { bearerPipeline, signedPipeline } from './auth/pipeline.js'
 import { createSignatureBudget } from './auth/signature-budget.js'
+import { buildDecisionApp } from './decision/server.js'
 import { MAX_HEADER_BYTES, SCRYPT_LOG_N, type GatewayConfig } from './config/env.js'
 import { accessLogPlugin } from './http/plugins/access-log.js'
 import { countBodyMemory } from './http/plugins/body-memory.js'
@@ -202,12 +203,23 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     onStoreFailure: (route, mode) => { services.metrics.countRateLimitStoreFailure(route.name, mode) },
     log: { warn: (fields, message) => { app.log.warn(fields, message) } }
   })
+  const identityTokens = createIdentityTokenIssuer(tokens)
+  // Decision mode: the same route table, pipelines, limits and identity tokens, on a listener of its own
+  if (config.decision.port !== undefined) {
+    const decisions = await buildDecisionApp({ routes, judge: authenticator.judge, limiter, identityTokens }, {
+      trustedProxies: config.decision.trustedProxies,
+      server: config.server,
+      log: app.log
+    })
+    services.decisions = decisions
+    app.addHook('onClose', async () => { await decisions.close() })
+  }
   // Last: everything that is not one of keygate's own endpoints is business traffic.
   await app.register(proxyRoutes, {
     limiter,
     routes,
     authenticator,
-    identityTokens: createIdentityTokenIssuer(tokens),
+    identityTokens,
     metrics: services.metrics,
     upstreams: config.upstreams,
     bodyMemory: services.bodyMemory

@@ -1,6 +1,7 @@
 // Fastify declaration merging: the services keygate decorates its instance with. What it adds to
 // requests is declared beside the code that sets it (auth/authenticate.ts, proxy/upstream-request.ts,
 // http/plugins/problems.ts, http/plugins/metrics.ts), so that no layer relies on a higher one.
+import type { FastifyInstance as DecisionApp } from 'fastify'
 import type { KeyRegistry } from './keys/key-registry.js'
 import type { ByteBudget } from './lib/byte-budget.js'
 import type { GatewayMetrics } from './metrics/metrics.js'
@@ -20,6 +21,8 @@ export interface KeygateServices {
   loginGuard: LoginGuard
   /** the request bodies buffered right now, all requests together, and their ceiling (KEYGATE_BODY_MEMORY_LIMIT) */
   bodyMemory: ByteBudget
+  /** decision mode's app, on the same services (decision/server.ts), when KEYGATE_DECISION_PORT is set; not listening yet */
+  decisions?: DecisionApp
 }
 
 declare module 'fastify' {

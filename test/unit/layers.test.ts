@@ -34,6 +34,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['gateway/src/types.ts', 7.2],
   // the admin API: its own listener over the services, the HTTP layer's plugins and schemas
   ['gateway/src/admin/', 7.3],
+  // decision mode: its own listener over the services, the proxy's admission and the HTTP layer's plugins
+  ['gateway/src/decision/', 7.3],
   ['gateway/src/app.ts', 8],
   ['gateway/src/process/', 9],
   ['gateway/src/cli/', 9],

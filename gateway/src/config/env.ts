@@ -132,6 +132,10 @@ export const EnvSchema = Type.Object({
   KEYGATE_STRICT_REQUEST_LINE: Type.Optional(Switch),
   KEYGATE_METRICS_PORT: Type.Optional(Port),
   KEYGATE_METRICS_HOST: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_DECISION_PORT: Type.Optional(Port),
+  KEYGATE_DECISION_HOST: Type.Optional(Type.String({ minLength: 1 })),
+  // checked entry by entry in config/trusted-proxies.ts, which names the entry it refuses
+  KEYGATE_DECISION_TRUSTED_PROXIES: Type.Optional(Type.String()),
   KEYGATE_ADMIN_PORT: Type.Optional(Port),
   KEYGATE_ADMIN_HOST: Type.Optional(Type.String({ minLength: 1 })),
   // visible ASCII only: it travels in an Authorization header, and a space or a line break in it is a copy slip
@@ -216,8 +220,21 @@ export interface GatewayConfig {
    * default; every request needs KEYGATE_ADMIN_TOKEN. With workers, the primary holds it.
    */
   admin: AdminConfig
+  /**
+   * decision mode (decision/server.ts): none unless KEYGATE_DECISION_PORT is set; on 127.0.0.1 by
+   * default; it believes the proxies of KEYGATE_DECISION_TRUSTED_PROXIES (else KEYGATE_TRUSTED_PROXIES)
+   * only. With workers, every worker serves it.
+   */
+  decision: DecisionConfig
   /** KEYGATE_WORKERS: how many gateway processes serve the port (1: this process alone) */
   workers: WorkerCount
+}
+
+export interface DecisionConfig {
+  port: number | undefined
+  host: string
+  /** addresses and CIDRs of the proxies that ask for decisions */
+  trustedProxies: string[]
 }
 
 export interface AdminConfig {
@@ -355,6 +372,11 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     metrics: { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST },
     admin: adminConfigFrom(e, { port: e.PORT ?? DEFAULT_PORT, host: e.HOST ?? DEFAULT_HOST },
       { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST }),
+    decision: decisionConfigFrom(e, [
+      { name: 'PORT', port: e.PORT ?? DEFAULT_PORT, host: e.HOST ?? DEFAULT_HOST },
+      { name: 'KEYGATE_METRICS_PORT', port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST },
+      { name: 'KEYGATE_ADMIN_PORT', port: e.KEYGATE_ADMIN_PORT, host: e.KEYGATE_ADMIN_HOST ?? DEFAULT_HOST }
+    ]),
     workers
   }
 }
@@ -366,6 +388,31 @@ const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]', '::0'])
 function clashes (a: { port: number | undefined; host: string }, b: { port: number | undefined; host: string }): boolean {
   if (a.port === undefined || b.port === undefined || a.port === 0 || a.port !== b.port) return false
   return a.host === b.host || WILDCARD_HOSTS.has(a.host) || WILDCARD_HOSTS.has(b.host)
+}
+
+/**
+ * KEYGATE_DECISION_*: off without a port; a port needs the proxies it believes; never another
+ * listener's port.
+ */
+function decisionConfigFrom (e: Env, others: ReadonlyArray<{ name: string; port: number | undefined; host: string }>): DecisionConfig {
+  const host = e.KEYGATE_DECISION_HOST ?? DEFAULT_HOST
+  const port = e.KEYGATE_DECISION_PORT
+  if (port === undefined) return { port, host, trustedProxies: [] }
+  const own = e.KEYGATE_DECISION_TRUSTED_PROXIES
+  const proxies = own === undefined
+    ? clientAddressFrom(e).trustedProxies
+    : clientAddressFrom({ KEYGATE_TRUSTED_PROXIES: own }, 'KEYGATE_DECISION_TRUSTED_PROXIES').trustedProxies
+  if (proxies.length === 0) {
+    throw new ConfigError('KEYGATE_DECISION_TRUSTED_PROXIES is not set: KEYGATE_DECISION_PORT turns decision mode on, and it believes ' +
+      'what a proxy says about the request it judges only from the proxies named there (or in KEYGATE_TRUSTED_PROXIES): ' +
+      'their addresses and CIDRs, comma-separated (e.g. 127.0.0.1 for an nginx on this machine)')
+  }
+  for (const other of others) {
+    if (clashes({ port, host }, other)) {
+      throw new ConfigError(`KEYGATE_DECISION_PORT: ${port} is not allowed: it is ${other.name} on the same host: use a port of its own`)
+    }
+  }
+  return { port, host, trustedProxies: proxies }
 }
 
 /**

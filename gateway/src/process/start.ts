@@ -37,6 +37,8 @@ export interface RunningGateway {
   metricsUrl: string | undefined
   /** the admin API's address, when KEYGATE_ADMIN_PORT is set */
   adminUrl: string | undefined
+  /** the decision listener's address, when KEYGATE_DECISION_PORT is set */
+  decisionUrl: string | undefined
   close: () => Promise<void>
 }
 
@@ -54,6 +56,12 @@ export async function startGateway (options: StartGatewayOptions): Promise<Runni
       metrics = await startMetricsServer(app.keygate.metrics.scrape, { port: config.metrics.port, host: config.metrics.host, log: app.log })
       app.log.info(`metrics for Prometheus at ${metrics.url}/metrics`)
     }
+    const decisions = app.keygate.decisions
+    let decisionUrl: string | undefined
+    if (decisions !== undefined && config.decision.port !== undefined) {
+      decisionUrl = await decisions.listen({ port: config.decision.port, host: config.decision.host })
+      app.log.info(`decisions for ${config.decision.trustedProxies.join(', ')} at ${decisionUrl}/decide/<nginx|ingress-nginx|traefik|caddy|envoy>`)
+    }
     if (config.admin.port !== undefined && config.admin.token !== undefined && adminListener) {
       const { users, keys, routes: registry, store } = app.keygate
       const usage: UsageReader = async (subject) => await readUsage(registry.current.routes, store, subject)
@@ -67,7 +75,7 @@ export async function startGateway (options: StartGatewayOptions): Promise<Runni
       await app.close()
       await metrics?.close()
     }
-    return { app, url, metricsUrl: metrics?.url, adminUrl: admin?.url, close }
+    return { app, url, metricsUrl: metrics?.url, adminUrl: admin?.url, decisionUrl, close }
   } catch (err) {
     await admin?.close()
     await app.close()

@@ -1,0 +1,243 @@
+// Decision mode: keygate as the auth service of the proxy a team already runs (nginx
+// auth_request, ingress-nginx auth-url, Traefik forwardAuth, Caddy forward_auth, Envoy ext_authz).
+// A listener of its own (KEYGATE_DECISION_PORT), which forwards nothing: for each decision request
+// it describes the original request from where that proxy puts it (dialects.ts), then judges it
+// exactly as inline mode would: the same route table (proxy/admission.ts), the same tier pipeline
+// (auth/), the same rate limits, replay guard and failed-signature budget, on the same store. It
+// answers 200 with the identity headers for the proxy to copy upstream, or the refusal inline mode
+// would send (status, problem+json, WWW-Authenticate, Retry-After, RateLimit). It believes the
+// headers of peers it is told to trust only (KEYGATE_DECISION_TRUSTED_PROXIES); anyone else is
+// refused before anything is read. docs/decision-mode.md, SECURITY.md say what each mode promises.
+import { randomUUID } from 'node:crypto'
+import type { IncomingHttpHeaders } from 'node:http'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
+import { bodylessMethodProblem, HTTP_METHODS, pathOf, requestTargetProblem } from '#client/protocol'
+import type { Judge } from '../auth/authenticate.js'
+import { UNSEEN_BODY, unseenBodyError } from '../auth/described-request.js'
+import type { AuthState } from '../auth/stage.js'
+import { MAX_HEADER_BYTES, type ServerLimits } from '../config/env.js'
+import { GatewayError } from '../errors.js'
+import { accessLogPlugin } from '../http/plugins/access-log.js'
+import { clientErrorHandler, frameworkErrors, problemsPlugin } from '../http/plugins/problems.js'
+import { refuseMalformedRequestLine } from '../http/plugins/request-target.js'
+import { clientAddress, trustedProxies } from '../lib/client-address.js'
+import { TrackedIncomingMessage, trackRequestLines } from '../lib/request-line-tracker.js'
+import { admit, limitAndIdentify, routeState, tooLarge, type AfterAuthentication, type Admitted } from '../proxy/admission.js'
+import { identityHeaderNames, writeIdentity } from '../proxy/identity.js'
+import type { RouteConfig } from '../proxy/route.js'
+import type { RouteRegistry } from '../proxy/route-registry.js'
+import { DecisionRequest, DECISION_PATH_PREFIX, dialectOf, DIALECTS, ENVOY_PATH_PREFIX, originalRequest, STATUS_IN_HEADER, unknownBodyCounts, type Dialect } from './dialects.js'
+
+/** The header of an allowed decision that tells the upstream to check the body against a digest keygate verified the signature of. */
+export const DEFERRED_DIGEST_HEADER = 'x-keygate-content-digest'
+/** nginx never passes an auth answer's body: a refusal's problem+json, on one line, for its config to send the client. */
+export const PROBLEM_HEADER = 'x-keygate-problem'
+/** nginx: the real status of a refusal sent as 403 */
+export const STATUS_HEADER = 'x-keygate-status'
+/** the longest X-Keygate-Problem: past it, the problem without its extension members */
+const PROBLEM_HEADER_MAX = 8 * 1024
+/** Envoy: the request headers it removes before forwarding (ext_authz) */
+const ENVOY_HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove'
+/** Envoy's mark of a body it cut at max_request_bytes (allow_partial_message) */
+const ENVOY_PARTIAL_BODY = 'x-envoy-auth-partial-body'
+/** the decision request's headers: the client's and the proxy's */
+const DECISION_HEADER_BYTES = 4 * MAX_HEADER_BYTES
+/** the largest body any route may allow (the route file's schema maximum) */
+const MAX_BODY_LIMIT = 1024 * 1024 * 1024
+
+export interface DecisionServices extends AfterAuthentication {
+  routes: RouteRegistry
+  judge: Judge
+}
+
+export interface DecisionOptions {
+  /** the peers whose word about the original request is believed: addresses and CIDRs */
+  trustedProxies: readonly string[]
+  server: Pick<ServerLimits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'strictRequestLine'>
+  log?: FastifyBaseLogger
+}
+
+interface DecisionState {
+  dialect: Dialect
+  route: RouteConfig
+  described: DecisionRequest
+  state: AuthState
+  admitted: Admitted
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** a decision request: what it judges; null until its route is known */
+    decision: DecisionState | null
+  }
+}
+
+/** A header value on one line, ASCII only: JSON's own escapes for the rest. */
+const asciiJson = (text: string): string => text.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+
+/** The decision app, not listening yet (tests inject into it). */
+export async function buildDecisionApp (services: DecisionServices, options: DecisionOptions): Promise<FastifyInstance> {
+  const { routes, judge } = services
+  const proxies = trustedProxies(options.trustedProxies)
+  const app = Fastify({
+    ...(options.log !== undefined && { loggerInstance: options.log }),
+    logController: new LogController({ disableRequestLogging: true }),
+    genReqId: () => randomUUID(),
+    requestTimeout: options.server.requestTimeoutMs,
+    keepAliveTimeout: options.server.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: options.server.headersTimeoutMs,
+      // the client's headers (up to MAX_HEADER_BYTES on the public port, and about 32 KB through
+      // nginx) and the proxy's own: a refusal here would reach the client as "keygate unavailable"
+      maxHeaderSize: DECISION_HEADER_BYTES,
+      connectionsCheckingInterval: 1000,
+      requireHostHeader: false,
+      IncomingMessage: TrackedIncomingMessage
+    },
+    return503OnClosing: false,
+    frameworkErrors,
+    clientErrorHandler
+  })
+  app.decorateRequest('decision', null)
+  app.decorateRequest('auth', null)
+  app.decorateRequest('forward', null)
+  await app.register(problemsPlugin)
+  if (options.server.strictRequestLine) trackRequestLines(app.server, DECISION_HEADER_BYTES)
+  app.addHook('onRequest', refuseMalformedRequestLine)
+  await app.register(accessLogPlugin)
+
+  // Every answer: never cached (a signed request's decision holds once; docs/decision-mode.md says
+  // when a bearer route's may be). A refusal also carries its problem on one header line, and to
+  // nginx (which passes only 401 and 403 from an auth request, turns the rest into a 500 with a
+  // line in its error log, and drops the body) it is a 403 with the real status in
+  // X-Keygate-Status and no body: the shipped nginx config answers the client with both.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    reply.header('x-request-id', request.id)
+    reply.header('cache-control', 'no-store')
+    if (reply.statusCode < 400 || typeof payload !== 'string') {
+      done(null, payload)
+      return
+    }
+    let problem = asciiJson(payload)
+    if (problem.length > PROBLEM_HEADER_MAX) {
+      const { type, title, status, detail, code } = JSON.parse(payload) as Record<string, unknown>
+      problem = asciiJson(JSON.stringify({ type, title, status, detail, code })).slice(0, PROBLEM_HEADER_MAX)
+    }
+    reply.header(PROBLEM_HEADER, problem)
+    const dialect = request.decision?.dialect ?? dialectOf(request.raw.url ?? '/')
+    if (dialect === undefined || !STATUS_IN_HEADER.has(dialect)) {
+      done(null, payload)
+      return
+    }
+    reply.header(STATUS_HEADER, String(reply.statusCode))
+    reply.code(403)
+    done(null, '')
+  })
+
+  // 1. Who asks, for which proxy, about which request; its route; what needs no body.
+  const describe = (request: FastifyRequest): DecisionState => {
+    const peer = request.raw.socket?.remoteAddress ?? ''
+    if (!proxies.trusts(peer)) {
+      throw new GatewayError('UNTRUSTED_PROXY', `${peer} is not a proxy this decision listener trusts: it takes decision requests only from ` +
+        'the addresses of KEYGATE_DECISION_TRUSTED_PROXIES (or KEYGATE_TRUSTED_PROXIES), since they describe the request it judges')
+    }
+    const url = request.raw.url ?? '/'
+    const dialect = dialectOf(url)
+    if (dialect === undefined) {
+      throw new GatewayError('NOT_FOUND', `No decision dialect at ${pathOf(url)}; ask at ${DIALECTS.map((name) => `${DECISION_PATH_PREFIX}${name}`).join(', ')} (docs/decision-mode.md)`)
+    }
+    const envoyPath = dialect === 'envoy' ? url.slice(ENVOY_PATH_PREFIX.length) : undefined
+    const original = originalRequest(dialect, request.raw, envoyPath === '' || envoyPath?.startsWith('?') === true ? `/${envoyPath ?? ''}` : envoyPath)
+    const ip = clientAddress(peer, request.headers, proxies, 'x-forwarded-for').ip
+    const described = new DecisionRequest(original, request.raw, ip)
+    // what the public port refuses before routing (http/plugins/request-target.ts), for the original request
+    const targetProblem = requestTargetProblem(described.target)
+    if (targetProblem !== undefined) throw new GatewayError('INVALID_TARGET', targetProblem)
+    const bodyless = described.declaresBody ? bodylessMethodProblem(described.method) : undefined
+    if (bodyless !== undefined) throw new GatewayError('VALIDATION_FAILED', bodyless)
+    const route = admit(routes.current, described, pathOf)
+    // a body the proxy cannot say anything about: one not shown, where the request may carry one
+    if (original.bodyUnknown === true && unknownBodyCounts(described.method, route.bodyOnMethods)) {
+      described.declaresBody = true
+      described.body = UNSEEN_BODY
+    }
+    if (dialect === 'envoy' && request.headers[ENVOY_PARTIAL_BODY] === 'true') {
+      throw new GatewayError('PAYLOAD_TOO_LARGE', 'Envoy sent only part of the body (x-envoy-auth-partial-body: true): keygate verifies whole ' +
+        `bodies only; make with_request_body.max_request_bytes at least this route's limit (${route.bodyLimit} bytes) and allow_partial_message false`)
+    }
+    // A body keygate is not shown: on a signed route only where the route lets a digest stand for it
+    if (described.body === UNSEEN_BODY && route.auth === 'signed' && route.unseenBody !== 'digest') {
+      throw unseenBodyError(`this route (${route.name}) does not take one (its unseenBody is refuse)`)
+    }
+    return { dialect, route, described, state: routeState(route), admitted: {} }
+  }
+  const beforeBody = (request: FastifyRequest): void | Promise<void> => {
+    const decision = request.decision = describe(request)
+    request.forward = { route: decision.route }
+    request.auth = decision.state
+    return judge.beforeBody(decision.described, decision.route.auth, decision.state)
+  }
+
+  // 2. The body, when the proxy sends it: up to the route's limit, as inline.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('*', { bodyLimit: MAX_BODY_LIMIT }, (request, payload, done) => {
+    const limit = request.decision?.route.bodyLimit ?? 0
+    const chunks: Buffer[] = []
+    let size = 0
+    let finished = false
+    const finish = (err: Error | null, body?: Buffer): void => {
+      if (finished) return
+      finished = true
+      payload.removeAllListeners('data')
+      done(err, body)
+    }
+    payload.on('data', (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) finish(tooLarge(limit))
+      else chunks.push(chunk)
+    })
+    payload.on('end', () => { finish(null, Buffer.concat(chunks, size)) })
+    payload.on('error', (err) => { finish(new GatewayError('MALFORMED_HTTP', 'The decision request\'s body ended before its declared length', { cause: err })) })
+  })
+
+  // 3. What needs the body; then the route's limits and identity token, as inline.
+  const afterBody = (request: FastifyRequest): void | Promise<void> => {
+    const decision = request.decision as DecisionState
+    const { described, route, state } = decision
+    if (described.body !== UNSEEN_BODY) described.body = Buffer.isBuffer(request.body) && request.body.length > 0 ? request.body : undefined
+    const next = (): void | Promise<void> => limitAndIdentify(services, route, described, state, decision.admitted)
+    const pending = judge.afterBody(described, route.auth, state)
+    return pending === undefined ? next() : pending.then(next)
+  }
+
+  // 4. Allowed: what the proxy copies onto the upstream request, and the client's RateLimit fields.
+  const handler = (request: FastifyRequest, reply: import('fastify').FastifyReply): void => {
+    const { dialect, route, state, admitted } = request.decision as DecisionState
+    const headers: IncomingHttpHeaders = {}
+    writeIdentity(headers, route, state, admitted.identityToken)
+    if (state.deferredDigest !== undefined) headers[DEFERRED_DIGEST_HEADER] = state.deferredDigest
+    for (const [name, value] of Object.entries(admitted.answerHeaders ?? {})) if (value !== undefined) headers[name] = value
+    // Envoy leaves a client's copy of a header the answer does not name: name the ones to remove
+    if (dialect === 'envoy') {
+      const unset = [...identityHeaderNames(route), DEFERRED_DIGEST_HEADER].filter((name) => headers[name] === undefined)
+      if (unset.length > 0) headers[ENVOY_HEADERS_TO_REMOVE] = unset.join(',')
+    }
+    reply.headers(headers).code(200).send()
+  }
+
+  const hook = (step: (request: FastifyRequest) => void | Promise<void>) =>
+    (request: FastifyRequest, _reply: unknown, done: (err?: Error) => void): void => {
+      let pending: void | Promise<void>
+      try {
+        pending = step(request)
+      } catch (err) {
+        done(err as Error)
+        return
+      }
+      if (pending === undefined) done()
+      else pending.then(() => { done() }, done)
+    }
+  app.route({ method: [...HTTP_METHODS], url: '/*', onRequest: hook(beforeBody), preHandler: hook(afterBody), handler })
+  app.route({ method: [...HTTP_METHODS], url: '/', onRequest: hook(beforeBody), preHandler: hook(afterBody), handler })
+  return app
+}
