@@ -10,7 +10,7 @@ import t from 'tap'
 import { allDocBlocks, docBlocks, type DocBlock } from '../helpers/docs.js'
 
 /** the languages of blocks a reader runs (or installs, or loads) */
-const RUNNABLE = new Set(['sh', 'js', 'ts', 'python', 'go', 'java', 'nginx', 'yaml', 'html'])
+const RUNNABLE = new Set(['sh', 'js', 'ts', 'python', 'go', 'java', 'nginx', 'yaml', 'html', 'caddyfile'])
 /** the languages of blocks that show what comes back */
 const SHOWN = new Set(['', 'text', 'json', 'http'])
 
@@ -67,12 +67,14 @@ const CLAIMS: Claim[] = [
   { page: 'docs/signing.md', heading: 'RFC 9421: HTTP Message Signatures', lang: 'sh', by: 'test/system/client-readme.test.ts' },
   { page: 'docs/scaling.md', heading: 'Redis Sentinel and Redis Cluster', lang: 'sh', by: 'test/system/redis-sentinel.test.ts' },
   { page: 'docs/signing-examples.md', heading: 'The signatures with openssl', lang: 'sh', by: 'test/system/signing-examples.test.ts' },
-  { page: 'docs/tests.md', heading: 'Running the tests', lang: 'sh', by: 'test/system/tests-doc.test.ts' }
+  { page: 'docs/tests.md', heading: 'Running the tests', lang: 'sh', by: 'test/system/tests-doc.test.ts' },
+  { page: 'docs/decision/nginx.md', heading: 'keygate\'s side', lang: 'sh', by: 'test/system/decision-nginx.test.ts' },
+  { page: 'docs/decision/nginx.md', heading: 'The configuration', lang: 'nginx', by: 'test/system/decision-nginx.test.ts' }
 ]
 
 const ROOT = new URL('../../', import.meta.url)
 const PAGES = ['README.md', 'SECURITY.md', 'client/README.md',
-  ...readdirSync(new URL('docs/', ROOT)).filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`)]
+  ...readdirSync(new URL('docs/', ROOT), { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`)]
 const where = (block: DocBlock): string => `${block.page}, "${block.heading}", \`\`\`${block.lang}`
 
 t.test('every block is of a language this inventory knows', async (t) => {

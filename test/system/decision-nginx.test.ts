@@ -1,0 +1,287 @@
+// Decision mode behind a real nginx (Debian's, auth_request), run with docs/decision/nginx.md's
+// configuration as the page gives it (its three `# EDIT:` lines pointed at this test's ports),
+// in front of a recording upstream, keygate deciding on Redis. What the client and the upstream
+// see: signed GETs with a query pass with the identity headers, in both schemes and with each
+// key type; tampering is refused with keygate's own status and body at the client, and the
+// upstream never sees it; forged identity headers never reach the upstream; 429s of a limit and
+// of the failed-signature budget stay 429s with Retry-After; a replay across decision and inline
+// mode is refused; awkward targets verify (or are refused exactly as inline refuses them); and a
+// body nginx does not send is refused, or passes as a digest the upstream checks.
+import { generateKeyPairSync, type KeyObject } from 'node:crypto'
+import t from 'tap'
+import { registerKey as registerClientKey, signRequest } from '../../client/src/index.js'
+import { blockSettings, docSnippet } from '../helpers/docs.js'
+import { send, type RawResponse } from '../helpers/http.js'
+import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
+import { findNginx, runNginx } from '../helpers/nginx.js'
+import { startRecorder, type Recorder } from '../helpers/recorder.js'
+import { routesFromYaml } from '../helpers/routes.js'
+import { addUser, login, registerKey, startTestGateway, type GatewayHandle } from '../helpers/stack.js'
+
+const nginx = findNginx()
+const skip = 'reason' in nginx ? `nginx cannot be installed here: ${nginx.reason}` : false
+const nginxPath = 'path' in nginx ? nginx.path : ''
+const IDENTITY = ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name', 'x-gateway-scopes', 'x-gateway-identity', 'x-keygate-content-digest']
+
+/** keygate's side, as the page sets it: the decision listener's host and the proxies it believes */
+const SETTINGS = blockSettings(docSnippet('docs/decision/nginx.md', 'keygate\'s side', 'sh'))
+const DECISION = {
+  port: 0,
+  host: SETTINGS.KEYGATE_DECISION_HOST as string,
+  trustedProxies: (SETTINGS.KEYGATE_DECISION_TRUSTED_PROXIES as string).split(',')
+}
+
+const ROUTES = `routes:
+  - name: clients
+    prefix: /v1/clients/
+    upstream: UPSTREAM
+    auth: signed
+  - name: limited
+    prefix: /v1/limited/
+    upstream: UPSTREAM
+    auth: signed
+    methods: [GET]
+    rateLimits:
+      - { by: key, limit: 2, window: 1m }
+  - name: uploads
+    prefix: /v1/uploads/
+    upstream: UPSTREAM
+    auth: signed
+    unseenBody: digest
+  - name: matrix
+    prefix: /v1/matrix/
+    upstream: UPSTREAM
+    auth: signed
+    allowMatrixParams: true
+`
+
+/** The page's configuration, its `# EDIT:` lines pointed at this test's nginx port, keygate and upstream. */
+function pageConfig (port: number, decision: string, upstream: string): string {
+  const block = docSnippet('docs/decision/nginx.md', 'The configuration', 'nginx')
+  const edits = [...block.matchAll(/^.*# EDIT:.*$/gm)]
+  if (edits.length !== 3) throw new Error(`docs/decision/nginx.md: expected three # EDIT: lines, found ${edits.length}`)
+  return block
+    .replace(/^(\s*)server \S+;(\s*# EDIT: keygate)/m, `$1server ${new URL(decision).host};$2`)
+    .replace(/^(\s*)server \S+;(\s*# EDIT: your application)/m, `$1server ${new URL(upstream).host};$2`)
+    .replace(/^(\s*)listen \S+;(\s*# EDIT)/m, `$1listen 127.0.0.1:${port};$2`)
+}
+
+interface Key { apiKey: string; privateKey: KeyObject }
+
+interface Setup {
+  gateway: GatewayHandle
+  nginxUrl: string
+  recorder: Recorder
+  token: string
+  keys: Record<'rsa' | 'ed25519' | 'p256', Key>
+}
+
+const json = (res: RawResponse): Record<string, unknown> => JSON.parse(res.text) as Record<string, unknown>
+
+t.test('nginx auth_request with keygate deciding, configured as docs/decision/nginx.md says', { skip }, async (t) => {
+  const recorder = await startRecorder(t)
+  const gateway = await startTestGateway(t, {
+    store: 'redis',
+    upstreamUrl: recorder.url,
+    routes: (upstream) => routesFromYaml(ROUTES, upstream),
+    config: { decision: DECISION }
+  })
+  const decisionUrl = await gateway.app.keygate.decisions?.listen({ port: 0, host: DECISION.host }) as string
+  const proxy = await runNginx(t, nginxPath, (port) => pageConfig(port, decisionUrl, recorder.url))
+  await addUser(gateway, 'alice')
+  const token = await login(gateway.url, 'alice')
+  const privateKeys = {
+    rsa: rsaKeyPair().privateKey,
+    ed25519: generateKeyPairSync('ed25519').privateKey,
+    p256: generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey
+  }
+  const keys = {} as Setup['keys']
+  for (const [type, privateKey] of Object.entries(privateKeys) as Array<[keyof Setup['keys'], KeyObject]>) {
+    const { apiKey } = await registerClientKey({ baseUrl: gateway.url, token, name: 'test key', privateKey })
+    keys[type] = { apiKey, privateKey }
+  }
+  const s: Setup = { gateway, nginxUrl: proxy.url, recorder, token, keys }
+  const reached = (target: string): number => recorder.requests.filter((r) => r.url === target).length
+
+  const seed = async (pair: Key, method: string, target: string, extra: Record<string, string> = {}) => {
+    const headers = await signRequest({ method, target, apiKey: pair.apiKey, privateKey: pair.privateKey })
+    return await send(s.nginxUrl, target, { method, headers: { ...headers, authorization: `Bearer ${token}`, ...extra } })
+  }
+  const seedHeaders = async (pair: Key, method: string, target: string): Promise<Record<string, string>> =>
+    ({ ...await signRequest({ method, target, apiKey: pair.apiKey, privateKey: pair.privateKey }), authorization: `Bearer ${token}` })
+  const rfc9421 = async (pair: Key, method: string, target: string, body?: string, baseUrl = s.nginxUrl) => {
+    const headers = await signRequest({ scheme: 'rfc9421', method, target, body, apiKey: pair.apiKey, privateKey: pair.privateKey, baseUrl })
+    return await send(s.nginxUrl, target, { method, headers: { ...headers, authorization: `Bearer ${token}` }, ...(body !== undefined && { body }) })
+  }
+
+  t.test('signed GETs with a query reach the upstream with the identity headers, both schemes, every key type', async (t) => {
+    for (const [type, pair] of Object.entries(s.keys)) {
+      for (const scheme of ['seed', 'rfc9421'] as const) {
+        const target = `/v1/clients/?type=${type}&scheme=${scheme}&q=a%2Fb+c`
+        const res = scheme === 'seed' ? await seed(pair, 'GET', target) : await rfc9421(pair, 'GET', target)
+        t.equal(res.status, 200, `${type} ${scheme}: ${res.text}`)
+        const got = recorder.requests.find((r) => r.url === target)
+        t.ok(got, `${type} ${scheme}: the upstream got the target byte for byte`)
+        t.equal(got?.headers['x-gateway-user'], 'alice')
+        t.equal(got?.headers['x-gateway-key'], pair.apiKey)
+        t.equal(got?.headers['x-gateway-key-name'], 'test key')
+        t.equal(got?.headers['cache-control'], undefined, 'the decision\'s no-store is nginx\'s, not the upstream\'s')
+      }
+    }
+  })
+
+  t.test('tampered requests get keygate\'s own status and problem at the client; the upstream never sees them', async (t) => {
+    const pair = s.keys.rsa
+    const target = '/v1/clients/?tamper=1'
+    const signed = await seedHeaders(pair, 'GET', target)
+    const other = await seedHeaders(s.keys.ed25519, 'GET', target)
+    const cases: Array<[string, string, string, Record<string, string>, number, string]> = [
+      ['method', 'DELETE', target, signed, 401, 'INVALID_SIGNATURE'],
+      ['path', 'GET', '/v1/clients/42?tamper=1', signed, 401, 'INVALID_SIGNATURE'],
+      ['query', 'GET', '/v1/clients/?tamper=2', signed, 401, 'INVALID_SIGNATURE'],
+      ['key', 'GET', target, { ...signed, 'X-API-Key': other['X-API-Key'] as string }, 401, 'INVALID_SIGNATURE'],
+      ['timestamp', 'GET', target, { ...await seedHeaders(pair, 'GET', target), 'X-API-Timestamp': String(Date.now() - 3_600_000) }, 401, 'TIMESTAMP_OUT_OF_RANGE'],
+      ['no token', 'GET', target, { ...signed, authorization: '' }, 401, 'MISSING_TOKEN'],
+      ['no route', 'GET', '/nowhere', signed, 404, 'NOT_FOUND']
+    ]
+    const before = recorder.requests.length
+    for (const [what, method, sentTarget, headers, status, code] of cases) {
+      const res = await send(s.nginxUrl, sentTarget, { method, headers })
+      t.equal(res.status, status, `${what}: ${res.text}`)
+      t.match(res.headers['content-type'], /^application\/problem\+json/, `${what}: problem+json`)
+      t.equal(json(res).code, code, `${what}: keygate's code`)
+      t.equal(json(res).status, status, `${what}: the body's status`)
+    }
+    const missing = await send(s.nginxUrl, target, { headers: { ...signed, authorization: '' } })
+    t.equal(missing.headers['www-authenticate'], 'Bearer realm="keygate"', 'WWW-Authenticate once, as inline')
+    t.equal(recorder.requests.length, before, 'nothing reached the upstream')
+    // the same refusal inline, for the same request: the same answer
+    const inline = await send(gateway.url, '/v1/clients/?tamper=2', { headers: signed })
+    const viaNginx = await send(s.nginxUrl, '/v1/clients/?tamper=2', { headers: signed })
+    t.same({ ...json(viaNginx), detail: undefined }, { ...json(inline), detail: undefined }, 'the body is inline\'s')
+  })
+
+  t.test('identity headers a client forges never reach the upstream', async (t) => {
+    const target = '/v1/clients/?forged=1'
+    const forged = Object.fromEntries(IDENTITY.map((name) => [name, 'mallory']))
+    t.equal((await seed(s.keys.rsa, 'GET', target, forged)).status, 200)
+    const got = recorder.requests.find((r) => r.url === target)
+    t.equal(got?.headers['x-gateway-user'], 'alice')
+    t.equal(got?.headers['x-gateway-key'], s.keys.rsa.apiKey)
+    for (const name of ['x-gateway-identity', 'x-keygate-content-digest']) t.equal(got?.headers[name], undefined, `${name}: not sent`)
+    t.notOk(got?.rawHeaders.includes('mallory'), 'no forged value anywhere')
+  })
+
+  t.test('a route\'s rate limit: 429 with Retry-After at the client', async (t) => {
+    const statuses: number[] = []
+    let last: RawResponse | undefined
+    for (let i = 0; i < 3; i++) {
+      last = await seed(s.keys.rsa, 'GET', `/v1/limited/?n=${i}`)
+      statuses.push(last.status)
+    }
+    t.same(statuses, [200, 200, 429])
+    t.equal(json(last as RawResponse).code, 'RATE_LIMITED')
+    t.match(last?.headers['retry-after'], /^[0-9]+$/, 'Retry-After')
+    t.match(last?.headers.ratelimit, /r=0/, 'RateLimit at the client')
+    t.equal(reached('/v1/limited/?n=2'), 0)
+  })
+})
+
+t.test('decision and inline share the replay guard; targets; bodies', { skip }, async (t) => {
+  const recorder = await startRecorder(t)
+  const gateway = await startTestGateway(t, {
+    store: 'redis',
+    upstreamUrl: recorder.url,
+    routes: (upstream) => routesFromYaml(ROUTES, upstream),
+    config: { decision: DECISION, signatureFailures: { limit: 3, windowSeconds: 60, delayMs: 0 } }
+  })
+  const decisionUrl = await gateway.app.keygate.decisions?.listen({ port: 0, host: DECISION.host }) as string
+  const proxy = await runNginx(t, nginxPath, (port) => pageConfig(port, decisionUrl, recorder.url))
+  await addUser(gateway, 'alice')
+  const token = await login(gateway.url, 'alice')
+  const pair = rsaKeyPair()
+  t.equal((await registerKey(gateway.url, token, pair)).status, 201)
+
+  t.test('a signed DELETE allowed once by a decision is a replay inline, and the other way', async (t) => {
+    const first = signedHeaders({ keys: pair, token, method: 'DELETE', target: '/v1/clients/7' })
+    t.equal((await send(proxy.url, '/v1/clients/7', { method: 'DELETE', headers: first })).status, 200)
+    const again = await send(gateway.url, '/v1/clients/7', { method: 'DELETE', headers: first })
+    t.equal(again.status, 401)
+    t.equal(json(again).code, 'REPLAYED_REQUEST')
+    const second = signedHeaders({ keys: pair, token, method: 'DELETE', target: '/v1/clients/8' })
+    t.equal((await send(gateway.url, '/v1/clients/8', { method: 'DELETE', headers: second })).status, 200)
+    const replayed = await send(proxy.url, '/v1/clients/8', { method: 'DELETE', headers: second })
+    t.equal(replayed.status, 401)
+    t.equal(json(replayed).code, 'REPLAYED_REQUEST')
+    t.equal(recorder.requests.filter((r) => r.method === 'DELETE').length, 2, 'each DELETE reached the upstream once')
+  })
+
+  t.test('awkward targets verify through nginx, or are refused exactly as inline refuses them', async (t) => {
+    const targets = [
+      '/v1/clients/?q=a+b&x=%2F&y=%C3%A9',
+      `/v1/clients/?long=${'x'.repeat(3000)}`,
+      '/v1/clients/a%20b',
+      '/v1/clients/%2Fetc',
+      '/v1/clients/a;b',
+      '/v1/matrix/a;b=1',
+      '/v1/clients/%63',
+      '/v1/clients/caf%C3%A9'
+    ]
+    for (const target of targets) {
+      const inline = await send(gateway.url, target, { headers: signedHeaders({ keys: pair, token, method: 'GET', target }) })
+      const decided = await send(proxy.url, target, { headers: signedHeaders({ keys: pair, token, method: 'GET', target }) })
+      t.equal(decided.status, inline.status, `${target.slice(0, 60)}: ${decided.text.slice(0, 200)}`)
+      if (inline.status !== 200) t.equal(json(decided).code, json(inline).code, `${target.slice(0, 60)}: the same code`)
+      else t.ok(recorder.requests.some((r) => r.url === target), `${target.slice(0, 60)}: reached the upstream as sent`)
+    }
+  })
+
+  t.test('a body nginx does not send: refused, unless the route lets an RFC 9421 digest stand for it', async (t) => {
+    const body = '{"name":"Ada"}'
+    const before = recorder.requests.length
+    const seedPost = await send(proxy.url, '/v1/clients/', {
+      method: 'POST',
+      headers: { ...signedHeaders({ keys: pair, token, method: 'POST', target: '/v1/clients/', body }), 'content-type': 'application/json' },
+      body
+    })
+    t.equal(seedPost.status, 400)
+    t.equal(json(seedPost).code, 'UNSEEN_BODY')
+    t.match(json(seedPost).detail, /Envoy.*Traefik/)
+    const rfcOnClients = await signRequest({ scheme: 'rfc9421', method: 'POST', target: '/v1/clients/', body, apiKey: pair.apiKey, privateKey: pair.privateKey, baseUrl: proxy.url })
+    const refused = await send(proxy.url, '/v1/clients/', { method: 'POST', headers: { ...rfcOnClients, authorization: `Bearer ${token}` }, body })
+    t.equal(json(refused).code, 'UNSEEN_BODY', 'a route without unseenBody: digest refuses it in any scheme')
+    t.equal(recorder.requests.length, before, 'nothing reached the upstream')
+
+    const signed = await signRequest({ scheme: 'rfc9421', method: 'POST', target: '/v1/uploads/', body, apiKey: pair.apiKey, privateKey: pair.privateKey, baseUrl: proxy.url })
+    const allowed = await send(proxy.url, '/v1/uploads/', { method: 'POST', headers: { ...signed, authorization: `Bearer ${token}` }, body })
+    t.equal(allowed.status, 200, allowed.text)
+    const got = recorder.requests.find((r) => r.url === '/v1/uploads/')
+    t.equal(got?.headers['x-keygate-content-digest'], signed['Content-Digest'], 'the upstream is told the digest to check')
+    t.equal(got?.body.toString(), body, 'and gets the body')
+    const forgedDigest = await send(proxy.url, '/v1/uploads/', {
+      method: 'POST',
+      headers: { ...signed, authorization: `Bearer ${token}`, 'x-keygate-content-digest': 'sha-256=:AAAA:' },
+      body
+    })
+    t.equal(forgedDigest.status, 401, 'the same signature again is a replay')
+    t.equal(json(forgedDigest).code, 'REPLAYED_REQUEST')
+    const seedUpload = await send(proxy.url, '/v1/uploads/', {
+      method: 'POST',
+      headers: { ...signedHeaders({ keys: pair, token, method: 'POST', target: '/v1/uploads/', body }), 'content-type': 'application/json' },
+      body
+    })
+    t.equal(json(seedUpload).code, 'UNSEEN_BODY', 'the seed scheme signs bytes keygate must see, whatever the route says')
+  })
+
+  t.test('the failed-signature budget of the client\'s address (nginx\'s $remote_addr): 429 with Retry-After', async (t) => {
+    // the budget counts failed signatures by the client's address (nginx's $remote_addr: 127.0.0.1)
+    const bad = { ...signedHeaders({ keys: pair, token, method: 'GET', target: '/v1/clients/?b=1' }), 'x-api-signature': Buffer.alloc(256, 1).toString('base64') }
+    const answers: RawResponse[] = []
+    for (let i = 0; i < 4; i++) answers.push(await send(proxy.url, '/v1/clients/?b=2', { headers: bad }))
+    t.same(answers.map((a) => a.status), [401, 401, 401, 429], 'three failures, then the budget')
+    t.equal(json(answers[3] as RawResponse).code, 'RATE_LIMITED')
+    t.match(answers[3]?.headers['retry-after'], /^[0-9]+$/)
+    const good = await send(proxy.url, '/v1/clients/?b=3', { headers: signedHeaders({ keys: pair, token, method: 'GET', target: '/v1/clients/?b=3' }) })
+    t.equal(good.status, 429, 'a good signature from that address waits too, as inline')
+  })
+})
