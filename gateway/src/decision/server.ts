@@ -26,7 +26,9 @@ import { admit, limitAndIdentify, routeState, tooLarge, type AfterAuthentication
 import { identityHeaderNames, writeIdentity } from '../proxy/identity.js'
 import type { RouteConfig } from '../proxy/route.js'
 import type { RouteRegistry } from '../proxy/route-registry.js'
-import { DecisionRequest, DECISION_PATH_PREFIX, dialectOf, DIALECTS, ENVOY_PATH_PREFIX, originalRequest, STATUS_IN_HEADER, unknownBodyCounts, type Dialect } from './dialects.js'
+import {
+  DecisionRequest, DECISION_PATH_PREFIX, dialectOf, DIALECTS, ENVOY_PATH_PREFIX, originalRequest, STATUS_IN_HEADER, unknownBodyCounts, type Dialect
+} from './dialects.js'
 
 /** The header of an allowed decision that tells the upstream to check the body against a digest keygate verified the signature of. */
 export const DEFERRED_DIGEST_HEADER = 'x-keygate-content-digest'
@@ -144,7 +146,8 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
     const url = request.raw.url ?? '/'
     const dialect = dialectOf(url)
     if (dialect === undefined) {
-      throw new GatewayError('NOT_FOUND', `No decision dialect at ${pathOf(url)}; ask at ${DIALECTS.map((name) => `${DECISION_PATH_PREFIX}${name}`).join(', ')} (docs/decision-mode.md)`)
+      const paths = DIALECTS.map((name) => `${DECISION_PATH_PREFIX}${name}`).join(', ')
+      throw new GatewayError('NOT_FOUND', `No decision dialect at ${pathOf(url)}; ask at ${paths} (docs/decision-mode.md)`)
     }
     const envoyPath = dialect === 'envoy' ? url.slice(ENVOY_PATH_PREFIX.length) : undefined
     const original = originalRequest(dialect, request.raw, envoyPath === '' || envoyPath?.startsWith('?') === true ? `/${envoyPath ?? ''}` : envoyPath)
@@ -197,7 +200,9 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
       else chunks.push(chunk)
     })
     payload.on('end', () => { finish(null, Buffer.concat(chunks, size)) })
-    payload.on('error', (err) => { finish(new GatewayError('MALFORMED_HTTP', 'The decision request\'s body ended before its declared length', { cause: err })) })
+    payload.on('error', (err) => {
+      finish(new GatewayError('MALFORMED_HTTP', 'The decision request\'s body ended before its declared length', { cause: err }))
+    })
   })
 
   // 3. What needs the body; then the route's limits and identity token, as inline.

@@ -338,7 +338,9 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
     routes: await countRoutes(config),
     workers: config.workers.count,
     metricsUrl: metricsServer?.url,
-    adminUrl: admin?.server.url
+    adminUrl: admin?.server.url,
+    // every worker listens on the decision port (a port 0 of each would differ: then unknown here)
+    decisionUrl: config.decision.port === undefined || config.decision.port === 0 ? undefined : `http://${config.decision.host}:${config.decision.port}`
   })
   log.info({ ...line.fields, workers: workers.pids() }, line.message)
   process.on('SIGHUP', () => {

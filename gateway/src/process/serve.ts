@@ -24,7 +24,8 @@ export async function serve (config: GatewayConfig = loadConfig()): Promise<void
     routes: gateway.app.keygate.routes.current.routes.length,
     workers: 1,
     metricsUrl: gateway.metricsUrl,
-    adminUrl: gateway.adminUrl
+    adminUrl: gateway.adminUrl,
+    decisionUrl: gateway.decisionUrl
   })
   gateway.app.log.info(line.fields, line.message)
   if (config.workers.requested === 'auto' && config.redisUrl === undefined && config.redisTopology === undefined) {

@@ -19,6 +19,8 @@ export interface StartupFacts {
   metricsPort: number | 'off'
   /** the admin API's port, or off */
   adminPort: number | 'off'
+  /** decision mode's listener's port, or off */
+  decisionPort: number | 'off'
 }
 
 export interface StartupLine {
@@ -34,11 +36,14 @@ function storeOf (config: Pick<GatewayConfig, 'redisUrl' | 'redisTopology'>): st
 }
 
 /**
- * The startup line. `metricsUrl`, `adminUrl`: the metrics listener's and the admin API's addresses
+ * The startup line. `metricsUrl`, `adminUrl`, `decisionUrl`: the metrics listener's, the admin API's and the decision listener's addresses
  * once they listen (their ports may have been 0, a free one), undefined when there is none.
  */
 export function startupLine (config: Pick<GatewayConfig, 'redisUrl' | 'redisTopology'>,
-  running: { url: string; routes: number | undefined; workers: number; metricsUrl: string | undefined; adminUrl?: string | undefined }): StartupLine {
+  running: {
+    url: string; routes: number | undefined; workers: number; metricsUrl: string | undefined; adminUrl?: string | undefined; decisionUrl?: string | undefined
+  }
+): StartupLine {
   const portOf = (url: string | undefined): number | 'off' => url === undefined ? 'off' : Number(new URL(url).port)
   const startup: StartupFacts = {
     url: running.url,
@@ -46,13 +51,15 @@ export function startupLine (config: Pick<GatewayConfig, 'redisUrl' | 'redisTopo
     routes: running.routes,
     workers: running.workers,
     metricsPort: portOf(running.metricsUrl),
-    adminPort: portOf(running.adminUrl)
+    adminPort: portOf(running.adminUrl),
+    decisionPort: portOf(running.decisionUrl)
   }
   const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`
   const message = `keygate listens on ${startup.url} (store ${startup.store}, ` +
     `${startup.routes === undefined ? 'routes unknown' : plural(startup.routes, 'route')}, ${plural(startup.workers, 'worker')}, ` +
     `metrics ${startup.metricsPort === 'off' ? 'off' : `on port ${startup.metricsPort}`}, ` +
-    `admin ${startup.adminPort === 'off' ? 'off' : `on port ${startup.adminPort}`})`
+    `admin ${startup.adminPort === 'off' ? 'off' : `on port ${startup.adminPort}`}` +
+    `${startup.decisionPort === 'off' ? '' : `, decisions on port ${startup.decisionPort}`})`
   return { fields: { startup }, message }
 }
 

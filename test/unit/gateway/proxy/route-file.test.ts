@@ -108,7 +108,8 @@ t.test('bad files and the exact messages they get', async (t) => {
     ['no auth', route('prefix: /a/\nupstream: http://x'), ['routes.yaml: routes[0].auth: is required']],
     ['an unknown field', route(`${ok}\ncolour: red`),
       ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, bodyOnMethods, identityToken, ' +
+        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
+        'bodyOnMethods, identityToken, ' +
         'allowMatrixParams, keepHeaders, ' +
         'rateLimits, onStoreDown, scopes, backendNormalises)']],
     ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
@@ -162,7 +163,8 @@ t.test('bad files and the exact messages they get', async (t) => {
         'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
         'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
         'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, bodyOnMethods, identityToken, ' +
+          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
+        'bodyOnMethods, identityToken, ' +
           'allowMatrixParams, keepHeaders, ' +
           'rateLimits, onStoreDown, scopes, backendNormalises)'
       ]]
