@@ -49,9 +49,9 @@ export function invalidDecisionRequest (dialect: Dialect, detail: string): Gatew
   return new GatewayError('INVALID_DECISION_REQUEST', `${dialect} decision request: ${detail}; see docs/decision-mode.md for this proxy's configuration`)
 }
 
-/** One header's one value: undefined when absent; refused when the proxy sent it twice (two lines, or a list). */
+/** One header's one value (`name` as the docs spell it): undefined when absent; refused when the proxy sent it twice (two lines, or a list). */
 function one (raw: IncomingMessage, dialect: Dialect, name: string, list = false): string | undefined {
-  const lines = raw.headersDistinct[name]
+  const lines = raw.headersDistinct[name.toLowerCase()]
   if (lines === undefined) return undefined
   if (lines.length > 1) throw invalidDecisionRequest(dialect, `${name} was sent ${lines.length} times; exactly one is needed`)
   const value = lines[0] as string
@@ -101,19 +101,19 @@ function scheme (dialect: Dialect, value: string | undefined): string {
 /** The host the client sent, from `header` when the proxy sends one, else the decision request's Host. */
 function authority (raw: IncomingMessage, dialect: Dialect, header: string | undefined): string {
   const forwarded = header === undefined ? undefined : one(raw, dialect, header, true)
-  const host = forwarded ?? one(raw, dialect, 'host')
+  const host = forwarded ?? one(raw, dialect, 'Host')
   if (host === undefined || host === '') throw invalidDecisionRequest(dialect, `${header ?? 'Host'} is missing: keygate needs the host the client sent`)
   return host
 }
 
 /** nginx's own headers for the original's body (the config sends both: the body itself never comes). */
 function nginxBody (raw: IncomingMessage, dialect: Dialect): Pick<OriginalRequest, 'declaresBody' | 'declaredLength'> {
-  const length = one(raw, dialect, 'x-original-content-length')
+  const length = one(raw, dialect, 'X-Original-Content-Length')
   if (length === undefined || !DIGITS.test(length)) {
     throw invalidDecisionRequest(dialect, 'X-Original-Content-Length must be the original request\'s Content-Length, 0 when it has none ' +
       `(got ${length === undefined ? 'none' : JSON.stringify(length)}): without it keygate cannot know whether a body it is not shown exists`)
   }
-  const encoding = one(raw, dialect, 'x-original-transfer-encoding')
+  const encoding = one(raw, dialect, 'X-Original-Transfer-Encoding')
   const declaredLength = Number(length)
   return { declaresBody: declaredLength > 0 || (encoding !== undefined && encoding !== ''), declaredLength: declaredLength > 0 ? declaredLength : undefined }
 }
@@ -133,10 +133,10 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
     case 'nginx': {
       // the documented auth_request config: X-Original-URI ($request_uri) and X-Original-Method
       return {
-        method: method(dialect, required(raw, dialect, 'x-original-method'), 'X-Original-Method'),
-        target: target(dialect, required(raw, dialect, 'x-original-uri'), 'X-Original-URI'),
-        scheme: scheme(dialect, one(raw, dialect, 'x-forwarded-proto', true)),
-        authority: authority(raw, dialect, 'x-forwarded-host'),
+        method: method(dialect, required(raw, dialect, 'X-Original-Method'), 'X-Original-Method'),
+        target: target(dialect, required(raw, dialect, 'X-Original-URI'), 'X-Original-URI'),
+        scheme: scheme(dialect, one(raw, dialect, 'X-Forwarded-Proto', true)),
+        authority: authority(raw, dialect, 'X-Forwarded-Host'),
         ...nginxBody(raw, dialect),
         bodySent: false
       }
@@ -144,14 +144,14 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
     case 'ingress-nginx': {
       // auth-url: X-Original-URL (scheme://host/target) and X-Original-Method; X-Original-URI, when
       // sent too, must be the same target
-      const url = required(raw, dialect, 'x-original-url')
+      const url = required(raw, dialect, 'X-Original-URL')
       const parsed = /^(https?):\/\/([^/?#\s]+)(\/[^#\s]*)?$/i.exec(url)
       if (parsed === null) throw invalidDecisionRequest(dialect, `X-Original-URL ${JSON.stringify(url.slice(0, 200))} is not scheme://host/target`)
       const [, urlScheme, urlHost, urlTarget = '/'] = parsed as unknown as [string, string, string, string | undefined]
-      const uri = one(raw, dialect, 'x-original-uri')
+      const uri = one(raw, dialect, 'X-Original-URI')
       if (uri !== undefined && uri !== urlTarget) throw invalidDecisionRequest(dialect, 'X-Original-URI and X-Original-URL name different targets')
       return {
-        method: method(dialect, required(raw, dialect, 'x-original-method'), 'X-Original-Method'),
+        method: method(dialect, required(raw, dialect, 'X-Original-Method'), 'X-Original-Method'),
         target: target(dialect, urlTarget, 'X-Original-URL'),
         scheme: scheme(dialect, urlScheme),
         authority: urlHost,
@@ -163,16 +163,16 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
       // X-Forwarded-Method/-Uri/-Host/-Proto; Caddy asks with GET and never sends the body. Its
       // config sends the original's Content-Length as X-Original-Content-Length (Caddy cannot send
       // Transfer-Encoding): without one, a chunked body is as possible as none
-      const length = one(raw, dialect, 'x-original-content-length')
+      const length = one(raw, dialect, 'X-Original-Content-Length')
       if (length !== undefined && length !== '' && !DIGITS.test(length)) {
         throw invalidDecisionRequest(dialect, `X-Original-Content-Length ${JSON.stringify(length)} is not the original request's Content-Length`)
       }
       const declaredLength = length === undefined || length === '' ? undefined : Number(length)
       return {
-        method: method(dialect, required(raw, dialect, 'x-forwarded-method'), 'X-Forwarded-Method'),
-        target: target(dialect, required(raw, dialect, 'x-forwarded-uri'), 'X-Forwarded-Uri'),
-        scheme: scheme(dialect, one(raw, dialect, 'x-forwarded-proto', true)),
-        authority: authority(raw, dialect, 'x-forwarded-host'),
+        method: method(dialect, required(raw, dialect, 'X-Forwarded-Method'), 'X-Forwarded-Method'),
+        target: target(dialect, required(raw, dialect, 'X-Forwarded-Uri'), 'X-Forwarded-Uri'),
+        scheme: scheme(dialect, one(raw, dialect, 'X-Forwarded-Proto', true)),
+        authority: authority(raw, dialect, 'X-Forwarded-Host'),
         declaresBody: declaredLength !== undefined && declaredLength > 0,
         declaredLength: declaredLength !== undefined && declaredLength > 0 ? declaredLength : undefined,
         bodySent: false,
@@ -183,13 +183,13 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
       // X-Forwarded-Method/-Uri/-Host/-Proto, and with forwardBody the original body as the
       // decision request's. Traefik sends no header of the original's body: without a body here, a
       // POST, PUT or PATCH may still have had one (forwardBody off), so its body counts as not shown.
-      const forwardedMethod = method(dialect, required(raw, dialect, 'x-forwarded-method'), 'X-Forwarded-Method')
+      const forwardedMethod = method(dialect, required(raw, dialect, 'X-Forwarded-Method'), 'X-Forwarded-Method')
       const sent = headersDeclareBody(raw.headers)
       return {
         method: forwardedMethod,
-        target: target(dialect, required(raw, dialect, 'x-forwarded-uri'), 'X-Forwarded-Uri'),
-        scheme: scheme(dialect, one(raw, dialect, 'x-forwarded-proto', true)),
-        authority: authority(raw, dialect, 'x-forwarded-host'),
+        target: target(dialect, required(raw, dialect, 'X-Forwarded-Uri'), 'X-Forwarded-Uri'),
+        scheme: scheme(dialect, one(raw, dialect, 'X-Forwarded-Proto', true)),
+        authority: authority(raw, dialect, 'X-Forwarded-Host'),
         ...(sent ? carriedBody(raw.headers) : { declaresBody: false, declaredLength: undefined }),
         bodySent: sent,
         bodyUnknown: !sent
@@ -201,7 +201,7 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
       return {
         method: method(dialect, raw.method ?? '', 'the method'),
         target: target(dialect, envoyPath ?? '', 'the path after path_prefix'),
-        scheme: scheme(dialect, one(raw, dialect, 'x-forwarded-proto', true)),
+        scheme: scheme(dialect, one(raw, dialect, 'X-Forwarded-Proto', true)),
         authority: authority(raw, dialect, undefined),
         ...carriedBody(raw.headers),
         bodySent: true
