@@ -49,7 +49,7 @@ t.test('nginx: refused as ambiguous or incomplete, never guessed', async (t) => 
   t.match(refusal('nginx', without('x-original-method')), /X-Original-Method is missing/)
   t.match(refusal('nginx', without('x-original-content-length')), /X-Original-Content-Length must be/)
   t.match(refusal('nginx', [...without('x-original-content-length'), ['x-original-content-length', '']]), /X-Original-Content-Length/)
-  t.match(refusal('nginx', [...NGINX, ['x-original-uri', '/other']]), /x-original-uri was sent 2 times/)
+  t.match(refusal('nginx', [...NGINX, ['x-original-uri', '/other']]), /X-Original-URI was sent 2 times/)
   t.match(refusal('nginx', [...without('x-forwarded-host'), ['x-forwarded-host', 'a.example, b.example']]), /holds a list/)
   t.match(refusal('nginx', [...without('x-original-uri'), ['x-original-uri', 'http://evil/v1/clients/']]), /starting with \//)
   t.match(refusal('nginx', [...without('x-original-method'), ['x-original-method', 'GET /x']]), /is not a method/)
