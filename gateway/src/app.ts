@@ -206,7 +206,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const identityTokens = createIdentityTokenIssuer(tokens)
   // Decision mode: the same route table, pipelines, limits and identity tokens, on a listener of its own
   if (config.decision.port !== undefined) {
-    const decisions = await buildDecisionApp({ routes, judge: authenticator.judge, limiter, identityTokens }, {
+    const decisions = await buildDecisionApp({ routes, judge: authenticator.judge, limiter, identityTokens, bodyMemory: services.bodyMemory }, {
       trustedProxies: config.decision.trustedProxies,
       server: config.server,
       log: app.log

@@ -18,8 +18,10 @@ import type { AuthState } from '../auth/stage.js'
 import { MAX_HEADER_BYTES, type ServerLimits } from '../config/env.js'
 import { GatewayError } from '../errors.js'
 import { accessLogPlugin } from '../http/plugins/access-log.js'
+import { countBodyMemory } from '../http/plugins/body-memory.js'
 import { clientErrorHandler, frameworkErrors, problemsPlugin } from '../http/plugins/problems.js'
 import { refuseMalformedRequestLine } from '../http/plugins/request-target.js'
+import type { ByteBudget } from '../lib/byte-budget.js'
 import { clientAddress, trustedProxies } from '../lib/client-address.js'
 import { TrackedIncomingMessage, trackRequestLines } from '../lib/request-line-tracker.js'
 import { admit, limitAndIdentify, routeState, tooLarge, type AfterAuthentication, type Admitted } from '../proxy/admission.js'
@@ -50,6 +52,8 @@ const MAX_BODY_LIMIT = 1024 * 1024 * 1024
 export interface DecisionServices extends AfterAuthentication {
   routes: RouteRegistry
   judge: Judge
+  /** the request bodies held at once, with inline mode's (KEYGATE_BODY_MEMORY_LIMIT) */
+  bodyMemory: ByteBudget
 }
 
 export interface DecisionOptions {
@@ -181,7 +185,11 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
     return judge.beforeBody(decision.described, decision.route.auth, decision.state)
   }
 
-  // 2. The body, when the proxy sends it: up to the route's limit, as inline.
+  // 2. The body, when the proxy sends it: up to the route's limit, as inline, counted against the
+  // body memory of every request of the process (http/plugins/body-memory.ts)
+  app.addHook('preParsing', function (request, reply, payload, done) {
+    countBodyMemory(services.bodyMemory, request.decision?.route.bodyLimit ?? 0).call(this, request, reply, payload, done)
+  })
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { bodyLimit: MAX_BODY_LIMIT }, (request, payload, done) => {
     const limit = request.decision?.route.bodyLimit ?? 0
