@@ -12,6 +12,9 @@ import t from 'tap'
 import { registerKey as registerClientKey, signRequest } from '../../client/src/index.js'
 import { blockSettings, docSnippet } from '../helpers/docs.js'
 import { send, type RawResponse } from '../helpers/http.js'
+import { DEFERRED_DIGEST_HEADER } from '../../gateway/src/decision/server.js'
+import { DEFAULT_IDENTITY_HEADERS } from '../../gateway/src/proxy/route.js'
+import { DEFAULT_IDENTITY_TOKEN_HEADER } from '../../gateway/src/proxy/route-file.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { findNginx, runNginx } from '../helpers/nginx.js'
 import { startRecorder, type Recorder } from '../helpers/recorder.js'
@@ -21,7 +24,8 @@ import { addUser, login, registerKey, startTestGateway, type GatewayHandle } fro
 const nginx = findNginx()
 const skip = 'reason' in nginx ? `nginx cannot be installed here: ${nginx.reason}` : false
 const nginxPath = 'path' in nginx ? nginx.path : ''
-const IDENTITY = ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name', 'x-gateway-scopes', 'x-gateway-identity', 'x-keygate-content-digest']
+/** what the upstream hears only from keygate: the identity headers, the identity token, the digest to check */
+const IDENTITY = [...Object.values(DEFAULT_IDENTITY_HEADERS), DEFAULT_IDENTITY_TOKEN_HEADER, DEFERRED_DIGEST_HEADER]
 
 /** keygate's side, as the page sets it: the decision listener's host and the proxies it believes */
 const SETTINGS = blockSettings(docSnippet('docs/decision/nginx.md', 'keygate\'s side', 'sh'))
@@ -53,6 +57,11 @@ const ROUTES = `routes:
     upstream: UPSTREAM
     auth: signed
     allowMatrixParams: true
+  - name: proven
+    prefix: /v1/proven/
+    upstream: UPSTREAM
+    auth: signed
+    identityToken: {}
 `
 
 /** The page's configuration, its `# EDIT:` lines pointed at this test's nginx port, keygate and upstream. */
@@ -161,15 +170,23 @@ t.test('nginx auth_request with keygate deciding, configured as docs/decision/ng
     t.same({ ...json(viaNginx), detail: undefined }, { ...json(inline), detail: undefined }, 'the body is inline\'s')
   })
 
-  t.test('identity headers a client forges never reach the upstream', async (t) => {
+  t.test('identity headers a client forges never reach the upstream; the identity token keygate makes does', async (t) => {
+    const block = docSnippet('docs/decision/nginx.md', 'The configuration', 'nginx')
+    for (const name of IDENTITY) t.match(block, new RegExp(`proxy_set_header ${name} `, 'i'), `the configuration sets ${name} from the decision`)
     const target = '/v1/clients/?forged=1'
     const forged = Object.fromEntries(IDENTITY.map((name) => [name, 'mallory']))
     t.equal((await seed(s.keys.rsa, 'GET', target, forged)).status, 200)
     const got = recorder.requests.find((r) => r.url === target)
     t.equal(got?.headers['x-gateway-user'], 'alice')
     t.equal(got?.headers['x-gateway-key'], s.keys.rsa.apiKey)
-    for (const name of ['x-gateway-identity', 'x-keygate-content-digest']) t.equal(got?.headers[name], undefined, `${name}: not sent`)
+    for (const name of [DEFAULT_IDENTITY_TOKEN_HEADER, DEFERRED_DIGEST_HEADER]) t.equal(got?.headers[name], undefined, `${name}: not sent`)
     t.notOk(got?.rawHeaders.includes('mallory'), 'no forged value anywhere')
+    const proven = '/v1/proven/?forged=1'
+    t.equal((await seed(s.keys.rsa, 'GET', proven, forged)).status, 200)
+    const token = recorder.requests.find((r) => r.url === proven)?.headers[DEFAULT_IDENTITY_TOKEN_HEADER]
+    t.match(token, /^eyJ[\w-]+\.[\w-]+\.[\w-]+$/, 'the route\'s identity token, a JWT keygate signed')
+    const claims = JSON.parse(Buffer.from(String(token).split('.')[1] as string, 'base64url').toString()) as Record<string, unknown>
+    t.equal(claims.sub, 'alice')
   })
 
   t.test('a route\'s rate limit: 429 with Retry-After at the client', async (t) => {
