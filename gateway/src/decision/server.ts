@@ -104,6 +104,9 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
     frameworkErrors,
     clientErrorHandler
   })
+  // Traefik's forwardBody sends the original body on its auth request, a GET: Fastify reads no
+  // GET body unless told the method has one (the original's method is judged, not this one's)
+  app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
   app.decorateRequest('decision', null)
   app.decorateRequest('auth', null)
   app.decorateRequest('forward', null)
