@@ -12,7 +12,7 @@ export const FORWARDED_DIGEST_HEADER = 'x-keygate-content-digest'
 
 /**
  * A request's headers: Node.js's `req.headers` (lowercase names; a list for a repeated header) or
- * any object with `get(name)`, such as fetch's `Headers` (Deno, Bun, Cloudflare Workers, Hono).
+ * any object with `get(name)`, such as fetch's `Headers` (Deno, Bun, Cloudflare Workers).
  */
 export type ForwardedHeaders =
   | { get: (name: string) => string | null | undefined }
