@@ -8,6 +8,9 @@
 // checks targets with the gateway's own request-target rules (all in ./protocol), so a request it
 // signs is one keygate accepts. Only what every runtime has: WebCrypto (globalThis.crypto.subtle), fetch,
 // TextEncoder, btoa and atob. No dependencies, no node: imports, no Buffer.
+//
+// And for the services behind keygate in decision mode: checkForwardedDigest, the body against the
+// Content-Digest keygate verified the signature of but was not shown the body of.
 import { type Bytes, concatBytes, isArrayBuffer, isUint8Array, ownBytes, sha256Hex, subtle, toBase64, utf8 } from './bytes.js'
 import { derOfRawEcdsa, pem } from './der.js'
 import { KeygateResponseError, SigningInputError } from './errors.js'
@@ -28,6 +31,10 @@ import type { CryptoKeyLike, KeyInput, KeyObjectLike, PrivateKeyInput } from './
 
 export { KeygateResponseError, SigningInputError, signingString, type CryptoKeyLike, type KeyInput, type KeyObjectLike, type PrivateKeyInput }
 export { signatureBaseMismatches }
+export {
+  checkForwardedDigest, FORWARDED_DIGEST_HEADER, type ForwardedDigestCheck, type ForwardedDigestProblem, type ForwardedHeaders
+} from './forwarded-digest.js'
+export type { ContentDigestAlgorithm } from './protocol/index.js'
 export type { CoveredTarget, KeyType, MessageSignatureAlgorithm, MessageSignatureOptions, SignatureBaseDetails, SignatureScheme }
 export type { SigningStringDetails }
 

@@ -31,7 +31,7 @@ const childEnv = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdi
 const VALUE_EXPORTS = [
   'KeygateResponseError', 'SigningInputError', 'apiKeyOf', 'createClient', 'describeRequest', 'describeSigningString', 'importPrivateKey',
   'keyRegistration', 'login', 'registerKey', 'signKeyName', 'signRequest', 'signatureMismatches', 'signingString',
-  'describeSignatureBase', 'keyTypeOf', 'signatureBaseMismatches'
+  'describeSignatureBase', 'keyTypeOf', 'signatureBaseMismatches', 'checkForwardedDigest', 'FORWARDED_DIGEST_HEADER'
 ]
 
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-client-package-'))
@@ -169,7 +169,9 @@ const COMMON_TS = `import {
   type KeyRegistrationBody, type LoginInput, type PrivateKeyInput, type RegisterKeyInput, type RequestBody, type SignatureHeaders,
   type SignedResponseInfo, type SigningStringDetails, type SignRequestInput,
   describeSignatureBase, keyTypeOf, signatureBaseMismatches, type CoveredTarget, type KeyType, type MessageSignatureAlgorithm,
-  type MessageSignatureHeaders, type MessageSignatureInput, type SignatureBaseDetails, type SignatureScheme
+  type MessageSignatureHeaders, type MessageSignatureInput, type SignatureBaseDetails, type SignatureScheme,
+  checkForwardedDigest, FORWARDED_DIGEST_HEADER, type ContentDigestAlgorithm, type ForwardedDigestCheck, type ForwardedDigestProblem,
+  type ForwardedHeaders
 } from '@keygate/client'
 import { API_KEY_PATTERN, HTTP_METHODS, requestTargetProblem, type HttpMethod } from '@keygate/client/protocol'
 
@@ -209,23 +211,32 @@ export async function everything (baseUrl: string, pem: string, key: PrivateKeyI
   const base: SignatureBaseDetails = await describeSignatureBase({ method: 'GET', target: '/', apiKey, baseUrl, algorithm, created: 1790000000, nonce: 'n' })
   const baseDiffer: { mine: string[]; keygate: string[] } = signatureBaseMismatches(base, problem)
   const keyType: KeyType = keyTypeOf(publicKey)
-  differing.push(messageHeaders.Signature, ...baseDiffer.mine, keyType)
+  const forwarded: ForwardedHeaders = { [FORWARDED_DIGEST_HEADER]: 'sha-256=:x:', 'x-list': ['a', 'b'], absent: undefined }
+  const check: ForwardedDigestCheck = await checkForwardedDigest(forwarded, body)
+  const reason: ForwardedDigestProblem | undefined = check.ok ? undefined : check.reason
+  const algorithms: ContentDigestAlgorithm[] = check.ok && check.checked ? check.algorithms : []
+  differing.push(messageHeaders.Signature, ...baseDiffer.mine, keyType, String(reason), ...algorithms)
   return [String(expiresIn), headers['X-API-Signature'], registrationBody.publicKey, signature, await client.apiKey(), described.target, method,
     String(API_KEY_PATTERN.test(apiKey)), String(requestTargetProblem('/')), String(parts.length), ...differing, ...notes.map(String), String(keyObject)]
 }
 `
 
-const BROWSER_TS = `import { everything } from './common.js'
+const BROWSER_TS = `import { checkForwardedDigest } from '@keygate/client'
+import { everything } from './common.js'
 
 // TypeScript's default libraries (the DOM's CryptoKey, no Node.js): a WebCrypto key pair.
 const pair = await crypto.subtle.generateKey(
   { name: 'RSASSA-PKCS1-v1_5', modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' }, false, ['sign', 'verify'])
 const key: CryptoKey = pair.privateKey
 console.log(await everything('http://127.0.0.1:8080', '-----BEGIN PRIVATE KEY-----', key, pair.publicKey))
+// fetch's Headers and an ArrayBuffer, as a service on fetch's API has them
+console.log(await checkForwardedDigest(new Headers(), new ArrayBuffer(0)))
 `
 
 const NODE_TS = `import { generateKeyPairSync, webcrypto } from 'node:crypto'
 import { readFileSync } from 'node:fs'
+import type { IncomingHttpHeaders } from 'node:http'
+import { checkForwardedDigest } from '@keygate/client'
 import { everything } from './common.js'
 
 // @types/node, no DOM: a KeyObject, a Buffer of PEM, and Node.js's WebCrypto key.
@@ -235,6 +246,9 @@ console.log(await everything('http://127.0.0.1:8080', 'pem', readFileSync('key.p
 const pair = await webcrypto.subtle.generateKey(
   { name: 'RSASSA-PKCS1-v1_5', modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' }, false, ['sign', 'verify'])
 console.log(await everything('http://127.0.0.1:8080', 'pem', pair.privateKey, pair.publicKey))
+// a Node.js server's req.headers and a Buffer
+const headers: IncomingHttpHeaders = { 'x-keygate-content-digest': 'sha-256=:x:' }
+console.log(await checkForwardedDigest(headers, readFileSync('body')))
 `
 
 t.test('the declarations compile in a TypeScript project with the default libraries and no @types/node, and in one with @types/node and no DOM',

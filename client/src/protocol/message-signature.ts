@@ -2,7 +2,8 @@
 // gateway verifies over the signature base built here and the client signs over the same. What
 // this file holds is the serialising half (component identifiers, the Signature-Input value, the
 // signature base, Content-Digest) and the component values of a request. Parsing received
-// Structured Fields (RFC 9651) is the gateway's, with a maintained parser: the client only writes.
+// Structured Fields (RFC 9651) is the gateway's, with a maintained parser: the client only writes
+// (but for the strict reading of a forwarded Content-Digest an upstream checks, ../forwarded-digest.ts).
 
 /** The algorithms keygate accepts in `alg` (RFC 9421 §6.2.2), and which key type each needs. */
 export const MESSAGE_SIGNATURE_ALGORITHMS = ['rsa-v1_5-sha256', 'rsa-pss-sha512', 'ed25519', 'ecdsa-p256-sha256'] as const
