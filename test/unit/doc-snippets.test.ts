@@ -69,7 +69,15 @@ const CLAIMS: Claim[] = [
   { page: 'docs/signing-examples.md', heading: 'The signatures with openssl', lang: 'sh', by: 'test/system/signing-examples.test.ts' },
   { page: 'docs/tests.md', heading: 'Running the tests', lang: 'sh', by: 'test/system/tests-doc.test.ts' },
   { page: 'docs/decision/nginx.md', heading: 'keygate\'s side', lang: 'sh', by: 'test/system/decision-nginx.test.ts' },
-  { page: 'docs/decision/nginx.md', heading: 'The configuration', lang: 'nginx', by: 'test/system/decision-nginx.test.ts' }
+  { page: 'docs/decision/nginx.md', heading: 'The configuration', lang: 'nginx', by: 'test/system/decision-nginx.test.ts' },
+  { page: 'docs/decision/envoy.md', heading: 'The Envoy configuration', lang: 'yaml', by: 'test/system/decision-dialects.test.ts' },
+  { page: 'docs/decision/envoy.md', heading: 'keygate\'s settings', lang: 'sh', by: 'test/system/decision-dialects.test.ts' },
+  { page: 'docs/decision/traefik.md', heading: 'The dynamic configuration', lang: 'yaml', by: 'test/system/decision-dialects.test.ts' },
+  { page: 'docs/decision/traefik.md', heading: 'keygate\'s settings', lang: 'sh', by: 'test/system/decision-dialects.test.ts' },
+  { page: 'docs/decision/ingress-nginx.md', heading: 'The Ingress and its ConfigMap', lang: 'yaml', by: 'test/system/decision-dialects.test.ts' },
+  { page: 'docs/decision/ingress-nginx.md', heading: 'Real statuses: the server-snippet', lang: 'yaml', by: 'test/system/decision-dialects.test.ts' },
+  { page: 'docs/decision/ingress-nginx.md', heading: 'keygate\'s settings', lang: 'sh', by: 'test/system/decision-dialects.test.ts' },
+  { page: 'client/README.md', heading: 'Upstreams behind decision mode: checking the body', lang: 'js', by: 'test/system/forwarded-digest.test.ts' }
 ]
 
 const ROOT = new URL('../../', import.meta.url)
