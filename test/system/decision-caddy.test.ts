@@ -7,7 +7,8 @@
 // the upstream; a route's 429 keeps its Retry-After; replay marks hold across decision and inline
 // modes; a body keygate is not shown is refused, or passed with X-Keygate-Content-Digest on a
 // route that allows it; odd targets are judged exactly as inline judges them (the same request
-// sent straight to keygate's public port). One keygate, one Caddy and one recorder for the file.
+// sent straight to keygate's public port). One keygate, one Caddy and one recorder for the file;
+// a second Caddy, pointed at a keygate that does not answer, for the 504 and the 502.
 import { createHash, generateKeyPairSync, type KeyObject } from 'node:crypto'
 import { request as httpRequest } from 'node:http'
 import { createServer, type Socket } from 'node:net'
