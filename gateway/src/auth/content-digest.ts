@@ -2,7 +2,8 @@
 // the gateway received (the bytes it forwards). Parsed with the Structured Fields parser (a
 // dictionary of byte sequences); sha-256 and sha-512 are computed, every one present is compared
 // (public data: no constant-time compare needed); other algorithms are ignored, and a field with
-// only those is refused, as is a field that does not parse.
+// only those is refused, as is a field that does not parse. A body keygate is not shown (decision
+// mode) is checked by the upstream: keygate refuses only a field no body could match.
 import { createHash } from 'node:crypto'
 import { parseDictionary } from 'structured-headers'
 import { CONTENT_DIGEST_ALGORITHMS, contentDigestValue, type ContentDigestAlgorithm } from '#client/protocol'
@@ -19,19 +20,22 @@ export function contentDigestOf (algorithm: ContentDigestAlgorithm, body: Uint8A
   return contentDigestValue(algorithm, createHash(HASH_OF[algorithm]).update(body).digest('base64'))
 }
 
-function refuse (detail: string, body: Uint8Array, algorithms: readonly ContentDigestAlgorithm[]): GatewayError {
+/** `body`: the one received, when keygate is shown it (its length and digests help a client find its mistake). */
+function refuse (detail: string, body: Uint8Array | undefined, algorithms: readonly ContentDigestAlgorithm[]): GatewayError {
   return new GatewayError('INVALID_CONTENT_DIGEST', detail, {
     extra: {
       accepted: CONTENT_DIGEST_ALGORITHMS,
-      bodyLength: body.length,
-      // what the gateway received, so that a client that re-serialised its body sees it
-      computed: algorithms.map((algorithm) => contentDigestOf(algorithm, body)).join(', ')
+      ...(body !== undefined && {
+        bodyLength: body.length,
+        // what the gateway received, so that a client that re-serialised its body sees it
+        computed: algorithms.map((algorithm) => contentDigestOf(algorithm, body)).join(', ')
+      })
     }
   })
 }
 
-/** Throws INVALID_CONTENT_DIGEST unless every known digest of `field` is the digest of `body`. */
-export function checkContentDigest (field: string, body: Uint8Array): void {
+/** The digests of `field` keygate computes; refused when it does not parse, names none of them, or one is no byte sequence. */
+function knownDigests (field: string, body: Uint8Array | undefined): Array<[ContentDigestAlgorithm, ArrayBuffer]> {
   let digests: ReturnType<typeof parseDictionary>
   try {
     digests = parseDictionary(field)
@@ -43,12 +47,34 @@ export function checkContentDigest (field: string, body: Uint8Array): void {
     throw refuse(`Content-Digest has no digest keygate computes (${[...digests.keys()].join(', ') || 'none'}); ` +
       `send one of ${CONTENT_DIGEST_ALGORITHMS.join(', ')}`, body, ['sha-256'])
   }
-  for (const [algorithm, [value]] of known) {
+  return known.map(([algorithm, [value]]) => {
     if (!(value instanceof ArrayBuffer)) throw refuse(`Content-Digest ${algorithm} must be a byte sequence: ${algorithm}=:<base64>:`, body, [algorithm])
+    return [algorithm, value]
+  })
+}
+
+/** Throws INVALID_CONTENT_DIGEST unless every known digest of `field` is the digest of `body`. */
+export function checkContentDigest (field: string, body: Uint8Array): void {
+  for (const [algorithm, value] of knownDigests(field, body)) {
     const computed = createHash(HASH_OF[algorithm]).update(body).digest()
     if (!computed.equals(Buffer.from(value))) {
       throw refuse(`Content-Digest ${algorithm} is not the digest of the ${body.length} bytes of body received; ` +
         'compute it over the exact bytes you send (not over a copy serialised again), see computed', body, [algorithm])
+    }
+  }
+}
+
+/**
+ * For a body keygate is not shown (decision mode, a route with unseenBody: digest), whose digest
+ * the upstream checks: throws INVALID_CONTENT_DIGEST for what checkContentDigest would refuse
+ * whatever the body (a field that does not parse, names no algorithm keygate computes, or holds a
+ * digest of the wrong length), so the upstream is only ever handed digests it can check.
+ */
+export function checkUnseenContentDigest (field: string): void {
+  for (const [algorithm, value] of knownDigests(field, undefined)) {
+    const length = createHash(HASH_OF[algorithm]).digest().length
+    if (value.byteLength !== length) {
+      throw refuse(`Content-Digest ${algorithm} holds ${value.byteLength} bytes; a ${algorithm} digest holds ${length}`, undefined, [algorithm])
     }
   }
 }

@@ -11,7 +11,7 @@ import { GatewayError } from '../errors.js'
 import {
   ED25519_SIGNATURE_BYTES, keyTypeOf, P256_RAW_SIGNATURE_BYTES, rsaSignatureBytes, verifyEd25519, verifyP256Sha256, verifyRsaPssSha512, verifyRsaSha256
 } from '../keys/public-key.js'
-import { checkContentDigest } from './content-digest.js'
+import { checkContentDigest, checkUnseenContentDigest } from './content-digest.js'
 import { bodyBytes, hasBody, UNSEEN_BODY, type DescribedRequest } from './described-request.js'
 import type { MessageSignatureInput } from './message-signature-headers.js'
 import { required, type AuthStage } from './stage.js'
@@ -136,9 +136,13 @@ export function messageSignatureStage (observeVerification?: (seconds: number) =
       }
       const digest = message.field('content-digest')
       // A body keygate is not shown (decision mode behind nginx or Caddy, on a route that allows it)
-      // is covered through content-digest, as checked above: the upstream checks the digest.
+      // is covered through content-digest, as checked above: the upstream checks the digest, so it
+      // must be one the upstream can check.
       const unseen = request.body === UNSEEN_BODY
-      if (digest !== undefined && !unseen) checkContentDigest(digest.join(', '), bodyBytes(request))
+      if (digest !== undefined) {
+        if (unseen) checkUnseenContentDigest(digest.join(', '))
+        else checkContentDigest(digest.join(', '), bodyBytes(request))
+      }
       const alg = algorithmFor(key.keyObject, input)
       let base: string
       try {

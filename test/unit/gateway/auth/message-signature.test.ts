@@ -5,7 +5,7 @@
 // a real gateway in test/system/rfc9421.test.ts.
 import { createHash, generateKeyPairSync, sign, type KeyObject } from 'node:crypto'
 import t from 'tap'
-import { checkContentDigest, contentDigestOf } from '../../../../gateway/src/auth/content-digest.js'
+import { checkContentDigest, checkUnseenContentDigest, contentDigestOf } from '../../../../gateway/src/auth/content-digest.js'
 import { keyIdStage } from '../../../../gateway/src/auth/key-id.js'
 import { messageSignatureHeadersStage } from '../../../../gateway/src/auth/message-signature-headers.js'
 import { messageSignatureStage } from '../../../../gateway/src/auth/message-signature.js'
@@ -98,6 +98,17 @@ t.test('Content-Digest', async (t) => {
   t.match((await captureGatewayError(() => { checkContentDigest('md5=:AAAA:', body) })).message, /no digest keygate computes \(md5\)/)
   t.match((await captureGatewayError(() => { checkContentDigest('sha-256=AAAA', body) })).message, /byte sequence|Structured Fields/)
   t.equal((await captureGatewayError(() => { checkContentDigest(sha256, Buffer.from('{"a": 1}')) })).code, 'INVALID_CONTENT_DIGEST')
+})
+
+t.test('Content-Digest of a body keygate is not shown: only a field no body could match is refused', async (t) => {
+  const sha256 = contentDigestOf('sha-256', Buffer.from('{"a":1}'))
+  t.doesNotThrow(() => { checkUnseenContentDigest(sha256) })
+  t.doesNotThrow(() => { checkUnseenContentDigest(`md5=:AAAA:, ${contentDigestOf('sha-512', Buffer.alloc(0))}`) }, 'an unknown one beside a known one')
+  for (const field of ['md5=:AAAA:', 'sha-256=AAAA', 'sha-256="abc"', 'sha-256=:YWJj:']) {
+    const err = await captureGatewayError(() => { checkUnseenContentDigest(field) })
+    t.equal(err.code, 'INVALID_CONTENT_DIGEST', field)
+    t.equal(err.extra?.computed, undefined, `${field}: no digest of a body it was not shown`)
+  }
 })
 
 t.test('the keyid: the first signature whose key is registered', async (t) => {
