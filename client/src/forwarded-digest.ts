@@ -5,10 +5,10 @@
 // reading of the RFC 9530 dictionary (every member `name=:base64:`, nothing else), the digests of
 // the exact bytes received by WebCrypto, compared. It runs wherever the rest of the client runs.
 import { fromBase64, isArrayBuffer, isUint8Array, ownBytes, subtle, toBase64 } from './bytes.js'
-import { CONTENT_DIGEST_ALGORITHMS, contentDigestValue, type ContentDigestAlgorithm } from './protocol/index.js'
+import { CONTENT_DIGEST_ALGORITHMS, contentDigestValue, FORWARDED_DIGEST_HEADER, type ContentDigestAlgorithm } from './protocol/index.js'
 
 /** The header keygate's allowed decision sets (and the proxy copies onto the upstream request) when the upstream must check the body. */
-export const FORWARDED_DIGEST_HEADER = 'x-keygate-content-digest'
+export { FORWARDED_DIGEST_HEADER }
 
 /**
  * A request's headers: Node.js's `req.headers` (lowercase names; a list for a repeated header) or

@@ -406,7 +406,7 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
 
 t.test('the docs\' configurations name what keygate serves and reads', async (t) => {
   const identity = [...Object.values(DEFAULT_IDENTITY_HEADERS), DEFAULT_IDENTITY_TOKEN_HEADER, 'x-keygate-content-digest'].sort()
-  const settingsOf = (page: string): GatewayConfig['decision'] => loadConfig(blockSettings(docSnippet(page, 'keygate\'s settings', 'sh'))).decision
+  const settingsOf = (page: string): GatewayConfig['decision'] => loadConfig(blockSettings(docSnippet(page, "keygate's settings", 'sh'))).decision
 
   t.test(`${ENVOY_PAGE}: ext_authz before the router, at /decide/envoy, whole bodies, identity headers set over the client's`, async (t) => {
     const settings = settingsOf(ENVOY_PAGE)

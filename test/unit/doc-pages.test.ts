@@ -25,7 +25,10 @@ function proseLines (markdown: string): string[] {
   })
 }
 
-const DOC_PAGES = readdirSync(new URL('../../docs/', import.meta.url)).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)
+const DOC_PAGES = readdirSync(new URL('../../docs/', import.meta.url), { recursive: true, encoding: 'utf8' })
+  .filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`)
+/** the pages of docs/ itself; those of its folders (docs/decision/) are reached from one of these */
+const TOP_PAGES = DOC_PAGES.filter((page) => !page.slice('docs/'.length).includes('/'))
 
 t.test('every error code is in the table of docs/errors.md, with its status, and only those', async (t) => {
   const page = docPage('docs/errors.md')
@@ -76,7 +79,11 @@ t.test('the README is short and its map names every page of docs/', async (t) =>
   const map = readme.slice(readme.indexOf('\n## The docs\n'))
   t.not(map, readme, 'the README has its map of the docs')
   const mapped = new Set([...map.matchAll(/^\| \[[^\]]+\]\(([^)#]+)\) \|/gm)].map((m) => m[1] as string))
-  t.same(DOC_PAGES.filter((page) => !mapped.has(page)), [], 'every page of docs/ is on the map')
+  t.same(TOP_PAGES.filter((page) => !mapped.has(page)), [], 'every page of docs/ is on the map')
+  // a page of a folder (docs/decision/nginx.md) is linked from a page of the map (docs/decision-mode.md)
+  const linkedFromMap = new Set(TOP_PAGES.filter((page) => mapped.has(page)).flatMap((page) =>
+    [...docPage(page).matchAll(/\]\(([^)#]+\.md)(?:#[^)]*)?\)/g)].map((m) => `docs/${m[1] as string}`.replace(/\/\.\//g, '/'))))
+  t.same(DOC_PAGES.filter((page) => !TOP_PAGES.includes(page) && !linkedFromMap.has(page)), [], 'every page of a docs/ folder is linked from a page on the map')
   t.ok(mapped.has('SECURITY.md') && mapped.has('client/README.md'), 'and SECURITY.md and the client package')
 })
 

@@ -4,7 +4,8 @@
 // browsers.
 export { API_KEY_PATTERN, apiKeyOfSpki } from './api-key.js'
 export {
-  ALGORITHMS_OF_KEY_TYPE, ComponentError, CONTENT_DIGEST_ALGORITHMS, contentDigestValue, KEY_TYPES, MESSAGE_SIGNATURE_ALGORITHMS, normaliseAuthority,
+  ALGORITHMS_OF_KEY_TYPE, ComponentError, CONTENT_DIGEST_ALGORITHMS, contentDigestValue, FORWARDED_DIGEST_HEADER, KEY_TYPES, MESSAGE_SIGNATURE_ALGORITHMS,
+  normaliseAuthority,
   repeatedComponent, requestComponentValue, serializeComponentId, serializeParameters, serializeSignatureParams, signatureBase,
   type ComponentId, type ContentDigestAlgorithm, type KeyType, type MessageSignatureAlgorithm, type Parameters, type ParameterValue, type SignedMessage
 } from './message-signature.js'

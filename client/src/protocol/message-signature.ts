@@ -98,6 +98,12 @@ export function signatureBase (lines: ReadonlyArray<readonly [ComponentId, strin
 
 /** The digest algorithms of Content-Digest (RFC 9530) keygate computes and checks. */
 export const CONTENT_DIGEST_ALGORITHMS = ['sha-256', 'sha-512'] as const
+/**
+ * Decision mode: the header of keygate's allowed answer (which the proxy sets on the upstream
+ * request, over any copy the client sent) naming the Content-Digest a verified signature covers,
+ * for an upstream to check the body keygate was not shown against.
+ */
+export const FORWARDED_DIGEST_HEADER = 'x-keygate-content-digest'
 export type ContentDigestAlgorithm = typeof CONTENT_DIGEST_ALGORITHMS[number]
 
 /** The Content-Digest field value for one digest: `sha-256=:<base64>:`. */

@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
-import { bodylessMethodProblem, HTTP_METHODS, pathOf, requestTargetProblem } from '#client/protocol'
+import { bodylessMethodProblem, FORWARDED_DIGEST_HEADER, HTTP_METHODS, pathOf, requestTargetProblem } from '#client/protocol'
 import type { Judge } from '../auth/authenticate.js'
 import { UNSEEN_BODY, unseenBodyError } from '../auth/described-request.js'
 import type { AuthState } from '../auth/stage.js'
@@ -33,7 +33,7 @@ import {
 } from './dialects.js'
 
 /** The header of an allowed decision that tells the upstream to check the body against a digest keygate verified the signature of. */
-export const DEFERRED_DIGEST_HEADER = 'x-keygate-content-digest'
+export const DEFERRED_DIGEST_HEADER = FORWARDED_DIGEST_HEADER
 /** nginx never passes an auth answer's body: a refusal's problem+json, on one line, for its config to send the client. */
 export const PROBLEM_HEADER = 'x-keygate-problem'
 /** nginx: the real status of a refusal sent as 403 */
