@@ -307,13 +307,13 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
     t.test('X-Forwarded-Uri twice, X-Forwarded-Host holding a list: 400 INVALID_DECISION_REQUEST', async (t) => {
       const target = '/v1/clients/?a=4'
       const twice = await ask(decide, authRequest([...canonical(seed('GET', target)), ...forwarded('GET', target), 'X-Forwarded-Uri: /v1/other/']))
-      t.match(refusedWith(t, twice, 400, 'INVALID_DECISION_REQUEST').detail, /x-forwarded-uri was sent 2 times/)
+      t.match(refusedWith(t, twice, 400, 'INVALID_DECISION_REQUEST').detail, /X-Forwarded-Uri was sent 2 times/)
       const list = await ask(decide, authRequest([
         ...canonical(seed('GET', target)),
         ...forwarded('GET', target).filter((l) => !l.startsWith('X-Forwarded-Host')),
         `X-Forwarded-Host: ${CLIENT_HOST}, evil.example`
       ]))
-      t.match(refusedWith(t, list, 400, 'INVALID_DECISION_REQUEST').detail, /x-forwarded-host holds a list/)
+      t.match(refusedWith(t, list, 400, 'INVALID_DECISION_REQUEST').detail, /X-Forwarded-Host holds a list/)
     })
   })
 
