@@ -4,12 +4,14 @@ import { KEY_TYPES, type KeyType } from '../client/src/protocol/index.js'
 import { ENV_VARIABLES } from '../gateway/src/config/env.js'
 import { BENCH_SCHEMES, type BenchScheme } from './signing.js'
 
-export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject', 'flood'] as const
+export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject', 'flood', 'decision'] as const
 export type Scenario = typeof SCENARIOS[number]
-export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e', 'f'] as const
+export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'] as const
 export type ConfigId = typeof CONFIG_IDS[number]
 /** what runs without --only: f (a rate-limited route) is asked for by name */
 export const DEFAULT_CONFIG_IDS: readonly ConfigId[] = ['a', 'b', 'c', 'd', 'e']
+/** --scenario decision: nginx alone (g), nginx asking keygate (h), keygate inline on the same store (d) */
+export const DECISION_CONFIG_IDS: readonly ConfigId[] = ['d', 'g', 'h']
 export const REJECT_KINDS = ['all', 'bad-signature', 'stale', 'unknown-key'] as const
 export type RejectKind = typeof REJECT_KINDS[number]
 
@@ -44,6 +46,8 @@ export interface BenchOptions {
   workers: number
   /** --env NAME=VALUE: more keygate variables for the gateways started here */
   gatewayEnv: Record<string, string>
+  /** --scenario decision: the nginx binary (g, h) */
+  nginx: string | undefined
   target: { url: string; user: string; password: string } | undefined
 }
 
@@ -57,6 +61,10 @@ Load-tests keygate's signed API and, with no --url, compares in one run, alterna
   e  keygate in front of it, a public route (no auth): its proxy hop alone
   f  (only with --only) as c, with one per-key rate limit on the signed routes, too high to
      ever refuse (1,000,000,000 per minute): f - c is what counting a request costs
+and with --scenario decision (which runs d, g and h):
+  g  nginx in front of the example service, no auth
+  h  nginx asking keygate's decision listener (auth_request, the configuration of
+     docs/decision/nginx.md), then passing the request to the example service; embedded store
 each in its own process on a free loopback port. Prints first the auth layer's cost (c's CPU
 per request - e's, in us) and the signed requests one gateway core serves per second (1,000,000 /
 c's CPU us per request), with the machine and how busy it was; then medians over the rounds:
@@ -89,13 +97,19 @@ Options:
                                sends bad signatures (same key and token) from 127.0.0.2 on as
                                many connections, as fast as they are answered (keygate only:
                                c, d); reports good traffic under the flood against alone
+                       decision signed GETs through nginx alone (g), through nginx asking
+                               keygate's decision listener (h), and to keygate inline (d), all
+                               on the same example service; reports each one's req/s, the
+                               ratios h/g and d/g, and keygate's CPU per request deciding (h)
+                               against proxying (d). Needs nginx (apt-get install nginx-light)
   --reject-share F     the refused share for --scenario reject, 0 to 1   (default 0.5)
   --reject-kind K      all (in turn) | bad-signature | stale | unknown-key (default all)
   --scheme S           how requests are signed: seed (X-API-Key, X-API-Timestamp,
                        X-API-Signature) or rfc9421 (Signature-Input, Signature and
                        Content-Digest: @method, @path, a body's digest)  (default seed)
   --key T              the signing key: rsa (2048 bits), ed25519 or p256     (default rsa)
-  --only a,b,c,d,e,f   run only these configurations                     (default a,b,c,d,e)
+  --only a,b,c,d,e,f   run only these configurations                     (default a,b,c,d,e;
+                       with --scenario decision d,g,h, and only those)
   --url URL            load an existing keygate instead (registers a fresh key for --user)
   --user U             with --url: the user to log in as
   --password P         with --url: that user's password
@@ -111,13 +125,15 @@ Options:
                        its share of the load: give it a longer --warmup (5)      (default 1)
   --env NAME=VALUE     a keygate variable for the gateways started here (c, d, e), again for
                        more: --env KEYGATE_SIGNATURE_FAILURE_LIMIT=1000000000 (no budget)
+  --nginx PATH         --scenario decision: the nginx to run, built with its auth_request
+                       module                 (default /usr/sbin/nginx, else nginx on PATH)
   --json               print the results as JSON instead of the table
   --help               this text
 `
 
 /** what the bench sets on the gateways it starts, not to be set with --env */
 const BENCH_OWNED_VARIABLES = ['PORT', 'HOST', 'UPSTREAM_URL', 'REDIS_URL', 'KEYGATE_REDIS_PREFIX', 'KEYGATE_BOOTSTRAP_USERS', 'KEYGATE_WORKERS',
-  'KEYGATE_ROUTES', 'LOG_LEVEL']
+  'KEYGATE_ROUTES', 'LOG_LEVEL', 'KEYGATE_DECISION_PORT', 'KEYGATE_DECISION_HOST', 'KEYGATE_DECISION_TRUSTED_PROXIES']
 
 export class UsageError extends Error {
   override name = 'UsageError'
@@ -161,6 +177,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
         'cpu-prof': { type: 'boolean' },
         workers: { type: 'string' },
         env: { type: 'string', multiple: true },
+        nginx: { type: 'string' },
         help: { type: 'boolean', short: 'h' }
       }
     }))
@@ -182,10 +199,18 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   if (!(KEY_TYPES as readonly string[]).includes(keyType)) throw new UsageError(`--key: "${keyType}" is not one of ${KEY_TYPES.join(', ')}`)
 
   const onlyGiven = values.only !== undefined
-  const only = (values.only ?? DEFAULT_CONFIG_IDS.join(',')).split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
+  const only = (values.only ?? (scenario === 'decision' ? DECISION_CONFIG_IDS : DEFAULT_CONFIG_IDS).join(','))
+    .split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
   for (const id of only) if (!(CONFIG_IDS as readonly string[]).includes(id)) throw new UsageError(`--only: "${id}" is not one of ${CONFIG_IDS.join(', ')}`)
-  if (only.length === 0) throw new UsageError('--only: name at least one of a, b, c, d, e, f')
+  if (only.length === 0) throw new UsageError(`--only: name at least one of ${CONFIG_IDS.join(', ')}`)
   let configs = CONFIG_IDS.filter((id) => only.includes(id))
+  if (scenario === 'decision') {
+    // nginx alone, nginx asking keygate, keygate inline: three ways to serve the same signed GETs
+    const other = configs.filter((id) => !DECISION_CONFIG_IDS.includes(id))
+    if (other.length > 0) throw new UsageError(`--scenario decision: runs ${DECISION_CONFIG_IDS.join(', ')} only; leave out ${other.join(', ')}`)
+  } else if (configs.includes('g') || configs.includes('h')) {
+    throw new UsageError('--only: g and h (nginx) are --scenario decision\'s')
+  }
   if (scenario === 'token' || scenario === 'register' || scenario === 'flood') {
     // token issuance and key registration are keygate's own endpoints: neither the service nor the bare proxy has one;
     // a flood of bad signatures is refused only where signatures are checked
@@ -222,6 +247,8 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   }
 
   if (scenario === 'flood' && target !== undefined) throw new UsageError('--scenario flood: runs against the gateways started here, not --url')
+  if (scenario === 'decision' && target !== undefined) throw new UsageError('--scenario decision: runs nginx and the gateways started here, not --url')
+  if (values.nginx !== undefined && scenario !== 'decision') throw new UsageError('--nginx goes with --scenario decision')
   const gatewayEnv: Record<string, string> = {}
   for (const setting of values.env ?? []) {
     const eq = setting.indexOf('=')
@@ -257,6 +284,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     cpuProf: values['cpu-prof'] === true,
     workers,
     gatewayEnv,
+    nginx: values.nginx,
     target
   }
 }

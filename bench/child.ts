@@ -9,8 +9,8 @@
 //   upstream: the example clients service (upstream-stub) on a free port
 //   bare:     buildBareProxy(BENCH_UPSTREAM_URL)
 //   keygate:  the gateway as main.ts starts it, configured by its environment (PORT=0, ...),
-//             with KEYGATE_WORKERS > 1 as main.ts's primary does (process/cluster.ts)
-import { execFileSync } from 'node:child_process'
+//             with KEYGATE_WORKERS > 1 as main.ts's primary does (process/cluster.ts); with
+//             KEYGATE_DECISION_PORT (one process only), it reports its decision listener's URL too
 import { readdirSync, readFileSync } from 'node:fs'
 import { pino } from 'pino'
 import { startCluster } from '../gateway/src/process/cluster.js'
@@ -19,6 +19,7 @@ import { startGateway } from '../gateway/src/process/start.js'
 import { startUpstream } from '../upstream-stub/src/server.js'
 import { buildBareProxy } from './bare-proxy.js'
 import type { ChildMessage, ParentMessage } from './ipc.js'
+import { parseStat, ticksPerSecond } from './proc.js'
 import { deletePrefix } from './redis.js'
 
 /** a stop gets this long (a start still under way included) before the process exits anyway */
@@ -26,26 +27,14 @@ const STOP_TIMEOUT_MS = 10_000
 
 interface Running {
   url: string
+  /** keygate with KEYGATE_DECISION_PORT: its decision listener */
+  decisionUrl?: string | undefined
   close: () => Promise<void>
   /** CPU time so far, microseconds: this process's, and its workers' when it has any */
   cpuUsage: () => NodeJS.CpuUsage
 }
 
 const ownCpuUsage = (): NodeJS.CpuUsage => process.cpuUsage()
-
-/** clock ticks per second, the unit of /proc/<pid>/stat's CPU times */
-let clockTicks: number | undefined
-function ticksPerSecond (): number {
-  if (clockTicks === undefined) {
-    try {
-      clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim())
-    } catch {
-      clockTicks = 100
-    }
-    if (!Number.isInteger(clockTicks) || clockTicks <= 0) clockTicks = 100
-  }
-  return clockTicks
-}
 
 /**
  * CPU time (user + system) of every process below this one, microseconds, from Linux's /proc
@@ -58,9 +47,7 @@ function descendantsCpuUsage (): NodeJS.CpuUsage {
     if (!/^\d+$/.test(entry)) continue
     let text: string
     try { text = readFileSync(`/proc/${entry}/stat`, 'utf8') } catch { continue }
-    // pid (comm) state ppid ... utime stime: comm may hold spaces and parentheses
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
-    stats.set(Number(entry), { ppid: Number(fields[1]), user: Number(fields[11]), system: Number(fields[12]) })
+    stats.set(Number(entry), parseStat(text))
   }
   const ticks = { user: 0, system: 0 }
   const below = [process.pid]
@@ -155,7 +142,7 @@ process.on('message', (message: ParentMessage) => {
 })
 
 started.then((service) => {
-  if (!stopping) send({ type: 'ready', url: service.url, pid: process.pid })
+  if (!stopping) send({ type: 'ready', url: service.url, pid: process.pid, ...(service.decisionUrl !== undefined && { decisionUrl: service.decisionUrl }) })
 }, (err: unknown) => {
   process.stderr.write(`bench child ${role}: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`)
   process.exit(1)

@@ -15,6 +15,8 @@ export type Role = 'upstream' | 'bare' | 'keygate'
 export interface Service {
   name: string
   url: string
+  /** keygate started with KEYGATE_DECISION_PORT: its decision listener */
+  decisionUrl: string | undefined
   pid: number
   /** CPU time so far, microseconds (user + system): the whole process, and its cluster workers if it has any */
   cpuMicros: () => Promise<number>
@@ -39,13 +41,13 @@ export async function startService (name: string, role: Role, env: NodeJS.Proces
   let stderr = ''
   child.stderr?.on('data', (chunk: Buffer) => { stderr = (stderr + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES) })
 
-  const ready = await new Promise<{ url: string; pid: number }>((resolve, reject) => {
+  const ready = await new Promise<{ url: string; pid: number; decisionUrl: string | undefined }>((resolve, reject) => {
     const timer = setTimeout(() => { fail(new Error(`did not start within ${READY_TIMEOUT_MS / 1000} s`)) }, READY_TIMEOUT_MS)
     const onMessage = (message: ChildMessage): void => {
       if (message.type !== 'ready') return
       clearTimeout(timer)
       child.off('exit', onExit)
-      resolve({ url: message.url, pid: message.pid })
+      resolve({ url: message.url, pid: message.pid, decisionUrl: message.decisionUrl })
     }
     const onExit = (code: number | null, signal: NodeJS.Signals | null): void => {
       fail(new Error(`exited before it listened (${signal ?? `code ${code}`})`))
@@ -74,7 +76,7 @@ export async function startService (name: string, role: Role, env: NodeJS.Proces
     pending.set(id, resolve)
     child.send({ type: 'cpu', id } satisfies ParentMessage)
   })
-  return { name, url: ready.url, pid: ready.pid, cpuMicros, stop: async () => { await stopChild(child) } }
+  return { name, url: ready.url, decisionUrl: ready.decisionUrl, pid: ready.pid, cpuMicros, stop: async () => { await stopChild(child) } }
 }
 
 async function stopChild (child: ChildProcess): Promise<void> {

@@ -2,8 +2,10 @@
 // process on a free loopback port, the example service (a), a bare fastify + @fastify/http-proxy
 // in front of it (b), and keygate in front of it on Redis (c) and on the embedded store (d); logs
 // in, registers a fresh RSA key, signs requests ahead, and measures the configurations in
-// alternating rounds under the same load. Everything it starts, and every Redis key it writes, is
-// removed when it ends, also on Ctrl-C. `npm run bench -- --help` lists the options.
+// alternating rounds under the same load; with --scenario decision, nginx alone (g), nginx asking
+// keygate's decision listener (h) and keygate inline (d) instead. Everything it starts, and every
+// Redis key it writes, is removed when it ends, also on Ctrl-C. `npm run bench -- --help` lists
+// the options.
 import { randomBytes, randomUUID } from 'node:crypto'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
@@ -13,9 +15,10 @@ import { parseBenchArgs, USAGE, UsageError, type BenchOptions, type ConfigId } f
 import { killAllServicesNow, startService, stopAllServices, type Service } from './children.js'
 import { FLOOD_ADDRESS, killAllFloods, startFlood, type Flood, type FloodResult } from './flood.js'
 import { measure, type MeasureOptions } from './measure.js'
+import { findNginx, freePort, killAllNginxNow, loadDecisionConfig, plainConfig, startNginx, type RunningNginx } from './nginx.js'
 import { deletePrefix, pingRedis, redisClient, redisCpuMicros } from './redis.js'
 import {
-  figuresOf, headlineLines, machineName, median, medianFlood, medianOf, renderHtml, renderTable, TABLE_COLUMNS, tableRows,
+  decisionFiguresOf, figuresOf, headlineLines, machineName, median, medianFlood, medianOf, renderHtml, renderTable, TABLE_COLUMNS, tableRows,
   type BenchReport, type ConfigResult, type Machine
 } from './report.js'
 import {
@@ -55,7 +58,9 @@ const LABELS: Record<ConfigId, string> = {
   c: 'keygate, Redis store',
   d: 'keygate, embedded store',
   e: 'keygate, public route (no auth)',
-  f: 'keygate, Redis, one per-key limit'
+  f: 'keygate, Redis, one per-key limit',
+  g: 'nginx, no auth',
+  h: 'nginx asking keygate (decision), embedded store'
 }
 
 // ---- cleanup: children, Redis keys, signing threads; on every way out ----
@@ -81,6 +86,7 @@ process.on('SIGINT', onSignal)
 process.on('SIGTERM', onSignal)
 process.on('exit', killAllServicesNow)
 process.on('exit', killAllFloods)
+process.on('exit', killAllNginxNow)
 
 // ---- keygate's API, for setting up a target ----
 
@@ -115,7 +121,9 @@ async function keygateConfig (
   password: string,
   key: BenchKey,
   cpu: MeasureOptions['cpu'],
-  cpuOf: string | null
+  cpuOf: string | null,
+  /** where keygate's own API is (logins, keys), when the load goes elsewhere (h: to nginx) */
+  apiUrl = url
 ): Promise<BenchConfig> {
   const config: BenchConfig = {
     id,
@@ -123,15 +131,17 @@ async function keygateConfig (
     url,
     cpuOf,
     cpu,
-    destination: { kind: 'keygate', token: await login(url, username, password), identityUser: undefined, credentials: { username, password }, postCursor: 0 },
+    destination: {
+      kind: 'keygate', token: await login(apiUrl, username, password), identityUser: undefined, credentials: { username, password }, postCursor: 0
+    },
     tokenAt: Date.now(),
     lastRps: undefined
   }
   config.login = async () => {
-    config.destination.token = await login(url, username, password)
+    config.destination.token = await login(apiUrl, username, password)
     config.tokenAt = Date.now()
   }
-  await registerKey(url, config.destination.token, key, `bench-${randomBytes(6).toString('hex')}`)
+  await registerKey(apiUrl, config.destination.token, key, `bench-${randomBytes(6).toString('hex')}`)
   return config
 }
 
@@ -195,15 +205,18 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   const want = new Set(options.only)
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
   if (want.has('c') || want.has('f')) await checkRedis(redisUrl)
+  // before anything starts: say how to get nginx, or that the page of its configuration moved
+  const nginxBinary = want.has('g') || want.has('h') ? findNginx(options.nginx) : undefined
+  const decisionConfig = want.has('h') ? loadDecisionConfig() : undefined
   cleanups.push(stopAllServices)
 
-  log('starting the example service, the bare proxy and keygate ...')
+  log(`starting the example service${want.has('b') ? ', the bare proxy' : ''}${nginxBinary === undefined ? '' : ', nginx'} and keygate ...`)
   const profiles = options.cpuProf ? resolve(options.out, `profiles-${new Date().toISOString().replace(/[:.]/g, '-')}`) : undefined
   const profiled = profiles === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profiles}`]
   if (profiles !== undefined) log(`CPU profiles of the proxies go to ${profiles} (written when they stop)`)
   const upstream = await startService('example service', 'upstream', { ...process.env })
   const password = randomBytes(18).toString('base64url')
-  const gateway = async (id: 'c' | 'd' | 'e' | 'f', username: string, extra: Record<string, string>): Promise<Service> =>
+  const gateway = async (id: 'c' | 'd' | 'e' | 'f' | 'h', username: string, extra: Record<string, string>): Promise<Service> =>
     await startService(`keygate (${id})`, 'keygate', gatewayEnv({
       PORT: '0',
       HOST: '127.0.0.1',
@@ -241,7 +254,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
       await deletePrefix(redisUrl, p)
     })
   }
-  const [bare, redisGateway, memoryGateway, publicGateway, limitedGateway] = await Promise.all([
+  const [bare, redisGateway, memoryGateway, publicGateway, limitedGateway, decisionGateway] = await Promise.all([
     want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }, profiled) : undefined,
     // BENCH_OWNS_PREFIX: should this process die, the gateway deletes the prefix itself
     want.has('c')
@@ -260,13 +273,33 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
         KEYGATE_WORKERS: String(options.workers),
         KEYGATE_ROUTES: limitedRouteFile(upstream.url)
       })
+      : undefined,
+    // (h): keygate's decision listener, which nginx on this machine asks; its public port is for logging in
+    want.has('h')
+      ? gateway('h', 'bench-decision', { KEYGATE_WORKERS: '1', KEYGATE_DECISION_PORT: '0', KEYGATE_DECISION_TRUSTED_PROXIES: '127.0.0.1' })
       : undefined
   ])
+  // g and h: one nginx, a server (port) for each
+  let nginx: { running: RunningNginx; g: string | undefined; h: string | undefined } | undefined
+  if (nginxBinary !== undefined) {
+    // at once, so that the two are different ports
+    const [gPort, hPort] = await Promise.all([freePort(), freePort()])
+    const decisionUrl = decisionGateway?.decisionUrl
+    if (decisionGateway !== undefined && decisionUrl === undefined) throw new Error('keygate (h) did not report its decision listener')
+    const servers = [
+      want.has('g') ? plainConfig(gPort, upstream.url) : '',
+      decisionConfig !== undefined && decisionUrl !== undefined ? decisionConfig(hPort, decisionUrl, upstream.url) : ''
+    ].join('\n')
+    const ports = [...(want.has('g') ? [gPort] : []), ...(want.has('h') ? [hPort] : [])]
+    const running = await startNginx(nginxBinary, servers, ports, options.connections)
+    cleanups.push(running.stop)
+    nginx = { running, g: want.has('g') ? `http://127.0.0.1:${gPort}` : undefined, h: want.has('h') ? `http://127.0.0.1:${hPort}` : undefined }
+  }
 
   const key = await keyReady
   const configs: BenchConfig[] = []
   const upstreamCpu = upstream.cpuMicros
-  const direct = (id: 'a' | 'b' | 'e', url: string, identityUser: string, cpu: MeasureOptions['cpu'], cpuOf: string): BenchConfig => ({
+  const direct = (id: 'a' | 'b' | 'e' | 'g', url: string, identityUser: string, cpu: MeasureOptions['cpu'], cpuOf: string): BenchConfig => ({
     id,
     label: LABELS[id],
     url,
@@ -281,6 +314,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   if (publicGateway !== undefined) {
     configs.push(direct('e', publicGateway.url, 'bench-public', { proxy: publicGateway.cpuMicros, upstream: upstreamCpu }, 'keygate'))
   }
+  if (nginx?.g !== undefined) configs.push(direct('g', nginx.g, 'bench-nginx', { proxy: nginx.running.cpuMicros, upstream: upstreamCpu }, 'nginx'))
   const redisCpu = async (): Promise<() => Promise<number>> => {
     const redis = redisClient(redisUrl)
     cleanups.push(async () => { redis.disconnect() })
@@ -315,15 +349,21 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
         key,
         { proxy: limitedGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() },
         options.workers > 1 ? `keygate (primary and ${options.workers} workers)` : 'keygate'
-      )
+      ),
+    // the load goes to nginx; what is compared is keygate's CPU (nginx's is measured beside it)
+    decisionGateway === undefined || nginx?.h === undefined
+      ? undefined
+      : keygateConfig('h', LABELS.h, nginx.h, 'bench-decision', password, key,
+        { proxy: decisionGateway.cpuMicros, upstream: upstreamCpu, nginx: nginx.running.cpuMicros }, 'keygate (its decision listener)', decisionGateway.url)
   ])
   for (const config of gateways) if (config !== undefined) configs.push(config)
   configs.sort((x, y) => x.id.localeCompare(y.id))
   // (a) and (b) send a token of the real size: the service ignores it
   const token = configs.find((c) => c.destination.kind === 'keygate')?.destination.token ?? 'x'.repeat(300)
   for (const c of configs) if (c.destination.kind !== 'keygate') c.destination.token = token
-  const services = [upstream, bare, redisGateway, memoryGateway, publicGateway, limitedGateway]
+  const services = [upstream, bare, redisGateway, memoryGateway, publicGateway, limitedGateway, decisionGateway]
     .filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
+  if (nginx !== undefined) services.push({ name: 'nginx', pid: nginx.running.pid, url: [nginx.g, nginx.h].filter((u) => u !== undefined).join(' ') })
   return { configs, services, redisPrefix: prefix ?? limitedPrefix }
 }
 
@@ -531,6 +571,7 @@ async function run (options: BenchOptions): Promise<void> {
     version: 1,
     figures: figuresOf(configResults, options),
     machine,
+    ...(options.scenario === 'decision' && { decision: decisionFiguresOf(configResults, options) }),
     startedAt: started.toISOString(),
     finishedAt: finished.toISOString(),
     wallSeconds: Math.round((finished.getTime() - started.getTime()) / 100) / 10,
@@ -576,7 +617,8 @@ async function run (options: BenchOptions): Promise<void> {
       ...refusalsByCode(configResults),
       ...goodUnderFlood(configResults),
       ...latencyAgainstBare(configResults, rate),
-      'CPU us/req: CPU time (user + system) of the process the load goes to (the proxy; for a, the service itself) per request;',
+      'CPU us/req: CPU time (user + system) of the process the load goes to (the proxy; for a, the service itself; for g, nginx;',
+      'for h, keygate, which nginx asks: nginx\'s own is in the lines on top) per request;',
       'upstream us/req: the example service\'s; Redis us/req: the Redis server\'s (INFO cpu). x (b): req/s over the bare proxy\'s.',
       'loadgen CPU: this process, % of one core. other CPU: the rest of the machine meanwhile, % of one core: when high, the figures are noisy.',
       ...warnings.map((w) => `warning: ${w}`),

@@ -4,5 +4,5 @@ export type ParentMessage =
   | { type: 'stop' }
 
 export type ChildMessage =
-  | { type: 'ready'; url: string; pid: number }
+  | { type: 'ready'; url: string; pid: number; decisionUrl?: string }
   | { type: 'cpu'; id: number; user: number; system: number }

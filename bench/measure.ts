@@ -30,6 +30,8 @@ export interface Measurement {
   upstreamCpuPerRequestUs: number | null
   /** µs of Redis CPU per completed request (INFO cpu), for a gateway on Redis */
   redisCpuPerRequestUs: number | null
+  /** µs of nginx's CPU per completed request, where nginx is in front of the process under load (--scenario decision, h) */
+  nginxCpuPerRequestUs: number | null
   /** the load generator's own CPU, percent of one core (near 100: the generator may be the limit) */
   generatorCpuPercent: number
   /**
@@ -49,7 +51,7 @@ export interface MeasureOptions {
   /** the request list (autocannon keeps state on the objects: build a fresh one for each call) */
   requests: () => autocannon.Request[]
   /** CPU time so far of the process under load and of the upstream (µs), when known */
-  cpu: { proxy?: () => Promise<number>; upstream?: () => Promise<number>; redis?: () => Promise<number> }
+  cpu: { proxy?: () => Promise<number>; upstream?: () => Promise<number>; redis?: () => Promise<number>; nginx?: () => Promise<number> }
   onSecond?: (second: number, count: number) => void
   /** called when the warm-up ends and the measurement begins */
   onMeasuring?: () => void
@@ -167,7 +169,8 @@ function machineBusyMicros (): number | undefined {
 }
 
 export async function measure (options: MeasureOptions): Promise<Measurement> {
-  const sample = async (): Promise<Array<number | undefined>> => await Promise.all([options.cpu.proxy?.(), options.cpu.upstream?.(), options.cpu.redis?.()])
+  const sample = async (): Promise<Array<number | undefined>> =>
+    await Promise.all([options.cpu.proxy?.(), options.cpu.upstream?.(), options.cpu.redis?.(), options.cpu.nginx?.()])
   let before: Promise<Array<number | undefined>> = Promise.resolve([])
   let generatorBefore = process.cpuUsage()
   let machineBefore: number | undefined
@@ -179,11 +182,12 @@ export async function measure (options: MeasureOptions): Promise<Measurement> {
   }, options.onSecond)
   const generator = process.cpuUsage(generatorBefore)
   const machineAfter = machineBusyMicros()
-  const [proxyAfter, upstreamAfter, redisAfter] = await sample()
-  const [proxyBefore, upstreamBefore, redisBefore] = await before
+  const [proxyAfter, upstreamAfter, redisAfter, nginxAfter] = await sample()
+  const [proxyBefore, upstreamBefore, redisBefore, nginxBefore] = await before
 
   const delta = (b: number | undefined, a: number | undefined): number => a === undefined || b === undefined ? 0 : a - b
-  const ours = generator.user + generator.system + delta(proxyBefore, proxyAfter) + delta(upstreamBefore, upstreamAfter) + delta(redisBefore, redisAfter)
+  const ours = generator.user + generator.system + delta(proxyBefore, proxyAfter) + delta(upstreamBefore, upstreamAfter) + delta(redisBefore, redisAfter) +
+    delta(nginxBefore, nginxAfter)
   const other = machineBefore === undefined || machineAfter === undefined ? null : Math.max(0, machineAfter - machineBefore - ours)
   const perRequest = (b: number | undefined, a: number | undefined): number | null =>
     b === undefined || a === undefined || run.count === 0 ? null : round((a - b) / run.count, 1)
@@ -200,6 +204,7 @@ export async function measure (options: MeasureOptions): Promise<Measurement> {
     cpuPerRequestUs: perRequest(proxyBefore, proxyAfter),
     upstreamCpuPerRequestUs: perRequest(upstreamBefore, upstreamAfter),
     redisCpuPerRequestUs: perRequest(redisBefore, redisAfter),
+    nginxCpuPerRequestUs: perRequest(nginxBefore, nginxAfter),
     generatorCpuPercent: round(((generator.user + generator.system) / 1e6 / run.seconds) * 100, 1),
     otherCpuPercent: other === null ? null : round((other / 1e6 / run.seconds) * 100, 1)
   }

@@ -33,6 +33,7 @@ export interface MedianResult {
   cpuPerRequestUs: number | null
   upstreamCpuPerRequestUs: number | null
   redisCpuPerRequestUs: number | null
+  nginxCpuPerRequestUs: number | null
   generatorCpuPercent: number
   otherCpuPercent: number | null
 }
@@ -72,11 +73,35 @@ export interface Figures {
   signedRequestsPerSecondPerCore: Figure | NoFigure
 }
 
+/**
+ * --scenario decision: the same signed GETs through nginx alone (g), through nginx asking keygate's
+ * decision listener (h), and to keygate inline (d), all on one example service.
+ */
+export interface DecisionFigures {
+  scheme: string
+  keyType: string
+  /** requests/s, the medians */
+  rps: { nginx: number | null; decision: number | null; inline: number | null }
+  /** h's requests/s over g's; d's over g's */
+  decisionToNginx: Figure | NoFigure
+  inlineToNginx: Figure | NoFigure
+  /** keygate's CPU µs per signed GET: deciding (h's decision listener), inline (d: checking and proxying) */
+  keygateCpuUs: { decision: Figure | NoFigure; inline: Figure | NoFigure }
+  /** h's keygate CPU per request over d's: below 1, a decision costs keygate less than an inline request */
+  decisionToInlineCpu: Figure | NoFigure
+  /** nginx's CPU µs per request, the medians: alone (g), asking keygate (h) */
+  nginxCpuUs: { alone: number | null; decision: number | null }
+  /** h's answers, medians per round: allowed (2xx) and not (every one should be allowed) */
+  decisions: { allowed: number; notAllowed: number } | null
+}
+
 export interface BenchReport {
   tool: 'keygate-bench'
   version: 1
   figures: Figures
   machine: Machine
+  /** --scenario decision only */
+  decision?: DecisionFigures
   startedAt: string
   finishedAt: string
   wallSeconds: number
@@ -120,6 +145,7 @@ export function medianOf (rounds: Measurement[]): Omit<MedianResult, 'ratioToBar
     cpuPerRequestUs: medianOrNull(rounds.map((r) => r.cpuPerRequestUs)),
     upstreamCpuPerRequestUs: medianOrNull(rounds.map((r) => r.upstreamCpuPerRequestUs)),
     redisCpuPerRequestUs: medianOrNull(rounds.map((r) => r.redisCpuPerRequestUs)),
+    nginxCpuPerRequestUs: medianOrNull(rounds.map((r) => r.nginxCpuPerRequestUs)),
     generatorCpuPercent: median(rounds.map((r) => r.generatorCpuPercent)),
     otherCpuPercent: medianOrNull(rounds.map((r) => r.otherCpuPercent))
   }
@@ -163,6 +189,10 @@ function figure (value: number, perRound: number[], how: string): Figure {
 export function figuresOf (configs: ConfigResult[], run: { scenario: string; scheme: string; keyType: string }): Figures {
   const { scheme, keyType } = run
   const none = (why: string): Figures => ({ scheme, keyType, authLayerCpuUs: { value: null, why }, signedRequestsPerSecondPerCore: { value: null, why } })
+  if (run.scenario === 'decision') {
+    return none('--scenario decision gives its own figures instead (decision in the JSON): keygate deciding against keygate inline; ' +
+      'these two come from get, post or mix')
+  }
   if (!SIGNED_SCENARIOS.includes(run.scenario)) {
     return none(`--scenario ${run.scenario} sends other than signed requests that keygate accepts; the figures come from get, post or mix`)
   }
@@ -190,12 +220,88 @@ export function figuresOf (configs: ConfigResult[], run: { scenario: string; sch
   return { scheme, keyType, authLayerCpuUs: authLayer, signedRequestsPerSecondPerCore: perCore }
 }
 
+// ---- --scenario decision: keygate deciding behind nginx against keygate inline ----
+
+const twoDecimals = (value: number): number => Math.round(value * 100) / 100
+
+/** x over y, the medians and each round's: null where either is missing or y is 0 */
+type Measured = Pick<Measurement, 'rps' | 'cpuPerRequestUs'>
+
+function ratioFigure (x: ConfigResult | undefined, y: ConfigResult | undefined, pick: (m: Measured) => number | null, how: string): Figure | NoFigure {
+  const of = (c: ConfigResult | undefined): string => c === undefined ? 'a configuration that did not run' : c.id
+  if (x === undefined || y === undefined) return { value: null, why: `it needs ${of(x)} and ${of(y)}: run both` }
+  const [top, bottom] = [pick(x.median), pick(y.median)]
+  if (top === null || bottom === null || bottom <= 0) return { value: null, why: `${y.id} or ${x.id} has no figure: a measurement completed no request` }
+  const perRound = x.rounds.flatMap((r) => {
+    const other = y.rounds.find((o) => o.round === r.round)
+    const [a, b] = [pick(r), other === undefined ? null : pick(other)]
+    return a === null || b === null || b <= 0 ? [] : [twoDecimals(a / b)]
+  })
+  return figure(twoDecimals(top / bottom), perRound, how)
+}
+
+function cpuFigure (c: ConfigResult | undefined, id: string, how: string): Figure | NoFigure {
+  if (c === undefined) return { value: null, why: `it needs ${id}: run it` }
+  const cpu = c.median.cpuPerRequestUs
+  if (cpu === null || cpu <= 0) return { value: null, why: `${id} has no CPU per request: a measurement completed no request` }
+  return figure(cpu, c.rounds.flatMap((r) => r.cpuPerRequestUs === null ? [] : [r.cpuPerRequestUs]), how)
+}
+
+/** --scenario decision's figures, from g (nginx alone), h (nginx asking keygate) and d (keygate inline). */
+export function decisionFiguresOf (configs: ConfigResult[], run: { scheme: string; keyType: string }): DecisionFigures {
+  const [g, h, d] = ['g', 'h', 'd'].map((id) => configs.find((c) => c.id === id))
+  const rps = (m: Measured): number => m.rps
+  return {
+    scheme: run.scheme,
+    keyType: run.keyType,
+    rps: { nginx: g?.median.rps ?? null, decision: h?.median.rps ?? null, inline: d?.median.rps ?? null },
+    decisionToNginx: ratioFigure(h, g, rps, 'h\'s req/s / g\'s (the medians; the range: the same in each round): ' +
+      'what asking keygate before each request leaves of what nginx alone serves on this machine'),
+    inlineToNginx: ratioFigure(d, g, rps, 'd\'s req/s / g\'s (the medians; the range: the same in each round): ' +
+      'what keygate inline serves against nginx alone on this machine'),
+    keygateCpuUs: {
+      decision: cpuFigure(h, 'h', 'h\'s keygate CPU us/req: its decision listener judging nginx\'s auth_request for each signed GET (no body, no proxy hop)'),
+      inline: cpuFigure(d, 'd', 'd\'s keygate CPU us/req: checking each signed GET and proxying it to the service')
+    },
+    decisionToInlineCpu: ratioFigure(h, d, (m) => m.cpuPerRequestUs, 'h\'s keygate CPU us/req / d\'s (the medians; the range: the same in each round): ' +
+      'below 1, a decision costs keygate less CPU than an inline request'),
+    nginxCpuUs: { alone: g?.median.cpuPerRequestUs ?? null, decision: h?.median.nginxCpuPerRequestUs ?? null },
+    decisions: h === undefined ? null : { allowed: allowedOf(h), notAllowed: h.median.non2xx }
+  }
+}
+
+const allowedOf = (c: ConfigResult): number => median(c.rounds.map((r) =>
+  Object.entries(r.statuses).filter(([status]) => status.startsWith('2')).reduce((sum, [, n]) => sum + n, 0)))
+
+function decisionLines (f: DecisionFigures): { figures: string[]; how: string[] } {
+  const run = `${f.scheme} scheme, ${f.keyType} key`
+  const rate = (value: number | null): string => value === null ? 'not run' : `${fmt(value)} req/s`
+  const us = (value: number | null): string => value === null ? '-' : `${fmt(value)} us`
+  const figures = [f.decisionToNginx, f.inlineToNginx, f.keygateCpuUs.decision, f.keygateCpuUs.inline, f.decisionToInlineCpu]
+  return {
+    figures: [
+      `decision mode behind nginx, ${run}: g nginx alone ${rate(f.rps.nginx)}, h nginx asking keygate ${rate(f.rps.decision)}, ` +
+        `d keygate inline ${rate(f.rps.inline)} (medians)`,
+      figureLine('throughput h / g, nginx asking keygate over nginx alone', f.decisionToNginx, 'x', 2),
+      figureLine('throughput d / g, keygate inline over nginx alone', f.inlineToNginx, 'x', 2),
+      figureLine(`keygate deciding (h), ${run}`, f.keygateCpuUs.decision, 'us of keygate CPU per signed GET'),
+      figureLine(`keygate inline (d), ${run}`, f.keygateCpuUs.inline, 'us of keygate CPU per signed GET'),
+      figureLine('keygate CPU h / d, deciding over inline', f.decisionToInlineCpu, 'x', 2),
+      `nginx CPU per request: ${us(f.nginxCpuUs.alone)} alone (g), ${us(f.nginxCpuUs.decision)} asking keygate (h)`,
+      f.decisions === null
+        ? 'decisions: h did not run'
+        : `decisions: ${fmt(f.decisions.allowed)} allowed (2xx), ${fmt(f.decisions.notAllowed)} not (medians per round)`
+    ],
+    how: figures.flatMap((figure) => figure.value === null ? [] : [`how: ${figure.how}`])
+  }
+}
+
 // ---- the first lines: the two figures, the machine, how the figures are computed ----
 
-function figureLine (name: string, f: Figure | NoFigure, unit: string): string {
+function figureLine (name: string, f: Figure | NoFigure, unit: string, digits = 0): string {
   if (f.value === null) return `${name}: not measured: ${f.why}`
-  const rounds = f.perRound.length === 1 ? '1 round' : `${f.perRound.length} rounds: ${fmt(f.min)} to ${fmt(f.max)}`
-  return `${name}: ${fmt(f.value)} ${unit} (${rounds})`
+  const rounds = f.perRound.length === 1 ? '1 round' : `${f.perRound.length} rounds: ${fmt(f.min, digits)} to ${fmt(f.max, digits)}`
+  return `${name}: ${fmt(f.value, digits)}${unit === 'x' ? '' : ' '}${unit} (${rounds})`
 }
 
 /** the machine, without how busy it was */
@@ -203,19 +309,28 @@ export function machineName (m: Pick<Machine, 'cpus' | 'cpuModel' | 'node' | 'pl
   return `${m.cpus} cores (${m.cpuModel === '' ? 'unknown CPU' : m.cpuModel}), Node ${m.node}, ${m.platform}`
 }
 
-/** The first lines of each report: the two figures and the machine they were measured on, then how each is computed. */
-export function headlineLines (report: Pick<BenchReport, 'figures' | 'machine'>): { figures: string[]; how: string[] } {
+/**
+ * The first lines of each report: the two figures (--scenario decision: its own instead) and the
+ * machine they were measured on, then how each is computed.
+ */
+export function headlineLines (report: Pick<BenchReport, 'figures' | 'machine' | 'decision'>): { figures: string[]; how: string[] } {
   const { figures: f, machine: m } = report
   const run = `${f.scheme} scheme, ${f.keyType} key`
   const load = (at: number[]): string => (at[0] ?? 0).toFixed(2)
   const other = m.otherCpuPercent === null
     ? 'what other work used is unknown here (no /proc/stat)'
     : `other work used ${fmt(m.otherCpuPercent.median)}% of a core during the measurements (median; at most ${fmt(m.otherCpuPercent.max)}%)`
+  const machine = `machine: ${machineName(m)}; load average ${load(m.loadAverage.start)} at the start, ` +
+    `${load(m.loadAverage.end)} at the end (1 minute); ${other}`
+  if (report.decision !== undefined) {
+    const decision = decisionLines(report.decision)
+    return { figures: [...decision.figures, machine], how: decision.how }
+  }
   return {
     figures: [
       figureLine(`auth layer, ${run}`, f.authLayerCpuUs, 'us of gateway CPU per signed request'),
       figureLine(`per gateway core, ${run}`, f.signedRequestsPerSecondPerCore, 'signed requests/s'),
-      `machine: ${machineName(m)}; load average ${load(m.loadAverage.start)} at the start, ${load(m.loadAverage.end)} at the end (1 minute); ${other}`
+      machine
     ],
     how: [
       ...(f.authLayerCpuUs.value === null ? [] : [`how: auth layer = ${f.authLayerCpuUs.how}`]),
@@ -340,7 +455,7 @@ export function throughputChart (configs: ConfigResult[]): string {
 /** The paragraph under the HTML table: what its columns measure. */
 const TABLE_NOTE = 'req/s, latency, non-2xx and CPU are medians over rounds. ' +
   '"CPU us/req" is the CPU time (user + system, all threads) of the process the load goes to, per completed request: ' +
-  'the proxy for b, c, d; the service itself for a. ' +
+  'the proxy for b, c, d; the service itself for a; nginx for g; keygate, whose decision listener nginx asks, for h. ' +
   '"upstream us/req" is the example service\'s, "Redis us/req" the Redis server\'s (INFO cpu). ' +
   '"loadgen CPU" is the load generator\'s own CPU, in % of one core; ' +
   '"other CPU" what the rest of the machine used meanwhile (other programs; with --url, the target itself; ' +

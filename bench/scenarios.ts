@@ -204,6 +204,9 @@ export function buildRequests (
     case 'flood':
       // the good traffic; the flood itself (floodHeaders) is sent by another process
       return gets.map((_, i) => get(i))
+    case 'decision':
+      // to nginx alone (g: with the identity header keygate would have given), nginx asking keygate (h), keygate inline (d)
+      return gets.map((_, i) => get(i))
     case 'post':
       return [postRequest(destination, material)]
     case 'mix':

@@ -23,6 +23,7 @@ function config (id: string, label: string, cpu: Array<number | null>, cpuOf: st
     cpuPerRequestUs: us,
     upstreamCpuPerRequestUs: 20,
     redisCpuPerRequestUs: null,
+    nginxCpuPerRequestUs: null,
     generatorCpuPercent: 20,
     otherCpuPercent: 5,
     round: i + 1,
