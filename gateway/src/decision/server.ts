@@ -23,6 +23,7 @@ import { clientErrorHandler, frameworkErrors, problemsPlugin } from '../http/plu
 import { refuseMalformedRequestLine } from '../http/plugins/request-target.js'
 import type { ByteBudget } from '../lib/byte-budget.js'
 import { clientAddress, trustedProxies } from '../lib/client-address.js'
+import { lazyChildLoggerFactory } from '../lib/lazy-child-logger.js'
 import { TrackedIncomingMessage, trackRequestLines } from '../lib/request-line-tracker.js'
 import { admit, limitAndIdentify, routeState, tooLarge, type AfterAuthentication, type Admitted } from '../proxy/admission.js'
 import { identityHeaderNames, writeIdentity } from '../proxy/identity.js'
@@ -102,6 +103,8 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
     },
     return503OnClosing: false,
     frameworkErrors,
+    // a request's logger is made when the request first logs, as on the public port
+    childLoggerFactory: lazyChildLoggerFactory,
     clientErrorHandler
   })
   // Traefik's forwardBody sends the original body on its auth request, a GET: Fastify reads no
