@@ -15,7 +15,10 @@ import { createServer, type Socket } from 'node:net'
 import { createSigner, httpbis } from 'http-message-signatures'
 import t, { type Test } from 'tap'
 import { registerKey as registerWithClient, signRequest } from '../../client/src/index.js'
+import { FORWARDED_DIGEST_HEADER } from '../../client/src/protocol/index.js'
 import { loadConfig } from '../../gateway/src/config/env.js'
+import { DEFAULT_IDENTITY_HEADERS } from '../../gateway/src/proxy/route.js'
+import { DEFAULT_IDENTITY_TOKEN_HEADER } from '../../gateway/src/proxy/route-file.js'
 import { findCaddy, runCaddy, type Caddy } from '../helpers/caddy.js'
 import { blockSettings, docSnippet } from '../helpers/docs.js'
 import { send, sendRaw, type RawResponse } from '../helpers/http.js'
@@ -69,10 +72,11 @@ const FORGED = {
   'X-Gateway-Key': 'f'.repeat(64),
   'X-Gateway-Key-Name': 'forged',
   'X-Gateway-Scopes': 'admin',
-  'X-Gateway-Identity': 'forged.jwt.token',
+  'X-Keygate-Identity': 'forged.jwt.token',
   'X-Keygate-Content-Digest': 'sha-256=:forged:',
   X_Gateway_User: 'mallory-underscore'
 }
+const FORGED_NAMES = Object.keys(FORGED).map((name) => name.toLowerCase())
 
 const digestOf = (body: string): string => `sha-256=:${createHash('sha256').update(body).digest('base64')}:`
 
@@ -169,7 +173,7 @@ t.test('docs/decision/caddy.md: Caddy forward_auth in front of keygate\'s decisi
     t.equal(request?.headers['x-gateway-key'], key.apiKey, `${what}: X-Gateway-Key`)
     t.equal(request?.headers['x-gateway-key-name'], key.name, `${what}: X-Gateway-Key-Name`)
     t.type(request?.headers['x-gateway-scopes'], 'string', `${what}: X-Gateway-Scopes`)
-    t.equal(request?.headers['x-gateway-identity'], undefined, `${what}: no X-Gateway-Identity (the route has no identity token)`)
+    t.equal(request?.headers['x-keygate-identity'], undefined, `${what}: no X-Keygate-Identity (the route has no identity token)`)
   }
 
   t.test('signed GETs with a query reach the upstream with keygate\'s identity: seed scheme and RFC 9421, RSA, Ed25519 and P-256', async (t) => {
@@ -252,6 +256,13 @@ t.test('docs/decision/caddy.md: Caddy forward_auth in front of keygate\'s decisi
   })
 
   t.test('forged identity headers never reach the upstream, nor keygate\'s own carriers', async (t) => {
+    // every header the upstream hears only from keygate, by the code's names: stripped first, then copied from the answer
+    const copied = [...CADDYFILE.matchAll(/^\s*copy_headers ([^\n]+)/gm)].flatMap((m) => (m[1] as string).toLowerCase().split(/\s+/))
+    for (const name of [...Object.values(DEFAULT_IDENTITY_HEADERS), DEFAULT_IDENTITY_TOKEN_HEADER, FORWARDED_DIGEST_HEADER]) {
+      t.match(CADDYFILE, new RegExp(`request_header -${name}\\n`, 'i'), `the Caddyfile strips the client's ${name}`)
+      t.ok(copied.includes(name), `and copies ${name} from keygate's answer`)
+      t.ok(FORGED_NAMES.includes(name), `the forgeries below include ${name}`)
+    }
     for (const key of keys) {
       const target = `/v1/clients/?forged=${key.type}`
       const [res, [request]] = await seen(async () => await send(proxy.url, target, { headers: { ...FORGED, ...await seedSigned(key, 'GET', target) } }))
