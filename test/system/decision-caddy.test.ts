@@ -100,11 +100,11 @@ async function rfcSigned (origin: string, token: string, key: Key, method: strin
   return Object.fromEntries(Object.entries(signed.headers).map(([name, value]) => [name.toLowerCase(), String(value)]))
 }
 
-/** A POST whose body goes chunked (no Content-Length), as streaming clients send it. */
-async function sendChunked (url: string, target: string, headers: Record<string, string>, chunks: string[]): Promise<RawResponse> {
+/** A request (a POST by default) whose body goes chunked (no Content-Length), as streaming clients send it. */
+async function sendChunked (url: string, target: string, headers: Record<string, string>, chunks: string[], method = 'POST'): Promise<RawResponse> {
   const { hostname, port } = new URL(url)
   return await new Promise((resolve, reject) => {
-    const options = { host: hostname, port, method: 'POST', path: target, headers: { ...headers, 'transfer-encoding': 'chunked' }, agent: false }
+    const options = { host: hostname, port, method, path: target, headers: { ...headers, 'transfer-encoding': 'chunked' }, agent: false }
     const req = httpRequest(options, (res) => {
       const parts: Buffer[] = []
       res.on('data', (chunk: Buffer) => parts.push(chunk))
@@ -368,6 +368,13 @@ t.test('docs/decision/caddy.md: Caddy forward_auth in front of keygate\'s decisi
       }, [body])), 400, 'UNSEEN_BODY')
     refusedWith(t, 'seed-signed chunked POST with no body bytes at all',
       await seen(async () => await sendChunked(proxy.url, '/v1/clients/', await seedSigned(rsaKey, 'POST', '/v1/clients/', ''), [])), 400, 'UNSEEN_BODY')
+    // a GET or DELETE without Content-Length is taken to have no body: the Caddyfile's step 1b makes it so
+    for (const method of ['GET', 'DELETE']) {
+      const target = `/v1/clients/chunked-${method}`
+      const [answer, reached] = await seen(async () => await sendChunked(proxy.url, target, await seedSigned(rsaKey, method, target), ['{x:1}'], method))
+      t.equal(answer.status, 400, `a chunked ${method} with a body: 400 from Caddy`)
+      t.equal(reached.length, 0, `a chunked ${method}: the upstream never sees it`)
+    }
     const headers = await rfcSigned(proxy.url, token, rsaKey, 'POST', '/v1/uploads/chunked', { body })
     const [res, [request]] = await seen(async () => await sendChunked(proxy.url, '/v1/uploads/chunked', headers, [body.slice(0, 10), body.slice(10)]))
     t.equal(res.status, 200, `RFC 9421 chunked POST over content-digest, digest route: ${res.text}`)

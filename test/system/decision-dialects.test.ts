@@ -126,7 +126,9 @@ const ENVOY_PREFIX = extAuthz.http_service.path_prefix as string
 
 const traefikConfig = parseYaml(docSnippet(TRAEFIK_PAGE, 'The dynamic configuration', 'yaml')) as Yaml
 const forwardAuth = traefikConfig.http.middlewares.keygate.forwardAuth as Yaml
-const TRAEFIK_PATH = new URL(forwardAuth.address as string).pathname
+/** the address's path and query (?forwardBody=true: the middleware sends every body) */
+const TRAEFIK_ADDRESS = new URL(forwardAuth.address as string)
+const TRAEFIK_PATH = `${TRAEFIK_ADDRESS.pathname}${TRAEFIK_ADDRESS.search}`
 
 const ingressDocs = parseAllDocuments(docSnippet(INGRESS_PAGE, 'The Ingress and its ConfigMap', 'yaml')).map((d) => d.toJS() as Yaml)
 const authHeaders = ingressDocs.find((d) => d.kind === 'ConfigMap') as Yaml
@@ -261,8 +263,8 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
     ]
     const canonical = (headers: Record<string, string>): string[] =>
       lines(Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.replace(/(^|-)([a-z])/g, (m) => m.toUpperCase()), value])))
-    const authRequest = (headers: string[]): string[] =>
-      [`GET ${TRAEFIK_PATH} HTTP/1.1`, `Host: ${decideHost}`, 'User-Agent: curl/8', ...headers, 'Accept-Encoding: gzip']
+    const authRequest = (headers: string[], path = TRAEFIK_PATH): string[] =>
+      [`GET ${path} HTTP/1.1`, `Host: ${decideHost}`, 'User-Agent: curl/8', ...headers, 'Accept-Encoding: gzip']
 
     t.test('a seed-signed GET: 200 with the identity (no Envoy header)', async (t) => {
       const target = '/v1/clients/?a=1'
@@ -296,12 +298,20 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       refusedWith(t, await ask(decide, rfcHead, '{"name":"traefik-rfx"}'), 401, 'INVALID_CONTENT_DIGEST')
     })
 
-    t.test('forwardBody off: a signed POST arrives without a body, 400 UNSEEN_BODY', async (t) => {
+    t.test('forwardBody off (no ?forwardBody=true): a signed POST arrives without a body, 400 UNSEEN_BODY', async (t) => {
       const body = '{"name":"traefik-unseen"}'
       const target = '/v1/clients/'
       refusedWith(t, await ask(decide, authRequest([
         'Content-Type: application/json', ...canonical(seed('POST', target, body)), ...forwarded('POST', target)
-      ])), 400, 'UNSEEN_BODY')
+      ], TRAEFIK_ADDRESS.pathname)), 400, 'UNSEEN_BODY')
+    })
+
+    t.test('forwardBody on, as the address says: a POST with an empty body arrives with none, and passes as inline', async (t) => {
+      const target = '/v1/clients/?empty=1'
+      // forward.go:181-203: an empty body is sent as none, and Go writes no Content-Length for it
+      allowedAsAlice(t, await ask(decide, authRequest([...canonical(seed('POST', target)), ...forwarded('POST', target)])))
+      const other = '/v1/clients/?empty=2'
+      refusedWith(t, await ask(decide, authRequest([...canonical(seed('POST', other, '{"a":1}')), ...forwarded('POST', other)])), 401, 'INVALID_SIGNATURE')
     })
 
     t.test('X-Forwarded-Uri twice, X-Forwarded-Host holding a list: 400 INVALID_DECISION_REQUEST', async (t) => {
@@ -417,6 +427,7 @@ t.test('the docs\' configurations name what keygate serves and reads', async (t)
     t.equal(hcm.merge_slashes, false)
     t.equal(hcm.path_with_escaped_slashes_action, 'KEEP_UNCHANGED')
     t.equal(hcm.use_remote_address, true, 'the client\'s address in X-Forwarded-For')
+    t.equal(hcm.common_http_protocol_options?.headers_with_underscores_action, 'REJECT_REQUEST', 'no X_Gateway_User beside X-Gateway-User')
     t.equal(extAuthz.transport_api_version, 'V3')
     t.equal(extAuthz.failure_mode_allow, false)
     t.equal(ENVOY_PREFIX, '/decide/envoy')
@@ -446,7 +457,12 @@ t.test('the docs\' configurations name what keygate serves and reads', async (t)
 
   t.test(`${TRAEFIK_PAGE}: forwardAuth at /decide/traefik with the body, every identity header`, async (t) => {
     const settings = settingsOf(TRAEFIK_PAGE)
-    t.equal(forwardAuth.address, `http://${settings.host}:${settings.port}/decide/traefik`)
+    t.equal(forwardAuth.address, `http://${settings.host}:${settings.port}/decide/traefik?forwardBody=true`)
+    const spellings = new RegExp((forwardAuth.authResponseHeadersRegex as string).replace(/^\(\?i\)/, ''), 'i')
+    for (const name of identity) {
+      t.match(name, spellings, `authResponseHeadersRegex: ${name}`)
+      t.match(name.replaceAll('-', '_'), spellings, `authResponseHeadersRegex: ${name.replaceAll('-', '_')}`)
+    }
     t.equal(forwardAuth.trustForwardHeader, false)
     t.equal(forwardAuth.forwardBody, true)
     t.ok(forwardAuth.maxBodySize >= DEFAULT_BODY_LIMIT, 'maxBodySize at least the default bodyLimit')

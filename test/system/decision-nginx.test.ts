@@ -11,7 +11,7 @@ import { generateKeyPairSync, type KeyObject } from 'node:crypto'
 import t from 'tap'
 import { registerKey as registerClientKey, signRequest } from '../../client/src/index.js'
 import { blockSettings, docSnippet } from '../helpers/docs.js'
-import { send, type RawResponse } from '../helpers/http.js'
+import { send, sendRaw, type RawResponse } from '../helpers/http.js'
 import { DEFERRED_DIGEST_HEADER } from '../../gateway/src/decision/server.js'
 import { DEFAULT_IDENTITY_HEADERS } from '../../gateway/src/proxy/route.js'
 import { DEFAULT_IDENTITY_TOKEN_HEADER } from '../../gateway/src/proxy/route-file.js'
@@ -161,6 +161,10 @@ t.test('nginx auth_request with keygate deciding, configured as docs/decision/ng
       t.equal(json(res).code, code, `${what}: keygate's code`)
       t.equal(json(res).status, status, `${what}: the body's status`)
     }
+    // an absolute-form request line: nginx would pick a server by its host; refused before keygate is asked
+    const absolute = await sendRaw(s.nginxUrl, `GET http://internal.test${target} HTTP/1.1\r\nHost: api.test\r\n` +
+      Object.entries(signed).map(([name, value]) => `${name}: ${value}\r\n`).join('') + 'Connection: close\r\n\r\n')
+    t.equal(absolute.status, 400, 'absolute form: 400 from nginx, as inline')
     const missing = await send(s.nginxUrl, target, { headers: { ...signed, authorization: '' } })
     t.equal(missing.headers['www-authenticate'], 'Bearer realm="keygate"', 'WWW-Authenticate once, as inline')
     t.equal(recorder.requests.length, before, 'nothing reached the upstream')

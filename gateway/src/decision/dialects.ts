@@ -98,12 +98,26 @@ function scheme (dialect: Dialect, value: string | undefined): string {
   return lower
 }
 
-/** The host the client sent, from `header` when the proxy sends one, else the decision request's Host. */
+/**
+ * The host the client sent: the proxy's `header` (X-Forwarded-Host) when it has one, else none (an
+ * HTTP/1.0 request without Host, which inline mode also judges with no host); Envoy's is the
+ * decision request's own Host, the original's :authority.
+ */
 function authority (raw: IncomingMessage, dialect: Dialect, header: string | undefined): string {
-  const forwarded = header === undefined ? undefined : one(raw, dialect, header, true)
-  const host = forwarded ?? one(raw, dialect, 'Host')
-  if (host === undefined || host === '') throw invalidDecisionRequest(dialect, `${header ?? 'Host'} is missing: keygate needs the host the client sent`)
+  if (header !== undefined) return one(raw, dialect, header, true) ?? ''
+  const host = one(raw, dialect, 'Host')
+  if (host === undefined || host === '') throw invalidDecisionRequest(dialect, 'Host is missing: keygate needs the host the client sent')
   return host
+}
+
+/**
+ * A proxy that never sends the body sent one: the decision request is not what its configuration
+ * makes, and a body here is not the one the upstream gets. Refused rather than judged.
+ */
+function noBodyExpected (raw: IncomingMessage, dialect: Dialect): void {
+  if (headersDeclareBody(raw.headers)) {
+    throw invalidDecisionRequest(dialect, 'this proxy sends keygate no body, and this decision request has one (Content-Length or Transfer-Encoding)')
+  }
 }
 
 /** nginx's own headers for the original's body (the config sends both: the body itself never comes). */
@@ -124,14 +138,28 @@ function carriedBody (headers: IncomingHttpHeaders): Pick<OriginalRequest, 'decl
   return { declaresBody: headersDeclareBody(headers), declaredLength: length === undefined ? undefined : Number(length) }
 }
 
+/** What the proxy's configuration says of itself, in the decision path's query (only the operator writes it). */
+export interface DialectOptions {
+  /** Traefik: `?forwardBody=true`, the forwardAuth middleware sends every body, so a decision request without one had none */
+  forwardBody?: boolean
+}
+
+/** The options of a decision request's query: `forwardBody=true` (Traefik). */
+export function dialectOptions (url: string): DialectOptions {
+  const query = url.indexOf('?')
+  if (query === -1) return {}
+  return { forwardBody: new URLSearchParams(url.slice(query + 1)).get('forwardBody') === 'true' }
+}
+
 /**
  * The original request as `dialect` describes it. `envoyPath`: for Envoy, the decision request's
  * target without the dialect's prefix.
  */
-export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPath?: string): OriginalRequest {
+export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPath?: string, options: DialectOptions = {}): OriginalRequest {
   switch (dialect) {
     case 'nginx': {
       // the documented auth_request config: X-Original-URI ($request_uri) and X-Original-Method
+      noBodyExpected(raw, dialect)
       return {
         method: method(dialect, required(raw, dialect, 'X-Original-Method'), 'X-Original-Method'),
         target: target(dialect, required(raw, dialect, 'X-Original-URI'), 'X-Original-URI'),
@@ -144,6 +172,7 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
     case 'ingress-nginx': {
       // auth-url: X-Original-URL (scheme://host/target) and X-Original-Method; X-Original-URI, when
       // sent too, must be the same target
+      noBodyExpected(raw, dialect)
       const url = required(raw, dialect, 'X-Original-URL')
       const parsed = /^(https?):\/\/([^/?#\s]+)(\/[^#\s]*)?$/i.exec(url)
       if (parsed === null) throw invalidDecisionRequest(dialect, `X-Original-URL ${JSON.stringify(url.slice(0, 200))} is not scheme://host/target`)
@@ -163,6 +192,7 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
       // X-Forwarded-Method/-Uri/-Host/-Proto; Caddy asks with GET and never sends the body. Its
       // config sends the original's Content-Length as X-Original-Content-Length (Caddy cannot send
       // Transfer-Encoding): without one, a chunked body is as possible as none
+      noBodyExpected(raw, dialect)
       const length = one(raw, dialect, 'X-Original-Content-Length')
       if (length !== undefined && length !== '' && !DIGITS.test(length)) {
         throw invalidDecisionRequest(dialect, `X-Original-Content-Length ${JSON.stringify(length)} is not the original request's Content-Length`)
@@ -182,7 +212,8 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
     case 'traefik': {
       // X-Forwarded-Method/-Uri/-Host/-Proto, and with forwardBody the original body as the
       // decision request's. Traefik sends no header of the original's body: without a body here, a
-      // POST, PUT or PATCH may still have had one (forwardBody off), so its body counts as not shown.
+      // POST, PUT or PATCH may still have had one (forwardBody off), so its body counts as not shown,
+      // unless the configuration says forwardBody is on (?forwardBody=true): then none is none.
       const forwardedMethod = method(dialect, required(raw, dialect, 'X-Forwarded-Method'), 'X-Forwarded-Method')
       const sent = headersDeclareBody(raw.headers)
       return {
@@ -192,7 +223,7 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
         authority: authority(raw, dialect, 'X-Forwarded-Host'),
         ...(sent ? carriedBody(raw.headers) : { declaresBody: false, declaredLength: undefined }),
         bodySent: sent,
-        bodyUnknown: !sent
+        bodyUnknown: !sent && options.forwardBody !== true
       }
     }
     case 'envoy': {

@@ -30,7 +30,8 @@ import { identityHeaderNames, writeIdentity } from '../proxy/identity.js'
 import type { RouteConfig } from '../proxy/route.js'
 import type { RouteRegistry } from '../proxy/route-registry.js'
 import {
-  DecisionRequest, DECISION_PATH_PREFIX, dialectOf, DIALECTS, ENVOY_PATH_PREFIX, originalRequest, STATUS_IN_HEADER, unknownBodyCounts, type Dialect
+  DecisionRequest, DECISION_PATH_PREFIX, dialectOf, dialectOptions, DIALECTS, ENVOY_PATH_PREFIX, originalRequest, STATUS_IN_HEADER, unknownBodyCounts,
+  type Dialect
 } from './dialects.js'
 
 /** The header of an allowed decision that tells the upstream to check the body against a digest keygate verified the signature of. */
@@ -160,7 +161,8 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
       throw new GatewayError('NOT_FOUND', `No decision dialect at ${pathOf(url)}; ask at ${paths} (docs/decision-mode.md)`)
     }
     const envoyPath = dialect === 'envoy' ? url.slice(ENVOY_PATH_PREFIX.length) : undefined
-    const original = originalRequest(dialect, request.raw, envoyPath === '' || envoyPath?.startsWith('?') === true ? `/${envoyPath ?? ''}` : envoyPath)
+    const original = originalRequest(dialect, request.raw, envoyPath === '' || envoyPath?.startsWith('?') === true ? `/${envoyPath ?? ''}` : envoyPath,
+      dialect === 'envoy' ? {} : dialectOptions(url))
     const ip = clientAddress(peer, request.headers, proxies, 'x-forwarded-for').ip
     const described = new DecisionRequest(original, request.raw, ip)
     // what the public port refuses before routing (http/plugins/request-target.ts), for the original request

@@ -3,7 +3,7 @@
 // than guess. The real proxies' requests are in test/system/decision-*.test.ts.
 import type { IncomingMessage } from 'node:http'
 import t from 'tap'
-import { dialectOf, originalRequest, unknownBodyCounts, type Dialect } from '../../../../gateway/src/decision/dialects.js'
+import { dialectOf, dialectOptions, originalRequest, unknownBodyCounts, type Dialect } from '../../../../gateway/src/decision/dialects.js'
 import { GatewayError } from '../../../../gateway/src/errors.js'
 
 /** A decision request's headers as Node gives them: joined, and line by line. */
@@ -39,7 +39,7 @@ t.test('nginx: method, target byte for byte, the host the client sent, and wheth
     ['x-original-content-length', '0'], ['x-original-transfer-encoding', 'chunked']]))
   t.equal(chunked.declaresBody, true, 'chunked: a body of unknown length')
   const noForwardedHost = originalRequest('nginx', raw(NGINX.filter(([n]) => n !== 'x-forwarded-host')))
-  t.equal(noForwardedHost.authority, 'keygate-decision', 'no X-Forwarded-Host: Host')
+  t.equal(noForwardedHost.authority, '', 'no X-Forwarded-Host (an HTTP/1.0 request without Host): no host, never the decision request\'s own')
   t.equal(originalRequest('nginx', raw(NGINX.filter(([n]) => n !== 'x-forwarded-proto'))).scheme, 'http')
 })
 
@@ -54,6 +54,8 @@ t.test('nginx: refused as ambiguous or incomplete, never guessed', async (t) => 
   t.match(refusal('nginx', [...without('x-original-uri'), ['x-original-uri', 'http://evil/v1/clients/']]), /starting with \//)
   t.match(refusal('nginx', [...without('x-original-method'), ['x-original-method', 'GET /x']]), /is not a method/)
   t.match(refusal('nginx', [...without('x-forwarded-proto'), ['x-forwarded-proto', 'gopher']]), /neither http nor https/)
+  t.match(refusal('nginx', [...NGINX, ['content-length', '5']]), /sends keygate no body, and this decision request has one/)
+  t.match(refusal('nginx', [...NGINX, ['transfer-encoding', 'chunked']]), /sends keygate no body/)
 })
 
 t.test('ingress-nginx: X-Original-URL, and X-Original-URI only when it names the same target', async (t) => {
@@ -78,6 +80,7 @@ t.test('Caddy: X-Forwarded-*; no X-Original-Content-Length is a body that may or
   t.same([known.bodyUnknown, known.declaresBody, known.declaredLength], [false, true, 5])
   t.match(refusal('caddy', [...lines, ['x-original-content-length', '5, 6']]), /is not the original request's Content-Length/)
   t.match(refusal('caddy', [...lines, ['x-forwarded-uri', '/v1/clients/8']]), /sent 2 times/)
+  t.match(refusal('caddy', [...lines, ['content-length', '3']]), /sends keygate no body/)
 })
 
 t.test('Traefik: a body sent is the body; none sent is unknown', async (t) => {
@@ -88,6 +91,10 @@ t.test('Traefik: a body sent is the body; none sent is unknown', async (t) => {
   t.same([chunked.bodySent, chunked.declaresBody], [true, true], 'Traefik before v3.6.24 sends the body chunked')
   const none = originalRequest('traefik', raw(lines))
   t.same([none.bodySent, none.bodyUnknown], [false, true])
+  const told = originalRequest('traefik', raw(lines), undefined, dialectOptions('/decide/traefik?forwardBody=true'))
+  t.same([told.bodySent, told.bodyUnknown, told.declaresBody], [false, false, false], 'forwardBody on, said in the address: no body is none')
+  t.same(dialectOptions('/decide/traefik'), {})
+  t.same(dialectOptions('/decide/traefik?forwardBody=false'), { forwardBody: false })
 })
 
 t.test('Envoy: the decision request\'s own method, host and body; the path after the prefix', async (t) => {
