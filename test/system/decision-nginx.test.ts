@@ -8,10 +8,11 @@
 // mode is refused; awkward targets verify (or are refused exactly as inline refuses them); and a
 // body nginx does not send is refused, or passes as a digest the upstream checks.
 import { generateKeyPairSync, type KeyObject } from 'node:crypto'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { registerKey as registerClientKey, signRequest } from '../../client/src/index.js'
 import { blockSettings, docSnippet } from '../helpers/docs.js'
 import { send, sendRaw, type RawResponse } from '../helpers/http.js'
+import type { GatewayConfig } from '../../gateway/src/config/env.js'
 import { DEFERRED_DIGEST_HEADER } from '../../gateway/src/decision/server.js'
 import { DEFAULT_IDENTITY_HEADERS } from '../../gateway/src/proxy/route.js'
 import { DEFAULT_IDENTITY_TOKEN_HEADER } from '../../gateway/src/proxy/route-file.js'
@@ -87,18 +88,23 @@ interface Setup {
 
 const json = (res: RawResponse): Record<string, unknown> => JSON.parse(res.text) as Record<string, unknown>
 
-t.test('nginx auth_request with keygate deciding, configured as docs/decision/nginx.md says', { skip }, async (t) => {
+/** A recorder, keygate on Redis deciding (with `config` besides), nginx with the page's configuration in front, and alice's token. */
+async function decidingStack (t: Test, config: Partial<GatewayConfig> = {}) {
   const recorder = await startRecorder(t)
   const gateway = await startTestGateway(t, {
     store: 'redis',
     upstreamUrl: recorder.url,
     routes: (upstream) => routesFromYaml(ROUTES, upstream),
-    config: { decision: DECISION }
+    config: { decision: DECISION, ...config }
   })
   const decisionUrl = await gateway.app.keygate.decisions?.listen({ port: 0, host: DECISION.host }) as string
   const proxy = await runNginx(t, nginxPath, (port) => pageConfig(port, decisionUrl, recorder.url))
   await addUser(gateway, 'alice')
-  const token = await login(gateway.url, 'alice')
+  return { recorder, gateway, proxy, token: await login(gateway.url, 'alice') }
+}
+
+t.test('nginx auth_request with keygate deciding, configured as docs/decision/nginx.md says', { skip }, async (t) => {
+  const { recorder, gateway, proxy, token } = await decidingStack(t)
   const privateKeys = {
     rsa: rsaKeyPair().privateKey,
     ed25519: generateKeyPairSync('ed25519').privateKey,
@@ -209,17 +215,7 @@ t.test('nginx auth_request with keygate deciding, configured as docs/decision/ng
 })
 
 t.test('decision and inline share the replay guard; targets; bodies', { skip }, async (t) => {
-  const recorder = await startRecorder(t)
-  const gateway = await startTestGateway(t, {
-    store: 'redis',
-    upstreamUrl: recorder.url,
-    routes: (upstream) => routesFromYaml(ROUTES, upstream),
-    config: { decision: DECISION, signatureFailures: { limit: 3, windowSeconds: 60, delayMs: 0 } }
-  })
-  const decisionUrl = await gateway.app.keygate.decisions?.listen({ port: 0, host: DECISION.host }) as string
-  const proxy = await runNginx(t, nginxPath, (port) => pageConfig(port, decisionUrl, recorder.url))
-  await addUser(gateway, 'alice')
-  const token = await login(gateway.url, 'alice')
+  const { recorder, gateway, proxy, token } = await decidingStack(t, { signatureFailures: { limit: 3, windowSeconds: 60, delayMs: 0 } })
   const pair = rsaKeyPair()
   t.equal((await registerKey(gateway.url, token, pair)).status, 201)
 

@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
 import { bodylessMethodProblem, FORWARDED_DIGEST_HEADER, HTTP_METHODS, pathOf, requestTargetProblem } from '#client/protocol'
-import type { Judge } from '../auth/authenticate.js'
+import { asHook, type Judge } from '../auth/authenticate.js'
 import { UNSEEN_BODY, unseenBodyError } from '../auth/described-request.js'
 import type { AuthState } from '../auth/stage.js'
 import { MAX_HEADER_BYTES, type ServerLimits } from '../config/env.js'
@@ -246,19 +246,9 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
     reply.headers(headers).code(200).send()
   }
 
-  const hook = (step: (request: FastifyRequest) => void | Promise<void>) =>
-    (request: FastifyRequest, _reply: unknown, done: (err?: Error) => void): void => {
-      let pending: void | Promise<void>
-      try {
-        pending = step(request)
-      } catch (err) {
-        done(err as Error)
-        return
-      }
-      if (pending === undefined) done()
-      else pending.then(() => { done() }, done)
-    }
-  app.route({ method: [...HTTP_METHODS], url: '/*', onRequest: hook(beforeBody), preHandler: hook(afterBody), handler })
-  app.route({ method: [...HTTP_METHODS], url: '/', onRequest: hook(beforeBody), preHandler: hook(afterBody), handler })
+  // callback-style hooks, as the proxy's: no promise for a decision whose every stage is synchronous
+  const hooks = { onRequest: asHook(beforeBody), preHandler: asHook(afterBody), handler }
+  app.route({ method: [...HTTP_METHODS], url: '/*', ...hooks })
+  app.route({ method: [...HTTP_METHODS], url: '/', ...hooks })
   return app
 }
