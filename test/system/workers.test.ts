@@ -8,9 +8,10 @@ import { restartDelayMs, RESTART_MAX_DELAY_MS } from '../../gateway/src/process/
 import { loadConfig } from '../../gateway/src/config/env.js'
 import { MAX_WORKERS, resolveWorkers } from '../../gateway/src/config/workers.js'
 import { send } from '../helpers/http.js'
-import { rsaKeyPair } from '../helpers/keys.js'
+import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { answeredBy, gone, isRunning, redisEnv, spawnGateway, startCluster } from '../helpers/process-tree.js'
 import { startRecorder } from '../helpers/recorder.js'
+import { freePort } from '../helpers/redis.js'
 import { routeFile } from '../helpers/routes.js'
 import { login, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
 
@@ -28,7 +29,14 @@ t.test('KEYGATE_WORKERS=2 on Redis: two workers serve, reload, are replaced, and
     extra
   ].join('\n')
   const file = routeFile(t, routes(''))
-  const gw = await startCluster(t, { ...await redisEnv(t, 'workers'), KEYGATE_ROUTES: file.path, KEYGATE_SHUTDOWN_GRACE_MS: '8000' })
+  const decisionPort = await freePort()
+  const gw = await startCluster(t, {
+    ...await redisEnv(t, 'workers'),
+    KEYGATE_ROUTES: file.path,
+    KEYGATE_SHUTDOWN_GRACE_MS: '8000',
+    KEYGATE_DECISION_PORT: String(decisionPort),
+    KEYGATE_DECISION_TRUSTED_PROXIES: '127.0.0.1'
+  })
   t.equal(gw.workers.length, 2, 'the primary names two workers')
   t.equal(new Set([...gw.workers, gw.child.pid]).size, 3, 'each its own process, apart from the primary')
 
@@ -51,6 +59,25 @@ t.test('KEYGATE_WORKERS=2 on Redis: two workers serve, reload, are replaced, and
   const first = await signedAnswers()
   t.same([...new Set(first.statuses)], [200], 'eight signed GETs: all 200')
   t.same([...first.pids].sort(), [...gw.workers].sort(), 'answered by both workers')
+
+  // decision mode: every worker serves the decision port too (docs/decision-mode.md)
+  const decisionPids = new Set<number>()
+  for (let i = 0; i < 8; i++) {
+    const target = `/v1/clients/?decision=${i}`
+    const res = await send(`http://127.0.0.1:${decisionPort}`, '/decide/nginx', {
+      headers: {
+        ...signedHeaders({ keys, token, method: 'GET', target }),
+        'x-original-method': 'GET',
+        'x-original-uri': target,
+        'x-forwarded-host': 'api.test',
+        'x-original-content-length': '0'
+      }
+    })
+    t.equal(res.status, 200, `decision ${i}: allowed`)
+    t.equal(res.headers['x-gateway-user'], 'alice')
+    decisionPids.add(await answeredBy(gw, res))
+  }
+  t.same([...decisionPids].sort(), [...gw.workers].sort(), 'decisions answered by both workers')
 
   await t.test('SIGHUP on the primary reloads the routes in every worker', async (t) => {
     file.write(routes(['  - prefix: /extra/', `    upstream: ${slow.url}`, '    auth: public', ''].join('\n')))
