@@ -3,7 +3,11 @@
 // a time); GET /v1/api-keys/{apiKey}/usage and GET /v1/usage say where the caller's own key, and
 // the caller, stand against those routes' limits, following the requests that passed; another
 // user's key is a 404 like an unknown one; no token, or a bad one, is a 401 with WWW-Authenticate.
+import { Value } from '@sinclair/typebox/value'
 import t from 'tap'
+import { OfferedRouteList } from '../../../../../gateway/src/http/schemas/routes.js'
+import { KeyUsage } from '../../../../../gateway/src/http/schemas/usage.js'
+import { docBlocks } from '../../../../helpers/docs.js'
 import { send, type RawResponse } from '../../../../helpers/http.js'
 import { rsaKeyPair, signBase64, type TestKeyPair } from '../../../../helpers/keys.js'
 import { routesFromYaml } from '../../../../helpers/routes.js'
@@ -180,3 +184,9 @@ for (const kind of STORE_KINDS) {
     }
   })
 }
+
+t.test("docs/signing.md's example answers have the shape the endpoints answer", async (t) => {
+  const [routes, usage] = docBlocks('docs/signing.md', 'Endpoints', 'json').map((block) => JSON.parse(block) as unknown)
+  t.ok(Value.Check(OfferedRouteList, routes), `GET /v1/routes: ${[...Value.Errors(OfferedRouteList, routes)].map((e) => `${e.path} ${e.message}`).join('; ')}`)
+  t.ok(Value.Check(KeyUsage, usage), `GET /v1/api-keys/{apiKey}/usage: ${[...Value.Errors(KeyUsage, usage)].map((e) => `${e.path} ${e.message}`).join('; ')}`)
+})
