@@ -19,8 +19,10 @@ import { apiKeyRoutes } from './http/routes/api-keys.js'
 import { healthRoutes } from './http/routes/health.js'
 import { jwksRoutes } from './http/routes/jwks.js'
 import { proxyRoutes } from './http/routes/proxy.js'
+import { routeListRoutes } from './http/routes/routes.js'
 import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
+import { usageRoutes } from './http/routes/usage.js'
 import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
 import { ByteBudget } from './lib/byte-budget.js'
 import { lazyChildLoggerFactory } from './lib/lazy-child-logger.js'
@@ -196,6 +198,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     own.addHook('preParsing', countBodyMemory(services.bodyMemory, OWN_BODY_LIMIT))
     await own.register(tokenRoutes, { tokens, guard: services.loginGuard })
     await own.register(apiKeyRoutes, { keys, authenticator })
+    // what the caller may call, and where they stand against its limits (the developer portal's)
+    await own.register(routeListRoutes, { routes, authenticator })
+    await own.register(usageRoutes, { keys, routes, store, authenticator })
   })
   const limiter = createRateLimiter({
     store,

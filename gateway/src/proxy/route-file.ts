@@ -90,13 +90,13 @@ export type RouteFile = Static<typeof RouteFileSchema>
  * keygate's own endpoints. A route may not match one, except the catch-alls "/" and "/v1/",
  * under which keygate's endpoints still answer first.
  */
-export const RESERVED_PATHS = ['/v1/auth/token', '/v1/api-keys', '/.well-known/jwks.json', '/healthz', '/readyz', '/v1/time']
+export const RESERVED_PATHS = ['/v1/auth/token', '/v1/api-keys', '/.well-known/jwks.json', '/healthz', '/readyz', '/v1/time', '/v1/routes', '/v1/usage']
 /**
  * keygate's own subtrees: /docs and everything under it (the docs page and its assets). A route
  * may neither cover one nor lie inside it; the catch-alls excepted, as above.
  */
 export const RESERVED_PREFIXES = ['/docs']
-/** keygate's own endpoints under these (DELETE /v1/api-keys/:apiKey): no route may take a path in them */
+/** keygate's own endpoints under these (DELETE /v1/api-keys/:apiKey, GET /v1/api-keys/:apiKey/usage): no route may take a path in them */
 export const RESERVED_SUBTREES = ['/v1/api-keys/']
 const CATCH_ALL_PREFIXES = ['/', '/v1/']
 export const DEFAULT_IDENTITY_TOKEN_HEADER = 'x-keygate-identity'

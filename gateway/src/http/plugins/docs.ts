@@ -66,6 +66,7 @@ const docs: FastifyPluginAsync<{ routes: RouteRegistry }> = async (app, { routes
       info: { title: 'keygate', version: keygateVersion(), description: DOCUMENT_DESCRIPTION },
       tags: [
         { name: 'auth', description: 'Log in, register signing keys' },
+        { name: 'account', description: 'The routes you may call, and where your keys stand against their rate limits and quotas' },
         { name: BUSINESS_TAG, description: 'The configured routes to the services behind keygate' },
         { name: 'operations', description: 'Health and the token-signing public keys' }
       ],

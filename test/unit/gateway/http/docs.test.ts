@@ -56,6 +56,7 @@ t.test('the document is valid OpenAPI 3.1 and lists every keygate endpoint and c
   t.equal(result.specification, 'OpenAPI')
 
   for (const path of RESERVED_PATHS) t.ok(doc.paths[path], `keygate's own ${path} is documented`)
+  t.ok(doc.paths['/v1/api-keys/{apiKey}/usage']?.get, 'and the usage of one of your keys')
   const configured = ['/v1/clients/', '/v1/transactions/']
   for (const path of configured) t.ok(doc.paths[path], `the configured route ${path} is documented`)
   const others = Object.keys(doc.paths).filter((path) => !configured.includes(path) && !RESERVED_PATHS.includes(path))
