@@ -53,8 +53,11 @@ t.test('the /docs page shows every endpoint in Chromium, offline', async (t) => 
     'GET /readyz',
     'GET /status',
     'GET /v1/api-keys',
+    'GET /v1/api-keys/{apiKey}/usage',
     'GET /v1/clients/',
+    'GET /v1/routes',
     'GET /v1/time',
+    'GET /v1/usage',
     'POST /v1/api-keys',
     'POST /v1/auth/token',
     'POST /v1/clients/'
