@@ -13,7 +13,7 @@ import { registerKey as registerClientKey, signRequest } from '../../client/src/
 import { blockSettings, docSnippet } from '../helpers/docs.js'
 import { send, sendRaw, type RawResponse } from '../helpers/http.js'
 import type { GatewayConfig } from '../../gateway/src/config/env.js'
-import { DEFERRED_DIGEST_HEADER } from '../../gateway/src/decision/server.js'
+import { FORWARDED_DIGEST_HEADER } from '../../client/src/protocol/index.js'
 import { DEFAULT_IDENTITY_HEADERS } from '../../gateway/src/proxy/route.js'
 import { DEFAULT_IDENTITY_TOKEN_HEADER } from '../../gateway/src/proxy/route-file.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
@@ -26,7 +26,7 @@ const nginx = findNginx()
 const skip = 'reason' in nginx ? `nginx cannot be installed here: ${nginx.reason}` : false
 const nginxPath = 'path' in nginx ? nginx.path : ''
 /** what the upstream hears only from keygate: the identity headers, the identity token, the digest to check */
-const IDENTITY = [...Object.values(DEFAULT_IDENTITY_HEADERS), DEFAULT_IDENTITY_TOKEN_HEADER, DEFERRED_DIGEST_HEADER]
+const IDENTITY = [...Object.values(DEFAULT_IDENTITY_HEADERS), DEFAULT_IDENTITY_TOKEN_HEADER, FORWARDED_DIGEST_HEADER]
 
 /** keygate's side, as the page sets it: the decision listener's host and the proxies it believes */
 const SETTINGS = blockSettings(docSnippet('docs/decision/nginx.md', 'keygate\'s side', 'sh'))
@@ -189,7 +189,7 @@ t.test('nginx auth_request with keygate deciding, configured as docs/decision/ng
     const got = recorder.requests.find((r) => r.url === target)
     t.equal(got?.headers['x-gateway-user'], 'alice')
     t.equal(got?.headers['x-gateway-key'], s.keys.rsa.apiKey)
-    for (const name of [DEFAULT_IDENTITY_TOKEN_HEADER, DEFERRED_DIGEST_HEADER]) t.equal(got?.headers[name], undefined, `${name}: not sent`)
+    for (const name of [DEFAULT_IDENTITY_TOKEN_HEADER, FORWARDED_DIGEST_HEADER]) t.equal(got?.headers[name], undefined, `${name}: not sent`)
     t.notOk(got?.rawHeaders.includes('mallory'), 'no forged value anywhere')
     const proven = '/v1/proven/?forged=1'
     t.equal((await seed(s.keys.rsa, 'GET', proven, forged)).status, 200)

@@ -48,6 +48,12 @@ export function hasBody (request: DescribedRequest): boolean {
   return body === UNSEEN_BODY || (body !== undefined && body.length > 0)
 }
 
+/** The Content-Length headers give, when they give one. */
+export function headersDeclaredLength (headers: IncomingHttpHeaders): number | undefined {
+  const length = headers['content-length']
+  return length === undefined ? undefined : Number(length)
+}
+
 /** Whether headers announce body bytes: a Transfer-Encoding, or a Content-Length other than 0. */
 export function headersDeclareBody (headers: IncomingHttpHeaders): boolean {
   return headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0'

@@ -3,7 +3,7 @@
 // part is read from the request when a stage asks for it, and the body is added once it is read.
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyRequest } from 'fastify'
-import { headersDeclareBody, type DescribedRequest, type UnseenBody } from './described-request.js'
+import { headersDeclareBody, headersDeclaredLength, type DescribedRequest, type UnseenBody } from './described-request.js'
 
 /**
  * The scheme or host a trusted load balancer says the client used: X-Forwarded-Proto/-Host, or
@@ -33,10 +33,7 @@ class InlineRequest implements DescribedRequest {
   get authority (): string { return forwardedByTrustedProxy(this.#request, 'host') ?? this.#request.host }
   get ip (): string { return this.#request.ip }
   get declaresBody (): boolean { return headersDeclareBody(this.#request.headers) }
-  get declaredLength (): number | undefined {
-    const length = this.#request.headers['content-length']
-    return length === undefined ? undefined : Number(length)
-  }
+  get declaredLength (): number | undefined { return headersDeclaredLength(this.#request.headers) }
 }
 
 declare module 'fastify' {

@@ -6,7 +6,8 @@
 // docs/decision-mode.md gives each proxy's configuration and this table in words.
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import { GatewayError } from '../errors.js'
-import { headersDeclareBody, UNSEEN_BODY, type DescribedRequest, type UnseenBody } from '../auth/described-request.js'
+import { METHOD_TOKEN, NO_BODY_METHODS } from '#client/protocol'
+import { headersDeclareBody, headersDeclaredLength, UNSEEN_BODY, type DescribedRequest, type UnseenBody } from '../auth/described-request.js'
 
 export const DIALECTS = ['nginx', 'ingress-nginx', 'traefik', 'caddy', 'envoy'] as const
 export type Dialect = typeof DIALECTS[number]
@@ -65,23 +66,19 @@ function required (raw: IncomingMessage, dialect: Dialect, name: string): string
   return value
 }
 
-/** methods whose requests usually carry a body */
-const MAY_CARRY_BODY = new Set(['POST', 'PUT', 'PATCH'])
-
 /**
- * Whether a request whose proxy cannot say if it has a body is taken to have one (not shown): a
- * POST, PUT or PATCH, and a method the route takes a body on (bodyOnMethods). Any other (GET,
- * HEAD, a DELETE on a route that takes none) is taken to have none: docs/decision-mode.md says what
- * that leaves to the proxy.
+ * Whether a request whose proxy cannot say if it has a body is taken to have one (not shown): one
+ * of a method with a body (POST, PUT, PATCH: not one of the protocol core's NO_BODY_METHODS), or
+ * of a method the route takes a body on (bodyOnMethods). Any other (GET, HEAD, a DELETE on a route
+ * that takes none) is taken to have none: docs/decision-mode.md says what that leaves to the proxy.
  */
 export function unknownBodyCounts (method: string, bodyOnMethods: readonly string[]): boolean {
-  return MAY_CARRY_BODY.has(method) || bodyOnMethods.includes(method)
+  return !NO_BODY_METHODS.has(method) || bodyOnMethods.includes(method)
 }
-const METHOD = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
 const DIGITS = /^[0-9]{1,15}$/
 
 function method (dialect: Dialect, value: string, from: string): string {
-  if (!METHOD.test(value)) throw invalidDecisionRequest(dialect, `${from} ${JSON.stringify(value)} is not a method`)
+  if (!METHOD_TOKEN.test(value)) throw invalidDecisionRequest(dialect, `${from} ${JSON.stringify(value)} is not a method`)
   return value
 }
 
@@ -120,42 +117,55 @@ function noBodyExpected (raw: IncomingMessage, dialect: Dialect): void {
   }
 }
 
-/** nginx's own headers for the original's body (the config sends both: the body itself never comes). */
-function nginxBody (raw: IncomingMessage, dialect: Dialect): Pick<OriginalRequest, 'declaresBody' | 'declaredLength'> {
+/**
+ * X-Original-Content-Length, the original's Content-Length the proxy's config sends: a length
+ * (0: none), or undefined when the header is absent or empty, which only Caddy's config may leave
+ * so (a request without Content-Length); for nginx's it is an error (its map always sends one).
+ */
+function originalContentLength (raw: IncomingMessage, dialect: Dialect, required: boolean): number | undefined {
   const length = one(raw, dialect, 'X-Original-Content-Length')
+  if ((length === undefined || length === '') && !required) return undefined
   if (length === undefined || !DIGITS.test(length)) {
     throw invalidDecisionRequest(dialect, 'X-Original-Content-Length must be the original request\'s Content-Length, 0 when it has none ' +
       `(got ${length === undefined ? 'none' : JSON.stringify(length)}): without it keygate cannot know whether a body it is not shown exists`)
   }
-  const encoding = one(raw, dialect, 'X-Original-Transfer-Encoding')
-  const declaredLength = Number(length)
-  return { declaresBody: declaredLength > 0 || (encoding !== undefined && encoding !== ''), declaredLength: declaredLength > 0 ? declaredLength : undefined }
+  return Number(length)
+}
+
+/** The original's body as a length (0: none) and, for nginx, its Transfer-Encoding describe it: the body itself never comes. */
+function announcedBody (length: number, encoding: string | undefined): Pick<OriginalRequest, 'declaresBody' | 'declaredLength'> {
+  return { declaresBody: length > 0 || (encoding !== undefined && encoding !== ''), declaredLength: length > 0 ? length : undefined }
+}
+
+/** nginx's own headers for the original's body (the config sends both). */
+function nginxBody (raw: IncomingMessage, dialect: Dialect): Pick<OriginalRequest, 'declaresBody' | 'declaredLength'> {
+  return announcedBody(originalContentLength(raw, dialect, true) as number, one(raw, dialect, 'X-Original-Transfer-Encoding'))
 }
 
 /** The decision request's own body headers describe the original's body, which it carries (Envoy, Traefik with forwardBody). */
 function carriedBody (headers: IncomingHttpHeaders): Pick<OriginalRequest, 'declaresBody' | 'declaredLength'> {
-  const length = headers['content-length']
-  return { declaresBody: headersDeclareBody(headers), declaredLength: length === undefined ? undefined : Number(length) }
-}
-
-/** What the proxy's configuration says of itself, in the decision path's query (only the operator writes it). */
-export interface DialectOptions {
-  /** Traefik: `?forwardBody=true`, the forwardAuth middleware sends every body, so a decision request without one had none */
-  forwardBody?: boolean
-}
-
-/** The options of a decision request's query: `forwardBody=true` (Traefik). */
-export function dialectOptions (url: string): DialectOptions {
-  const query = url.indexOf('?')
-  if (query === -1) return {}
-  return { forwardBody: new URLSearchParams(url.slice(query + 1)).get('forwardBody') === 'true' }
+  return { declaresBody: headersDeclareBody(headers), declaredLength: headersDeclaredLength(headers) }
 }
 
 /**
- * The original request as `dialect` describes it. `envoyPath`: for Envoy, the decision request's
- * target without the dialect's prefix.
+ * What the proxy's configuration says of itself in the decision path's query, which only the
+ * operator writes: Traefik's `?forwardBody=true` (its forwardAuth middleware sends every body, so a
+ * decision request without one had none).
  */
-export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPath?: string, options: DialectOptions = {}): OriginalRequest {
+function saysForwardBody (url: string): boolean {
+  const query = url.indexOf('?')
+  return query !== -1 && new URLSearchParams(url.slice(query + 1)).get('forwardBody') === 'true'
+}
+
+/** Envoy's original target: the decision request's after its path_prefix (a query right after it is the root's). */
+function envoyTarget (url: string): string {
+  const rest = url.slice(ENVOY_PATH_PREFIX.length)
+  return rest.startsWith('/') ? rest : `/${rest}`
+}
+
+/** The original request as `dialect` describes it in the decision request `raw` (its target at `raw.url`). */
+export function originalRequest (dialect: Dialect, raw: IncomingMessage): OriginalRequest {
+  const url = raw.url ?? '/'
   switch (dialect) {
     case 'nginx': {
       // the documented auth_request config: X-Original-URI ($request_uri) and X-Original-Method
@@ -193,20 +203,15 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
       // config sends the original's Content-Length as X-Original-Content-Length (Caddy cannot send
       // Transfer-Encoding): without one, a chunked body is as possible as none
       noBodyExpected(raw, dialect)
-      const length = one(raw, dialect, 'X-Original-Content-Length')
-      if (length !== undefined && length !== '' && !DIGITS.test(length)) {
-        throw invalidDecisionRequest(dialect, `X-Original-Content-Length ${JSON.stringify(length)} is not the original request's Content-Length`)
-      }
-      const declaredLength = length === undefined || length === '' ? undefined : Number(length)
+      const length = originalContentLength(raw, dialect, false)
       return {
         method: method(dialect, required(raw, dialect, 'X-Forwarded-Method'), 'X-Forwarded-Method'),
         target: target(dialect, required(raw, dialect, 'X-Forwarded-Uri'), 'X-Forwarded-Uri'),
         scheme: scheme(dialect, one(raw, dialect, 'X-Forwarded-Proto', true)),
         authority: authority(raw, dialect, 'X-Forwarded-Host'),
-        declaresBody: declaredLength !== undefined && declaredLength > 0,
-        declaredLength: declaredLength !== undefined && declaredLength > 0 ? declaredLength : undefined,
+        ...announcedBody(length ?? 0, undefined),
         bodySent: false,
-        bodyUnknown: declaredLength === undefined
+        bodyUnknown: length === undefined
       }
     }
     case 'traefik': {
@@ -223,7 +228,7 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
         authority: authority(raw, dialect, 'X-Forwarded-Host'),
         ...(sent ? carriedBody(raw.headers) : { declaresBody: false, declaredLength: undefined }),
         bodySent: sent,
-        bodyUnknown: !sent && options.forwardBody !== true
+        bodyUnknown: !sent && !saysForwardBody(url)
       }
     }
     case 'envoy': {
@@ -231,7 +236,7 @@ export function originalRequest (dialect: Dialect, raw: IncomingMessage, envoyPa
       // (query included); the body, with with_request_body, as the decision request's body
       return {
         method: method(dialect, raw.method ?? '', 'the method'),
-        target: target(dialect, envoyPath ?? '', 'the path after path_prefix'),
+        target: envoyTarget(url),
         scheme: scheme(dialect, one(raw, dialect, 'X-Forwarded-Proto', true)),
         authority: authority(raw, dialect, undefined),
         ...carriedBody(raw.headers),
@@ -253,7 +258,9 @@ export class DecisionRequest implements DescribedRequest {
   readonly headers: IncomingHttpHeaders
   readonly ip: string
   readonly #raw: IncomingMessage
+  readonly #bodyUnknown: boolean
   constructor (original: OriginalRequest, raw: IncomingMessage, ip: string) {
+    this.#bodyUnknown = original.bodyUnknown === true
     this.method = original.method
     this.target = original.target
     this.scheme = original.scheme
@@ -268,4 +275,11 @@ export class DecisionRequest implements DescribedRequest {
   }
 
   field (name: string): string[] | undefined { return this.#raw.headersDistinct[name] }
+
+  /** Once the route is known: a body the proxy could not report counts as one not shown where the request may carry one (unknownBodyCounts). */
+  settleUnknownBody (bodyOnMethods: readonly string[]): void {
+    if (!this.#bodyUnknown || !unknownBodyCounts(this.method, bodyOnMethods)) return
+    this.declaresBody = true
+    this.body = UNSEEN_BODY
+  }
 }

@@ -10,8 +10,8 @@
 // refused before anything is read. docs/decision-mode.md, SECURITY.md say what each mode promises.
 import { randomUUID } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
-import { bodylessMethodProblem, FORWARDED_DIGEST_HEADER, HTTP_METHODS, pathOf, requestTargetProblem } from '#client/protocol'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import { FORWARDED_DIGEST_HEADER, HTTP_METHODS, pathOf } from '#client/protocol'
 import { asHook, type Judge } from '../auth/authenticate.js'
 import { UNSEEN_BODY, unseenBodyError } from '../auth/described-request.js'
 import type { AuthState } from '../auth/stage.js'
@@ -20,7 +20,7 @@ import { GatewayError } from '../errors.js'
 import { accessLogPlugin } from '../http/plugins/access-log.js'
 import { countBodyMemory } from '../http/plugins/body-memory.js'
 import { clientErrorHandler, frameworkErrors, problemsPlugin } from '../http/plugins/problems.js'
-import { refuseMalformedRequestLine } from '../http/plugins/request-target.js'
+import { refuseMalformedRequestLine, targetRefusal } from '../http/plugins/request-target.js'
 import type { ByteBudget } from '../lib/byte-budget.js'
 import { clientAddress, trustedProxies } from '../lib/client-address.js'
 import { lazyChildLoggerFactory } from '../lib/lazy-child-logger.js'
@@ -29,13 +29,8 @@ import { admit, limitAndIdentify, routeState, tooLarge, type AfterAuthentication
 import { identityHeaderNames, writeIdentity } from '../proxy/identity.js'
 import type { RouteConfig } from '../proxy/route.js'
 import type { RouteRegistry } from '../proxy/route-registry.js'
-import {
-  DecisionRequest, DECISION_PATH_PREFIX, dialectOf, dialectOptions, DIALECTS, ENVOY_PATH_PREFIX, originalRequest, STATUS_IN_HEADER, unknownBodyCounts,
-  type Dialect
-} from './dialects.js'
+import { DecisionRequest, DECISION_PATH_PREFIX, dialectOf, DIALECTS, originalRequest, STATUS_IN_HEADER, type Dialect } from './dialects.js'
 
-/** The header of an allowed decision that tells the upstream to check the body against a digest keygate verified the signature of. */
-export const DEFERRED_DIGEST_HEADER = FORWARDED_DIGEST_HEADER
 /** nginx never passes an auth answer's body: a refusal's problem+json, on one line, for its config to send the client. */
 export const PROBLEM_HEADER = 'x-keygate-problem'
 /** nginx: the real status of a refusal sent as 403 */
@@ -160,22 +155,14 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
       const paths = DIALECTS.map((name) => `${DECISION_PATH_PREFIX}${name}`).join(', ')
       throw new GatewayError('NOT_FOUND', `No decision dialect at ${pathOf(url)}; ask at ${paths} (docs/decision-mode.md)`)
     }
-    const envoyPath = dialect === 'envoy' ? url.slice(ENVOY_PATH_PREFIX.length) : undefined
-    const original = originalRequest(dialect, request.raw, envoyPath === '' || envoyPath?.startsWith('?') === true ? `/${envoyPath ?? ''}` : envoyPath,
-      dialect === 'envoy' ? {} : dialectOptions(url))
     const ip = clientAddress(peer, request.headers, proxies, 'x-forwarded-for').ip
-    const described = new DecisionRequest(original, request.raw, ip)
+    const described = new DecisionRequest(originalRequest(dialect, request.raw), request.raw, ip)
     // what the public port refuses before routing (http/plugins/request-target.ts), for the original request
-    const targetProblem = requestTargetProblem(described.target)
-    if (targetProblem !== undefined) throw new GatewayError('INVALID_TARGET', targetProblem)
-    const bodyless = described.declaresBody ? bodylessMethodProblem(described.method) : undefined
-    if (bodyless !== undefined) throw new GatewayError('VALIDATION_FAILED', bodyless)
-    const route = admit(routes.current, described, pathOf)
+    const refusal = targetRefusal(described.method, described.target, described.declaresBody)
+    if (refusal !== undefined) throw refusal
+    const route = admit(routes.current, described)
     // a body the proxy cannot say anything about: one not shown, where the request may carry one
-    if (original.bodyUnknown === true && unknownBodyCounts(described.method, route.bodyOnMethods)) {
-      described.declaresBody = true
-      described.body = UNSEEN_BODY
-    }
+    described.settleUnknownBody(route.bodyOnMethods)
     if (dialect === 'envoy' && request.headers[ENVOY_PARTIAL_BODY] === 'true') {
       throw new GatewayError('PAYLOAD_TOO_LARGE', 'Envoy sent only part of the body (x-envoy-auth-partial-body: true): keygate verifies whole ' +
         `bodies only; make with_request_body.max_request_bytes at least this route's limit (${route.bodyLimit} bytes) and allow_partial_message false`)
@@ -232,15 +219,15 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
   }
 
   // 4. Allowed: what the proxy copies onto the upstream request, and the client's RateLimit fields.
-  const handler = (request: FastifyRequest, reply: import('fastify').FastifyReply): void => {
+  const handler = (request: FastifyRequest, reply: FastifyReply): void => {
     const { dialect, route, state, admitted } = request.decision as DecisionState
     const headers: IncomingHttpHeaders = {}
     writeIdentity(headers, route, state, admitted.identityToken)
-    if (state.deferredDigest !== undefined) headers[DEFERRED_DIGEST_HEADER] = state.deferredDigest
+    if (state.deferredDigest !== undefined) headers[FORWARDED_DIGEST_HEADER] = state.deferredDigest
     for (const [name, value] of Object.entries(admitted.answerHeaders ?? {})) if (value !== undefined) headers[name] = value
     // Envoy leaves a client's copy of a header the answer does not name: name the ones to remove
     if (dialect === 'envoy') {
-      const unset = [...identityHeaderNames(route), DEFERRED_DIGEST_HEADER].filter((name) => headers[name] === undefined)
+      const unset = [...identityHeaderNames(route), FORWARDED_DIGEST_HEADER].filter((name) => headers[name] === undefined)
       if (unset.length > 0) headers[ENVOY_HEADERS_TO_REMOVE] = unset.join(',')
     }
     reply.headers(headers).code(200).send()

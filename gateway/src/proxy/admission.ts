@@ -3,7 +3,7 @@
 // request: before it, the route it belongs to and what that route refuses outright; after it, the
 // route's rate limits and the identity token. One place, so a decision is the decision inline
 // mode would have made.
-import { signedBodyMethodProblem } from '#client/protocol'
+import { pathOf, signedBodyMethodProblem } from '#client/protocol'
 import type { DescribedRequest } from '../auth/described-request.js'
 import { releaseReplayMark } from '../auth/replay.js'
 import type { AuthState } from '../auth/stage.js'
@@ -21,8 +21,8 @@ export const tooLarge = (limit: number): GatewayError =>
  * the route does not take, another spelling of a stronger route's path, a method the route does
  * not take, a body the route's method may not carry, a declared length over the route's limit.
  */
-export function admit (table: RouteTable, request: DescribedRequest, pathOfTarget: (target: string) => string): RouteConfig {
-  const path = pathOfTarget(request.target)
+export function admit (table: RouteTable, request: DescribedRequest): RouteConfig {
+  const path = pathOf(request.target)
   const match = table.match(path, request.method)
   if (match.kind === 'not-found') throw new GatewayError('NOT_FOUND', `No route for ${request.method} ${path}`)
   // a ";" (matrix parameters) the route does not take: refused before authentication

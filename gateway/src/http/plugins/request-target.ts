@@ -44,8 +44,18 @@ export const refuseMalformedRequestLine: onRequestHookHandler = (request, _reply
   done(problem === undefined ? undefined : new GatewayError('MALFORMED_HTTP', problem))
 }
 
-/** Whether a request announces body bytes: a Transfer-Encoding, or a Content-Length other than 0. */
-export const declaresBody = headersDeclareBody
+/**
+ * The refusal of a request (whichever mode described it) whose target the request-target rules
+ * refuse (400 INVALID_TARGET), or that declares a body on a method that carries none (400
+ * VALIDATION_FAILED); undefined when neither.
+ */
+export function targetRefusal (method: string, target: string, declaresBody: boolean): GatewayError | undefined {
+  const problem = requestTargetProblem(target)
+  if (problem !== undefined) return new GatewayError('INVALID_TARGET', problem)
+  // (the problem's text is made only for a request that declares a body: a GET costs no string)
+  const bodyless = declaresBody ? bodylessMethodProblem(method) : undefined
+  return bodyless === undefined ? undefined : new GatewayError('VALIDATION_FAILED', bodyless)
+}
 
 const requestTarget: FastifyPluginAsync = async (app) => {
   // Callback-style hooks here and in the other per-request plugins: every request runs them, and
@@ -56,20 +66,9 @@ const requestTarget: FastifyPluginAsync = async (app) => {
       done(new GatewayError('MALFORMED_HTTP', lineProblem))
       return
     }
-    const problem = requestTargetProblem(request.raw.url ?? '')
-    if (problem !== undefined) {
-      done(new GatewayError('INVALID_TARGET', problem))
-      return
-    }
     // GET, HEAD and TRACE carry no body (and Fastify would not read one): refused rather than
     // forwarded with unread bytes or answered as if the bytes were not there, on every path.
-    // (the problem's text is made only for a request that declares a body: a GET costs no string)
-    const bodyless = declaresBody(request.headers) ? bodylessMethodProblem(request.method) : undefined
-    if (bodyless !== undefined) {
-      done(new GatewayError('VALIDATION_FAILED', bodyless))
-      return
-    }
-    done()
+    done(targetRefusal(request.method, request.raw.url ?? '', headersDeclareBody(request.headers)))
   })
 }
 

@@ -7,8 +7,9 @@
 // those same bytes are forwarded.
 import type { ServerResponse } from 'node:http'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
-import { HTTP_METHODS, pathOf } from '#client/protocol'
+import { HTTP_METHODS } from '#client/protocol'
 import { asHook, type Authenticator } from '../../auth/authenticate.js'
+import { headersDeclareBody } from '../../auth/described-request.js'
 import { describeInline } from '../../auth/inline-request.js'
 import { releaseReplayMark } from '../../auth/replay.js'
 import type { UpstreamLimits } from '../../config/env.js'
@@ -24,7 +25,6 @@ import type { RouteRegistry } from '../../proxy/route-registry.js'
 import { upstreamRequest, type ForwardState } from '../../proxy/upstream-request.js'
 import { PROXY_ROUTE_URLS } from '../catch-all.js'
 import { bodyMemoryExhausted } from '../plugins/body-memory.js'
-import { declaresBody } from '../plugins/request-target.js'
 
 export interface ProxyOptions {
   routes: RouteRegistry
@@ -111,7 +111,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
 
   // 1. Match the route (proxy/admission.ts), then authenticate what needs no body.
   const matchAndAuthenticate = (request: FastifyRequest): void | Promise<void> => {
-    const route = admit(routes.current, describeInline(request), pathOf)
+    const route = admit(routes.current, describeInline(request))
     request.forward = { route }
     return authenticator.beforeBody(request, route.auth, routeState(route))
   }
@@ -149,7 +149,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
   const authenticateHook = asHook(matchAndAuthenticate)
   const onRequest: onRequestHookHandler = (request, reply, done) => {
     // only a request with a body needs its answer (above); a bodyless one costs nothing here
-    if (declaresBody(request.headers)) answers.set(request, reply.raw)
+    if (headersDeclareBody(request.headers)) answers.set(request, reply.raw)
     authenticateHook(request, reply, done)
   }
   app.addHook('onRequest', onRequest)

@@ -3,20 +3,20 @@
 // than guess. The real proxies' requests are in test/system/decision-*.test.ts.
 import type { IncomingMessage } from 'node:http'
 import t from 'tap'
-import { dialectOf, dialectOptions, originalRequest, unknownBodyCounts, type Dialect } from '../../../../gateway/src/decision/dialects.js'
+import { dialectOf, originalRequest, unknownBodyCounts, type Dialect } from '../../../../gateway/src/decision/dialects.js'
 import { GatewayError } from '../../../../gateway/src/errors.js'
 
 /** A decision request's headers as Node gives them: joined, and line by line. */
-function raw (lines: Array<[string, string]>, method = 'GET'): IncomingMessage {
+function raw (lines: Array<[string, string]>, method = 'GET', url = '/decide/test'): IncomingMessage {
   const distinct: Record<string, string[]> = {}
   for (const [name, value] of lines) (distinct[name.toLowerCase()] ??= []).push(value)
   const joined = Object.fromEntries(Object.entries(distinct).map(([name, values]) => [name, values.join(', ')]))
-  return { method, headers: joined, headersDistinct: distinct } as unknown as IncomingMessage
+  return { method, url, headers: joined, headersDistinct: distinct } as unknown as IncomingMessage
 }
 
-function refusal (dialect: Dialect, lines: Array<[string, string]>, envoyPath?: string): string {
+function refusal (dialect: Dialect, lines: Array<[string, string]>): string {
   try {
-    originalRequest(dialect, raw(lines), envoyPath)
+    originalRequest(dialect, raw(lines))
   } catch (err) {
     if (err instanceof GatewayError && err.code === 'INVALID_DECISION_REQUEST') return err.message
     throw err
@@ -78,7 +78,7 @@ t.test('Caddy: X-Forwarded-*; no X-Original-Content-Length is a body that may or
   t.equal(empty.bodyUnknown, true, 'Caddy sends the placeholder empty when the client sent no Content-Length')
   const known = originalRequest('caddy', raw([...lines, ['x-original-content-length', '5']]))
   t.same([known.bodyUnknown, known.declaresBody, known.declaredLength], [false, true, 5])
-  t.match(refusal('caddy', [...lines, ['x-original-content-length', '5, 6']]), /is not the original request's Content-Length/)
+  t.match(refusal('caddy', [...lines, ['x-original-content-length', '5, 6']]), /X-Original-Content-Length must be the original request's Content-Length/)
   t.match(refusal('caddy', [...lines, ['x-forwarded-uri', '/v1/clients/8']]), /sent 2 times/)
   t.match(refusal('caddy', [...lines, ['content-length', '3']]), /sends keygate no body/)
 })
@@ -91,18 +91,20 @@ t.test('Traefik: a body sent is the body; none sent is unknown', async (t) => {
   t.same([chunked.bodySent, chunked.declaresBody], [true, true], 'Traefik before v3.6.24 sends the body chunked')
   const none = originalRequest('traefik', raw(lines))
   t.same([none.bodySent, none.bodyUnknown], [false, true])
-  const told = originalRequest('traefik', raw(lines), undefined, dialectOptions('/decide/traefik?forwardBody=true'))
+  const told = originalRequest('traefik', raw(lines, 'GET', '/decide/traefik?forwardBody=true'))
   t.same([told.bodySent, told.bodyUnknown, told.declaresBody], [false, false, false], 'forwardBody on, said in the address: no body is none')
-  t.same(dialectOptions('/decide/traefik'), {})
-  t.same(dialectOptions('/decide/traefik?forwardBody=false'), { forwardBody: false })
+  t.equal(originalRequest('traefik', raw(lines, 'GET', '/decide/traefik')).bodyUnknown, true, 'not said: unknown')
+  t.equal(originalRequest('traefik', raw(lines, 'GET', '/decide/traefik?forwardBody=false')).bodyUnknown, true, 'said off: unknown')
 })
 
 t.test('Envoy: the decision request\'s own method, host and body; the path after the prefix', async (t) => {
-  const request = raw([['host', 'api.example.com'], ['content-length', '3'], ['x-forwarded-proto', 'https']], 'PATCH')
-  t.same(originalRequest('envoy', request, '/v1/clients/7?x=1'), {
+  t.same(originalRequest('envoy', raw([['host', 'api.example.com'], ['content-length', '3'], ['x-forwarded-proto', 'https']], 'PATCH',
+    '/decide/envoy/v1/clients/7?x=1')), {
     method: 'PATCH', target: '/v1/clients/7?x=1', scheme: 'https', authority: 'api.example.com', declaresBody: true, declaredLength: 3, bodySent: true
   })
-  t.match(refusal('envoy', [['host', 'api.example.com']], 'v1/clients/'), /starting with \//)
+  t.equal(originalRequest('envoy', raw([['host', 'a.test']], 'GET', '/decide/envoy')).target, '/', 'the prefix alone: the root')
+  t.equal(originalRequest('envoy', raw([['host', 'a.test']], 'GET', '/decide/envoy?x=1')).target, '/?x=1', 'a query right after it: the root\'s')
+  t.match(refusal('envoy', [['host', ''], ['content-length', '0']]), /Host is missing/)
 })
 
 t.test('the dialect of a decision request is its path; Envoy\'s a prefix', async (t) => {
