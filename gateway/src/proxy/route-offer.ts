@@ -4,6 +4,7 @@
 // rewrite, headers, identity token, timeouts): that is the operator's, shown by the admin API only.
 import type { AuthTier, SignatureScheme } from '../auth/stage.js'
 import type { RateLimitBy } from '../limits/rate-limit.js'
+import { missingScopes } from '../users/scopes.js'
 import type { RouteConfig } from './route.js'
 
 /** One route as its caller sees it. */
@@ -29,7 +30,7 @@ export interface OfferedRoute {
  * callableByKey).
  */
 export function allowedRoutes<R extends Pick<RouteConfig, 'scopes'>> (routes: readonly R[], scopes: ReadonlySet<string>): R[] {
-  return routes.filter((route) => route.scopes.every((scope) => scopes.has(scope)))
+  return routes.filter((route) => missingScopes(route.scopes, scopes).length === 0)
 }
 
 /** Of the routes a user may call, those a key of theirs signs for: signed ones its scopes allow. */

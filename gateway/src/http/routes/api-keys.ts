@@ -1,6 +1,6 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyRequest } from 'fastify'
 import { authenticate, type Authenticator } from '../../auth/authenticate.js'
+import { bearerUser } from './caller.js'
 import { GatewayError } from '../../errors.js'
 import type { KeyRegistry } from '../../keys/key-registry.js'
 import { keyView } from '../../keys/key-view.js'
@@ -27,11 +27,6 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
   const bearer = authenticate(authenticator, 'bearer')
   app.addHook('onRequest', bearer.onRequest)
   app.addHook('preHandler', bearer.preHandler)
-  const owner = (request: FastifyRequest): string => {
-    const user = request.auth?.user
-    if (user === undefined) throw new Error('the bearer tier did not run')
-    return user
-  }
 
   app.post('/v1/api-keys', {
     config: {
@@ -61,7 +56,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
   }, async (request, reply) => {
     // The bearer stage refused a token of a removed user or an earlier incarnation; a removal (or
     // one and a new user) racing this registration is caught here, before and after the write.
-    const record = await keys.registerForUser({ owner: owner(request), ...request.body, userId: request.auth?.bearer?.userId })
+    const record = await keys.registerForUser({ owner: bearerUser(request), ...request.body, userId: request.auth?.bearer?.userId })
     if (record === undefined) throw userGone()
     reply.code(201)
     return {
@@ -87,7 +82,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
       response: { 200: ApiKeyList }
     }
   }, async (request) => {
-    const page = await keys.list(owner(request), pageRequestOf(request.query))
+    const page = await keys.list(bearerUser(request), pageRequestOf(request.query))
     return pageAnswer({ ...page, items: page.items.map(keyView) })
   })
 
@@ -103,7 +98,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
     }
   }, async (request, reply) => {
     // Unknown, malformed and other users' keys get the same answer: nothing says a key exists.
-    const { outcome } = await keys.revoke(request.params.apiKey, owner(request))
+    const { outcome } = await keys.revoke(request.params.apiKey, bearerUser(request))
     if (outcome === 'not-found') throw new GatewayError('API_KEY_NOT_FOUND', 'You have no API key with this apiKey; GET /v1/api-keys lists yours')
     // Revoking a revoked key again is a success: the key is revoked, as asked.
     return await reply.code(204).send(null)

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { authenticate, type Authenticator } from '../../auth/authenticate.js'
-import { decodeCursor, encodeCursor, pageLimit } from '../../lib/paging.js'
+import { decodeCursor, pageOf } from '../../lib/paging.js'
 import { allowedRoutes, offeredRoute } from '../../proxy/route-offer.js'
 import type { RouteRegistry } from '../../proxy/route-registry.js'
-import { PageQuery } from '../schemas/paging.js'
+import { pageAnswer, PageQuery, pageRequestOf } from '../schemas/paging.js'
 import { OfferedRouteList } from '../schemas/routes.js'
 import { bearerCaller } from './caller.js'
 
@@ -32,20 +32,16 @@ export const routeListRoutes: FastifyPluginAsyncTypebox<{ routes: RouteRegistry;
     }
   }, async (request) => {
     const allowed = allowedRoutes(routes.current.routes, bearerCaller(request).scopes.set)
-    const limit = pageLimit(request.query.limit === undefined ? undefined : Number(request.query.limit))
+    const asked = pageRequestOf(request.query)
     let from = 0
-    if (request.query.cursor !== undefined) {
+    if (asked.cursor !== undefined) {
       // [position, name] of the last route given: after that route, or after its place if a reload took it away
-      const [position, name] = decodeCursor(request.query.cursor, 2, (part, i) => i === 1 || /^\d{1,9}$/.test(part))
+      const [position, name] = decodeCursor(asked.cursor, 2, (part, i) => i === 1 || /^\d{1,9}$/.test(part))
       const at = Number(position)
       const found = allowed[at]?.name === name ? at : allowed.findIndex((route) => route.name === name)
       from = (found === -1 ? at : found) + 1
     }
-    const page = allowed.slice(from, from + limit)
-    const last = from + page.length - 1
-    return {
-      items: page.map(offeredRoute),
-      next_cursor: from + limit < allowed.length ? encodeCursor([String(last), page[page.length - 1]?.name ?? '']) : null
-    }
+    const page = pageOf(allowed.slice(from).map((route, i) => ({ route, at: from + i })), asked, ({ route, at }) => [String(at), route.name], undefined)
+    return pageAnswer({ items: page.items.map(({ route }) => offeredRoute(route)), nextCursor: page.nextCursor })
   })
 }

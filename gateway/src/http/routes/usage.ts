@@ -9,6 +9,7 @@ import type { RouteRegistry } from '../../proxy/route-registry.js'
 import type { Store } from '../../store/index.js'
 import { ApiKeyParams } from '../schemas/api-keys.js'
 import { KeyUsage, UserUsage } from '../schemas/usage.js'
+import { intersectScopes, scopeSet } from '../../users/scopes.js'
 import { bearerCaller } from './caller.js'
 
 export interface UsageRoutesOptions {
@@ -50,9 +51,9 @@ export const usageRoutes: FastifyPluginAsyncTypebox<UsageRoutesOptions> = async 
     if (record === null || record.owner !== user) {
       throw new GatewayError('API_KEY_NOT_FOUND', 'You have no API key with this apiKey; GET /v1/api-keys lists yours')
     }
-    // what a request signed by this key may do: its scopes its user still has (a key without a list: all of them)
-    const keyScopes = record.scopes === undefined ? scopes.set : new Set(record.scopes.filter((scope) => scopes.set.has(scope)))
-    return { apiKey, items: await readUsage(callableByKey(routes.current.routes, keyScopes), store, { key: apiKey }) }
+    // what a request signed by this key may do: its scopes its user still has (a key without a list: all of them), as the scope stage judges
+    const keyScopes = record.scopes === undefined ? scopes : intersectScopes(scopeSet(record.scopes), scopes)
+    return { apiKey, items: await readUsage(callableByKey(routes.current.routes, keyScopes.set), store, { key: apiKey }) }
   })
 
   app.get('/v1/usage', {
