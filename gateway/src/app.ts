@@ -1,18 +1,18 @@
 // The composition root: what keygate is made of, in the order a request meets it.
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { randomUUID } from 'node:crypto'
 import { createAuthenticator } from './auth/authenticate.js'
 import { bearerPipeline, signedPipeline } from './auth/pipeline.js'
 import { createSignatureBudget } from './auth/signature-budget.js'
 import { buildDecisionApp } from './decision/server.js'
 import { MAX_HEADER_BYTES, SCRYPT_LOG_N, type GatewayConfig } from './config/env.js'
+import { listenerOptions } from './http/listener-options.js'
 import { accessLogPlugin } from './http/plugins/access-log.js'
 import { countBodyMemory } from './http/plugins/body-memory.js'
 import { clientAddressPlugin } from './http/plugins/client-address.js'
 import { docsPlugin } from './http/plugins/docs.js'
 import { metricsPlugin } from './http/plugins/metrics.js'
-import { clientErrorHandler, frameworkErrors, problemsPlugin, refuseConnect } from './http/plugins/problems.js'
+import { problemsPlugin, refuseConnect } from './http/plugins/problems.js'
 import { requestTargetPlugin } from './http/plugins/request-target.js'
 import { shutdownPlugin } from './http/plugins/shutdown.js'
 import { apiKeyRoutes } from './http/routes/api-keys.js'
@@ -25,9 +25,8 @@ import { tokenRoutes } from './http/routes/token.js'
 import { usageRoutes } from './http/routes/usage.js'
 import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
 import { ByteBudget } from './lib/byte-budget.js'
-import { lazyChildLoggerFactory } from './lib/lazy-child-logger.js'
 import { logDestination, type LogFormat } from './lib/log-format.js'
-import { TrackedIncomingMessage, trackRequestLines } from './lib/request-line-tracker.js'
+import { trackRequestLines } from './lib/request-line-tracker.js'
 import { REDACTED, REDACTED_PATHS, redactUrl } from './lib/redact-url.js'
 import { createRateLimiter } from './limits/limiter.js'
 import { createGatewayMetrics } from './metrics/metrics.js'
@@ -76,31 +75,10 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const { config } = options
   const app = Fastify({
     logger: options.logger ?? loggerOptions(config.logLevel, config.logFormat),
-    // the access-log plugin writes one line per request instead of Fastify's two
-    logController: new LogController({ disableRequestLogging: true }),
-    genReqId: () => randomUUID(),
+    // the options every listener that judges requests shares (http/listener-options.ts)
+    ...listenerOptions(config.server, MAX_HEADER_BYTES),
     // JSON endpoints (token, key registration) are small; business routes set their own limit.
     bodyLimit: OWN_BODY_LIMIT,
-    // slowloris: headers, then the whole request, must arrive within these times; idle
-    // keep-alive connections close after keepAliveTimeout
-    requestTimeout: config.server.requestTimeoutMs,
-    keepAliveTimeout: config.server.keepAliveTimeoutMs,
-    // requireHostHeader: a missing Host is refused by the request-target plugin, as problem+json
-    // (Node's own refusal is a bare 400)
-    // IncomingMessage: each request takes what the request-line tracker read of its line
-    http: {
-      headersTimeout: config.server.headersTimeoutMs,
-      maxHeaderSize: MAX_HEADER_BYTES,
-      connectionsCheckingInterval: 1000,
-      requireHostHeader: false,
-      IncomingMessage: TrackedIncomingMessage
-    },
-    // the shutdown plugin answers with problem+json instead
-    return503OnClosing: false,
-    frameworkErrors,
-    // a request's logger is made when the request first logs (lib/lazy-child-logger.ts)
-    childLoggerFactory: lazyChildLoggerFactory,
-    clientErrorHandler,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
   }).withTypeProvider<TypeBoxTypeProvider>()
 

@@ -29,6 +29,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['gateway/src/http/docs/', 7],
   ['gateway/src/http/catch-all.ts', 7],
   ['gateway/src/http/plugins/', 7.1],
+  // the Fastify options of the listeners that judge requests (the public port, the decision listener)
+  ['gateway/src/http/listener-options.ts', 7.15],
   ['gateway/src/http/routes/', 7.2],
   ['gateway/src/http/metrics-server.ts', 7.2],
   ['gateway/src/types.ts', 7.2],

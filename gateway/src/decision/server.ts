@@ -8,9 +8,8 @@
 // would send (status, problem+json, WWW-Authenticate, Retry-After, RateLimit). It believes the
 // headers of peers it is told to trust only (KEYGATE_DECISION_TRUSTED_PROXIES); anyone else is
 // refused before anything is read. docs/decision-mode.md, SECURITY.md say what each mode promises.
-import { randomUUID } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { FORWARDED_DIGEST_HEADER, HTTP_METHODS, pathOf } from '#client/protocol'
 import { asHook, type Judge } from '../auth/authenticate.js'
 import { UNSEEN_BODY, unseenBodyError } from '../auth/described-request.js'
@@ -19,12 +18,12 @@ import { MAX_HEADER_BYTES, type ServerLimits } from '../config/env.js'
 import { GatewayError } from '../errors.js'
 import { accessLogPlugin } from '../http/plugins/access-log.js'
 import { countBodyMemory } from '../http/plugins/body-memory.js'
-import { clientErrorHandler, frameworkErrors, problemsPlugin } from '../http/plugins/problems.js'
+import { listenerOptions } from '../http/listener-options.js'
+import { problemsPlugin } from '../http/plugins/problems.js'
 import { refuseMalformedRequestLine, targetRefusal } from '../http/plugins/request-target.js'
 import type { ByteBudget } from '../lib/byte-budget.js'
 import { clientAddress, trustedProxies } from '../lib/client-address.js'
-import { lazyChildLoggerFactory } from '../lib/lazy-child-logger.js'
-import { TrackedIncomingMessage, trackRequestLines } from '../lib/request-line-tracker.js'
+import { trackRequestLines } from '../lib/request-line-tracker.js'
 import { admit, limitAndIdentify, routeState, tooLarge, type AfterAuthentication, type Admitted } from '../proxy/admission.js'
 import { identityHeaderNames, writeIdentity } from '../proxy/identity.js'
 import type { RouteConfig } from '../proxy/route.js'
@@ -84,24 +83,10 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
   const proxies = trustedProxies(options.trustedProxies)
   const app = Fastify({
     ...(options.log !== undefined && { loggerInstance: options.log }),
-    logController: new LogController({ disableRequestLogging: true }),
-    genReqId: () => randomUUID(),
-    requestTimeout: options.server.requestTimeoutMs,
-    keepAliveTimeout: options.server.keepAliveTimeoutMs,
-    http: {
-      headersTimeout: options.server.headersTimeoutMs,
-      // the client's headers (up to MAX_HEADER_BYTES on the public port, and about 32 KB through
-      // nginx) and the proxy's own: a refusal here would reach the client as "keygate unavailable"
-      maxHeaderSize: DECISION_HEADER_BYTES,
-      connectionsCheckingInterval: 1000,
-      requireHostHeader: false,
-      IncomingMessage: TrackedIncomingMessage
-    },
-    return503OnClosing: false,
-    frameworkErrors,
-    // a request's logger is made when the request first logs, as on the public port
-    childLoggerFactory: lazyChildLoggerFactory,
-    clientErrorHandler
+    // as the public port's (http/listener-options.ts), but with room for the client's headers (up to
+    // MAX_HEADER_BYTES on the public port, and about 32 KB through nginx) and the proxy's own: a
+    // refusal here would reach the client as "keygate unavailable"
+    ...listenerOptions(options.server, DECISION_HEADER_BYTES)
   })
   // Traefik's forwardBody sends the original body on its auth request, a GET: Fastify reads no
   // GET body unless told the method has one (the original's method is judged, not this one's)
