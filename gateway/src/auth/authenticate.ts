@@ -84,11 +84,11 @@ export function markLoggedIn (request: FastifyRequest): void {
  * Runs a possibly asynchronous step as a callback-style hook: every request runs these, and an
  * async hook would cost a promise and a microtask each, even when every stage is synchronous.
  */
-export function asHook (step: (request: FastifyRequest) => void | Promise<void>): Hook {
-  return (request, _reply, done) => {
+export function asHook (step: (request: FastifyRequest, reply: FastifyReply) => void | Promise<void>): Hook {
+  return (request, reply, done) => {
     let pending: void | Promise<void>
     try {
-      pending = step(request)
+      pending = step(request, reply)
     } catch (err) {
       done(err as Error)
       return

@@ -69,6 +69,8 @@ export const MIN_ADMIN_TOKEN_LENGTH = 32
 export const MAX_ADMIN_TOKEN_LENGTH = 1024
 /** Node's own limit, stated here so docs/errors.md and the 431 answer agree */
 export const MAX_HEADER_BYTES = 16 * 1024
+/** the largest body limit a route (or KEYGATE_BODY_LIMIT) may set: 1 GiB */
+export const MAX_BODY_LIMIT = 1024 * 1024 * 1024
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 })
 
@@ -102,7 +104,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_JWT_ISSUER: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_JWT_AUDIENCE: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_TOKEN_TTL_SECONDS: Type.Optional(Type.Integer({ minimum: 30, maximum: 24 * 3600 })),
-  KEYGATE_BODY_LIMIT: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
+  KEYGATE_BODY_LIMIT: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_BODY_LIMIT })),
   KEYGATE_BODY_MEMORY_LIMIT: Type.Optional(Type.Integer({ minimum: 1024, maximum: 64 * 1024 * 1024 * 1024 })),
   KEYGATE_KEY_CACHE_SIZE: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
   KEYGATE_MAX_KEYS_PER_USER: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),

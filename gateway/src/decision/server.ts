@@ -12,19 +12,19 @@ import type { IncomingHttpHeaders } from 'node:http'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { FORWARDED_DIGEST_HEADER, HTTP_METHODS, pathOf } from '#client/protocol'
 import { asHook, type Judge } from '../auth/authenticate.js'
-import { UNSEEN_BODY, unseenBodyError } from '../auth/described-request.js'
+import { headersDeclareBody, UNSEEN_BODY, unseenBodyError } from '../auth/described-request.js'
 import type { AuthState } from '../auth/stage.js'
 import { MAX_HEADER_BYTES, type ServerLimits } from '../config/env.js'
 import { GatewayError } from '../errors.js'
 import { accessLogPlugin } from '../http/plugins/access-log.js'
-import { countBodyMemory } from '../http/plugins/body-memory.js'
+import { parseRawBodies, rememberAnswer } from '../http/plugins/body-memory.js'
 import { listenerOptions } from '../http/listener-options.js'
 import { problemsPlugin } from '../http/plugins/problems.js'
 import { refuseMalformedRequestLine, targetRefusal } from '../http/plugins/request-target.js'
 import type { ByteBudget } from '../lib/byte-budget.js'
 import { clientAddress, trustedProxies } from '../lib/client-address.js'
 import { trackRequestLines } from '../lib/request-line-tracker.js'
-import { admit, limitAndIdentify, routeState, tooLarge, type AfterAuthentication, type Admitted } from '../proxy/admission.js'
+import { admit, limitAndIdentify, routeState, type AfterAuthentication, type Admitted } from '../proxy/admission.js'
 import { identityHeaderNames, writeIdentity } from '../proxy/identity.js'
 import type { RouteConfig } from '../proxy/route.js'
 import type { RouteRegistry } from '../proxy/route-registry.js'
@@ -42,8 +42,6 @@ const ENVOY_HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove'
 const ENVOY_PARTIAL_BODY = 'x-envoy-auth-partial-body'
 /** the decision request's headers: the client's and the proxy's */
 const DECISION_HEADER_BYTES = 4 * MAX_HEADER_BYTES
-/** the largest body any route may allow (the route file's schema maximum) */
-const MAX_BODY_LIMIT = 1024 * 1024 * 1024
 
 export interface DecisionServices extends AfterAuthentication {
   routes: RouteRegistry
@@ -158,40 +156,17 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
     }
     return { dialect, route, described, state: routeState(route), admitted: {} }
   }
-  const beforeBody = (request: FastifyRequest): void | Promise<void> => {
+  const beforeBody = (request: FastifyRequest, reply: FastifyReply): void | Promise<void> => {
+    if (headersDeclareBody(request.headers)) rememberAnswer(request, reply.raw)
     const decision = request.decision = describe(request)
     request.forward = { route: decision.route }
     request.auth = decision.state
     return judge.beforeBody(decision.described, decision.route.auth, decision.state)
   }
 
-  // 2. The body, when the proxy sends it: up to the route's limit, as inline, counted against the
-  // body memory of every request of the process (http/plugins/body-memory.ts)
-  app.addHook('preParsing', function (request, reply, payload, done) {
-    countBodyMemory(services.bodyMemory, request.decision?.route.bodyLimit ?? 0).call(this, request, reply, payload, done)
-  })
-  app.removeAllContentTypeParsers()
-  app.addContentTypeParser('*', { bodyLimit: MAX_BODY_LIMIT }, (request, payload, done) => {
-    const limit = request.decision?.route.bodyLimit ?? 0
-    const chunks: Buffer[] = []
-    let size = 0
-    let finished = false
-    const finish = (err: Error | null, body?: Buffer): void => {
-      if (finished) return
-      finished = true
-      payload.removeAllListeners('data')
-      done(err, body)
-    }
-    payload.on('data', (chunk: Buffer) => {
-      size += chunk.length
-      if (size > limit) finish(tooLarge(limit))
-      else chunks.push(chunk)
-    })
-    payload.on('end', () => { finish(null, Buffer.concat(chunks, size)) })
-    payload.on('error', (err) => {
-      finish(new GatewayError('MALFORMED_HTTP', 'The decision request\'s body ended before its declared length', { cause: err }))
-    })
-  })
+  // 2. The body, when the proxy sends it: raw bytes up to the route's limit, counted against the
+  // body memory of every request of the process, as inline (http/plugins/body-memory.ts)
+  parseRawBodies(app, services.bodyMemory, (request) => request.decision?.route.bodyLimit ?? 0)
 
   // 3. What needs the body; then the route's limits and identity token, as inline.
   const afterBody = (request: FastifyRequest): void | Promise<void> => {

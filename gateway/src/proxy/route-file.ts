@@ -14,7 +14,7 @@ import { AUTH_TIERS, DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from '.
 import { SEED_BODY_BOUNDARIES, SIGNATURE_SCHEME_POLICIES, UNSEEN_BODY_POLICIES } from '../auth/stage.js'
 import { OVERRIDE_HEADERS } from './upstream-request.js'
 import { PATH_NORMALISATIONS } from './backend-paths.js'
-import { ConfigError, type RouteDefaults } from '../config/env.js'
+import { ConfigError, MAX_BODY_LIMIT, type RouteDefaults } from '../config/env.js'
 import {
   BUCKET_PATTERN, MAX_LIMIT, MAX_WINDOW_SECONDS, RATE_LIMIT_BY, rateLimit, routeScope, STORE_DOWN_POLICIES, WINDOW_PATTERN
 } from '../limits/rate-limit.js'
@@ -49,7 +49,7 @@ export const RouteEntrySchema = Type.Object({
   methods: Type.Optional(Type.Array(Type.Union(HTTP_METHODS.map((m) => Type.Literal(m))), { minItems: 1, uniqueItems: true })),
   rewrite: Type.Optional(Path),
   timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 3_600_000 })),
-  bodyLimit: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 })),
+  bodyLimit: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_BODY_LIMIT })),
   identityHeaders: Type.Optional(Type.Object({
     user: Type.Optional(IdentityHeaderName),
     key: Type.Optional(IdentityHeaderName),
