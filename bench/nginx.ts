@@ -91,7 +91,7 @@ export function plainConfig (listen: number, serviceUrl: string): string {
   return `
 upstream bench_service {
     server ${address(serviceUrl)};
-    keepalive 16;
+    keepalive 128;
 }
 server {
     listen 127.0.0.1:${listen};

@@ -10,6 +10,7 @@
 import { generateKeyPairSync, type KeyObject } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { registerKey as registerClientKey, signRequest } from '../../client/src/index.js'
+import { loadDecisionConfig } from '../../bench/nginx.js'
 import { blockSettings, docSnippet } from '../helpers/docs.js'
 import { send, sendRaw, type RawResponse } from '../helpers/http.js'
 import type { GatewayConfig } from '../../gateway/src/config/env.js'
@@ -65,16 +66,8 @@ const ROUTES = `routes:
     identityToken: {}
 `
 
-/** The page's configuration, its `# EDIT:` lines pointed at this test's nginx port, keygate and upstream. */
-function pageConfig (port: number, decision: string, upstream: string): string {
-  const block = docSnippet('docs/decision/nginx.md', 'The configuration', 'nginx')
-  const edits = [...block.matchAll(/^.*# EDIT:.*$/gm)]
-  if (edits.length !== 3) throw new Error(`docs/decision/nginx.md: expected three # EDIT: lines, found ${edits.length}`)
-  return block
-    .replace(/^(\s*)server \S+;(\s*# EDIT: keygate)/m, `$1server ${new URL(decision).host};$2`)
-    .replace(/^(\s*)server \S+;(\s*# EDIT: your application)/m, `$1server ${new URL(upstream).host};$2`)
-    .replace(/^(\s*)listen \S+;(\s*# EDIT)/m, `$1listen 127.0.0.1:${port};$2`)
-}
+/** The page's configuration, its `# EDIT:` lines pointed at this test's nginx port, keygate and upstream (as the bench reads it). */
+const pageConfig = loadDecisionConfig()
 
 interface Key { apiKey: string; privateKey: KeyObject }
 
