@@ -18,7 +18,7 @@ const WAIT_MS = 30_000
 const MAIN = [await compiled('gateway/src/main.ts')]
 const NPM_START = [...TYPESCRIPT_NODE_ARGS, 'scripts/start.ts']
 
-interface StartupFacts { url: string; store: string; routes: number; workers: number; metricsPort: number | 'off'; adminPort: string }
+interface StartupFacts { url: string; store: string; routes: number; workers: number; metricsPort: number | 'off'; adminPort: string; decisionPort: string }
 type LogLine = Record<string, unknown> & { pid: number; msg: string; startup?: StartupFacts }
 
 interface Started {
@@ -86,7 +86,7 @@ t.test('main.ts on the embedded store, with a metrics listener: one line says wh
   const gw = await start(t, MAIN, { KEYGATE_METRICS_PORT: '0' })
   const facts = gw.line.startup
   t.match(gw.line, { level: 30, pid: gw.pid })
-  t.match(facts, { url: /^http:\/\/127\.0\.0\.1:\d+$/, store: 'embedded', routes: 2, workers: 1, metricsPort: Number, adminPort: 'off' })
+  t.match(facts, { url: /^http:\/\/127\.0\.0\.1:\d+$/, store: 'embedded', routes: 2, workers: 1, metricsPort: Number, adminPort: 'off', decisionPort: 'off' })
   t.equal((await send(facts?.url ?? '', '/healthz')).status, 200, 'the url is where it serves')
   t.equal((await send(`http://127.0.0.1:${String(facts?.metricsPort)}`, '/metrics')).status, 200, 'the metrics port is where the metrics are')
   t.equal(gw.line.msg, `keygate listens on ${facts?.url ?? ''} (store embedded, 2 routes, 1 worker, metrics on port ${String(facts?.metricsPort)}, admin off)`)
@@ -107,15 +107,21 @@ t.test('a password cost below OWASP\'s: a warning at start, naming the variable;
   t.same(await warnings({}), [], 'the default: no warning')
 })
 
-t.test('main.ts with the admin API: its port in the line, and it answers there', async (t) => {
+t.test('main.ts with the admin API and decision mode: their ports in the line, and each answers there', async (t) => {
   const token = 'k'.repeat(40)
-  const gw = await start(t, MAIN, { KEYGATE_ADMIN_PORT: '0', KEYGATE_ADMIN_TOKEN: token })
+  const gw = await start(t, MAIN, {
+    KEYGATE_ADMIN_PORT: '0', KEYGATE_ADMIN_TOKEN: token, KEYGATE_DECISION_PORT: '0', KEYGATE_DECISION_TRUSTED_PROXIES: '127.0.0.1'
+  })
   const facts = gw.line.startup
-  t.match(facts, { store: 'embedded', metricsPort: 'off', adminPort: Number })
-  t.match(gw.line.msg, new RegExp(`, metrics off, admin on port ${String(facts?.adminPort)}\\)$`))
+  t.match(facts, { store: 'embedded', metricsPort: 'off', adminPort: Number, decisionPort: Number })
+  t.match(gw.line.msg, new RegExp(`, metrics off, admin on port ${String(facts?.adminPort)}, decisions on port ${String(facts?.decisionPort)}\\)$`))
   const adminUrl = `http://127.0.0.1:${String(facts?.adminPort)}`
   t.equal((await send(adminUrl, '/v1/users')).status, 401, 'the admin API is on that port')
   t.equal((await send(adminUrl, '/v1/users', { headers: { authorization: `Bearer ${token}` } })).status, 200)
+  const decision = await send(`http://127.0.0.1:${String(facts?.decisionPort)}`, '/decide/nginx', {
+    headers: { 'x-original-method': 'GET', 'x-original-uri': '/v1/clients/', 'x-forwarded-host': 'api.test', 'x-original-content-length': '0' }
+  })
+  t.same([decision.status, decision.headers['x-keygate-status']], [403, '401'], 'the decision listener is on that port: no token, refused as nginx takes it')
   const { code, lines } = await gw.stop()
   t.equal(code, 0)
   t.notOk(JSON.stringify(lines).includes(token), 'the token is in no line')
