@@ -4,7 +4,8 @@
 // receive the body, must check that the body is the one digested. This is that check: a strict
 // reading of the RFC 9530 dictionary (every member `name=:base64:`, nothing else), the digests of
 // the exact bytes received by WebCrypto, compared. It runs wherever the rest of the client runs.
-import { fromBase64, isArrayBuffer, isUint8Array, ownBytes, subtle, toBase64 } from './bytes.js'
+import { fromBase64, isArrayBuffer, isUint8Array, ownBytes, toBase64 } from './bytes.js'
+import { bodyDigest } from './message-signing.js'
 import { CONTENT_DIGEST_ALGORITHMS, contentDigestValue, FORWARDED_DIGEST_HEADER, type ContentDigestAlgorithm } from './protocol/index.js'
 
 /** The header keygate's allowed decision sets (and the proxy copies onto the upstream request) when the upstream must check the body. */
@@ -35,7 +36,6 @@ export type ForwardedDigestCheck =
   /** refuse the request (400): the body is not the one the client signed, or the header cannot be read */
   | { ok: false; reason: ForwardedDigestProblem; message: string }
 
-const HASH_OF: Readonly<Record<ContentDigestAlgorithm, string>> = { 'sha-256': 'SHA-256', 'sha-512': 'SHA-512' }
 const isKnown = (name: string): name is ContentDigestAlgorithm => (CONTENT_DIGEST_ALGORITHMS as readonly string[]).includes(name)
 
 /** One dictionary member as RFC 9530 writes it: an sf-key, `=`, a byte sequence (RFC 9651 §3.3.5), no parameters. */
@@ -115,7 +115,7 @@ export async function checkForwardedDigest (headers: ForwardedHeaders, body: Uin
     }
   }
   for (const [algorithm, given] of known) {
-    const computed = new Uint8Array(await subtle().digest(HASH_OF[algorithm], bytes))
+    const computed = await bodyDigest(algorithm, bytes)
     // the digests are of public data: no constant-time compare is needed
     if (given.length !== computed.length || given.some((byte, at) => byte !== computed[at])) {
       return {

@@ -4,8 +4,8 @@
 import { type Bytes, sha256Hex, subtle, toBase64, utf8 } from './bytes.js'
 import { SigningInputError } from './errors.js'
 import {
-  type ComponentId, contentDigestValue, MESSAGE_SIGNATURE_ALGORITHMS, type MessageSignatureAlgorithm, type Parameters, requestComponentValue,
-  serializeSignatureParams, signatureBase, type SignedMessage
+  type ComponentId, type ContentDigestAlgorithm, contentDigestValue, MESSAGE_SIGNATURE_ALGORITHMS, type MessageSignatureAlgorithm, type Parameters,
+  requestComponentValue, serializeSignatureParams, signatureBase, type SignedMessage
 } from './protocol/index.js'
 
 /** Which signature scheme a request is signed with: the X-API-* headers, or RFC 9421's Signature-Input and Signature. */
@@ -121,9 +121,17 @@ export function randomNonce (): string {
   return toBase64(bytes).replaceAll('+', '-').replaceAll('/', '_').replace(/=+$/, '')
 }
 
+/** WebCrypto's name of each Content-Digest algorithm's hash */
+const HASH_OF: Readonly<Record<ContentDigestAlgorithm, string>> = { 'sha-256': 'SHA-256', 'sha-512': 'SHA-512' }
+
+/** The digest of the exact body bytes by a Content-Digest algorithm (RFC 9530). */
+export async function bodyDigest (algorithm: ContentDigestAlgorithm, body: Bytes): Promise<Uint8Array> {
+  return new Uint8Array(await subtle().digest(HASH_OF[algorithm], body))
+}
+
 /** The Content-Digest field value of the exact body bytes: `sha-256=:<base64>:` (RFC 9530). */
 export async function contentDigest (body: Bytes): Promise<string> {
-  return contentDigestValue('sha-256', toBase64(new Uint8Array(await subtle().digest('SHA-256', body))))
+  return contentDigestValue('sha-256', toBase64(await bodyDigest('sha-256', body)))
 }
 
 /** The covered components, in order: @method, the target, and for a body content-digest and content-type. */
