@@ -12,7 +12,7 @@ import { addUser, login, registerKey, sendSigned, startTestGateway, startUpstrea
 // Short enough that the old key retires within seconds (TTL + margin). The traffic phase stops
 // 2 s before the tokens issued just before the rotation expire, or at REQUESTS: on a loaded machine
 // 500 signed requests can take longer than the TTL, and an expired token is no rotation error.
-const TTL_SECONDS = 15
+const TTL_SECONDS = 10
 const RETIRE_MARGIN_MS = 1000
 const REQUESTS = 500
 /** the traffic phase must still cover the rotation with this many requests */
