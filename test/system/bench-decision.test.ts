@@ -84,14 +84,17 @@ t.test('--scenario decision: g, h and d measured; the figures on top of the repo
 })
 
 t.test('--scenario decision without nginx: how to install it; g and h belong to it', async (t) => {
-  const missing = await bench(['--scenario', 'decision', '--nginx', '/nonexistent/nginx'])
+  // three refusals before anything starts: run side by side
+  const [missing, other, alone] = await Promise.all([
+    bench(['--scenario', 'decision', '--nginx', '/nonexistent/nginx']),
+    bench(['--scenario', 'decision', '--only', 'c,h']),
+    bench(['--only', 'g'])
+  ])
   t.equal(missing.code, 1)
   t.match(missing.stderr, /--scenario decision needs nginx \(g, h\), and there is none at \/nonexistent\/nginx: install it \(Debian, Ubuntu: apt-get install nginx-light/)
   t.match(missing.stderr, /--only d/, 'or keygate inline alone')
-  const other = await bench(['--scenario', 'decision', '--only', 'c,h'])
   t.equal(other.code, 2)
   t.match(other.stderr, /--scenario decision: runs d, g, h only; leave out c/)
-  const alone = await bench(['--only', 'g'])
   t.equal(alone.code, 2)
   t.match(alone.stderr, /--only: g and h \(nginx\) are --scenario decision's/)
 })
