@@ -19,6 +19,8 @@ COPY client/tsconfig.json ./client/
 COPY client/src/ ./client/src/
 COPY gateway/src/ ./gateway/src/
 COPY upstream-stub/src/ ./upstream-stub/src/
+COPY gateway/portal/ ./gateway/portal/
+COPY scripts/build-portal.ts ./scripts/
 RUN npm run build
 
 # ---- runtime ----

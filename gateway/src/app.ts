@@ -12,6 +12,7 @@ import { countBodyMemory } from './http/plugins/body-memory.js'
 import { clientAddressPlugin } from './http/plugins/client-address.js'
 import { docsPlugin } from './http/plugins/docs.js'
 import { metricsPlugin } from './http/plugins/metrics.js'
+import { portalPlugin } from './http/plugins/portal.js'
 import { problemsPlugin, refuseConnect } from './http/plugins/problems.js'
 import { requestTargetPlugin } from './http/plugins/request-target.js'
 import { shutdownPlugin } from './http/plugins/shutdown.js'
@@ -167,6 +168,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(metricsPlugin, { metrics: services.metrics })
   // Before the routes, which it documents as they are added. Its /docs paths are keygate's own.
   if (config.docs) await app.register(docsPlugin, { routes })
+  // The developer portal's page and bundles: static, and every action it takes is a call to the API below
+  if (config.portalPrefix !== undefined) await app.register(portalPlugin, { prefix: config.portalPrefix })
 
   await app.register(healthRoutes, { store })
   await app.register(jwksRoutes, { tokens })

@@ -14,6 +14,7 @@ import { parse } from 'yaml'
 import { copyOf, dockerStages, execForm, type Stage } from '../helpers/dockerfile.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { exitOn, portAnswers, startCommand } from '../helpers/listening.js'
+import { checkPortalServed } from '../helpers/portal-files.js'
 import { login, PASSWORD, registerKey, sendSigned } from '../helpers/stack.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -98,6 +99,7 @@ t.test('the image as docker build assembles it: its CMD and the upstream command
     keys, token, method: 'POST', target: '/v1/clients/', body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', tax_id: '12345678' })
   })
   t.equal(created.status, 201, 'a signed request goes through the image\'s gateway to the image\'s upstream service')
+  await checkPortalServed(t, gw.url)
   t.equal(await exitOn(gw.child, 'SIGTERM'), 0, 'SIGTERM: exit code 0')
   t.equal(await portAnswers(gw.url), false)
 })

@@ -15,6 +15,7 @@ import { rsaKeyPair } from '../helpers/keys.js'
 import { exitOn, interruptGroup, portAnswers, startCommand } from '../helpers/listening.js'
 import { builtCheckout } from '../helpers/build.js'
 import { installInScratch, packed } from '../helpers/packages.js'
+import { checkPortalServed } from '../helpers/portal-files.js'
 import { login, registerKey, sendSigned, startUpstreamStub } from '../helpers/stack.js'
 
 const run = promisify(execFile)
@@ -30,6 +31,7 @@ t.test('the packed keygate installs with --omit=dev and its keygate command fron
   t.same(files.filter((f) => /\.ts$|^test\/|\.map$/.test(f)), [], 'no TypeScript sources, no tests in the tarball')
   t.ok(files.includes('dist/gateway/src/cli/keygate.js'), 'the compiled CLI is in it')
   t.ok(files.includes('dist/client/src/protocol/index.js'), 'and the protocol code the gateway imports, compiled in')
+  t.ok(files.includes('dist/portal/index.html'), 'and the developer portal, bundled')
   // what npm run package-sizes prints (the docs quote no size): the tarballs' own, to the byte
   const [keygateSize, clientSize] = await packedSizes(await builtCheckout())
   t.match(keygateSize, { filename: basename(tarball), size: statSync(tarball).size, files: files.length }, 'package-sizes: the keygate tarball')
@@ -93,6 +95,7 @@ t.test('the packed keygate installs with --omit=dev and its keygate command fron
   t.equal(read.status, 200)
   t.match(read.json(), { id, name: 'Ada' }, 'and reads back what the backend stored')
   t.equal((await send(gw.url, `/v1/clients/${id}`, { headers: { authorization: `Bearer ${token}` } })).status, 401, 'unsigned: refused')
+  await checkPortalServed(t, gw.url)
   // npm does not pass SIGTERM on to what it runs (a supervisor must run the command itself, below);
   // in a terminal, Ctrl-C reaches the whole process group, the gateway included.
   await interruptGroup(gw.child)

@@ -131,6 +131,8 @@ export const EnvSchema = Type.Object({
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ROUTES_WATCH: Type.Optional(Switch),
   KEYGATE_DOCS: Type.Optional(Switch),
+  // "off", or a path: checked by portalPrefixFrom, whose error says what it takes
+  KEYGATE_PORTAL_PREFIX: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_STRICT_REQUEST_LINE: Type.Optional(Switch),
   KEYGATE_METRICS_PORT: Type.Optional(Port),
   KEYGATE_METRICS_HOST: Type.Optional(Type.String({ minLength: 1 })),
@@ -212,6 +214,8 @@ export interface GatewayConfig {
   watchRoutes: boolean
   /** KEYGATE_DOCS: serve the OpenAPI document at /docs/json and its page at /docs */
   docs: boolean
+  /** KEYGATE_PORTAL_PREFIX: the developer portal's path on the public port (default /portal); undefined: off */
+  portalPrefix: string | undefined
   /**
    * the Prometheus listener: none unless KEYGATE_METRICS_PORT is set; on 127.0.0.1 by default.
    * With workers, the primary holds it and serves every worker's metrics added up.
@@ -268,6 +272,27 @@ export interface RouteDefaults {
   upstream: string
   bodyLimit: number
   timeoutMs: number
+  /** keygate's own subtrees that this configuration serves beyond the fixed ones (the portal's prefix): no route may cover one */
+  ownPrefixes?: readonly string[]
+}
+
+export const DEFAULT_PORTAL_PREFIX = '/portal'
+/** A path of plain segments: no dots alone, no encoded characters, no trailing slash */
+const PORTAL_PREFIX = /^(?:\/[a-z0-9][a-z0-9_-]*)+$/
+/** the paths of keygate's own that the portal may not sit in or over */
+const OWN_PATHS = ['/v1', '/docs', '/.well-known', '/healthz', '/readyz']
+
+/** KEYGATE_PORTAL_PREFIX: "off", or where the developer portal lives (default /portal). */
+export function portalPrefixFrom (value: string | undefined): string | undefined {
+  if (value === undefined) return DEFAULT_PORTAL_PREFIX
+  if (value === 'off') return undefined
+  const clash = OWN_PATHS.find((own) => value === own || value.startsWith(`${own}/`) || own.startsWith(`${value}/`))
+  if (!PORTAL_PREFIX.test(value) || clash !== undefined) {
+    throw new ConfigError(`KEYGATE_PORTAL_PREFIX: ${JSON.stringify(value)} is not allowed: ` +
+      (clash === undefined ? '' : `it overlaps keygate's own ${clash}; `) +
+      'use "off" or a path of lower-case segments (a-z, 0-9, - and _) without a trailing slash, such as /portal or /developers')
+  }
+  return value
 }
 
 /** Values that may hold secrets are never quoted back in an error. */
@@ -315,6 +340,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
   const upstreamPort = e.UPSTREAM_PORT ?? DEFAULT_UPSTREAM_PORT
   const upstream = e.UPSTREAM_URL ?? `http://127.0.0.1:${upstreamPort}`
   const bodyLimit = e.KEYGATE_BODY_LIMIT ?? DEFAULT_BODY_LIMIT
+  const portalPrefix = portalPrefixFrom(e.KEYGATE_PORTAL_PREFIX)
   const timeoutMs = e.KEYGATE_UPSTREAM_TIMEOUT_MS ?? DEFAULT_UPSTREAM_TIMEOUT_MS
   const redisTopology = redisTopologyFrom(e)
   const workers = resolveWorkers(e.KEYGATE_WORKERS, env.NODE_ENV, e.REDIS_URL !== undefined || redisTopology !== undefined)
@@ -362,7 +388,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       shutdownGraceMs: e.KEYGATE_SHUTDOWN_GRACE_MS ?? DEFAULT_SHUTDOWN_GRACE_MS,
       strictRequestLine: isOn(e.KEYGATE_STRICT_REQUEST_LINE, true)
     },
-    routeDefaults: { upstream, bodyLimit, timeoutMs },
+    routeDefaults: { upstream, bodyLimit, timeoutMs, ...(portalPrefix !== undefined && { ownPrefixes: [portalPrefix] }) },
     upstreams: {
       connections: e.KEYGATE_UPSTREAM_CONNECTIONS ?? DEFAULT_UPSTREAM_CONNECTIONS,
       maxPending: e.KEYGATE_UPSTREAM_MAX_PENDING ?? DEFAULT_UPSTREAM_MAX_PENDING,
@@ -371,6 +397,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     routesFile: e.KEYGATE_ROUTES,
     watchRoutes: isOn(e.KEYGATE_ROUTES_WATCH, false),
     docs: isOn(e.KEYGATE_DOCS, true),
+    portalPrefix,
     metrics: { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST },
     admin: adminConfigFrom(e, { port: e.PORT ?? DEFAULT_PORT, host: e.HOST ?? DEFAULT_HOST },
       { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST }),

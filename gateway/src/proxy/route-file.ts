@@ -93,7 +93,8 @@ export type RouteFile = Static<typeof RouteFileSchema>
 export const RESERVED_PATHS = ['/v1/auth/token', '/v1/api-keys', '/.well-known/jwks.json', '/healthz', '/readyz', '/v1/time', '/v1/routes', '/v1/usage']
 /**
  * keygate's own subtrees: /docs and everything under it (the docs page and its assets). A route
- * may neither cover one nor lie inside it; the catch-alls excepted, as above.
+ * may neither cover one nor lie inside it; the catch-alls excepted, as above. The developer
+ * portal's prefix, which is a setting, joins them through RouteDefaults.ownPrefixes.
  */
 export const RESERVED_PREFIXES = ['/docs']
 /** keygate's own endpoints under these (DELETE /v1/api-keys/:apiKey, GET /v1/api-keys/:apiKey/usage): no route may take a path in them */
@@ -400,7 +401,7 @@ function bucketProblems (routes: Array<RouteConfig | undefined>): Problem[] {
   return problems
 }
 
-function ruleProblems (routes: Array<RouteConfig | undefined>, entries: readonly RouteEntry[] = []): Problem[] {
+function ruleProblems (routes: Array<RouteConfig | undefined>, entries: readonly RouteEntry[] = [], ownPrefixes: readonly string[] = []): Problem[] {
   const problems: Problem[] = []
   problems.push(...bucketProblems(routes))
   routes.forEach((r, i) => {
@@ -414,7 +415,7 @@ function ruleProblems (routes: Array<RouteConfig | undefined>, entries: readonly
         problems.push({ route: i, text: `routes[${i}].${field}: ${JSON.stringify(r.prefix)} would shadow keygate's own ${reserved}; route a path outside it` })
       }
     }
-    for (const reserved of RESERVED_PREFIXES) {
+    for (const reserved of [...RESERVED_PREFIXES, ...ownPrefixes]) {
       if ((matches(r.prefix, r.exact, reserved) || matches(reserved, false, r.prefix)) && !catchAll) {
         problems.push({
           route: i,
@@ -459,7 +460,7 @@ export function routesFromDocument (document: unknown, file: string, defaults: R
   }
   const broken = new Set(problems.map((p) => p.route))
   const converted = entries.map((entry, i) => broken.has(i) ? undefined : toRoute(entry, i, defaults, problems))
-  problems.push(...ruleProblems(converted, entries))
+  problems.push(...ruleProblems(converted, entries, defaults.ownPrefixes))
   if (problems.length > 0) {
     // Stable order: by route, schema problems before rule problems within a route.
     const ordered = problems.map((p, i) => ({ ...p, i })).sort((x, y) => x.route - y.route || x.i - y.i)
