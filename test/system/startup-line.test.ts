@@ -161,8 +161,11 @@ t.test('npm start: the same line, then where the example service listens', async
   const gw = await start(t, NPM_START, { UPSTREAM_PORT: '0' })
   t.match(gw.line.startup, { url: /^http:\/\/127\.0\.0\.1:\d+$/, store: 'embedded', routes: 2, workers: 1, metricsPort: 'off', adminPort: 'off' })
   t.equal((await send(gw.line.startup?.url ?? '', '/healthz')).status, 200)
+  const portal = `${gw.line.startup?.url ?? ''}/portal/`
+  t.equal((await send(gw.line.startup?.url ?? '', '/portal/')).status, 200, 'the developer portal is served')
   const { code, lines } = await gw.stop()
   t.equal(code, 0)
   t.equal(lines.filter((l) => l.startup !== undefined).length, 1, 'said once')
   t.ok(lines.some((l) => /^forwarding \/v1\/clients\/ to http:\/\/127\.0\.0\.1:\d+/.test(l.msg)), 'and where the routes go')
+  t.ok(lines.some((l) => l.msg.startsWith(`developer portal: ${portal} in a browser (log in as demo`)), 'and where the developer portal is')
 })

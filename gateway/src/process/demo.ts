@@ -43,6 +43,9 @@ export async function demo (): Promise<void> {
   app.log.info(line.fields, line.message)
   // where the example service landed (UPSTREAM_PORT=0 picks a free port)
   app.log.info(`forwarding ${routes.map((r) => `${r.prefix} to ${r.upstream}`).join(', ')}`)
+  if (config.portalPrefix !== undefined) {
+    app.log.info(`developer portal: ${gateway.url}${config.portalPrefix}/ in a browser (log in as demo, make a key in the page, try a signed request)`)
+  }
   closeOnSignals(async () => {
     await gateway.close()
     await upstream.close()
