@@ -2,6 +2,7 @@
 // it (or its own), there are no import loops, and the client package stands on its own. The
 // Layout of docs/tests.md describes the same order.
 import { readdirSync, readFileSync } from 'node:fs'
+import { builtinModules } from 'node:module'
 import { dirname, join, normalize, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
@@ -90,7 +91,7 @@ function importsOf (file: string): Imports {
   return out
 }
 
-const files = [...sources('client/src'), ...sources('gateway/src'), ...sources('gateway/portal/src')]
+const files = [...sources('client/src'), ...sources('gateway/src'), ...sources('gateway/portal')]
 const graph = new Map(files.map((file) => [file, importsOf(file)]))
 
 t.test('every import points down the layers', async (t) => {
@@ -126,11 +127,25 @@ t.test('the client package stands on its own', async (t) => {
   }
 })
 
+t.test('the portal\'s code runs in the page: it imports the client package, and no Node.js module', async (t) => {
+  const portal = files.filter((f) => f.startsWith('gateway/portal/'))
+  t.ok(portal.length > 0, 'there is portal code')
+  for (const file of portal) {
+    const { local, packages } = graph.get(file)!
+    t.same(local.filter((target) => !target.startsWith('client/src/') && !target.startsWith('gateway/portal/')), [],
+      `${file} imports nothing but the client package and the portal`)
+    t.same(packages.filter((name) => name.startsWith('node:') || builtinModules.includes(name)), [], `${file} imports no Node.js module`)
+  }
+  t.same(files.filter((file) => !file.startsWith('gateway/portal/') && graph.get(file)!.local.some((target) => target.startsWith('gateway/portal/'))), [],
+    'and nothing else imports it')
+})
+
 t.test('the layer check sees the code it checks', async (t) => {
   // A regex that silently matched nothing would pass every test above.
   t.ok(graph.get('gateway/src/app.ts')!.local.includes('gateway/src/http/routes/proxy.ts'), 'app.ts -> http/routes/proxy.ts is seen')
   t.ok(graph.get('gateway/src/auth/replay.ts')!.local.includes('client/src/protocol/index.ts'), 'the protocol package import is seen')
   t.ok(graph.get('gateway/src/cli/client-commands.ts')!.local.includes('client/src/index.ts'), 'the client package import is seen')
+  t.ok(graph.get('gateway/portal/src/snippets.ts')!.local.includes('client/src/protocol/index.ts'), 'the portal\'s imports are seen')
   t.ok(graph.get('gateway/src/http/routes/proxy.ts')!.packages.includes('fastify'), 'package imports are seen')
 })
 
