@@ -1,0 +1,400 @@
+// The developer portal in a real browser: headless Chromium (test/helpers/chromium.ts) drives the
+// page keygate serves at /portal/, by its labels, as a user would, against a keygate on Redis in
+// front of a recording upstream. Keys are made in the page (Ed25519, P-256; exportable; made
+// elsewhere with the page's own openssl commands), signed calls go out in both schemes, a rewriting
+// proxy (request interception) makes keygate refuse one and the page shows why, keys rotate and
+// are revoked, the private key stays unexportable across a reload, the CSP holds, and axe-core
+// finds no serious or critical violation on any view. Screenshots of each view go to
+// KEYGATE_SCREENSHOTS_DIR (npm run portal:screenshots: docs/portal) or a temporary folder.
+import { execFileSync } from 'node:child_process'
+import { createHash, createPublicKey, generateKeyPairSync } from 'node:crypto'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import axe from 'axe-core'
+import type { HTTPRequest, Page } from 'puppeteer-core'
+import t, { type Test } from 'tap'
+import { createClient, registerKey } from '#client'
+import { launchChromium } from '../helpers/chromium.js'
+import { startRecorder } from '../helpers/recorder.js'
+import { routeFile } from '../helpers/routes.js'
+import { addUser, login, PASSWORD, startStack } from '../helpers/stack.js'
+
+const ROOT = resolve(import.meta.dirname, '../..')
+/** the views docs/portal.md shows, by file name */
+const SCREENSHOTS = ['login.png', 'keys.png', 'new-key.png', 'try-it.png', 'try-it-refused.png'] as const
+
+/** axe-core's violations on the page as it is, as "impact rule: targets" lines */
+async function axeViolations (page: Page): Promise<Array<{ impact: string; line: string }>> {
+  // axe's source is evaluated by the DevTools protocol, which the page's CSP does not govern
+  if (await page.evaluate('typeof window.axe') === 'undefined') await page.evaluate(axe.source)
+  const violations = await page.evaluate(`axe.run(document, { resultTypes: ['violations'] }).then(({ violations }) =>
+    violations.map(({ id, impact, nodes }) => ({ id, impact, targets: nodes.map((node) => node.target.join(' ')) })))`) as
+    Array<{ id: string; impact: string; targets: string[] }>
+  return violations.map(({ id, impact, targets }) => ({ impact, line: `${impact} ${id}: ${targets.join(', ')}` }))
+}
+
+t.test('the developer portal in Chromium: keys made, used, rotated and revoked in the page', async (t) => {
+  const recorder = await startRecorder(t)
+  const routes = routeFile(t, `routes:
+  - name: clients
+    prefix: /v1/clients/
+    upstream: ${recorder.url}
+    auth: signed
+    methods: [GET, POST]
+    rateLimits:
+      - { by: key, limit: 100, window: 1h }
+      - { by: user, limit: 1000, window: 1d }
+  - { name: status, path: /status, upstream: ${recorder.url}, auth: public, methods: [GET] }
+`)
+  const gw = await startStack(t, { store: 'redis', upstreamUrl: recorder.url, config: { routesFile: routes.path } })
+  await addUser(gw, 'alice')
+  const origin = new URL(gw.url).origin
+  const portal = `${origin}/portal/`
+
+  const work = mkdtempSync(join(tmpdir(), 'keygate-portal-'))
+  t.teardown(() => { rmSync(work, { recursive: true, force: true }) })
+  const shots = process.env.KEYGATE_SCREENSHOTS_DIR !== undefined && process.env.KEYGATE_SCREENSHOTS_DIR !== ''
+    ? resolve(process.env.KEYGATE_SCREENSHOTS_DIR)
+    : join(work, 'screenshots')
+  const downloads = join(work, 'downloads')
+  mkdirSync(shots, { recursive: true })
+  mkdirSync(downloads)
+
+  const browser = await launchChromium()
+  t.teardown(async () => { await browser.close() })
+  t.comment(`browser: ${await browser.version()}`)
+  const page = await browser.newPage()
+  await page.setViewport({ width: 1200, height: 900 })
+  const cdp = await page.createCDPSession()
+  await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads, eventsEnabled: true })
+
+  // A rewriting proxy on the way, when a test sets one; nothing may go to another origin.
+  let rewrite: ((request: HTTPRequest) => { url?: string; postData?: string } | undefined) | undefined
+  const elsewhere: string[] = []
+  const failures: string[] = []
+  await page.setRequestInterception(true)
+  page.on('request', (request) => {
+    const url = request.url()
+    if (url.startsWith('blob:') || url.startsWith('data:')) { void request.continue(); return }
+    if (new URL(url).origin !== origin) {
+      elsewhere.push(url)
+      void request.abort()
+      return
+    }
+    void request.continue(rewrite?.(request))
+  })
+  page.on('pageerror', (err) => { failures.push(`page error: ${err instanceof Error ? err.message : String(err)}`) })
+  // every answer under /portal/ (the page, its bundles): the security headers
+  const portalAnswers: Array<{ url: string; csp: string | undefined; nosniff: string | undefined; frames: string | undefined }> = []
+  page.on('response', (response) => {
+    if (!response.url().startsWith(portal)) return
+    const headers = response.headers()
+    portalAnswers.push({
+      url: response.url(), csp: headers['content-security-policy'], nosniff: headers['x-content-type-options'], frames: headers['x-frame-options']
+    })
+  })
+
+  // an accessible name and role; a name holding " is quoted with ' (puppeteer's ARIA selectors take no escapes)
+  const aria = (name: string, role: string): string => `::-p-aria([name=${name.includes('"') ? `'${name}'` : `"${name}"`}][role="${role}"])`
+  const click = async (name: string, role = 'button'): Promise<void> => { await page.locator(aria(name, role)).click() }
+  const fill = async (name: string, value: string, role = 'textbox'): Promise<void> => { await page.locator(aria(name, role)).fill(value) }
+  // the test's own typecheck has no DOM library: what runs in the page is given as text
+  /** waits until the element's text matches (a string: is it) */
+  const shows = async (selector: string, want: string | RegExp): Promise<void> => {
+    const test = typeof want === 'string' ? `=== ${JSON.stringify(want)}` : `.match(new RegExp(${JSON.stringify(want.source)}, ${JSON.stringify(want.flags)}))`
+    await page.waitForFunction(`(document.querySelector(${JSON.stringify(selector)})?.textContent ?? '')${test}`)
+  }
+  const heading = async (text: string): Promise<void> => { await shows('h1', text) }
+  const focused = async (): Promise<string> => await page.evaluate('document.activeElement?.textContent ?? ""') as string
+  const status = async (): Promise<string> => await page.$eval('#status', (el) => el.textContent ?? '')
+  /** Sends the Try it form and waits for the answer (or the page's refusal to send). */
+  const send = async (): Promise<string> => {
+    await click('Send')
+    await shows('#status', /^(Answer|Not sent):/)
+    return await status()
+  }
+  const text = async (selector: string): Promise<string> => await page.$eval(selector, (el) => el.textContent ?? '')
+  const shoot = async (name: (typeof SCREENSHOTS)[number]): Promise<void> => {
+    await page.mouse.move(0, 0) // no button left in its hover colour
+    await page.screenshot({ path: join(shots, name), fullPage: true })
+  }
+  /** the page from its top down to an element (Try it goes on with what was sent and the snippets: long, and shown as text) */
+  const shootDownTo = async (name: (typeof SCREENSHOTS)[number], selector: string): Promise<void> => {
+    await page.mouse.move(0, 0)
+    const bottom = await page.evaluate(`document.querySelector(${JSON.stringify(selector)}).getBoundingClientRect().bottom + window.scrollY`) as number
+    await page.screenshot({ path: join(shots, name), clip: { x: 0, y: 0, width: 1200, height: Math.ceil(bottom) + 24 }, captureBeyondViewport: true })
+  }
+  const accessible = async (t: Test, view: string): Promise<void> => {
+    const violations = await axeViolations(page)
+    t.same(violations.filter(({ impact }) => impact === 'serious' || impact === 'critical').map(({ line }) => line), [],
+      `axe: no serious or critical violation on ${view}`)
+    for (const { line } of violations) t.comment(`axe on ${view}: ${line}`)
+  }
+  /** logs in, and waits for the view it leads to */
+  const logIn = async (then = 'Your keys'): Promise<void> => {
+    await fill('Username', 'alice')
+    await fill('Password', PASSWORD)
+    await click('Log in')
+    await heading(then)
+  }
+  const newKey = async (name: string, type: 'ed25519' | 'p256' | 'rsa', where?: string): Promise<string> => {
+    await click('New key', 'link')
+    await heading('New key')
+    if (where !== undefined) await click(where, 'radio')
+    await fill('Name', name)
+    await page.locator(aria('Key type', 'combobox')).fill(type)
+    return name
+  }
+  const apiKeyShown = async (name: string): Promise<string> => {
+    await heading(`Key "${name}"`)
+    return await text('code.apikey')
+  }
+  type Scheme = 'Seed (X-API-* headers)' | 'RFC 9421 (HTTP Message Signatures)'
+  /** fills Try it's form and sends it */
+  const tryIt = async (input: { key: string; scheme: Scheme; method: string; query?: string; body?: string }): Promise<string> => {
+    await click('Try it', 'link')
+    await heading('Try it')
+    await page.locator(aria('Route', 'combobox')).fill('clients')
+    await page.locator(aria('Method', 'combobox')).fill(input.method)
+    await fill('Path', '/v1/clients/')
+    await fill('Query (optional)', input.query ?? '')
+    await fill('Body (optional)', input.body ?? '')
+    await click(input.scheme, 'radio')
+    await page.locator(aria('Key', 'combobox')).fill(input.key)
+    return await send()
+  }
+
+  // 1. The page, its security headers, the login view
+  const answer = await page.goto(portal, { waitUntil: 'networkidle0' })
+  const headers = answer?.headers() ?? {}
+  t.match(headers['content-security-policy'], /^default-src 'none'; script-src 'self'; style-src 'self';/, 'the page comes with its strict CSP')
+  t.equal(headers['x-content-type-options'], 'nosniff')
+  t.equal(headers['referrer-policy'], 'no-referrer')
+  t.equal(headers['set-cookie'], undefined, 'and no cookie')
+  await heading('Log in')
+  t.match(page.url(), /#\/login$/, 'not logged in: the login view')
+  t.match(await text('main'), /reloading the page asks you to log in again/, 'which says a reload logs out')
+  t.equal(await page.evaluate('document.activeElement?.getAttribute("name")'), 'username', 'the focus is on the username')
+  await shoot('login.png')
+  await accessible(t, 'the login view')
+
+  // The CSP: an inline script put in the page does not run, and the browser reports why.
+  const blocked = await page.evaluate(`(async () => {
+    const violation = new Promise((resolve) => {
+      document.addEventListener('securitypolicyviolation', (event) => { resolve(event.effectiveDirective) }, { once: true })
+    })
+    const script = document.createElement('script')
+    script.textContent = 'window.injected = true'
+    document.body.append(script)
+    return { directive: await violation, ran: window.injected === true }
+  })()`)
+  t.same(blocked, { directive: 'script-src-elem', ran: false }, 'the CSP blocks an injected inline script, with a securitypolicyviolation')
+
+  await fill('Username', 'alice')
+  await fill('Password', 'not the password')
+  await click('Log in')
+  await shows('#status', /^Not logged in/)
+  t.match(await status(), /INVALID_CREDENTIALS/, 'a wrong password: keygate\'s code, in the live region')
+  await logIn()
+  t.match(await status(), 'Logged in as alice')
+
+  // 2. Keys made in the page: Ed25519 and P-256, not exportable
+  await newKey('laptop ed25519', 'ed25519')
+  await shoot('new-key.png')
+  await accessible(t, 'the new-key view')
+  await click('Create key')
+  const ed25519 = await apiKeyShown('laptop ed25519')
+  t.match(ed25519, /^[0-9a-f]{64}$/, 'an Ed25519 key made in the page is registered')
+  t.match(await text('dl.facts'), /TypeEd25519/)
+  t.match(await text('dl.facts'), /Private keyin this browser, not exportable/)
+  await newKey('laptop p256', 'p256')
+  await click('Create key')
+  const p256 = await apiKeyShown('laptop p256')
+  t.match(p256, /^[0-9a-f]{64}$/, 'and a P-256 key')
+  await accessible(t, 'a key\'s view')
+
+  // 3. Try it: signed calls in both schemes reach the upstream with the identity
+  t.equal(await tryIt({ key: ed25519, scheme: 'Seed (X-API-* headers)', method: 'POST', body: '{"name":"Ada Lovelace"}' }), 'Answer: 200 OK',
+    'POST, seed scheme, Ed25519: accepted')
+  t.equal(await focused(), 'Answer', 'the focus moves to the answer')
+  let reached = recorder.requests.at(-1)
+  t.match(reached, {
+    method: 'POST', url: '/v1/clients/', headers: { 'x-gateway-user': 'alice', 'x-gateway-key': ed25519, 'x-gateway-key-name': 'laptop ed25519' }
+  },
+  'the upstream got it with the identity keygate vouches for')
+  t.equal(reached?.body.toString(), '{"name":"Ada Lovelace"}', 'and the body as typed')
+  t.equal(await tryIt({ key: p256, scheme: 'RFC 9421 (HTTP Message Signatures)', method: 'GET', query: 'limit=10' }), 'Answer: 200 OK',
+    'GET with a query, RFC 9421, P-256: accepted')
+  reached = recorder.requests.at(-1)
+  t.match(reached, { method: 'GET', url: '/v1/clients/?limit=10', headers: { 'x-gateway-user': 'alice', 'x-gateway-key': p256, 'signature-input': /^sig1=/ } })
+  t.match(await text('.answer'), /x-gateway-user|recorded/, 'the page shows the answer\'s headers and body')
+  t.match(await text('.snippets'), /curl and openssl[\s\S]*@keygate\/client[\s\S]*Python/, 'then the three snippets of the request')
+  await shootDownTo('try-it.png', '.answer pre[aria-label="Answer body"]')
+  await accessible(t, 'Try it with an accepted answer')
+
+  // 4. A rewriting proxy: keygate refuses, and the page says which part changed
+  const upstreamSaw = recorder.requests.length
+  rewrite = (request) => request.method() === 'POST' && request.url().endsWith('/v1/clients/')
+    ? { postData: (request.postData() ?? '').replace('Ada', 'Eve') }
+    : undefined
+  t.equal(await tryIt({ key: ed25519, scheme: 'Seed (X-API-* headers)', method: 'POST', body: '{"name":"Ada Lovelace"}' }),
+    'Answer: 401 Unauthorized INVALID_SIGNATURE', 'a body changed on the way: refused')
+  let diagnosis = await text('section.diagnosis')
+  t.match(diagnosis, /differing: bodySha256, signingStringLength|differing: bodySha256, signingStringSha256/, 'the diagnosis names the body\'s hash')
+  const rows = await page.$$eval('table.diagnosis tr.differs th', (cells) => cells.map((cell) => cell.textContent))
+  t.same(rows, ['Body SHA-256', 'Signing string SHA-256'], 'and marks the rows that differ (same length: the body was swapped in place)')
+  rewrite = (request) => request.url().includes('?limit=10') ? { url: request.url().replace('limit=10', 'limit=99') } : undefined
+  t.equal(await tryIt({ key: p256, scheme: 'RFC 9421 (HTTP Message Signatures)', method: 'GET', query: 'limit=10' }),
+    'Answer: 401 Unauthorized INVALID_SIGNATURE', 'a query changed on the way (RFC 9421): refused')
+  diagnosis = await text('section.diagnosis')
+  t.match(diagnosis, /another signature base than this browser signed: 2 lines differ/, 'the diagnosis compares the signature bases')
+  const marked = await page.$$eval('ol.lines li.differs', (items) => items.map((item) => item.textContent))
+  t.same(marked, [`differs: "@target-uri": ${origin}/v1/clients/?limit=10`, `differs: "@target-uri": ${origin}/v1/clients/?limit=99`],
+    'the line this browser signed and the one keygate verified, marked')
+  rewrite = undefined
+  t.equal(recorder.requests.length, upstreamSaw, 'neither refused request reached the upstream')
+  await shootDownTo('try-it-refused.png', 'section.diagnosis')
+  await accessible(t, 'Try it with a diagnosis')
+
+  // 5. Usage and the keys list, paged (keys made elsewhere too, by a program)
+  await page.goto(`${portal}#/keys/${ed25519}`)
+  await heading('Key "laptop ed25519"')
+  await page.waitForSelector('caption ::-p-text(Limits per key)')
+  const keyLimit = await page.$$eval('table tbody tr', (rows) => rows.map((row) => [...row.children].map((cell) => cell.textContent)))
+  t.same(keyLimit, [['key-1h', 'clients', '100 per 1h per key', '1', '99', keyLimit[0]?.[5]]],
+    'the key\'s usage: one call counted against its per-key limit (the refused one never passed the signature)')
+  const token = await login(gw.url, 'alice')
+  const made = Array.from({ length: 9 }, (_, i) => ({ name: `cli key ${i + 1}`, privateKey: generateKeyPairSync('ed25519').privateKey }))
+  for (const key of made) await registerKey({ baseUrl: gw.url, token, name: key.name, privateKey: key.privateKey })
+  await click('Your keys', 'link')
+  await heading('Your keys')
+  await page.waitForSelector('caption ::-p-text(page 1)')
+  const listed = async (): Promise<string[][]> => await page.$$eval('table.keys tbody tr', (rows) =>
+    rows.map((row) => [row.children[0]?.textContent ?? '', row.children[7]?.textContent ?? '']))
+  const first = await listed()
+  t.equal(first.length, 10, 'ten keys a page')
+  t.same(first.slice(0, 9).map(([, where]) => where), Array(9).fill('elsewhere'), 'keys made by a program: not in this browser')
+  t.same(first[9], ['laptop p256', 'in this browser'], 'the page\'s own keys: in this browser')
+  await page.waitForSelector('caption ::-p-text(Your limits per user)')
+  t.match(await text('main'), /user-1d\s*clients\s*1000 per 1d per user\s*2\s*998/, 'the user\'s usage: both calls that passed')
+  await shoot('keys.png')
+  await accessible(t, 'the keys view')
+  await click('Next page')
+  await page.waitForSelector('caption ::-p-text(page 2)')
+  t.same(await listed(), [['laptop ed25519', 'in this browser']], 'the next page: the rest')
+  t.equal(await focused(), 'Previous page', 'the focus stays on the pager (Next is disabled on the last page)')
+  await click('Previous page')
+  await page.waitForSelector('caption ::-p-text(page 1)')
+  t.equal(await focused(), 'Next page', 'back on the first page, where Previous is disabled: the focus on Next')
+
+  // 6. Rotate the Ed25519 key, try the new one, revoke the old one; the old key is refused
+  await click('Next page')
+  await click('laptop ed25519', 'link')
+  await heading('Key "laptop ed25519"')
+  await click('Rotate')
+  await shows('h1', /^Key "laptop ed25519 \(rotated /)
+  const rotated = await text('code.apikey')
+  const rotatedName = (await text('h1')).replace(/^Key "|"$/g, '')
+  t.match(await text('.rotation'), /This key replaces "laptop ed25519"/, 'rotate: a new key, which the page ties to the old one')
+  t.equal(await page.$(aria('Revoke the old key', 'button')), null, 'no offer to revoke the old key before the new one has worked')
+  t.equal(await tryIt({ key: rotated, scheme: 'Seed (X-API-* headers)', method: 'GET' }), 'Answer: 200 OK', 'the new key works')
+  t.match(recorder.requests.at(-1)?.headers, { 'x-gateway-key': rotated, 'x-gateway-key-name': rotatedName })
+  await click('Revoke the old key')
+  await click('Yes, revoke "laptop ed25519"')
+  await shows('#status', /revoked/)
+  t.match(await status(), 'Key "laptop ed25519" revoked', 'the old key revoked, after its confirmation')
+  t.equal(await tryIt({ key: ed25519, scheme: 'Seed (X-API-* headers)', method: 'GET' }), 'Answer: 401 Unauthorized UNKNOWN_API_KEY',
+    'the revoked key\'s next call: refused, with its code')
+  t.match(await text('.problem'), /Refused: UNKNOWN_API_KEY/)
+
+  // Revoke from a key's own view: the confirmation, then keygate refuses the key
+  await page.goto(`${portal}#/keys/${p256}`)
+  await heading('Key "laptop p256"')
+  await click('Revoke')
+  t.match(await focused(), /^Revoke the key "laptop p256"\? .*cannot be undone/, 'the confirmation is asked, and focused')
+  await click('Cancel')
+  t.equal(await focused(), 'Revoke', 'Cancel: nothing revoked, the focus back on Revoke')
+  await click('Revoke')
+  await click('Yes, revoke "laptop p256"')
+  await heading('Key "laptop p256"')
+  await shows('dl.facts', /Staterevoked/)
+  t.equal(await tryIt({ key: p256, scheme: 'RFC 9421 (HTTP Message Signatures)', method: 'GET' }), 'Answer: 401 Unauthorized UNKNOWN_API_KEY',
+    'a key revoked from its view is refused too')
+
+  // 7. The private key cannot be exported by the page itself, and survives a reload
+  const stored = await page.evaluate(`(async () => {
+    const db = await new Promise((resolve, reject) => {
+      const open = indexedDB.open('keygate-portal')
+      open.onsuccess = () => { resolve(open.result) }
+      open.onerror = () => { reject(open.error) }
+    })
+    const record = await new Promise((resolve, reject) => {
+      const get = db.transaction('keys').objectStore('keys').get(${JSON.stringify(rotated)})
+      get.onsuccess = () => { resolve(get.result) }
+      get.onerror = () => { reject(get.error) }
+    })
+    db.close()
+    const exported = await crypto.subtle.exportKey('pkcs8', record.privateKey).then(() => 'exported', (err) => err.name + ': ' + err.message)
+    return { extractable: record.privateKey.extractable, algorithm: record.privateKey.algorithm.name, exported }
+  })()`)
+  t.match(stored, { extractable: false, algorithm: 'Ed25519', exported: /^InvalidAccessError/ }, 'the page\'s own exportKey of its IndexedDB CryptoKey fails')
+  await page.reload({ waitUntil: 'networkidle0' })
+  await heading('Log in')
+  t.pass('a reload asks to log in again: the token was in memory only')
+  await logIn('Try it')
+  t.pass('and then goes back to the view it was on')
+  t.equal(await tryIt({ key: rotated, scheme: 'RFC 9421 (HTTP Message Signatures)', method: 'GET', query: 'after=reload' }), 'Answer: 200 OK',
+    'after the reload, Try it still signs with the key kept in IndexedDB')
+
+  // 8. An exportable key, downloaded for the CLI
+  await newKey('for the cli', 'p256', 'Made in this browser, exportable, downloaded for the CLI')
+  t.match(await text('form'), /Anyone who gets that file can sign requests as you/, 'the page says plainly what exportable means')
+  const downloaded = new Promise<void>((resolve) => {
+    cdp.on('Browser.downloadProgress', (event) => { if (event.state === 'completed') resolve() })
+  })
+  await click('Create and download key')
+  const exportable = await apiKeyShown('for the cli')
+  await downloaded
+  const pemFile = join(downloads, 'for-the-cli.pem')
+  t.ok(existsSync(pemFile), 'its private key was downloaded as for-the-cli.pem')
+  t.match(await status(), 'downloaded as for-the-cli.pem')
+  const pem = readFileSync(pemFile, 'utf8')
+  t.match(pem, /^-----BEGIN PRIVATE KEY-----\n/, 'PKCS#8 PEM')
+  const der = execFileSync('openssl', ['pkey', '-in', pemFile, '-pubout', '-outform', 'DER'])
+  t.equal(createHash('sha256').update(der).digest('hex'), exportable, 'openssl reads it: its public half is the registered key')
+  const cli = createClient({ baseUrl: gw.url, token, privateKey: pem })
+  t.equal((await cli.fetch('GET', '/v1/clients/?from=cli')).status, 200, 'and a program (the CLI\'s client) signs with it: accepted')
+  t.equal(recorder.requests.at(-1)?.headers['x-gateway-key-name'], 'for the cli')
+
+  // 9. A key made elsewhere: the page's openssl commands, run in a shell, then its PEM and proof pasted
+  await newKey('openssl key', 'ed25519', 'Made elsewhere with openssl: register its public key')
+  const commands = await page.$eval('pre[aria-label="openssl commands"]', (el) => el.textContent ?? '')
+  t.match(commands, /openssl genpkey -algorithm ed25519 -out openssl-key\.pem/, 'the commands, with the name filled in')
+  const shell = join(work, 'openssl')
+  mkdirSync(shell)
+  execFileSync('sh', ['-c', commands], { cwd: shell, stdio: 'pipe' })
+  await fill('Public key (PEM)', readFileSync(join(shell, 'openssl-key.pub.pem'), 'utf8'))
+  await fill('Proof (base64)', readFileSync(join(shell, 'openssl-key.proof'), 'utf8'))
+  await accessible(t, 'the new-key view, for a key made elsewhere')
+  await click('Register key')
+  const external = await apiKeyShown('openssl key')
+  const opensslSpki = createPublicKey(readFileSync(join(shell, 'openssl-key.pem'))).export({ type: 'spki', format: 'der' })
+  t.equal(external, createHash('sha256').update(opensslSpki).digest('hex'),
+    'the key openssl made is registered')
+  t.match(await text('dl.facts'), /Private keynot in this browser/)
+
+  t.ok(portalAnswers.length >= 6, `the page and its two bundles were loaded twice (${portalAnswers.length} answers under /portal/)`)
+  t.same(portalAnswers.filter(({ csp, nosniff, frames }) => csp !== headers['content-security-policy'] || nosniff !== 'nosniff' || frames !== 'DENY'), [],
+    'every one with the CSP, nosniff and X-Frame-Options')
+  t.same(elsewhere, [], 'the page asked no other origin for anything')
+  t.same(failures, [], 'no script error')
+
+  // docs/portal.md shows each screenshot this test takes
+  const doc = readFileSync(join(ROOT, 'docs/portal.md'), 'utf8')
+  for (const name of SCREENSHOTS) {
+    t.ok(existsSync(join(shots, name)), `${name} taken`)
+    t.ok(doc.includes(`](portal/${name})`), `docs/portal.md shows ${name}`)
+    t.ok(existsSync(join(ROOT, 'docs/portal', name)), `docs/portal/${name} is in the repository`)
+  }
+})
