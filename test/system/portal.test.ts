@@ -229,7 +229,10 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   reached = recorder.requests.at(-1)
   t.match(reached, { method: 'GET', url: '/v1/clients/?limit=10', headers: { 'x-gateway-user': 'alice', 'x-gateway-key': p256, 'signature-input': /^sig1=/ } })
   t.match(await text('.answer'), /x-gateway-user|recorded/, 'the page shows the answer\'s headers and body')
-  t.match(await text('.snippets'), /curl and openssl[\s\S]*@keygate\/client[\s\S]*Python/, 'then the three snippets of the request')
+  const snippets = await text('.snippets')
+  t.match(snippets, /curl and openssl[\s\S]*@keygate\/client[\s\S]*Python/, 'then the three snippets of the request')
+  t.equal(snippets.split(p256).length - 1, 3, 'each with the apiKey')
+  t.ok(snippets.split('/v1/clients/?limit=10').length - 1 >= 3, 'and the target')
   await shootDownTo('try-it.png', '.answer pre[aria-label="Answer body"]')
   await accessible(t, 'Try it with an accepted answer')
 
@@ -387,6 +390,19 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   t.ok(portalAnswers.length >= 6, `the page and its two bundles were loaded twice (${portalAnswers.length} answers under /portal/)`)
   t.same(portalAnswers.filter(({ csp, nosniff, frames }) => csp !== headers['content-security-policy'] || nosniff !== 'nosniff' || frames !== 'DENY'), [],
     'every one with the CSP, nosniff and X-Frame-Options')
+  // A revoked key's private key can go from this browser; logging out forgets the token
+  await page.goto(`${portal}#/keys/${ed25519}`)
+  await shows('dl.facts', /Private keyin this browser/)
+  await click('Delete its private key from this browser')
+  await shows('dl.facts', /Private keynot in this browser/)
+  t.pass('a revoked key\'s private key deleted from this browser')
+  await click('Log out')
+  await heading('Log in')
+  t.equal(await status(), 'Logged out.', 'Log out: back to the login view')
+  await page.goto(`${portal}#/keys`)
+  await heading('Log in')
+  t.pass('and the keys need a login again')
+
   t.same(elsewhere, [], 'the page asked no other origin for anything')
   t.same(failures, [], 'no script error')
 

@@ -41,12 +41,14 @@ export function keysView (): HTMLElement {
   // the cursors of the pages seen: pages[i] is the cursor that asked for page i + 1
   const pages: Array<string | undefined> = [undefined]
   let at = 0
+  // one page at a time: a second press while a page loads is ignored
+  let busy = false
 
   const show = async (focusAfter?: 'previous' | 'next'): Promise<void> => {
     const [page, held] = await Promise.all([listKeys(pages[at]), heldKeys(currentUser() ?? '')])
     if (page.next_cursor !== null) pages[at + 1] = page.next_cursor
     const pageButton = (label: string, disabled: boolean, step: -1 | 1): HTMLButtonElement => h('button', {
-      type: 'button', class: 'secondary', disabled, onclick: () => { at += step; void load(step === 1 ? 'next' : 'previous') }
+      type: 'button', class: 'secondary', disabled, onclick: () => { if (!busy) { at += step; void load(step === 1 ? 'next' : 'previous') } }
     }, label)
     const previous = pageButton('Previous page', at === 0, -1)
     const next = pageButton('Next page', page.next_cursor === null, 1)
@@ -62,11 +64,14 @@ export function keysView (): HTMLElement {
     }
   }
   const load = async (focusAfter?: 'previous' | 'next'): Promise<void> => {
+    busy = true
     try {
       await show(focusAfter)
     } catch (err) {
       replace(list, h('p', {}, 'Your keys could not be loaded.'))
       announce(`Your keys could not be loaded: ${describeError(err)}`, 'error')
+    } finally {
+      busy = false
     }
   }
   void load()
