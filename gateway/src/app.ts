@@ -83,6 +83,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
   }).withTypeProvider<TypeBoxTypeProvider>()
 
+  // OpenTelemetry traces: its modules loaded only when the OTEL_* variables turn tracing on (tracing/settings.ts)
+  const tracing = config.tracing === undefined ? undefined : await (await import('./tracing/tracer.js')).startTracing(config.tracing)
+  if (tracing !== undefined) app.addHook('onClose', async () => { await tracing.shutdown() })
   const store = options.store ?? await createStore(config)
   if (options.store === undefined) app.addHook('onClose', async () => { await store.close() })
   if (store.kind === 'memory') {
@@ -132,23 +135,25 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     if (request.raw.socket?.readableEnded === true) reply.header('connection', 'close')
     done(null, payload)
   })
-  const authenticator = createAuthenticator({
-    signed: signedPipeline({
-      tokens,
-      keys,
-      store,
-      userScopes,
-      observeVerification: services.metrics.observeSignatureVerification,
-      signatureBudget,
-      ...(options.now && { now: options.now })
-    }),
-    bearer: bearerPipeline({ tokens, userScopes }),
-    public: []
+  const signed = signedPipeline({
+    tokens,
+    keys,
+    store,
+    userScopes,
+    observeVerification: services.metrics.observeSignatureVerification,
+    signatureBudget,
+    ...(options.now && { now: options.now })
   })
+  const bearer = bearerPipeline({ tokens, userScopes })
+  // with tracing on, the stages where time goes have child spans
+  const authenticator = createAuthenticator(tracing === undefined
+    ? { signed, bearer, public: [] }
+    : { signed: tracing.traceStages(signed), bearer: tracing.traceStages(bearer), public: [] })
 
   // First: every later hook, log line and limit reads the client's address (request.ip) from it.
   await app.register(clientAddressPlugin, config.clientAddress)
   await app.register(problemsPlugin)
+  if (tracing !== undefined) await app.register((await import('./tracing/plugin.js')).tracingPlugin, { tracing, inline: true })
   // CONNECT never reaches Fastify: Node hands it to 'connect' listeners, or drops the connection.
   app.server.on('connect', refuseConnect)
   // Runs of spaces in a request line, which Node's parser reads as one and does not report: the
@@ -164,7 +169,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   Object.assign(app.server, { httpAllowHalfOpen: true })
   await app.register(shutdownPlugin)
   await app.register(requestTargetPlugin)
-  await app.register(accessLogPlugin)
+  await app.register(accessLogPlugin, { traceIds: tracing?.ids })
   await app.register(metricsPlugin, { metrics: services.metrics })
   // Before the routes, which it documents as they are added. Its /docs paths are keygate's own.
   if (config.docs) await app.register(docsPlugin, { routes })
@@ -192,7 +197,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const identityTokens = createIdentityTokenIssuer(tokens)
   // Decision mode: the same route table, pipelines, limits and identity tokens, on a listener of its own
   if (config.decision.port !== undefined) {
-    const decisions = await buildDecisionApp({ routes, judge: authenticator.judge, limiter, identityTokens, bodyMemory: services.bodyMemory }, {
+    const decisions = await buildDecisionApp({ routes, judge: authenticator.judge, limiter, identityTokens, bodyMemory: services.bodyMemory, tracing }, {
       trustedProxies: config.decision.trustedProxies,
       server: config.server,
       log: app.log
@@ -208,7 +213,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     identityTokens,
     metrics: services.metrics,
     upstreams: config.upstreams,
-    bodyMemory: services.bodyMemory
+    bodyMemory: services.bodyMemory,
+    ...(tracing !== undefined && { tracing })
   })
   return app
 }

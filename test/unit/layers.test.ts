@@ -21,6 +21,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['gateway/portal/src/', 1.5],
   ['gateway/src/portal/', 1.5],
   ['gateway/src/config/', 2],
+  // whether tracing is on (the OTEL_* variables): read with the config, imports no OpenTelemetry module
+  ['gateway/src/tracing/settings.ts', 2],
   ['gateway/src/store/', 3],
   ['gateway/src/keys/', 4],
   ['gateway/src/tokens/', 4],
@@ -35,6 +37,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['gateway/src/http/plugins/', 7.1],
   // the Fastify options of the listeners that judge requests (the public port, the decision listener)
   ['gateway/src/http/listener-options.ts', 7.15],
+  // OpenTelemetry traces (loaded only when on): spans over the auth stages, the proxy's upstream call and the listeners' requests
+  ['gateway/src/tracing/', 7.15],
   ['gateway/src/http/routes/', 7.2],
   ['gateway/src/http/metrics-server.ts', 7.2],
   ['gateway/src/types.ts', 7.2],

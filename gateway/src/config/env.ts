@@ -9,6 +9,7 @@ import { ConfigError } from './config-error.js'
 import { redisTopologyFrom, type RedisTopology } from './redis.js'
 import { clientAddressFrom, type ClientAddressConfig } from './trusted-proxies.js'
 import { MAX_WORKERS, resolveWorkers, type WorkerCount } from './workers.js'
+import { TRACE_PARENT_POLICIES, tracingSettingsFrom, type TracingSettings } from '../tracing/settings.js'
 
 export { ConfigError } from './config-error.js'
 
@@ -152,7 +153,8 @@ export const EnvSchema = Type.Object({
   // a string, checked here and in resolveWorkers: a number schema would turn "1.5" into 1
   KEYGATE_WORKERS: Type.Optional(Type.String({ pattern: '^(auto|[1-9][0-9]*)$', allowed: `auto, or a number of processes from 1 to ${MAX_WORKERS}` })),
   LOG_LEVEL: Type.Optional(Type.Union(LOG_LEVELS.map((level) => Type.Literal(level)))),
-  LOG_FORMAT: Type.Optional(Type.Union(LOG_FORMATS.map((format) => Type.Literal(format))))
+  LOG_FORMAT: Type.Optional(Type.Union(LOG_FORMATS.map((format) => Type.Literal(format)))),
+  KEYGATE_TRACE_PARENT: Type.Optional(Type.Union(TRACE_PARENT_POLICIES.map((policy) => Type.Literal(policy))))
 })
 export type Env = Static<typeof EnvSchema>
 export const ENV_VARIABLES = Object.keys(EnvSchema.properties) as Array<keyof Env>
@@ -234,6 +236,8 @@ export interface GatewayConfig {
   decision: DecisionConfig
   /** KEYGATE_WORKERS: how many gateway processes serve the port (1: this process alone) */
   workers: WorkerCount
+  /** OpenTelemetry traces: on only when the OTEL_* variables ask for them (tracing/settings.ts) */
+  tracing?: TracingSettings | undefined
 }
 
 export interface DecisionConfig {
@@ -406,7 +410,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       { name: 'KEYGATE_METRICS_PORT', port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST },
       { name: 'KEYGATE_ADMIN_PORT', port: e.KEYGATE_ADMIN_PORT, host: e.KEYGATE_ADMIN_HOST ?? DEFAULT_HOST }
     ]),
-    workers
+    workers,
+    tracing: tracingSettingsFrom(env, e.KEYGATE_TRACE_PARENT)
   }
 }
 

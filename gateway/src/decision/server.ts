@@ -8,6 +8,7 @@
 // would send (status, problem+json, WWW-Authenticate, Retry-After, RateLimit). It believes the
 // headers of peers it is told to trust only (KEYGATE_DECISION_TRUSTED_PROXIES); anyone else is
 // refused before anything is read. docs/decision-mode.md, SECURITY.md say what each mode promises.
+import type { Tracing } from '../tracing/tracer.js'
 import type { IncomingHttpHeaders } from 'node:http'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { FORWARDED_DIGEST_HEADER, HTTP_METHODS, pathOf } from '#client/protocol'
@@ -48,6 +49,8 @@ export interface DecisionServices extends AfterAuthentication {
   judge: Judge
   /** the request bodies held at once, with inline mode's (KEYGATE_BODY_MEMORY_LIMIT) */
   bodyMemory: ByteBudget
+  /** with tracing on: a SERVER span per decision, its stages' spans under it (tracing/tracer.ts) */
+  tracing?: Tracing | undefined
 }
 
 export interface DecisionOptions {
@@ -95,7 +98,9 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
   await app.register(problemsPlugin)
   if (options.server.strictRequestLine) trackRequestLines(app.server, DECISION_HEADER_BYTES)
   app.addHook('onRequest', refuseMalformedRequestLine)
-  await app.register(accessLogPlugin)
+  const tracing = services.tracing
+  if (tracing !== undefined) await app.register((await import('../tracing/plugin.js')).tracingPlugin, { tracing, inline: false })
+  await app.register(accessLogPlugin, { traceIds: tracing?.ids })
 
   // Every answer: never cached (a signed request's decision holds once; docs/decision-mode.md says
   // when a bearer route's may be). A refusal also carries its problem on one header line, and to
@@ -159,6 +164,7 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
   const beforeBody = (request: FastifyRequest, reply: FastifyReply): void | Promise<void> => {
     if (headersDeclareBody(request.headers)) rememberAnswer(request, reply.raw)
     const decision = request.decision = describe(request)
+    tracing?.adopt(request, decision.described)
     request.forward = { route: decision.route }
     request.auth = decision.state
     return judge.beforeBody(decision.described, decision.route.auth, decision.state)

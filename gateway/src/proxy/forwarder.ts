@@ -55,6 +55,16 @@ export type AnswerBegins<Tag> = (tag: Tag, seconds: number) => void
 /** Told, before the problem is sent, of a request answered without a byte of it sent upstream (busy, no connection). */
 export type NotSent = (reply: FastifyReply) => void
 
+/**
+ * The upstream call's span (tracing/tracer.ts), when tracing is on: `sent` begins it as the request
+ * goes out (and writes its trace context into the request's headers), `ended` ends it with the
+ * answer's status or the error. Off, the forwarder checks one field per request and does nothing more.
+ */
+export interface UpstreamTrace {
+  sent: (reply: FastifyReply, request: UpstreamRequest) => unknown
+  ended: (span: unknown, status: number, error?: Error) => void
+}
+
 /** Connection errors that show the request was never written: nothing reached the upstream. */
 const NOT_CONNECTED = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'])
 
@@ -174,6 +184,8 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   /** new -> (waiting ->) sent -> done; or new/waiting -> done, never sent */
   #state: 'new' | 'waiting' | 'sent' | 'done' = 'new'
   #sentAt = 0
+  /** the CLIENT span, when tracing is on */
+  #span: unknown
   /** while waiting: the socket whose end (the client's FIN) takes the request out of the queue, and that listener */
   #socket: Socket | null = null
   #onEnd: (() => void) | undefined
@@ -188,7 +200,8 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     private readonly answerBegins: AnswerBegins<Tag> | undefined,
     private readonly notSent: NotSent | undefined,
     private readonly tag: Tag,
-    private readonly answerHeaders: AnswerHeaders | undefined
+    private readonly answerHeaders: AnswerHeaders | undefined,
+    private readonly trace: UpstreamTrace | undefined
   ) {}
 
   /**
@@ -242,6 +255,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     this.upstream.running++
     this.#sentAt = performance.now()
     const request = this.request
+    if (this.trace !== undefined) this.#span = this.trace.sent(this.reply, request)
     this.upstream.pool.dispatch({
       method: request.method as Dispatcher.HttpMethod,
       path: request.path,
@@ -301,6 +315,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
 
   onResponseEnd (): void {
     this.#finish()
+    if (this.#span !== undefined) this.trace?.ended(this.#span, this.#status)
     const chunks = this.#chunks
     if (chunks !== undefined) this.#send(chunks.length === 1 ? chunks[0] as Buffer : Buffer.concat(chunks))
     else this.#stream?.push(null)
@@ -308,6 +323,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
 
   onResponseError (_controller: Dispatcher.DispatchController, error: Error): void {
     this.#finish()
+    if (this.#span !== undefined) this.trace?.ended(this.#span, this.#status, error)
     if (this.#stream !== undefined) {
       // the answer has begun: all that can be done is to cut it, so the client sees it is incomplete
       this.#stream.destroy(error)
@@ -331,7 +347,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
 export class Forwarder<Tag = undefined> {
   readonly #upstreams = new Map<string, Upstream<Tag>>()
 
-  constructor (private readonly options: ForwarderOptions & { onAnswerBegins?: AnswerBegins<Tag>; onNotSent?: NotSent }) {}
+  constructor (private readonly options: ForwarderOptions & { onAnswerBegins?: AnswerBegins<Tag>; onNotSent?: NotSent; trace?: UpstreamTrace }) {}
 
   #upstream (origin: string): Upstream<Tag> {
     let upstream = this.#upstreams.get(origin)
@@ -351,7 +367,8 @@ export class Forwarder<Tag = undefined> {
    * values remove the upstream's.
    */
   forward (request: UpstreamRequest, reply: FastifyReply, tag: Tag, answerHeaders?: AnswerHeaders): void {
-    const handler = new ForwardHandler(reply, request, this.#upstream(request.origin), this.options.onAnswerBegins, this.options.onNotSent, tag, answerHeaders)
+    const handler = new ForwardHandler(reply, request, this.#upstream(request.origin), this.options.onAnswerBegins, this.options.onNotSent, tag, answerHeaders,
+      this.options.trace)
     reply.raw.once('close', handler.clientGone)
     handler.upstream.admit(handler, reply.raw.socket?.readableEnded === true)
   }

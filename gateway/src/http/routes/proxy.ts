@@ -8,14 +8,14 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { HTTP_METHODS } from '#client/protocol'
 import { asHook, type Authenticator } from '../../auth/authenticate.js'
-import { headersDeclareBody } from '../../auth/described-request.js'
+import { headersDeclareBody, type DescribedRequest } from '../../auth/described-request.js'
 import { describeInline } from '../../auth/inline-request.js'
 import { releaseReplayMark } from '../../auth/replay.js'
 import type { UpstreamLimits } from '../../config/env.js'
 import type { ByteBudget } from '../../lib/byte-budget.js'
 import type { RateLimiter } from '../../limits/limiter.js'
 import type { GatewayMetrics } from '../../metrics/metrics.js'
-import { Forwarder } from '../../proxy/forwarder.js'
+import { Forwarder, type UpstreamTrace } from '../../proxy/forwarder.js'
 import { admit, limitAndIdentify, routeState } from '../../proxy/admission.js'
 import type { IdentityTokenIssuer } from '../../proxy/identity.js'
 import type { RouteConfig } from '../../proxy/route.js'
@@ -35,6 +35,8 @@ export interface ProxyOptions {
   limiter: RateLimiter
   /** the bytes of request bodies every request together may hold at once (KEYGATE_BODY_MEMORY_LIMIT) */
   bodyMemory: ByteBudget
+  /** with tracing on (tracing/tracer.ts): the upstream call's CLIENT span, and the rate-limit script's span */
+  tracing?: { upstream: UpstreamTrace; around: (described: DescribedRequest, name: string, startTime: number, pending: Promise<void>) => Promise<void> }
 }
 
 function forwardState (request: FastifyRequest): ForwardState {
@@ -43,7 +45,7 @@ function forwardState (request: FastifyRequest): ForwardState {
 }
 
 export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options) => {
-  const { routes, authenticator, identityTokens, metrics, limiter, bodyMemory } = options
+  const { routes, authenticator, identityTokens, metrics, limiter, bodyMemory, tracing } = options
   app.decorateRequest('forward', null)
 
   // Raw bytes up to the route's limit, counted against the body memory (http/plugins/body-memory.ts)
@@ -65,7 +67,14 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     const authenticated = authenticator.afterBody(request, route.auth)
     // most routes send no identity token and have no limits: nothing more to allocate or wait for
     if (route.identityToken === undefined && route.rateLimits.length === 0) return authenticated
-    const next = (): void | Promise<void> => limitAndIdentify(admitted, route, describeInline(request), request.auth ?? {}, state)
+    const next = (): void | Promise<void> => {
+      const described = describeInline(request)
+      const startTime = tracing === undefined ? 0 : performance.now()
+      const pending = limitAndIdentify(admitted, route, described, request.auth ?? {}, state)
+      return pending === undefined || tracing === undefined || route.rateLimits.length === 0
+        ? pending
+        : tracing.around(described, 'keygate.rate_limit', startTime, pending)
+    }
     return authenticated === undefined ? next() : authenticated.then(next)
   }
 
@@ -74,7 +83,8 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     ...options.upstreams,
     onAnswerBegins: (route, seconds) => { metrics.observeUpstreamLatency(route, seconds) },
     // nothing reached the upstream: the signed request may come again
-    onNotSent: (reply) => { releaseReplayMark(reply.request.auth) }
+    onNotSent: (reply) => { releaseReplayMark(reply.request.auth) },
+    ...(tracing !== undefined && { trace: tracing.upstream })
   })
   metrics.watchUpstreams(() => forwarder.queues())
   app.addHook('onClose', async () => { await forwarder.close() })
