@@ -1,0 +1,230 @@
+// OpenTelemetry traces (issue 24): a real gateway on Redis, a recording upstream and an OTLP/HTTP
+// receiver this test starts (JSON: what @opentelemetry/exporter-trace-otlp-http sends), decoding
+// what arrives. The spans of a signed request, a refused one, a replay, an upstream that is down,
+// the traceparent the upstream receives, a client's traceparent ignored or continued; and with
+// tracing off, no OpenTelemetry module loaded at all.
+import { spawn } from 'node:child_process'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import t from 'tap'
+import { compiled } from '../helpers/build.js'
+import { rsaKeyPair } from '../helpers/keys.js'
+import { startRecorder } from '../helpers/recorder.js'
+import { send } from '../helpers/http.js'
+import { addUser, login, registerKey, sendSigned, startTestGateway } from '../helpers/stack.js'
+import { route } from '../../gateway/src/proxy/route.js'
+
+interface Span {
+  traceId: string
+  spanId: string
+  parentSpanId?: string
+  name: string
+  kind: number
+  status?: { code?: number }
+  attributes: Record<string, unknown>
+}
+const SERVER = 2
+const CLIENT = 3
+const STATUS_ERROR = 2
+
+interface AnyValue { stringValue?: string; intValue?: number | string; boolValue?: boolean; arrayValue?: { values?: AnyValue[] } }
+const valueOf = (v: AnyValue): unknown => v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : v.boolValue ?? v.arrayValue?.values?.map(valueOf))
+
+/** An OTLP/HTTP receiver: every span it is sent, decoded. */
+async function startReceiver (): Promise<{ url: string; spans: Span[]; resources: Array<Record<string, unknown>> }> {
+  const spans: Span[] = []
+  const resources: Array<Record<string, unknown>> = []
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
+    req.on('end', () => {
+      type Raw = Omit<Span, 'attributes'> & { attributes?: Array<{ key: string; value: AnyValue }> }
+      const body = JSON.parse(Buffer.concat(chunks).toString()) as {
+        resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: AnyValue }> }; scopeSpans: Array<{ spans: Raw[] }> }>
+      }
+      for (const rs of body.resourceSpans) {
+        resources.push(Object.fromEntries(rs.resource.attributes.map(({ key, value }) => [key, valueOf(value)])))
+        for (const ss of rs.scopeSpans) {
+          for (const span of ss.spans) {
+            spans.push({ ...span, attributes: Object.fromEntries((span.attributes ?? []).map(({ key, value }) => [key, valueOf(value)])) })
+          }
+        }
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(async () => { await new Promise((resolve) => server.close(resolve)) })
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, spans, resources }
+}
+
+const receiver = await startReceiver()
+// what the exporter and batch processor read when the gateway starts tracing
+process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = `${receiver.url}/v1/traces`
+process.env.OTEL_BSP_SCHEDULE_DELAY = '20'
+process.env.OTEL_SERVICE_NAME = 'keygate-test'
+process.env.OTEL_RESOURCE_ATTRIBUTES = 'deployment.environment.name=test'
+
+/** The SERVER span of the request to `path`, once it has arrived, and every span of its trace. */
+async function traceOf (path: string): Promise<{ server: Span; spans: Span[] }> {
+  for (let i = 0; i < 500; i++) {
+    const server = receiver.spans.find((span) => span.kind === SERVER && span.attributes['url.path'] === path)
+    // the CLIENT span ends before the SERVER span: once the SERVER span is here, its batch held the rest
+    if (server !== undefined) return { server, spans: receiver.spans.filter((span) => span.traceId === server.traceId) }
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  throw new Error(`no SERVER span for ${path} arrived`)
+}
+
+const recorder = await startRecorder(t)
+const routes = (upstream: string): ReturnType<typeof route>[] => [
+  route({ prefix: '/v1/clients/', upstream, auth: 'signed', name: 'clients', methods: ['GET', 'POST'] }, { bodyLimit: 1 << 20, timeoutMs: 5000 }),
+  route({ prefix: '/v1/down/', upstream: 'http://127.0.0.1:1', auth: 'signed', name: 'down', methods: ['GET'] }, { bodyLimit: 1 << 20, timeoutMs: 5000 })
+]
+const ignoring = await startTestGateway(t, { store: 'redis', upstreamUrl: recorder.url, routes, config: { tracing: { traceParent: 'ignore' } } })
+// on the same Redis prefix: the key registered through the first is a cache miss here
+const continuing = await startTestGateway(t, {
+  store: 'redis', redisPrefix: ignoring.config.redisPrefix, upstreamUrl: recorder.url, routes, config: { tracing: { traceParent: 'continue' } }
+})
+const keys = rsaKeyPair()
+const setUp = async (url: string, gateway: typeof ignoring): Promise<string> => {
+  await addUser(gateway, 'alice')
+  const token = await login(url, 'alice')
+  const registered = await registerKey(url, token, keys)
+  if (registered.status !== 201) throw new Error(`registering the key: ${registered.status} ${registered.text}`)
+  return token
+}
+const token = await setUp(ignoring.url, ignoring)
+const token2 = await login(continuing.url, 'alice')
+
+const CLIENT_TRACE = '0af7651916cd43dd8448eb211c80319c'
+const clientParent = `00-${CLIENT_TRACE}-b7ad6b7169203331-01`
+
+t.test('a signed request: SERVER span with the auth attributes, child spans, and a CLIENT span whose traceparent the upstream receives', async (t) => {
+  const headers = { traceparent: clientParent, tracestate: 'a=b' }
+  const res = await sendSigned(ignoring.url, { keys, token, method: 'GET', target: '/v1/clients/traced', headers })
+  t.equal(res.status, 200)
+  const { server, spans } = await traceOf('/v1/clients/traced')
+  t.equal(server.name, 'GET clients')
+  t.not(server.traceId, CLIENT_TRACE, 'the client\'s trace id is ignored by default')
+  t.equal(server.parentSpanId ?? '', '', 'a root span')
+  t.match(server.attributes, {
+    'http.request.method': 'GET',
+    'url.path': '/v1/clients/traced',
+    'url.scheme': 'http',
+    'server.address': '127.0.0.1',
+    'client.address': '127.0.0.1',
+    'http.response.status_code': 200,
+    'http.route': '/v1/clients/*',
+    'keygate.route': 'clients',
+    'keygate.tier': 'signed',
+    'keygate.scheme': 'seed',
+    'keygate.user': 'alice',
+    'keygate.key.type': 'rsa',
+    'keygate.key.algorithm': 'rsa-v1_5-sha256',
+    'keygate.decision': 'allowed'
+  })
+  t.type(server.attributes['keygate.api_key'], 'string')
+  t.notOk('keygate.error_code' in server.attributes)
+  const names = spans.filter((span) => span.parentSpanId === server.spanId).map((span) => span.name)
+  t.ok(names.includes('keygate.verify_signature'), 'the verification')
+  const client = spans.find((span) => span.kind === CLIENT)
+  t.ok(client, 'a CLIENT span')
+  t.equal(client?.parentSpanId, server.spanId)
+  t.match(client?.attributes, { 'http.request.method': 'GET', 'server.address': '127.0.0.1', 'http.response.status_code': 200 })
+  t.equal(client?.attributes['server.port'], Number(new URL(recorder.url).port))
+  const upstream = recorder.requests.at(-1)
+  t.equal(upstream?.headers.traceparent, `00-${server.traceId}-${client?.spanId}-01`, 'the upstream\'s parent is the CLIENT span')
+  t.equal(upstream?.headers.tracestate, undefined, 'the client\'s tracestate does not pass')
+})
+
+t.test('a refused request: its code, decision refused, not an error span (4xx)', async (t) => {
+  const res = await send(ignoring.url, '/v1/clients/refused', { headers: { authorization: `Bearer ${token}` } })
+  t.equal(res.status, 401)
+  const { server, spans } = await traceOf('/v1/clients/refused')
+  t.equal(server.name, 'GET clients')
+  t.match(server.attributes, { 'keygate.decision': 'refused', 'http.response.status_code': 401, 'keygate.error_code': res.json<{ code: string }>().code })
+  t.not(server.status?.code, STATUS_ERROR)
+  t.notOk(spans.some((span) => span.kind === CLIENT), 'nothing sent upstream')
+})
+
+t.test('a replay: the second use of one signature is refused, with the replay check\'s span', async (t) => {
+  const sent = recorder.requests.length
+  const input = { keys, token, method: 'POST', target: '/v1/clients/replayed', body: '{"a":1}', headers: {} }
+  const { signedHeaders } = await import('../helpers/keys.js')
+  const headers = { 'content-type': 'application/json', ...signedHeaders(input) }
+  t.equal((await send(ignoring.url, input.target, { method: 'POST', headers, body: input.body })).status, 200)
+  const first = await traceOf('/v1/clients/replayed')
+  receiver.spans.splice(receiver.spans.indexOf(first.server), 1)
+  const again = await send(ignoring.url, input.target, { method: 'POST', headers, body: input.body })
+  t.equal(again.status, 401)
+  t.equal(again.json<{ code: string }>().code, 'REPLAYED_REQUEST')
+  t.equal(recorder.requests.length, sent + 1)
+  const { server, spans } = await traceOf('/v1/clients/replayed')
+  t.not(server.traceId, first.server.traceId)
+  t.match(server.attributes, { 'keygate.decision': 'refused', 'keygate.error_code': 'REPLAYED_REQUEST' })
+  const replay = spans.find((span) => span.name === 'keygate.replay_check')
+  t.equal(replay?.parentSpanId, server.spanId)
+  t.equal(replay?.status?.code, STATUS_ERROR)
+  t.equal(replay?.attributes['error.type'], 'REPLAYED_REQUEST')
+})
+
+t.test('an upstream that is down: 502, an error SERVER span and an error CLIENT span', async (t) => {
+  const res = await sendSigned(ignoring.url, { keys, token, method: 'GET', target: '/v1/down/x' })
+  t.equal(res.status, 502)
+  const { server, spans } = await traceOf('/v1/down/x')
+  t.equal(server.name, 'GET down')
+  t.equal(server.status?.code, STATUS_ERROR)
+  t.match(server.attributes, { 'error.type': 'UPSTREAM_UNAVAILABLE', 'keygate.error_code': 'UPSTREAM_UNAVAILABLE', 'keygate.decision': 'allowed' })
+  const client = spans.find((span) => span.kind === CLIENT)
+  t.equal(client?.status?.code, STATUS_ERROR)
+  t.equal(client?.attributes['error.type'], 'ECONNREFUSED')
+})
+
+t.test('KEYGATE_TRACE_PARENT=continue: the client\'s trace goes on through keygate', async (t) => {
+  const headers = { traceparent: clientParent, tracestate: 'a=b' }
+  const res = await sendSigned(continuing.url, { keys, token: token2, method: 'GET', target: '/v1/clients/continued', headers })
+  t.equal(res.status, 200)
+  const { server, spans } = await traceOf('/v1/clients/continued')
+  t.equal(server.traceId, CLIENT_TRACE)
+  t.equal(server.parentSpanId, 'b7ad6b7169203331')
+  const client = spans.find((span) => span.kind === CLIENT)
+  const lookup = spans.find((span) => span.name === 'keygate.key_lookup')
+  t.equal(lookup?.parentSpanId, server.spanId, 'the key read from the store (not cached in this gateway): a child span')
+  const upstream = recorder.requests.at(-1)
+  t.equal(upstream?.headers.traceparent, `00-${CLIENT_TRACE}-${client?.spanId}-01`)
+  t.equal(upstream?.headers.tracestate, 'a=b')
+})
+
+t.test('keygate\'s own endpoints: named by their URL pattern; the resource names the service', async (t) => {
+  t.equal((await send(ignoring.url, '/healthz')).status, 200)
+  const { server } = await traceOf('/healthz')
+  t.equal(server.name, 'GET /healthz')
+  t.match(receiver.resources[0], { 'service.name': 'keygate-test', 'deployment.environment.name': 'test' })
+})
+
+t.test('tracing off: neither the SDK, the exporter nor keygate\'s tracing code is loaded', async (t) => {
+  const app = await compiled('gateway/src/app.ts')
+  const config = await compiled('gateway/src/config/env.ts')
+  const script = `
+    import { registerHooks } from 'node:module'
+    const loaded = []
+    const watched = (specifier) => specifier.includes('@opentelemetry') || ['tracing/tracer', 'tracing/plugin'].some((name) => specifier.includes(name))
+    registerHooks({ resolve (specifier, context, next) { if (watched(specifier)) loaded.push(specifier); return next(specifier, context) } })
+    const { buildApp } = await import(${JSON.stringify(app)})
+    const { loadConfig } = await import(${JSON.stringify(config)})
+    const gateway = await buildApp({ config: { ...loadConfig({}), logLevel: 'silent', port: 0 } })
+    const res = await gateway.inject({ method: 'GET', url: '/healthz' })
+    await gateway.close()
+    console.log(JSON.stringify({ status: res.statusCode, loaded }))
+  `
+  const env = { ...process.env, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '', OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_TRACES_EXPORTER: '' }
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env, stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
+  await new Promise((resolve) => child.on('close', resolve))
+  const { status, loaded } = JSON.parse(out.trim().split('\n').at(-1) ?? '{}') as { status: number; loaded: string[] }
+  t.equal(status, 200)
+  // prom-client's process CPU metric loads the API (no-op without a provider) whatever keygate does
+  t.same(loaded.filter((name) => name !== '@opentelemetry/api'), [])
+})
