@@ -8,7 +8,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { compiled } from '../helpers/build.js'
-import { rsaKeyPair } from '../helpers/keys.js'
+import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { send } from '../helpers/http.js'
 import { addUser, login, registerKey, sendSigned, startTestGateway } from '../helpers/stack.js'
@@ -81,7 +81,15 @@ const routes = (upstream: string): ReturnType<typeof route>[] => [
   route({ prefix: '/v1/clients/', upstream, auth: 'signed', name: 'clients', methods: ['GET', 'POST'] }, { bodyLimit: 1 << 20, timeoutMs: 5000 }),
   route({ prefix: '/v1/down/', upstream: 'http://127.0.0.1:1', auth: 'signed', name: 'down', methods: ['GET'] }, { bodyLimit: 1 << 20, timeoutMs: 5000 })
 ]
-const ignoring = await startTestGateway(t, { store: 'redis', upstreamUrl: recorder.url, routes, config: { tracing: { traceParent: 'ignore' } } })
+/** the access log's lines of the first gateway */
+const logLines: Array<Record<string, unknown>> = []
+const ignoring = await startTestGateway(t, {
+  store: 'redis',
+  logger: { level: 'info', stream: { write: (line: string) => { logLines.push(JSON.parse(line) as Record<string, unknown>) } } },
+  upstreamUrl: recorder.url,
+  routes,
+  config: { tracing: { traceParent: 'ignore' }, decision: { port: 0, host: '127.0.0.1', trustedProxies: ['127.0.0.1'] } }
+})
 // on the same Redis prefix: the key registered through the first is a cache miss here
 const continuing = await startTestGateway(t, {
   store: 'redis', redisPrefix: ignoring.config.redisPrefix, upstreamUrl: recorder.url, routes, config: { tracing: { traceParent: 'continue' } }
@@ -136,6 +144,8 @@ t.test('a signed request: SERVER span with the auth attributes, child spans, and
   const upstream = recorder.requests.at(-1)
   t.equal(upstream?.headers.traceparent, `00-${server.traceId}-${client?.spanId}-01`, 'the upstream\'s parent is the CLIENT span')
   t.equal(upstream?.headers.tracestate, undefined, 'the client\'s tracestate does not pass')
+  const line = logLines.find((entry) => entry.msg === 'request' && entry.url === '/v1/clients/traced')
+  t.match(line, { trace_id: server.traceId, span_id: server.spanId }, 'the access log line names the trace and the SERVER span')
 })
 
 t.test('a refused request: its code, decision refused, not an error span (4xx)', async (t) => {
@@ -151,7 +161,6 @@ t.test('a refused request: its code, decision refused, not an error span (4xx)',
 t.test('a replay: the second use of one signature is refused, with the replay check\'s span', async (t) => {
   const sent = recorder.requests.length
   const input = { keys, token, method: 'POST', target: '/v1/clients/replayed', body: '{"a":1}', headers: {} }
-  const { signedHeaders } = await import('../helpers/keys.js')
   const headers = { 'content-type': 'application/json', ...signedHeaders(input) }
   t.equal((await send(ignoring.url, input.target, { method: 'POST', headers, body: input.body })).status, 200)
   const first = await traceOf('/v1/clients/replayed')
@@ -201,6 +210,17 @@ t.test('keygate\'s own endpoints: named by their URL pattern; the resource names
   const { server } = await traceOf('/healthz')
   t.equal(server.name, 'GET /healthz')
   t.match(receiver.resources[0], { 'service.name': 'keygate-test', 'deployment.environment.name': 'test' })
+})
+
+t.test('decision mode: a SERVER span per decision, the stages under it', async (t) => {
+  const decisionUrl = await ignoring.app.keygate.decisions?.listen({ port: 0, host: '127.0.0.1' }) as string
+  const headers = { host: 'api.test', ...signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/decided' }) }
+  t.equal((await send(decisionUrl, '/decide/envoy/v1/clients/decided', { headers })).status, 200)
+  const { server, spans } = await traceOf('/decide/envoy/v1/clients/decided')
+  t.equal(server.name, 'GET clients')
+  t.match(server.attributes, { 'keygate.decision': 'allowed', 'keygate.scheme': 'seed', 'keygate.user': 'alice' })
+  t.equal(spans.find((span) => span.name === 'keygate.verify_signature')?.parentSpanId, server.spanId)
+  t.notOk(spans.some((span) => span.kind === CLIENT), 'decision mode forwards nothing')
 })
 
 t.test('tracing off: neither the SDK, the exporter nor keygate\'s tracing code is loaded', async (t) => {
