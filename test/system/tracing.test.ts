@@ -7,7 +7,9 @@ import { spawn } from 'node:child_process'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { compiled } from '../helpers/build.js'
+import { compiled, ROOT } from '../helpers/build.js'
+import { exitOn, startCommand } from '../helpers/listening.js'
+import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { send } from '../helpers/http.js'
@@ -221,6 +223,27 @@ t.test('decision mode: a SERVER span per decision, the stages under it', async (
   t.match(server.attributes, { 'keygate.decision': 'allowed', 'keygate.scheme': 'seed', 'keygate.user': 'alice' })
   t.equal(spans.find((span) => span.name === 'keygate.verify_signature')?.parentSpanId, server.spanId)
   t.notOk(spans.some((span) => span.kind === CLIENT), 'decision mode forwards nothing')
+})
+
+t.test('workers: each exports its own spans, and a SIGTERM flushes what is left', async (t) => {
+  const redis = await testRedisUrl()
+  const prefix = uniquePrefix()
+  t.teardown(async () => { await deletePrefix(redis, prefix) })
+  const gateway = await startCommand(process.execPath, [await compiled('gateway/src/main.ts')], {
+    REDIS_URL: String(redis),
+    KEYGATE_REDIS_PREFIX: prefix,
+    KEYGATE_WORKERS: '2',
+    UPSTREAM_URL: recorder.url,
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    // no batch goes out on its own within this test: only the flush on shutdown sends them
+    OTEL_BSP_SCHEDULE_DELAY: '600000'
+  }, ROOT)
+  const paths = Array.from({ length: 6 }, (_, i) => `/workers/${i}`)
+  for (const path of paths) t.equal((await send(gateway.url, path)).status, 404)
+  t.equal(await exitOn(gateway.child, 'SIGTERM'), 0)
+  const arrived = receiver.spans.filter((span) => span.kind === SERVER && paths.includes(span.attributes['url.path'] as string))
+  t.equal(arrived.length, paths.length, 'every request\'s span was exported before its worker exited')
+  t.ok(receiver.resources.some((resource) => resource['process.pid'] !== process.pid && resource['service.name'] === 'keygate'))
 })
 
 t.test('tracing off: neither the SDK, the exporter nor keygate\'s tracing code is loaded', async (t) => {

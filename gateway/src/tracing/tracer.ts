@@ -74,7 +74,9 @@ function failed (span: Span, err: unknown): void {
 export async function startTracing (settings: TracingSettings): Promise<Tracing> {
   const detected = detectResources({ detectors: [envDetector] })
   // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the env detector) over keygate's defaults
-  const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'keygate', [ATTR_SERVICE_VERSION]: keygateVersion() }).merge(detected)
+  // process.pid: each worker (KEYGATE_WORKERS) exports its own spans, told apart by it
+  const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'keygate', [ATTR_SERVICE_VERSION]: keygateVersion(), 'process.pid': process.pid })
+    .merge(detected)
   // the sampler: OTEL_TRACES_SAMPLER and _ARG, which the provider reads (default parentbased_always_on)
   const provider = new BasicTracerProvider({
     resource,
