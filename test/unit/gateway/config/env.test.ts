@@ -119,6 +119,7 @@ t.test('a refused value is answered with what the variable allows', async (t) =>
     [{ KEYGATE_DOCS: 'yes' }, 'KEYGATE_DOCS: "yes" is not allowed: use one of true, false, on or off'],
     [{ KEYGATE_STRICT_REQUEST_LINE: 'strict' }, 'KEYGATE_STRICT_REQUEST_LINE: "strict" is not allowed: use one of true, false, on or off'],
     [{ KEYGATE_ROUTES_WATCH: '1' }, 'KEYGATE_ROUTES_WATCH: "1" is not allowed: use one of true, false, on or off'],
+    [{ KEYGATE_TRACE_PARENT: 'trust' }, 'KEYGATE_TRACE_PARENT: "trust" is not allowed: use one of ignore or continue'],
     [{ KEYGATE_TRUSTED_PROXY_HEADER: 'x-real-ip' }, 'KEYGATE_TRUSTED_PROXY_HEADER: "x-real-ip" is not allowed: use one of x-forwarded-for or forwarded'],
     [{ KEYGATE_WORKERS: 'many' }, 'KEYGATE_WORKERS: "many" is not allowed: use auto, or a number of processes from 1 to 256'],
     [{ KEYGATE_WORKERS: '0' }, 'KEYGATE_WORKERS: "0" is not allowed: use auto, or a number of processes from 1 to 256'],
@@ -134,14 +135,25 @@ t.test('a refused value is answered with what the variable allows', async (t) =>
   // Every variable with a list of values is in the table above, and every variable's refusal says
   // what it takes instead of TypeBox's words.
   const listed = ENV_VARIABLES.filter((name) => Array.isArray(EnvSchema.properties[name].anyOf))
-  t.same(listed.sort(), ['KEYGATE_DOCS', 'KEYGATE_ROUTES_WATCH', 'KEYGATE_STRICT_REQUEST_LINE', 'KEYGATE_TRUSTED_PROXY_HEADER', 'LOG_FORMAT', 'LOG_LEVEL'],
-    'the variables that take a list of values')
+  t.same(listed.sort(), ['KEYGATE_DOCS', 'KEYGATE_ROUTES_WATCH', 'KEYGATE_STRICT_REQUEST_LINE', 'KEYGATE_TRACE_PARENT', 'KEYGATE_TRUSTED_PROXY_HEADER',
+    'LOG_FORMAT', 'LOG_LEVEL'],
+  'the variables that take a list of values')
   for (const name of listed) t.ok(cases.some(([env]) => name in env), `${name} has a case`)
   for (const name of ENV_VARIABLES) {
     const schema = EnvSchema.properties[name]
     const constrained = schema.type !== 'string' || schema.pattern !== undefined || schema.maxLength !== undefined
     if (constrained) t.type(allowedValues(schema), 'string', `${name} says what it allows`)
   }
+})
+
+t.test('traces: on only when the OTEL_* variables say so (tracing/settings.ts)', async (t) => {
+  t.equal(loadConfig({}).tracing, undefined, 'off by default')
+  t.same(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracing, { traceParent: 'ignore' })
+  t.same(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c/v1/traces', KEYGATE_TRACE_PARENT: 'continue' }).tracing, { traceParent: 'continue' })
+  t.same(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp' }).tracing, { traceParent: 'ignore' })
+  t.equal(loadConfig({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c' }).tracing, undefined)
+  t.equal(loadConfig({ OTEL_SDK_DISABLED: 'true', OTEL_TRACES_EXPORTER: 'otlp' }).tracing, undefined)
+  t.equal(loadConfig({ KEYGATE_TRACE_PARENT: 'continue' }).tracing, undefined, 'the setting alone turns nothing on')
 })
 
 t.test('an error never quotes a secret', async (t) => {
