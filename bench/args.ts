@@ -44,6 +44,8 @@ export interface BenchOptions {
   logLevel: string
   /** KEYGATE_WORKERS of keygate on Redis (c, f); the embedded store (d) is always one process */
   workers: number
+  /** --trace: OpenTelemetry traces of the gateways started here, to an OTLP sink of the bench's: off, every request, or a share */
+  trace: 'off' | 'all' | number
   /** --env NAME=VALUE: more keygate variables for the gateways started here */
   gatewayEnv: Record<string, string>
   /** --scenario decision: the nginx binary (g, h) */
@@ -125,6 +127,10 @@ Options:
                        its share of the load: give it a longer --warmup (5)      (default 1)
   --env NAME=VALUE     a keygate variable for the gateways started here (c, d, e), again for
                        more: --env KEYGATE_SIGNATURE_FAILURE_LIMIT=1000000000 (no budget)
+  --trace T            OpenTelemetry traces of the gateways started here (c, d, e, f), exported
+                       over OTLP/HTTP to a sink in the bench that discards them: off, all
+                       (every request), or a share such as 1% (parentbased_traceidratio)
+                                                                         (default off)
   --nginx PATH         --scenario decision: the nginx to run, built with its auth_request
                        module                 (default /usr/sbin/nginx, else nginx on PATH)
   --json               print the results as JSON instead of the table
@@ -146,6 +152,16 @@ function number (name: string, raw: string | undefined, fallback: number, { min,
     throw new UsageError(`--${name}: "${raw}" is not ${integer ? 'an integer' : 'a number'} >= ${min}`)
   }
   return value
+}
+
+function traceOption (raw: string | undefined, remote: boolean): BenchOptions['trace'] {
+  if (raw === undefined || raw === 'off') return 'off'
+  if (remote) throw new UsageError('--trace sets the gateways started here; with --url, set OTEL_* on that keygate')
+  if (raw === 'all' || raw === '100%') return 'all'
+  const percent = /^([0-9]+(?:\.[0-9]+)?)%$/.exec(raw)
+  const share = percent === null ? Number.NaN : Number(percent[1]) / 100
+  if (!(share > 0 && share < 1)) throw new UsageError(`--trace: "${raw}" is not off, all or a share such as 1%`)
+  return share
 }
 
 /** null: --help was asked for. */
@@ -175,6 +191,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
         out: { type: 'string' },
         'log-level': { type: 'string' },
         'cpu-prof': { type: 'boolean' },
+        trace: { type: 'string' },
         workers: { type: 'string' },
         env: { type: 'string', multiple: true },
         nginx: { type: 'string' },
@@ -282,6 +299,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     out: values.out ?? defaultOut,
     logLevel,
     cpuProf: values['cpu-prof'] === true,
+    trace: traceOption(values.trace, target !== undefined),
     workers,
     gatewayEnv,
     nginx: values.nginx,

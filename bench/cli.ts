@@ -26,6 +26,7 @@ import {
   type Destination, type SignedMaterial
 } from './scenarios.js'
 import { encodingOf, generateBenchKey, signOne, SigningPool, type BenchKey } from './signing.js'
+import { startTraceSink, traceEnv, type TraceSink } from './trace-sink.js'
 
 const DEFAULT_OUT = join(tmpdir(), 'keygate-bench')
 /** log in again before a measurement once the token is this old (tokens last 15 minutes by default) */
@@ -191,6 +192,8 @@ function publicRouteFile (upstream: string): string {
 function gatewayEnv (settings: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env }
   for (const name of ENV_VARIABLES) delete env[name]
+  // traces only with --trace: never because the shell that runs the bench exports OTEL_*
+  for (const name of Object.keys(env)) if (name.startsWith('OTEL_')) delete env[name]
   return { ...env, ...settings }
 }
 
@@ -199,6 +202,8 @@ interface OwnSetup {
   /** every process started, for the report (and a test that checks they are gone) */
   services: Array<{ name: string; pid: number; url: string }>
   redisPrefix: string | undefined
+  /** --trace: where the gateways' spans go */
+  traceSink?: TraceSink | undefined
 }
 
 async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKey>, log: (line: string) => void): Promise<OwnSetup> {
@@ -215,6 +220,14 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   const profiled = profiles === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profiles}`]
   if (profiles !== undefined) log(`CPU profiles of the proxies go to ${profiles} (written when they stop)`)
   const upstream = await startService('example service', 'upstream', { ...process.env })
+  let traced: Record<string, string> = {}
+  let traceSink: TraceSink | undefined
+  if (options.trace !== 'off') {
+    const sink = traceSink = await startTraceSink()
+    cleanups.push(sink.close)
+    traced = traceEnv(options.trace, sink.url)
+    log(`the gateways trace ${options.trace === 'all' ? 'every request' : `${options.trace * 100}% of requests`} to an OTLP sink at ${sink.url}`)
+  }
   const password = randomBytes(18).toString('base64url')
   const gateway = async (id: 'c' | 'd' | 'e' | 'f' | 'h', username: string, extra: Record<string, string>): Promise<Service> =>
     await startService(`keygate (${id})`, 'keygate', gatewayEnv({
@@ -235,6 +248,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
         KEYGATE_MAX_KEYS_PER_USER: '10000', KEYGATE_KEY_REGISTRATIONS_PER_HOUR: '1000000', KEYGATE_KEY_REGISTRATIONS_PER_DAY: '10000000'
       }),
       ...options.gatewayEnv,
+      ...traced,
       ...extra
     }), profiled)
   let prefix: string | undefined
@@ -364,7 +378,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
   const services = [upstream, bare, redisGateway, memoryGateway, publicGateway, limitedGateway, decisionGateway]
     .filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
   if (nginx !== undefined) services.push({ name: 'nginx', pid: nginx.running.pid, url: [nginx.g, nginx.h].filter((u) => u !== undefined).join(' ') })
-  return { configs, services, redisPrefix: prefix ?? limitedPrefix }
+  return { configs, services, redisPrefix: prefix ?? limitedPrefix, traceSink }
 }
 
 // ---- the run ----
@@ -388,7 +402,8 @@ function describe (options: BenchOptions, rate: number | undefined = typeof opti
   return `scenario ${options.scenario}${refused}, ${options.scheme} scheme, ${options.keyType} key, ` +
     `${load}, ${options.duration} s measured after ${options.warmup} s warm-up, ` +
     `${options.rounds} alternating round${options.rounds === 1 ? '' : 's'} (medians)` +
-    `${options.workers > 1 && options.target === undefined ? `; keygate on Redis with ${options.workers} worker processes` : ''}`
+    `${options.workers > 1 && options.target === undefined ? `; keygate on Redis with ${options.workers} worker processes` : ''}` +
+    `${options.trace === 'off' ? '' : `; traces of ${options.trace === 'all' ? 'every request' : `${options.trace * 100}% of requests`} exported over OTLP`}`
 }
 
 /** the machine: what it is, now */
@@ -589,6 +604,9 @@ async function run (options: BenchOptions): Promise<void> {
       rejectKind: options.scenario === 'reject' ? options.rejectKind : undefined,
       floodFrom: flooding ? FLOOD_ADDRESS : undefined,
       gatewayEnv: Object.keys(options.gatewayEnv).length > 0 ? options.gatewayEnv : undefined,
+      trace: options.trace === 'off' ? undefined : options.trace,
+      // the OTLP exports the sink received while measuring (the last batches come as the gateways stop)
+      traceExports: setup.traceSink?.exports(),
       configs: configs.map((c) => c.id),
       target: options.target?.url,
       gatewayLogLevel: options.target === undefined ? options.logLevel : undefined,

@@ -5,7 +5,7 @@
 // block's comment says. The runs themselves, with tiny durations, are bench*.test.ts's:
 // bench.test.ts (the comparison, --scenario post, --rate half, --cpu-prof), bench-scenarios
 // (reject, --reject-kind), bench-flood (flood, --env), bench-rate-limits (f), bench-schemes
-// (--scheme rfc9421 --key), bench-workers (--workers), bench-decision (decision).
+// (--scheme rfc9421 --key), bench-workers (--workers), bench-decision (decision), bench-trace (--trace).
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import t from 'tap'
@@ -34,7 +34,7 @@ t.test('every command of the block is one the bench accepts, meaning what its co
   const all = await commands()
   t.equal(all.length, block.split('\n').filter((line) => line.startsWith('npm run bench')).length, 'one per line')
   const options = all.map((args) => parseBenchArgs(args, '/nonexistent'))
-  const [comparison, post, half, reject, rejectOne, flood, floodNoBudget, decision, withF, rfc9421, workers, cpuProf, target, help] = options
+  const [comparison, post, half, reject, rejectOne, flood, floodNoBudget, decision, withF, rfc9421, workers, cpuProf, traced, target, help] = options
   t.match(comparison, { scenario: 'get', only: ['a', 'b', 'c', 'd', 'e'], target: undefined }, 'the comparison')
   t.match(post, { scenario: 'post', rounds: 5 })
   t.match(half, { only: ['b', 'c', 'e'], rate: 'half' })
@@ -47,6 +47,7 @@ t.test('every command of the block is one the bench accepts, meaning what its co
   t.match(rfc9421, { only: ['c'], scheme: 'rfc9421', keyType: 'ed25519' })
   t.match(workers, { workers: 2, warmup: 5 })
   t.match(cpuProf, { only: ['c'], cpuProf: true })
+  t.match(traced, { only: ['c', 'e'], trace: 0.01 })
   t.match(target, { target: { url: 'http://gw:8080', user: 'alice', password: PW } }, '"$PW" is the password')
   t.equal(help, null, '--help: the usage, no run')
 })

@@ -1,0 +1,43 @@
+// --trace: an OTLP/HTTP sink for the gateways the bench starts. It reads each export whole and
+// answers 200, so the gateways pay the real cost of exporting their spans (serialising, sending,
+// the batch processor) with no collector to install; the spans are counted, not kept.
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+
+export interface TraceSink {
+  url: string
+  /** exports received, and their bytes */
+  exports: () => { requests: number; bytes: number }
+  close: () => Promise<void>
+}
+
+export async function startTraceSink (): Promise<TraceSink> {
+  let requests = 0
+  let bytes = 0
+  const server = createServer((req, res) => {
+    req.on('data', (chunk: Buffer) => { bytes += chunk.length })
+    req.on('end', () => {
+      requests++
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    exports: () => ({ requests, bytes }),
+    close: async () => {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  }
+}
+
+/** The gateways' OTEL_* variables for --trace: every request traced, or a share of them (traceidratio). */
+export function traceEnv (trace: 'all' | number, sinkUrl: string): Record<string, string> {
+  return {
+    OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl,
+    ...(trace === 'all'
+      ? { OTEL_TRACES_SAMPLER: 'always_on' }
+      : { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: String(trace) })
+  }
+}
