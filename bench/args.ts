@@ -129,8 +129,8 @@ Options:
                        more: --env KEYGATE_SIGNATURE_FAILURE_LIMIT=1000000000 (no budget)
   --trace T            OpenTelemetry traces of the gateways started here (c, d, e, f), exported
                        over OTLP/HTTP to a sink in the bench that discards them: off, all
-                       (every request), or a share such as 1% (parentbased_traceidratio)
-                                                                         (default off)
+                       (every request), or a share such as 1% (parentbased_traceidratio);
+                       OTEL_BSP_* of the bench's environment pass on      (default off)
   --nginx PATH         --scenario decision: the nginx to run, built with its auth_request
                        module                 (default /usr/sbin/nginx, else nginx on PATH)
   --json               print the results as JSON instead of the table

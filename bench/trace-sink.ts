@@ -32,9 +32,14 @@ export async function startTraceSink (): Promise<TraceSink> {
   }
 }
 
-/** The gateways' OTEL_* variables for --trace: every request traced, or a share of them (traceidratio). */
-export function traceEnv (trace: 'all' | number, sinkUrl: string): Record<string, string> {
+/**
+ * The gateways' OTEL_* variables for --trace: every request traced, or a share of them
+ * (traceidratio); the batch processor's own (OTEL_BSP_*) as the bench was given them.
+ */
+export function traceEnv (trace: 'all' | number, sinkUrl: string, env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const batch = Object.entries(env).filter((entry): entry is [string, string] => entry[0].startsWith('OTEL_BSP_') && entry[1] !== undefined)
   return {
+    ...Object.fromEntries(batch),
     OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl,
     ...(trace === 'all'
       ? { OTEL_TRACES_SAMPLER: 'always_on' }

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
+import { parseBenchArgs } from '../../bench/args.js'
 import type { BenchReport } from '../../bench/report.js'
 import { runBench } from '../helpers/bench.js'
 
@@ -11,7 +12,8 @@ t.test('--trace all: the gateway exports its spans to the sink while it is measu
   const out = mkdtempSync(join(tmpdir(), 'keygate-bench-test-'))
   t.teardown(() => { rmSync(out, { recursive: true, force: true }) })
   const tiny = ['--duration', '1', '--warmup', '0', '--rounds', '1', '--connections', '4']
-  const run = await runBench([...tiny, '--only', 'd', '--trace', 'all', '--json', '--out', out])
+  // a batch every 100 ms rather than 5 s: a one-second run's spans go out before it reports
+  const run = await runBench([...tiny, '--only', 'd', '--trace', 'all', '--json', '--out', out], { OTEL_BSP_SCHEDULE_DELAY: '100' })
   t.equal(run.code, 0, `exit 0\n${run.stderr}`)
   const report = JSON.parse(run.stdout) as BenchReport
   t.equal(report.options.trace, 'all')
@@ -21,10 +23,10 @@ t.test('--trace all: the gateway exports its spans to the sink while it is measu
 })
 
 t.test('--trace takes off, all or a share, and not with --url', async (t) => {
-  const bad = await runBench(['--trace', '150%'])
-  t.equal(bad.code, 2)
-  t.match(bad.stderr, /--trace: "150%" is not off, all or a share such as 1%/)
-  const url = await runBench(['--url', 'http://127.0.0.1:1', '--user', 'u', '--password', 'p', '--trace', 'all'])
-  t.equal(url.code, 2)
-  t.match(url.stderr, /--trace sets the gateways started here/)
+  const parse = (args: string[]): unknown => parseBenchArgs(args, '/nonexistent')
+  t.match(parse([]), { trace: 'off' })
+  t.match(parse(['--trace', '100%']), { trace: 'all' })
+  t.match(parse(['--trace', '0.5%']), { trace: 0.005 })
+  t.throws(() => parse(['--trace', '150%']), { name: 'UsageError', message: '--trace: "150%" is not off, all or a share such as 1%' })
+  t.throws(() => parse(['--url', 'http://127.0.0.1:1', '--user', 'u', '--password', 'p', '--trace', 'all']), { message: /--trace sets the gateways started here/ })
 })
