@@ -47,11 +47,13 @@ async function gateway (env: Record<string, string>): Promise<FastifyInstance> {
 }
 
 const sinkUrl = `http://127.0.0.1:${sinkPort}`
-const gateways: Array<[string, FastifyInstance]> = [
+const only = process.env.TRACING_OVERHEAD_ONLY?.split(',')
+const all: Array<[string, FastifyInstance]> = [
   ['off', await gateway({})],
   ['all', await gateway({ OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl, OTEL_TRACES_SAMPLER: 'always_on' })],
   ['1%', await gateway({ OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' })]
 ]
+const gateways = all.filter(([name]) => only === undefined || only.includes(name))
 
 /** a signed GET, the same each time (a GET is not a replay), with each gateway's token */
 const requests = new Map<FastifyInstance, Record<string, string>>()

@@ -214,6 +214,19 @@ t.test('keygate\'s own endpoints: named by their URL pattern; the resource names
   t.match(receiver.resources[0], { 'service.name': 'keygate-test', 'deployment.environment.name': 'test' })
 })
 
+t.test('an unsampled request: nothing recorded, and the upstream still gets the trace id, unsampled', async (t) => {
+  process.env.OTEL_TRACES_SAMPLER = 'always_off'
+  const gateway = await startTestGateway(t, {
+    store: 'redis', redisPrefix: ignoring.config.redisPrefix, upstreamUrl: recorder.url, routes, config: { tracing: { traceParent: 'ignore' } }
+  })
+  delete process.env.OTEL_TRACES_SAMPLER
+  t.equal((await sendSigned(gateway.url, { keys, token, method: 'GET', target: '/v1/clients/unsampled' })).status, 200)
+  t.match(recorder.requests.at(-1)?.headers.traceparent, /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/)
+  // closing exports whatever the gateway recorded: nothing
+  await gateway.app.close()
+  t.notOk(receiver.spans.some((span) => span.attributes['url.path'] === '/v1/clients/unsampled'))
+})
+
 t.test('decision mode: a SERVER span per decision, the stages under it', async (t) => {
   const decisionUrl = await ignoring.app.keygate.decisions?.listen({ port: 0, host: '127.0.0.1' }) as string
   const headers = { host: 'api.test', ...signedHeaders({ keys, token, method: 'GET', target: '/v1/clients/decided' }) }

@@ -64,6 +64,10 @@ export interface Tracing {
   shutdown: () => Promise<void>
 }
 
+/** where a request (Fastify's, or its description) holds its SERVER span */
+const SPAN = Symbol('keygate.span')
+interface Traced { [SPAN]?: Span }
+
 function failed (span: Span, err: unknown): void {
   const code = isGatewayError(err) ? err.code : (err as Error | undefined)?.name ?? 'Error'
   span.setAttribute(ATTR_ERROR_TYPE, code)
@@ -84,15 +88,21 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
   })
   const tracer: Tracer = provider.getTracer('keygate', keygateVersion())
   const propagator = new W3CTraceContextPropagator()
-  /** a request (Fastify's, or the described one the pipeline judges) -> its SERVER span */
-  const spans = new WeakMap<object, Span>()
+  // A request's SERVER span lives on the request itself (Fastify's, and the description the
+  // pipeline judges) under a symbol: a WeakMap of every request would cost the garbage collector
+  // an ephemeron per request.
+  const spanOf = (holder: object): Span | undefined => (holder as Traced)[SPAN]
+  const setSpan = (holder: object, span: Span): void => { (holder as Traced)[SPAN] = span }
+  /** the upstream's address attributes, per origin (a URL parse per request otherwise) */
+  const origins = new Map<string, { address: string; port: number; scheme: string }>()
   const continueParent = settings.traceParent === 'continue'
 
   const under = (parent: Span): Context => trace.setSpan(ROOT_CONTEXT, parent)
 
   const child = (described: DescribedRequest, name: string, startTime: number): Span | undefined => {
-    const parent = spans.get(described)
-    return parent === undefined ? undefined : tracer.startSpan(name, { kind: SpanKind.INTERNAL, startTime }, under(parent))
+    const parent = spanOf(described)
+    // an unsampled request's children would be unsampled too: none is made
+    return parent === undefined || !parent.isRecording() ? undefined : tracer.startSpan(name, { kind: SpanKind.INTERNAL, startTime }, under(parent))
   }
 
   const around: Tracing['around'] = (described, name, startTime, pending) => {
@@ -108,6 +118,8 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
     name: stage.name,
     needsBody: stage.needsBody,
     run (request: DescribedRequest, state: AuthState) {
+      // an unsampled request: the stage alone
+      if (spanOf(request)?.isRecording() !== true) return stage.run(request, state)
       const startTime = performance.now()
       let pending: void | Promise<void>
       try {
@@ -127,14 +139,17 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
   const onRequest: Tracing['onRequest'] = (request, inline) => {
     const parent = continueParent ? propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter) : ROOT_CONTEXT
     const span = tracer.startSpan(request.method, { kind: SpanKind.SERVER, attributes: { [ATTR_HTTP_REQUEST_METHOD]: request.method } }, parent)
-    spans.set(request, span)
+    setSpan(request, span)
     // the description the auth pipeline judges (made once per request, auth/inline-request.ts)
-    if (inline) spans.set(describeInline(request), span)
+    if (inline) setSpan(describeInline(request), span)
   }
 
   const onResponse: Tracing['onResponse'] = (request, reply, name, route) => {
-    const span = spans.get(request)
-    if (span === undefined) return
+    const span = spanOf(request)
+    if (span === undefined || !span.isRecording()) {
+      span?.end()
+      return
+    }
     const status = reply.statusCode
     if (name !== undefined) span.updateName(`${request.method} ${name}`)
     span.setAttributes({
@@ -181,23 +196,33 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
 
   const upstream: UpstreamTrace = {
     sent (reply: FastifyReply, request: UpstreamRequest) {
-      const parent = spans.get(reply.request)
-      const url = new URL(request.origin)
-      const span = tracer.startSpan(`${request.method}`, {
-        kind: SpanKind.CLIENT,
-        attributes: {
-          [ATTR_HTTP_REQUEST_METHOD]: request.method,
-          [ATTR_SERVER_ADDRESS]: url.hostname,
-          [ATTR_SERVER_PORT]: Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
-          [ATTR_URL_PATH]: pathOf(request.path),
-          [ATTR_URL_SCHEME]: url.protocol.slice(0, -1)
-        }
-      }, parent === undefined ? ROOT_CONTEXT : under(parent))
+      const parent = spanOf(reply.request)
       // the upstream sees keygate's CLIENT span as its parent; a client's own trace context is
       // replaced (KEYGATE_TRACE_PARENT=continue carries its trace id and tracestate on, through this span)
       const headers: IncomingHttpHeaders = request.headers
       delete headers.traceparent
       delete headers.tracestate
+      if (parent !== undefined && !parent.isRecording()) {
+        // unsampled: no CLIENT span is recorded; the upstream still gets the trace id, unsampled
+        propagator.inject(under(parent), headers, defaultTextMapSetter)
+        return undefined
+      }
+      let origin = origins.get(request.origin)
+      if (origin === undefined) {
+        const url = new URL(request.origin)
+        origin = { address: url.hostname, port: Number(url.port || (url.protocol === 'https:' ? 443 : 80)), scheme: url.protocol.slice(0, -1) }
+        origins.set(request.origin, origin)
+      }
+      const span = tracer.startSpan(request.method, {
+        kind: SpanKind.CLIENT,
+        attributes: {
+          [ATTR_HTTP_REQUEST_METHOD]: request.method,
+          [ATTR_SERVER_ADDRESS]: origin.address,
+          [ATTR_SERVER_PORT]: origin.port,
+          [ATTR_URL_PATH]: pathOf(request.path),
+          [ATTR_URL_SCHEME]: origin.scheme
+        }
+      }, parent === undefined ? ROOT_CONTEXT : under(parent))
       propagator.inject(under(span), headers, defaultTextMapSetter)
       return span
     },
@@ -221,7 +246,7 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
     onRequest,
     onResponse,
     ids (request) {
-      const context = spans.get(request)?.spanContext()
+      const context = spanOf(request)?.spanContext()
       return context === undefined ? undefined : { traceId: context.traceId, spanId: context.spanId }
     },
     traceStages: (stages) => stages.map((stage) => {
@@ -230,8 +255,8 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
     }),
     around,
     adopt (request, described) {
-      const span = spans.get(request)
-      if (span !== undefined) spans.set(described, span)
+      const span = spanOf(request)
+      if (span !== undefined) setSpan(described, span)
     },
     upstream,
     shutdown: async () => { await provider.shutdown() }
