@@ -1,6 +1,7 @@
 // Usage analytics, the reading side: the buckets that cover a window (minutes while they are
 // kept, hours beyond: buckets.ts), added up into the top keys, users or routes, or into one
 // key's, user's or route's series. Read by the admin API and by a user for their own keys.
+import { GatewayError } from '../errors.js'
 import type { Store } from '../store/index.js'
 import { bucketStarts, decodeField, MAX_WINDOW_MS, NONE, RESOLUTIONS, resolutionFor, type Resolution, type UsageDimensions } from './buckets.js'
 
@@ -54,6 +55,17 @@ export function parseWindow (text: string): number | undefined {
 /** what parseWindow takes, for error messages and the schemas */
 export const WINDOW_PATTERN = '^[1-9][0-9]{0,4}[mhd]$'
 export const WINDOW_HELP = `a number and m, h or d (15m, 6h, 7d), at most ${MAX_WINDOW_MS / 86_400_000}d`
+
+/** `since` as milliseconds, or 400 VALIDATION_FAILED naming the field (the schemas check the form, this the length) */
+export function windowOf (since: string): number {
+  const ms = parseWindow(since)
+  if (ms === undefined) {
+    throw new GatewayError('VALIDATION_FAILED', `since=${since} is longer than the usage kept: ${WINDOW_HELP}`, {
+      extra: { errors: [{ field: 'since', message: WINDOW_HELP }] }
+    })
+  }
+  return ms
+}
 
 const emptyTotals = (): UsageTotals => ({ requests: 0, refusals: 0, statuses: {}, codes: {} })
 
