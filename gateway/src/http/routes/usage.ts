@@ -72,7 +72,7 @@ export const usageRoutes: FastifyPluginAsyncTypebox<UsageRoutesOptions> = async 
       security: [{ bearerAuth: [] }],
       params: ApiKeyParams,
       querystring: Type.Object({
-        since: Type.Optional({ ...Since, description: `${Since.description as string}; default 6h` })
+        since: Type.Optional(Since('6h'))
       }, { additionalProperties: false }),
       response: { 200: UsageSeries }
     }

@@ -3,7 +3,8 @@
 import { Type } from '@sinclair/typebox'
 import { WINDOW_HELP, WINDOW_PATTERN } from '../../analytics/read.js'
 
-export const Since = Type.String({ pattern: WINDOW_PATTERN, description: `the window up to now: ${WINDOW_HELP}` })
+/** `?since=`, the window up to now, and what it is when not given */
+export const Since = (fallback: string) => Type.String({ pattern: WINDOW_PATTERN, description: `the window up to now: ${WINDOW_HELP}; default ${fallback}` })
 
 const Totals = {
   requests: Type.Integer({ description: 'requests answered' }),
