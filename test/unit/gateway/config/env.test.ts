@@ -137,7 +137,7 @@ t.test('a refused value is answered with what the variable allows', async (t) =>
   const listed = ENV_VARIABLES.filter((name) => Array.isArray(EnvSchema.properties[name].anyOf))
   t.same(listed.sort(), ['KEYGATE_DOCS', 'KEYGATE_ROUTES_WATCH', 'KEYGATE_STRICT_REQUEST_LINE', 'KEYGATE_TRUSTED_PROXY_HEADER',
     'KEYGATE_USAGE_ANALYTICS', 'LOG_FORMAT', 'LOG_LEVEL'],
-    'the variables that take a list of values')
+  'the variables that take a list of values')
   for (const name of listed) t.ok(cases.some(([env]) => name in env), `${name} has a case`)
   for (const name of ENV_VARIABLES) {
     const schema = EnvSchema.properties[name]
