@@ -54,6 +54,8 @@ t.test('one /metrics for two workers: counts and histograms add up exactly', asy
   t.equal(value(samples, 'keygate_upstream_latency_seconds_bucket', { route: '/v1/clients/', le: '+Inf' }), 60, 'upstream latency buckets add up')
   t.equal(value(samples, 'keygate_upstream_latency_seconds_count', { route: '/v1/clients/' }), 60)
   t.equal(value(samples, 'keygate_signature_verification_seconds_count'), 60, 'one signature verification per request')
+  t.same(samples.filter((s) => s.name === 'keygate_worker_restarts_total'), [{ name: 'keygate_worker_restarts_total', labels: {}, value: 0 }],
+    'the primary\'s count of worker restarts: one series, 0')
 
   // process metrics, as prom-client aggregates them across workers
   t.ok(value(samples, 'process_cpu_seconds_total') > 0, 'CPU time: the workers\' summed')
@@ -93,6 +95,7 @@ t.test('one /metrics for two workers: counts and histograms add up exactly', asy
     const survivorServed = (first.get(survivor) ?? 0) + (second.get(survivor) ?? 0)
     t.equal(value(samples, 'keygate_http_requests_total', CLIENTS), survivorServed,
       `the dead worker's counts went with it: the survivor's ${survivorServed} remain`)
+    t.equal(value(samples, 'keygate_worker_restarts_total'), 1, 'the primary counted the restart')
 
     const third = await signedGets(20)
     t.same([...third.keys()].sort(), [survivor, newWorker].sort(), 'the survivor and the replacement serve')

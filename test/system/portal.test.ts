@@ -131,6 +131,32 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
       `axe: no serious or critical violation on ${view}`)
     for (const { line } of violations) t.comment(`axe on ${view}: ${line}`)
   }
+  /**
+   * Every visible control of the view is reached by Tab from the top of the page (a radio group
+   * is one stop, as in every browser): nothing works only with a mouse.
+   */
+  const keyboardReaches = async (t: Test, view: string): Promise<void> => {
+    const controls = await page.evaluate(`(() => {
+      const visible = (el) => !el.disabled && el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden'
+      const stops = new Map()
+      for (const el of document.querySelectorAll('a[href], button, input, select, textarea, summary, [tabindex]')) {
+        // tabindex=-1: focused by the page itself (a view's heading), never a Tab stop
+        if (!visible(el) || el.tabIndex < 0) continue
+        const stop = el.type === 'radio' ? 'radio:' + el.name : 'control:' + stops.size
+        el.dataset.stop = stop
+        stops.set(stop, (el.getAttribute('aria-label') || el.labels?.[0]?.textContent || el.textContent || el.name || el.tagName).trim().slice(0, 60))
+      }
+      document.activeElement?.blur()
+      return [...stops]
+    })()`) as Array<[string, string]>
+    const reached = new Set<string>()
+    for (let i = 0; i < controls.length + 3; i++) {
+      await page.keyboard.press('Tab')
+      const stop = await page.evaluate('document.activeElement?.dataset?.stop ?? ""') as string
+      if (stop !== '') reached.add(stop)
+    }
+    t.same(controls.filter(([stop]) => !reached.has(stop)).map(([, name]) => name), [], `${view}: Tab reaches each of its ${controls.length} controls`)
+  }
   /** logs in, and waits for the view it leads to */
   const logIn = async (then = 'Your keys'): Promise<void> => {
     await fill('Username', 'alice')
@@ -191,11 +217,14 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   })()`)
   t.same(blocked, { directive: 'script-src-elem', ran: false }, 'the CSP blocks an injected inline script, with a securitypolicyviolation')
 
-  await fill('Username', 'alice')
-  await fill('Password', 'not the password')
-  await click('Log in')
+  // from the keyboard alone: the focus is on the username; Tab to the password, Enter sends
+  await page.keyboard.type('alice')
+  await page.keyboard.press('Tab')
+  await page.keyboard.type('not the password')
+  await page.keyboard.press('Enter')
   await shows('#status', /^Not logged in/)
   t.match(await status(), /INVALID_CREDENTIALS/, 'a wrong password: keygate\'s code, in the live region')
+  await keyboardReaches(t, 'the login view')
   await logIn()
   t.match(await status(), 'Logged in as alice')
 
@@ -203,6 +232,7 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   await newKey('laptop ed25519', 'ed25519')
   await shoot('new-key.png')
   await accessible(t, 'the new-key view')
+  await keyboardReaches(t, 'the new-key view')
   await click('Create key')
   const ed25519 = await apiKeyShown('laptop ed25519')
   t.match(ed25519, /^[0-9a-f]{64}$/, 'an Ed25519 key made in the page is registered')
@@ -213,6 +243,7 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   const p256 = await apiKeyShown('laptop p256')
   t.match(p256, /^[0-9a-f]{64}$/, 'and a P-256 key')
   await accessible(t, 'a key\'s view')
+  await keyboardReaches(t, 'a key\'s view')
 
   // 3. Try it: signed calls in both schemes reach the upstream with the identity
   t.equal(await tryIt({ key: ed25519, scheme: 'Seed (X-API-* headers)', method: 'POST', body: '{"name":"Ada Lovelace"}' }), 'Answer: 200 OK',
@@ -259,6 +290,7 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   t.equal(recorder.requests.length, upstreamSaw, 'neither refused request reached the upstream')
   await shootDownTo('try-it-refused.png', 'section.diagnosis')
   await accessible(t, 'Try it with a diagnosis')
+  await keyboardReaches(t, 'Try it')
 
   // 5. Usage and the keys list, paged (keys made elsewhere too, by a program)
   await page.goto(`${portal}#/keys/${ed25519}`)
@@ -283,6 +315,7 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   t.match(await text('main'), /user-1d\s*clients\s*1000 per 1d per user\s*2\s*998/, 'the user\'s usage: both calls that passed')
   await shoot('keys.png')
   await accessible(t, 'the keys view')
+  await keyboardReaches(t, 'the keys view')
   await click('Next page')
   await page.waitForSelector('caption ::-p-text(page 2)')
   t.same(await listed(), [['laptop ed25519', 'in this browser']], 'the next page: the rest')

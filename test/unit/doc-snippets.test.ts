@@ -55,6 +55,7 @@ const CLAIMS: Claim[] = [
   { page: 'docs/load-balancer.md', heading: 'Trusted proxies', lang: 'sh', by: 'test/system/trusted-proxies.test.ts' },
   { page: 'docs/load-balancer.md', heading: 'nginx in front of keygate', lang: 'nginx', by: 'test/system/load-balancer-doc.test.ts' },
   { page: 'docs/observability.md', heading: 'Metrics', lang: 'sh', by: 'test/system/checkout-docs.test.ts' },
+  { page: 'docs/monitoring.md', heading: 'Loading the kit', lang: 'yaml', by: 'test/system/monitoring-prometheus.test.ts' },
   { page: 'docs/recipes.md', heading: 'Running them', lang: 'sh', by: 'test/system/recipes.test.ts' },
   { page: 'docs/recipes.md', heading: 'Shell: curl and openssl', lang: 'sh', by: 'test/system/recipes.test.ts' },
   { page: 'docs/recipes.md', heading: 'Python', lang: 'python', by: 'test/system/recipes.test.ts' },

@@ -72,7 +72,8 @@ export const METRIC_NAMES = {
   rateLimited: 'keygate_rate_limited_total',
   rateLimitStoreFailures: 'keygate_rate_limit_store_failures_total',
   usageOverflow: 'keygate_usage_overflow_total',
-  usageFlushFailures: 'keygate_usage_flush_failures_total'
+  usageFlushFailures: 'keygate_usage_flush_failures_total',
+  workerRestarts: 'keygate_worker_restarts_total'
 } as const
 
 /** RSA-2048 verifies in about 35 us, RSA-8192 in about 1 ms */
@@ -326,4 +327,24 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       return { contentType: registry.contentType, body: await registry.metrics() }
     }
   }
+}
+
+/**
+ * The primary's own metrics when there are workers (process/cluster.ts): one counter, read at
+ * scrape time and served with the workers' added up. A worker's death takes its counts with it,
+ * so only the primary can count the deaths.
+ */
+export function createClusterMetrics (source: { readonly restarts: number }): Registry {
+  const registry = new Registry()
+  // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+  new Counter({
+    name: METRIC_NAMES.workerRestarts,
+    help: 'Workers that exited unexpectedly and were replaced (KEYGATE_WORKERS above 1), counted by the primary since it started',
+    registers: [registry],
+    collect () {
+      this.reset()
+      this.inc(source.restarts)
+    }
+  })
+  return registry
 }

@@ -24,6 +24,7 @@ import { createKeyRegistry, keyPolicy } from '../keys/key-registry.js'
 import { logDestination } from '../lib/log-format.js'
 import { REDACTED, REDACTED_PATHS } from '../lib/redact-url.js'
 import { aggregateMetrics, type MetricsSnapshot } from '../metrics/aggregate.js'
+import { createClusterMetrics } from '../metrics/metrics.js'
 import { createStore } from '../store/index.js'
 import { createUserService } from '../users/user-service.js'
 import { startGateway, type RunningGateway } from './start.js'
@@ -88,6 +89,8 @@ export interface RunningCluster {
   url: string
   /** the pids of the workers running now */
   pids: () => number[]
+  /** workers that exited unexpectedly (and were replaced) so far */
+  readonly restarts: number
   /** every worker re-reads the route file (one still starting does once it listens) */
   reloadRoutes: () => void
   /**
@@ -142,6 +145,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
   /** requests to workers in flight (metrics, routes): the workers yet to answer, and what those that did sent */
   const requests = new Map<number, { waiting: Set<Worker>; answers: unknown[]; finish: (err?: Error) => void }>()
   let requestId = 0
+  let restarts = 0
 
   const kill = (): void => {
     for (const worker of slots.keys()) worker.process.kill('SIGKILL')
@@ -263,6 +267,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
       startup.reject(new Error(`worker ${pid ?? '?'} exited before it listened (${signal ?? `code ${code}`}); its error is above`))
       return
     }
+    restarts++
     const quickExits = performance.now() - slot.startedAt < STABLE_AFTER_MS ? slot.quickExits + 1 : 0
     const delay = restartDelayMs(quickExits)
     log.error({ worker: pid, code, signal, slot: slot.index, restartInMs: delay }, 'worker exited unexpectedly; starting a replacement')
@@ -280,6 +285,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
   return {
     url,
     pids: () => [...slots.keys()].map((w) => w.process.pid).filter((pid): pid is number => pid !== undefined),
+    get restarts () { return restarts },
     reloadRoutes () {
       for (const [worker, slot] of slots) {
         if (slot.listening) send(worker)
@@ -322,7 +328,9 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
   let admin: { server: AdminServer; close: () => Promise<void> } | undefined
   try {
     if (config.metrics.port !== undefined) {
-      metricsServer = await startMetricsServer(async () => await aggregateMetrics(await workers.metrics()),
+      // the workers' registries and the primary's own (its count of worker restarts), added up
+      const own = createClusterMetrics(workers)
+      metricsServer = await startMetricsServer(async () => await aggregateMetrics([...await workers.metrics(), await own.getMetricsAsJSON()]),
         { port: config.metrics.port, host: config.metrics.host, log })
       log.info(`metrics for Prometheus at ${metricsServer.url}/metrics, every worker's added up`)
     }

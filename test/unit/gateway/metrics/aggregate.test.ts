@@ -2,7 +2,7 @@
 // carries them (JSON), aggregate to exactly what one registry that saw every observation shows.
 import t from 'tap'
 import { aggregateMetrics, type MetricsSnapshot } from '../../../../gateway/src/metrics/aggregate.js'
-import { createGatewayMetrics, type GatewayMetrics } from '../../../../gateway/src/metrics/metrics.js'
+import { createClusterMetrics, createGatewayMetrics, type GatewayMetrics } from '../../../../gateway/src/metrics/metrics.js'
 import { parse, type Sample } from '../../../helpers/prometheus.js'
 
 interface Counted { keys: { stats: { hits: number; misses: number } }; tokens: { stats: { hits: number; misses: number } }; store: { errors: number } }
@@ -58,4 +58,17 @@ t.test('two workers\' registries add up to one that saw everything', async (t) =
 
 t.test('no worker to ask: an empty exposition', async (t) => {
   t.same(parse((await aggregateMetrics([])).body), [])
+})
+
+t.test('the primary\'s count of worker restarts, served with the workers\' series, as it is at each scrape', async (t) => {
+  const worker = gatewayMetrics()
+  worker.metrics.countRequest('/v1/clients/', 'GET', 200)
+  const cluster = { restarts: 0 }
+  const primary = createClusterMetrics(cluster)
+  const scrape = async (): Promise<Sample[]> => parse((await aggregateMetrics([await snapshot(worker.metrics), await primary.getMetricsAsJSON()])).body)
+  t.same((await scrape()).filter((s) => s.name === 'keygate_worker_restarts_total'), [{ name: 'keygate_worker_restarts_total', labels: {}, value: 0 }])
+  cluster.restarts = 2
+  const samples = await scrape()
+  t.same(samples.filter((s) => s.name === 'keygate_worker_restarts_total').map((s) => s.value), [2])
+  t.ok(samples.some((s) => s.name === 'keygate_http_requests_total' && s.value === 1), 'beside the workers\' series')
 })
