@@ -44,6 +44,8 @@ export function createUsageCounter (options: UsageCounterOptions): UsageCounter 
   let current = new Map<string, number>()
   /** minutes that ended since the last flush */
   let ended: MinuteCounts[] = []
+  /** distinct fields counted since the last flush (a minute's end starts a new Map, not a new bound) */
+  let seriesNow = 0
   let overflowNow = 0
   const stats = { overflowed: 0, flushFailures: 0 }
   let flushing: Promise<void> = Promise.resolve()
@@ -59,11 +61,15 @@ export function createUsageCounter (options: UsageCounterOptions): UsageCounter 
     const cls = statusClass(status)
     let field = encodeField(key, user, route, cls, code)
     let value = current.get(field)
-    if (value === undefined && current.size >= maxSeries) {
-      field = encodeField(OTHER, OTHER, OTHER, cls, code)
-      value = current.get(field)
-      overflowNow++
-      stats.overflowed++
+    if (value === undefined) {
+      if (seriesNow >= maxSeries) {
+        field = encodeField(OTHER, OTHER, OTHER, cls, code)
+        value = current.get(field)
+        overflowNow++
+        stats.overflowed++
+      } else {
+        seriesNow++
+      }
     }
     current.set(field, (value ?? 0) + 1)
   }
@@ -73,6 +79,7 @@ export function createUsageCounter (options: UsageCounterOptions): UsageCounter 
     if (current.size > 0) minutes.push({ start: currentStart, counts: current })
     ended = []
     current = new Map()
+    seriesNow = 0
     if (overflowNow > 0) {
       options.onOverflow?.(overflowNow)
       overflowNow = 0
