@@ -1,6 +1,7 @@
 // The composition root: what keygate is made of, in the order a request meets it.
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { createUsageCounter } from './analytics/counter.js'
 import { createAuthenticator } from './auth/authenticate.js'
 import { bearerPipeline, signedPipeline } from './auth/pipeline.js'
 import { createSignatureBudget } from './auth/signature-budget.js'
@@ -12,6 +13,7 @@ import { countBodyMemory } from './http/plugins/body-memory.js'
 import { clientAddressPlugin } from './http/plugins/client-address.js'
 import { docsPlugin } from './http/plugins/docs.js'
 import { metricsPlugin } from './http/plugins/metrics.js'
+import { usagePlugin } from './http/plugins/usage.js'
 import { portalPlugin } from './http/plugins/portal.js'
 import { problemsPlugin, refuseConnect } from './http/plugins/problems.js'
 import { requestTargetPlugin } from './http/plugins/request-target.js'
@@ -109,16 +111,32 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const userScopes = createUserScopes(store, { cacheSize: config.keyCacheSize })
   const users = createUserService(store, { onChanged: userScopes.forget, scryptLogN: config.passwordScryptLogN })
   const signatureBudget = createSignatureBudget(config.signatureFailures)
+  // usage analytics: counted in process, flushed to the store in batches (analytics/counter.ts)
+  const usage = config.usageAnalytics.enabled
+    ? createUsageCounter({
+      store,
+      flushMs: config.usageAnalytics.flushMs,
+      maxSeries: config.usageAnalytics.maxSeries,
+      onFlushError: (err, requests) => { app.log.warn({ err, requests }, 'usage analytics: the store refused a flush; its counts are lost') },
+      onOverflow: (requests) => {
+        app.log.warn({ requests, max: config.usageAnalytics.maxSeries }, 'usage analytics: more distinct keys, users and routes than ' +
+          'KEYGATE_USAGE_MAX_SERIES in one flush interval; the rest were counted as other')
+      }
+    })
+    : undefined
   const services: KeygateServices = {
     store,
     tokens,
     users,
     keys,
     routes,
-    metrics: createGatewayMetrics({ keys, tokens, store, signatureBudget, userScopes }),
+    metrics: createGatewayMetrics({ keys, tokens, store, signatureBudget, userScopes, ...(usage !== undefined && { usage }) }),
+    ...(usage !== undefined && { usage }),
     loginGuard: createLoginGuard(store, users, config.login),
     bodyMemory: new ByteBudget(config.bodyMemoryLimit)
   }
+  // the last counts reach the store before it closes (onClose hooks run last added first)
+  if (usage !== undefined) app.addHook('onClose', async () => { await usage.close() })
   app.addHook('onClose', async () => {
     services.tokens.close()
     await services.keys.close()
@@ -171,6 +189,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   await app.register(requestTargetPlugin)
   await app.register(accessLogPlugin, { traceIds: tracing?.ids })
   await app.register(metricsPlugin, { metrics: services.metrics })
+  if (usage !== undefined) await app.register(usagePlugin, { counter: usage })
   // Before the routes, which it documents as they are added. Its /docs paths are keygate's own.
   if (config.docs) await app.register(docsPlugin, { routes })
   // The developer portal's page and bundles: static, and every action it takes is a call to the API below

@@ -2,6 +2,7 @@
 // requests is declared beside the code that sets it (auth/authenticate.ts, proxy/upstream-request.ts,
 // http/plugins/problems.ts, http/plugins/metrics.ts), so that no layer relies on a higher one.
 import type { FastifyInstance as DecisionApp } from 'fastify'
+import type { UsageCounter } from './analytics/counter.js'
 import type { KeyRegistry } from './keys/key-registry.js'
 import type { ByteBudget } from './lib/byte-budget.js'
 import type { GatewayMetrics } from './metrics/metrics.js'
@@ -21,6 +22,8 @@ export interface KeygateServices {
   loginGuard: LoginGuard
   /** the request bodies buffered right now, all requests together, and their ceiling (KEYGATE_BODY_MEMORY_LIMIT) */
   bodyMemory: ByteBudget
+  /** usage analytics' counts, when KEYGATE_USAGE_ANALYTICS is on (analytics/counter.ts) */
+  usage?: UsageCounter
   /** decision mode's app, on the same services (decision/server.ts), when KEYGATE_DECISION_PORT is set; not listening yet */
   decisions?: DecisionApp
 }

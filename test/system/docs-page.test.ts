@@ -54,6 +54,7 @@ t.test('the /docs page shows every endpoint in Chromium, offline', async (t) => 
     'GET /status',
     'GET /v1/api-keys',
     'GET /v1/api-keys/{apiKey}/usage',
+    'GET /v1/api-keys/{apiKey}/usage/series',
     'GET /v1/clients/',
     'GET /v1/routes',
     'GET /v1/time',

@@ -29,6 +29,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['gateway/src/users/', 4],
   ['gateway/src/metrics/', 4],
   ['gateway/src/limits/', 4],
+  // usage analytics: counted in process, flushed to the store, read back by the admin API and the account endpoints
+  ['gateway/src/analytics/', 4],
   ['gateway/src/auth/', 5],
   ['gateway/src/proxy/', 6],
   ['gateway/src/http/schemas/', 7],

@@ -24,12 +24,15 @@ import type { RouteControl } from './route-control.js'
 import { adminRouteRoutes } from './routes.js'
 import { adminUsageRoutes, type UsageReader } from './usage.js'
 import { adminUserRoutes } from './users.js'
+import type { Store } from '../store/index.js'
 
 export interface AdminServices {
   operations: Operations
   routes: RouteControl
   /** where a key or a user stands against the rate limits of the routes in force */
   usage: UsageReader
+  /** usage over time, as every gateway on the store counted it (analytics/) */
+  analytics: Pick<Store, 'readUsageCounts'>
 }
 
 export interface AdminServerOptions {
@@ -106,7 +109,7 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
         { name: 'users', description: 'Users: their passwords and their keys' },
         { name: 'keys', description: 'Registered API keys: list, show, revoke' },
         { name: 'routes', description: 'The route table in force, and reloading the route file' },
-        { name: 'usage', description: 'Rate limits and quotas: what a key or a user has used, and what remains' }
+        { name: 'usage', description: 'Rate limits and quotas: what a key or a user has used, and what remains; requests over time by key, user and route' }
       ],
       components: {
         securitySchemes: {
@@ -127,7 +130,7 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
   await app.register(adminUserRoutes, { operations: services.operations })
   await app.register(adminKeyRoutes, { operations: services.operations })
   await app.register(adminRouteRoutes, { routes: services.routes })
-  await app.register(adminUsageRoutes, { usage: services.usage, operations: services.operations })
+  await app.register(adminUsageRoutes, { usage: services.usage, operations: services.operations, analytics: services.analytics })
   return app
 }
 

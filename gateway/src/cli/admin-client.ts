@@ -12,12 +12,18 @@ import type { OperatorBackend } from './operator.js'
 /** an admin request that has no answer within this fails */
 export const ADMIN_REQUEST_TIMEOUT_MS = 15_000
 
-interface Answer { status: number; body: unknown }
+export interface Answer { status: number; body: unknown }
 
-/** The operations through the admin API at `url` (its origin, e.g. http://10.0.0.7:9180). */
-export function adminApiBackend (url: string, token: string): OperatorBackend {
+/** Requests to the admin API at `url` (its origin, e.g. http://10.0.0.7:9180), and what their answers mean. */
+export interface AdminApi {
+  base: string
+  call: (method: string, path: string, body?: unknown) => Promise<Answer>
+  /** the body of a 2xx; null for a 404 of `notFound`; any other answer thrown (a catalog error as its GatewayError) */
+  expect: <T>(answer: Answer, notFound?: ErrorCode) => T | null
+}
+
+export function adminApi (url: string, token: string): AdminApi {
   const base = url.replace(/\/+$/, '')
-  const where = `the store behind the admin API at ${base}`
 
   const call = async (method: string, path: string, body?: unknown): Promise<Answer> => {
     let res: Response
@@ -44,7 +50,6 @@ export function adminApiBackend (url: string, token: string): OperatorBackend {
     return { status: res.status, body: parsed }
   }
 
-  /** the body of a 2xx; null for a 404 of `notFound`; any other answer thrown */
   const expect = <T>(answer: Answer, notFound?: ErrorCode): T | null => {
     if (answer.status >= 200 && answer.status < 300) return answer.body as T
     const code = problemCode(answer.body)
@@ -56,6 +61,13 @@ export function adminApiBackend (url: string, token: string): OperatorBackend {
     const shown = typeof answer.body === 'string' ? answer.body.slice(0, 200) : JSON.stringify(answer.body)
     throw new Error(`the admin API at ${base} answered ${answer.status}: ${shown}`)
   }
+  return { base, call, expect }
+}
+
+/** The operations through the admin API at `url` (its origin, e.g. http://10.0.0.7:9180). */
+export function adminApiBackend (url: string, token: string): OperatorBackend {
+  const { base, call, expect } = adminApi(url, token)
+  const where = `the store behind the admin API at ${base}`
   const must = <T>(answer: Answer): T => expect<T>(answer) as T
   const user = (name: string): string => `/v1/users/${encodeURIComponent(name)}`
   const key = (apiKey: string): string => `/v1/keys/${encodeURIComponent(apiKey)}`

@@ -27,7 +27,7 @@ import type { RouteConfig } from '../proxy/route.js'
 import type { RedisConnection } from '../store/redis-connection.js'
 
 /** the commands, for `--help` and for a "did you mean" */
-export const COMMANDS = ['serve', 'demo', ...CLIENT_COMMANDS, 'users', 'keys', 'routes', 'tokens', 'bench'] as const
+export const COMMANDS = ['serve', 'demo', ...CLIENT_COMMANDS, 'users', 'keys', 'usage', 'routes', 'tokens', 'bench'] as const
 
 const CMD = keygateCommand()
 const USAGE = `usage: ${CMD} serve
@@ -44,6 +44,8 @@ const USAGE = `usage: ${CMD} serve
        ${CMD} keys list [--user NAME] [--limit N] [--cursor C] [--json]
        ${CMD} keys show|revoke APIKEY
        ${CMD} keys update APIKEY [--scopes A,B | --no-scopes] [--expires-at ISO | never]
+       ${CMD} usage top --by key|user|route [--order requests|refusals] [--since 1h] [--limit N] [--json]
+       ${CMD} usage series --key APIKEY | --user NAME | --route NAME [--since 6h] [--json]
        ${CMD} routes check FILE
        ${CMD} tokens rotate
        ${CMD} bench [--url URL --user USER --password PASSWORD] [options]
@@ -96,6 +98,11 @@ For operators:
                      and/or its expiry (--expires-at 2027-01-01T00:00:00Z, or never); every
                      gateway applies it within a second. A revoked or expired key stays as it is
   keys revoke APIKEY revoke the key: every gateway refuses it within a second; it stays revoked
+  usage top          the keys, users or routes with the most requests (--order refusals: the most
+                     refused) over the last --since (15m, 1h, 7d; at most 14d; default 1h), as every
+                     gateway counted them: requests, refusals, by status class, refusals by code
+  usage series       one key's, user's or route's requests over --since (default 6h): per minute up
+                     to 6h, per hour beyond; the table lists the buckets that had requests, --json all
   routes check FILE  validate a route file (YAML or JSON) and print the routes it makes
   bench              load-test keygate (npm run bench: --help lists the options); with --url, any
                      running keygate, else one it starts and compares with a bare proxy
@@ -104,7 +111,7 @@ For operators:
                      of KEYGATE_TOKEN_TTL_SECONDS and the identity tokens of KEYGATE_ROUTES, plus
                      a margin), then retires. Running gateways pick it up without a restart.
 
-users and keys work through a gateway's admin API when KEYGATE_ADMIN_URL (e.g.
+users, keys and usage work through a gateway's admin API when KEYGATE_ADMIN_URL (e.g.
 http://10.0.0.7:9180) and KEYGATE_ADMIN_TOKEN are both set: from anywhere that reaches the admin
 port, with no Redis access. Otherwise, and always for tokens rotate (direct mode only: the admin API
 has no form of it), they work on the Redis named by REDIS_URL, KEYGATE_REDIS_SENTINELS or
@@ -156,20 +163,35 @@ async function requireRedis (config: GatewayConfig, directOnly?: string): Promis
  * both set (no Redis needed), else the gateways' Redis.
  */
 async function operatorBackend (env: NodeJS.ProcessEnv): Promise<import('./operator.js').OperatorBackend> {
-  const url = env.KEYGATE_ADMIN_URL ?? ''
-  const token = env.KEYGATE_ADMIN_TOKEN ?? ''
-  if (url !== '') {
-    if (token === '') {
-      throw new UsageError('KEYGATE_ADMIN_URL is set but KEYGATE_ADMIN_TOKEN is not: the admin API takes no request without the gateway\'s token')
-    }
-    if (!/^https?:\/\/[^/?#]+\/?$/i.test(url)) {
-      throw new UsageError(`KEYGATE_ADMIN_URL: ${JSON.stringify(url)} is not allowed: use the admin API's origin, http(s)://host:port`)
-    }
-    return (await import('./admin-client.js')).adminApiBackend(url, token)
-  }
+  const admin = adminApiIn(env)
+  if (admin !== undefined) return (await import('./admin-client.js')).adminApiBackend(admin.url, admin.token)
   const config = await loadConfig(env)
   await requireRedis(config)
   return await (await import('./operator.js')).directBackend(config)
+}
+
+/** KEYGATE_ADMIN_URL and KEYGATE_ADMIN_TOKEN, checked; undefined when KEYGATE_ADMIN_URL is not set */
+function adminApiIn (env: NodeJS.ProcessEnv): { url: string; token: string } | undefined {
+  const url = env.KEYGATE_ADMIN_URL ?? ''
+  const token = env.KEYGATE_ADMIN_TOKEN ?? ''
+  if (url === '') return undefined
+  if (token === '') {
+    throw new UsageError('KEYGATE_ADMIN_URL is set but KEYGATE_ADMIN_TOKEN is not: the admin API takes no request without the gateway\'s token')
+  }
+  if (!/^https?:\/\/[^/?#]+\/?$/i.test(url)) {
+    throw new UsageError(`KEYGATE_ADMIN_URL: ${JSON.stringify(url)} is not allowed: use the admin API's origin, http(s)://host:port`)
+  }
+  return { url, token }
+}
+
+/** Where `usage` reads: the admin API as for users and keys, else the gateways' Redis. */
+async function usageSource (env: NodeJS.ProcessEnv): Promise<import('./usage-commands.js').UsageSource> {
+  const admin = adminApiIn(env)
+  const commands = await import('./usage-commands.js')
+  if (admin !== undefined) return commands.adminUsageSource((await import('./admin-client.js')).adminApi(admin.url, admin.token))
+  const config = await loadConfig(env)
+  await requireRedis(config)
+  return await commands.directUsageSource(config)
 }
 
 async function readPassword (input: NodeJS.ReadStream, output: NodeJS.WriteStream): Promise<string> {
@@ -298,6 +320,15 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
       })
     } catch (err) {
       throw err instanceof OperatorUsageError ? new UsageError(`${err.message}\n\n${USAGE}`) : err
+    }
+  }
+  if (group === 'usage') {
+    const { UsageCommandError, runUsageCommand } = await import('./usage-commands.js')
+    try {
+      await runUsageCommand(command, argv.slice(2), { stdout: io.stdout, source: async () => await usageSource(io.env) })
+      return
+    } catch (err) {
+      throw err instanceof UsageCommandError ? new UsageError(`${err.message}\n\n${USAGE}`) : err
     }
   }
   throw new UsageError(USAGE)

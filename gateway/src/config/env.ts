@@ -27,6 +27,9 @@ export const DEFAULT_TOKEN_TTL_SECONDS = 15 * 60
 export const DEFAULT_REDIS_PREFIX = 'keygate:'
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 500
 export const DEFAULT_KEY_CACHE_SIZE = 10_000
+/** usage analytics: a flush every 5 s, at most 50,000 distinct (key, user, route, outcome) per flush interval */
+export const DEFAULT_USAGE_FLUSH_MS = 5000
+export const DEFAULT_USAGE_MAX_SERIES = 50_000
 /** active API keys per user: a person or service has a handful (a few devices, a rotation under way) */
 export const DEFAULT_MAX_KEYS_PER_USER = 20
 /**
@@ -132,6 +135,9 @@ export const EnvSchema = Type.Object({
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ROUTES_WATCH: Type.Optional(Switch),
   KEYGATE_DOCS: Type.Optional(Switch),
+  KEYGATE_USAGE_ANALYTICS: Type.Optional(Switch),
+  KEYGATE_USAGE_FLUSH_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 60_000 })),
+  KEYGATE_USAGE_MAX_SERIES: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
   // "off", or a path: checked by portalPrefixFrom, whose error says what it takes
   KEYGATE_PORTAL_PREFIX: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_STRICT_REQUEST_LINE: Type.Optional(Switch),
@@ -216,6 +222,12 @@ export interface GatewayConfig {
   watchRoutes: boolean
   /** KEYGATE_DOCS: serve the OpenAPI document at /docs/json and its page at /docs */
   docs: boolean
+  /**
+   * usage analytics (analytics/): KEYGATE_USAGE_ANALYTICS counts business requests by key, user,
+   * route and outcome, flushed to the store every KEYGATE_USAGE_FLUSH_MS, at most
+   * KEYGATE_USAGE_MAX_SERIES distinct ones per flush interval
+   */
+  usageAnalytics: { enabled: boolean; flushMs: number; maxSeries: number }
   /** KEYGATE_PORTAL_PREFIX: the developer portal's path on the public port (default /portal); undefined: off */
   portalPrefix: string | undefined
   /**
@@ -401,6 +413,11 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     routesFile: e.KEYGATE_ROUTES,
     watchRoutes: isOn(e.KEYGATE_ROUTES_WATCH, false),
     docs: isOn(e.KEYGATE_DOCS, true),
+    usageAnalytics: {
+      enabled: isOn(e.KEYGATE_USAGE_ANALYTICS, true),
+      flushMs: e.KEYGATE_USAGE_FLUSH_MS ?? DEFAULT_USAGE_FLUSH_MS,
+      maxSeries: e.KEYGATE_USAGE_MAX_SERIES ?? DEFAULT_USAGE_MAX_SERIES
+    },
     portalPrefix,
     metrics: { port: e.KEYGATE_METRICS_PORT, host: e.KEYGATE_METRICS_HOST ?? DEFAULT_HOST },
     admin: adminConfigFrom(e, { port: e.PORT ?? DEFAULT_PORT, host: e.HOST ?? DEFAULT_HOST },

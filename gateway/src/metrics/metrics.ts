@@ -17,6 +17,8 @@ export interface MetricSources {
   signatureBudget?: { readonly stats: Readonly<{ refusals: number; exhausted: number }> }
   /** each user's scopes (users/user-scopes.ts) */
   userScopes?: { readonly stats: Readonly<CacheStats> }
+  /** usage analytics, when on (analytics/counter.ts) */
+  usage?: { readonly stats: Readonly<{ overflowed: number; flushFailures: number }> }
 }
 
 /** One upstream origin's queue, as the proxy counts it (proxy/forwarder.ts). */
@@ -69,6 +71,8 @@ export const METRIC_NAMES = {
   signatureBudgetExhausted: 'keygate_signature_budget_exhausted_total',
   rateLimited: 'keygate_rate_limited_total',
   rateLimitStoreFailures: 'keygate_rate_limit_store_failures_total',
+  usageOverflow: 'keygate_usage_overflow_total',
+  usageFlushFailures: 'keygate_usage_flush_failures_total',
   workerRestarts: 'keygate_worker_restarts_total'
 } as const
 
@@ -174,6 +178,30 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       this.inc(sources.store.errors)
     }
   })
+
+  const usage = sources.usage
+  if (usage !== undefined) {
+    // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+    new Counter({
+      name: METRIC_NAMES.usageOverflow,
+      help: 'Requests usage analytics counted as other: more distinct keys, users, routes and outcomes than KEYGATE_USAGE_MAX_SERIES in a flush interval',
+      registers: [registry],
+      collect () {
+        this.reset()
+        this.inc(usage.stats.overflowed)
+      }
+    })
+    // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+    new Counter({
+      name: METRIC_NAMES.usageFlushFailures,
+      help: 'Usage analytics flushes the store refused (their counts are lost)',
+      registers: [registry],
+      collect () {
+        this.reset()
+        this.inc(usage.stats.flushFailures)
+      }
+    })
+  }
 
   // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Counter({

@@ -65,7 +65,7 @@ export async function startGateway (options: StartGatewayOptions): Promise<Runni
     if (config.admin.port !== undefined && config.admin.token !== undefined && adminListener) {
       const { users, keys, routes: registry, store } = app.keygate
       const usage: UsageReader = async (subject) => await readUsage(registry.current.routes, store, subject)
-      admin = await startAdminServer({ operations: createOperations({ users, keys }), routes: routeControlOf(registry), usage },
+      admin = await startAdminServer({ operations: createOperations({ users, keys }), routes: routeControlOf(registry), usage, analytics: store },
         { port: config.admin.port, host: config.admin.host, token: config.admin.token, log: app.log })
       app.log.info(`admin API at ${admin.url}`)
     }

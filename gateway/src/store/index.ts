@@ -6,7 +6,8 @@ import type { Store } from './types.js'
 export { newestFirst } from './types.js'
 
 export type {
-  CreateKeyOutcome, KeyEvent, KeyEventListener, KeyRecord, RateCounter, RateOutcome, RememberedMark, RemoveUserResult, RevokeResult, Store, UserRecord
+  CreateKeyOutcome, KeyEvent, KeyEventListener, KeyRecord, RateCounter, RateOutcome, RememberedMark, RemoveUserResult, RevokeResult, Store,
+  UsageBucketWrite, UserRecord
 } from './types.js'
 
 type StoreConfig = Pick<GatewayConfig, 'redisUrl' | 'redisTopology' | 'redisPrefix' | 'redisCommandTimeoutMs'>

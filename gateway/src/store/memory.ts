@@ -25,11 +25,14 @@ export function createMemoryStore (now: () => number = Date.now): Store {
   const counters = new Map<string, { count: number; expiresAt: number }>()
   /** rate counter key -> the ms from which it is back to its full limit (types.ts: RateCounter) */
   const rates = new Map<string, number>()
+  /** usage analytics' buckets (Store.addUsageCounts): field -> count, and when the bucket expires */
+  const usage = new Map<string, { expiresAt: number; counts: Map<string, number> }>()
   const sweep = setInterval(() => {
     const t = now()
     for (const [key, { expiresAt }] of remembered) if (expiresAt <= t) remembered.delete(key)
     for (const [key, counter] of counters) if (counter.expiresAt <= t) counters.delete(key)
     for (const [key, fullAt] of rates) if (fullAt <= t) rates.delete(key)
+    for (const [name, bucket] of usage) if (bucket.expiresAt <= t) usage.delete(name)
   }, 10_000)
   sweep.unref()
   const users = new Map<string, UserRecord>()
@@ -278,6 +281,22 @@ export function createMemoryStore (now: () => number = Date.now): Store {
     },
     async peekRate (counters) {
       return rate(counters, false)
+    },
+    async addUsageCounts (buckets) {
+      const t = now()
+      for (const { name, ttlSeconds, counts } of buckets) {
+        let bucket = usage.get(name)
+        if (bucket === undefined || bucket.expiresAt <= t) usage.set(name, bucket = { expiresAt: 0, counts: new Map() })
+        bucket.expiresAt = t + ttlSeconds * 1000
+        for (const [field, n] of counts) bucket.counts.set(field, (bucket.counts.get(field) ?? 0) + n)
+      }
+    },
+    async readUsageCounts (names) {
+      const t = now()
+      return names.map((name) => {
+        const bucket = usage.get(name)
+        return bucket === undefined || bucket.expiresAt <= t ? new Map() : new Map(bucket.counts)
+      })
     },
     async ping () {},
     async close () { clearInterval(sweep) }

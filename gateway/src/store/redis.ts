@@ -5,7 +5,8 @@ import { GatewayError } from '../errors.js'
 import { connectRedis, createRedisClient, scanKeys, type RedisClient, type RedisConnection } from './redis-connection.js'
 import {
   newestFirst, newUserId, RATE_SLACK_MS, storedScopes, type KeyEvent, type KeyEventListener, type KeyRecord, type RateCounter, type RateOutcome,
-  type RememberedMark, type RevokeResult, type SigningKeyRing, type SigningKeyRotation, type Store, type UpdateKeyResult, type UserRecord
+  type RememberedMark, type RevokeResult, type SigningKeyRing, type SigningKeyRotation, type Store, type UpdateKeyResult, type UsageBucketWrite,
+  type UserRecord
 } from './types.js'
 
 export type RedisStoreOptions = ({ url: string } | { connection: RedisConnection }) & {
@@ -54,7 +55,9 @@ export function redisKeyNames (prefix: string, cluster: boolean) {
     once: (key: string): string => `${prefix}once:${key}`,
     hits: (key: string): string => `${prefix}hits:${key}`,
     // per request too, and one key per counter: in a cluster they spread over every shard
-    rate: (key: string): string => `${prefix}rate:${key}`
+    rate: (key: string): string => `${prefix}rate:${key}`,
+    // usage analytics: one hash per time bucket, written in batches; each is one key, so one slot
+    usage: (bucket: string): string => `${prefix}usage:${bucket}`
   }
 }
 
@@ -826,6 +829,40 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       if (!cluster) return await runRate(counters, false)
       const outcomes = await Promise.all(counters.map(async (counter) => await runRate([counter], false)))
       return { allowed: outcomes.every((o) => o.allowed), backlogMs: outcomes.map((o) => o.backlogMs[0] as number) }
+    }),
+    addUsageCounts: async (buckets) => {
+      if (buckets.length === 0) return
+      await guarded(async () => {
+        // a pipeline, not MULTI: nothing needs the batch whole, and Redis serves others between its commands.
+        // In a cluster a pipeline must stay in one slot: one per bucket.
+        const add = (pipeline: ReturnType<typeof redis.pipeline>, { name, ttlSeconds, counts }: UsageBucketWrite): void => {
+          const key = names.usage(name)
+          for (const [field, n] of counts) pipeline.hincrby(key, field, n)
+          pipeline.expire(key, ttlSeconds)
+        }
+        if (!cluster) {
+          const pipeline = redis.pipeline()
+          for (const bucket of buckets) add(pipeline, bucket)
+          results(await pipeline.exec())
+          return
+        }
+        await Promise.all(buckets.map(async (bucket) => {
+          const pipeline = redis.pipeline()
+          add(pipeline, bucket)
+          results(await pipeline.exec())
+        }))
+      })
+    },
+    readUsageCounts: async (bucketNames) => await guarded(async () => {
+      if (bucketNames.length === 0) return []
+      const read = async (keys: readonly string[]): Promise<Array<Record<string, string>>> => {
+        const pipeline = redis.pipeline()
+        for (const key of keys) pipeline.hgetall(key)
+        return results(await pipeline.exec()) as Array<Record<string, string>>
+      }
+      const keys = bucketNames.map(names.usage)
+      const hashes = cluster ? (await Promise.all(keys.map(async (key) => await read([key])))).flat() : await read(keys)
+      return hashes.map((hash) => new Map(Object.entries(hash).map(([field, n]) => [field, Number(n)])))
     }),
     ping: async () => { await guarded(async () => await redis.ping()) },
     close: async () => {

@@ -232,9 +232,27 @@ export interface Store {
   countRate: (counters: readonly RateCounter[]) => Promise<RateOutcome>
   /** The counters' backlogs (ms) without counting anything: `allowed` says whether one more request would pass. */
   peekRate: (counters: readonly RateCounter[]) => Promise<RateOutcome>
+  /**
+   * Usage analytics (analytics/): adds each write's counts to its bucket, a hash of counters
+   * shared by every gateway on the store, and (re)sets the bucket's expiry. Not atomic across
+   * buckets: a failure may leave some of a batch counted.
+   */
+  addUsageCounts: (buckets: readonly UsageBucketWrite[]) => Promise<void>
+  /** the counters of each named bucket, in order (an empty Map for a bucket that is gone or never was) */
+  readUsageCounts: (names: readonly string[]) => Promise<Array<Map<string, number>>>
   /** resolves when the store answers; throws STORE_UNAVAILABLE otherwise */
   ping: () => Promise<void>
   close: () => Promise<void>
+}
+
+/** One bucket's share of a usage flush (analytics/counter.ts). */
+export interface UsageBucketWrite {
+  /** the bucket's name (analytics/buckets.ts), under the store's prefix */
+  name: string
+  /** seconds from now until the store forgets the bucket */
+  ttlSeconds: number
+  /** field (the request's dimensions) -> requests to add */
+  counts: ReadonlyMap<string, number>
 }
 
 /** A mark rememberOnce made; `forget` takes it back (a refused request stays retryable). Never rejects. */

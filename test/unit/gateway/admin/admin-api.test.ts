@@ -278,7 +278,8 @@ t.test('/docs/json: a valid OpenAPI document of every endpoint and its errors', 
   const operations = Object.entries(doc.paths).flatMap(([path, item]) => Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`)).sort()
   t.same(operations, [
     'DELETE /v1/keys/{apiKey}', 'DELETE /v1/users/{name}', 'GET /v1/keys', 'GET /v1/keys/{apiKey}', 'GET /v1/routes',
-    'GET /v1/usage', 'GET /v1/users', 'GET /v1/users/{name}', 'PATCH /v1/keys/{apiKey}', 'POST /v1/routes/reload', 'PUT /v1/users/{name}'
+    'GET /v1/usage', 'GET /v1/usage/series', 'GET /v1/usage/top',
+    'GET /v1/users', 'GET /v1/users/{name}', 'PATCH /v1/keys/{apiKey}', 'POST /v1/routes/reload', 'PUT /v1/users/{name}'
   ], 'every endpoint, and not /docs/json itself')
   for (const [path, item] of Object.entries(doc.paths)) {
     for (const [method, operation] of Object.entries(item)) {

@@ -117,6 +117,7 @@ t.test('a refused value is answered with what the variable allows', async (t) =>
     [{ LOG_FORMAT: 'text' }, 'LOG_FORMAT: "text" is not allowed: use one of json or pretty'],
     [{ LOG_FORMAT: 'JSON' }, 'LOG_FORMAT: "JSON" is not allowed: use one of json or pretty'],
     [{ KEYGATE_DOCS: 'yes' }, 'KEYGATE_DOCS: "yes" is not allowed: use one of true, false, on or off'],
+    [{ KEYGATE_USAGE_ANALYTICS: 'no' }, 'KEYGATE_USAGE_ANALYTICS: "no" is not allowed: use one of true, false, on or off'],
     [{ KEYGATE_STRICT_REQUEST_LINE: 'strict' }, 'KEYGATE_STRICT_REQUEST_LINE: "strict" is not allowed: use one of true, false, on or off'],
     [{ KEYGATE_ROUTES_WATCH: '1' }, 'KEYGATE_ROUTES_WATCH: "1" is not allowed: use one of true, false, on or off'],
     [{ KEYGATE_TRACE_PARENT: 'trust' }, 'KEYGATE_TRACE_PARENT: "trust" is not allowed: use one of ignore or continue'],
@@ -136,7 +137,7 @@ t.test('a refused value is answered with what the variable allows', async (t) =>
   // what it takes instead of TypeBox's words.
   const listed = ENV_VARIABLES.filter((name) => Array.isArray(EnvSchema.properties[name].anyOf))
   t.same(listed.sort(), ['KEYGATE_DOCS', 'KEYGATE_ROUTES_WATCH', 'KEYGATE_STRICT_REQUEST_LINE', 'KEYGATE_TRACE_PARENT', 'KEYGATE_TRUSTED_PROXY_HEADER',
-    'LOG_FORMAT', 'LOG_LEVEL'],
+    'KEYGATE_USAGE_ANALYTICS', 'LOG_FORMAT', 'LOG_LEVEL'],
   'the variables that take a list of values')
   for (const name of listed) t.ok(cases.some(([env]) => name in env), `${name} has a case`)
   for (const name of ENV_VARIABLES) {
