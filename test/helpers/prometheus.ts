@@ -1,11 +1,15 @@
 // The Prometheus text format as a scraper reads it, strictly: every sample under the # TYPE of
 // its family, each family in one block, no series twice, and every histogram's buckets
-// cumulative with +Inf equal to its _count. Anything else throws, naming the line.
+// cumulative with +Inf equal to its _count. Anything else throws, naming the line. OpenMetrics
+// (parseOpenMetrics) likewise, with its own rules: # EOF last, no blank line, a counter's sample
+// named <family>_total, and exemplars only on counters' totals and histograms' buckets.
 
 export interface Sample {
   name: string
   labels: Record<string, string>
   value: number
+  /** OpenMetrics only: the sample's exemplar */
+  exemplar?: { labels: Record<string, string>; value: number; timestamp?: number }
 }
 
 /** a sample value or an `le`: Go's float syntax, with +Inf and -Inf */
@@ -18,6 +22,72 @@ const SUFFIXES: Record<string, string[]> = { histogram: ['_bucket', '_sum', '_co
 function seriesKey (name: string, labels: Record<string, string>, without?: string): string {
   const pairs = Object.entries(labels).filter(([k]) => k !== without).sort(([a], [b]) => a.localeCompare(b))
   return `${name}${JSON.stringify(pairs)}`
+}
+
+const LABELS = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g
+function labelsOf (text: string): Record<string, string> {
+  const labels: Record<string, string> = {}
+  for (const pair of text.matchAll(LABELS)) labels[pair[1] as string] = pair[2] as string
+  return labels
+}
+
+const OPENMETRICS_SUFFIXES: Record<string, string[]> = {
+  counter: ['_total', '_created'],
+  histogram: ['_bucket', '_sum', '_count', '_created'],
+  summary: ['', '_sum', '_count', '_created'],
+  gauge: [''],
+  unknown: [''],
+  info: ['_info']
+}
+
+export function parseOpenMetrics (text: string): Sample[] {
+  if (!text.endsWith('# EOF\n') && !text.endsWith('# EOF')) throw new Error('no # EOF at the end')
+  const lines = text.replace(/\n$/, '').split('\n')
+  lines.pop()
+  const samples: Sample[] = []
+  const seen = new Set<string>()
+  const closed = new Set<string>()
+  let family: { name: string; type: string } | undefined
+  for (const line of lines) {
+    if (line === '') throw new Error('a blank line')
+    if (line.startsWith('# HELP ') || line.startsWith('# UNIT ')) continue
+    const type = /^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|gaugehistogram|stateset|info|summary|unknown)$/.exec(line)
+    if (type !== null) {
+      if (family !== undefined) closed.add(family.name)
+      if (closed.has(type[1] as string)) throw new Error(`family ${type[1]} declared twice`)
+      family = { name: type[1] as string, type: type[2] as string }
+      continue
+    }
+    if (line.startsWith('#')) throw new Error(`not a HELP, UNIT or TYPE line: ${line}`)
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*?)\})? (\S+)(?: (\S+))?(?: # \{(.*)\} (\S+)(?: (\S+))?)?$/.exec(line)
+    if (match === null) throw new Error(`not a sample line: ${line}`)
+    const name = match[1] as string
+    const current = family
+    if (current === undefined || !(OPENMETRICS_SUFFIXES[current.type] ?? []).some((suffix) => name === current.name + suffix)) {
+      throw new Error(`sample outside the block of its family (${current?.name ?? 'none'}): ${line}`)
+    }
+    const labels = labelsOf(match[2] ?? '')
+    const value = toNumber(match[3] as string)
+    if (Number.isNaN(value) && match[3] !== 'NaN') throw new Error(`not a number: ${line}`)
+    const key = seriesKey(name, labels)
+    if (seen.has(key)) throw new Error(`the same series twice: ${line}`)
+    seen.add(key)
+    const sample: Sample = { name, labels, value }
+    if (match[5] !== undefined) {
+      const carries = current.type === 'histogram' ? name.endsWith('_bucket') : current.type === 'counter' && name.endsWith('_total')
+      if (!carries) throw new Error(`an exemplar on neither a bucket nor a total: ${line}`)
+      const exemplarLabels = labelsOf(match[5])
+      const length = Object.entries(exemplarLabels).reduce((n, [k, v]) => n + k.length + v.length, 0)
+      if (length > 128) throw new Error(`an exemplar's labels over 128 characters: ${line}`)
+      const exemplarValue = Number(match[6])
+      const timestamp = match[7] === undefined ? undefined : Number(match[7])
+      if (Number.isNaN(exemplarValue) || Number.isNaN(timestamp)) throw new Error(`an exemplar's value or timestamp is not a number: ${line}`)
+      sample.exemplar = { labels: exemplarLabels, value: exemplarValue, ...(timestamp !== undefined && { timestamp }) }
+    }
+    samples.push(sample)
+  }
+  checkHistograms(samples)
+  return samples
 }
 
 export function parse (text: string): Sample[] {
@@ -42,8 +112,7 @@ export function parse (text: string): Sample[] {
     if (current === undefined || !(SUFFIXES[current.type] ?? ['']).some((suffix) => name === current.name + suffix)) {
       throw new Error(`sample outside the block of its family (${current?.name ?? 'none'}): ${line}`)
     }
-    const labels: Record<string, string> = {}
-    for (const pair of (match[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[pair[1] as string] = pair[2] as string
+    const labels = labelsOf(match[2] ?? '')
     const value = toNumber(match[3] as string)
     if (Number.isNaN(value) && match[3] !== 'NaN') throw new Error(`not a number: ${line}`)
     const key = seriesKey(name, labels)

@@ -3,6 +3,8 @@
 // hot path of every request); here a caller holds a Series (one per label value, made once) and
 // an observation is a bucket scan and two additions. The registry reads the series through get(),
 // which returns what prom-client's histograms return, so the exposition is the library's own.
+// An observation may carry an exemplar (a sampled request's trace id): the latest per bucket is
+// kept, as prom-client's own histograms keep it, and shown only in the OpenMetrics exposition.
 import { Histogram, type HistogramConfiguration, type MetricType } from 'prom-client'
 
 /** One label set's buckets: counts per bucket (not cumulative), the last for values above every bound. */
@@ -11,6 +13,15 @@ export interface Series {
   readonly counts: Float64Array
   sum: number
   count: number
+  /** the latest exemplar of each bucket (same indices as counts), made on the first one */
+  exemplars?: Array<Exemplar | undefined>
+}
+
+/** prom-client's shape of an exemplar: its labels, the observed value, when (seconds since the epoch) */
+export interface Exemplar {
+  labelSet: Record<string, string>
+  value: number
+  timestamp: number
 }
 
 type HistogramValues = Awaited<ReturnType<Histogram['get']>>
@@ -42,14 +53,22 @@ export class FastHistogram extends Histogram {
     return series
   }
 
-  /** one observation: a value of at most a bucket's bound counts in it (prom-client's `le`) */
-  record (series: Series, value: number): void {
+  /** one observation: a value of at most a bucket's bound counts in it (prom-client's `le`); returns the bucket's index */
+  record (series: Series, value: number): number {
     const bounds = this.#bounds
     let i = 0
     while (i < bounds.length && value > (bounds[i] as number)) i++
     series.counts[i] = (series.counts[i] ?? 0) + 1
     series.sum += value
     series.count++
+    return i
+  }
+
+  /** one observation, and its bucket's exemplar replaced by this one */
+  recordExemplar (series: Series, value: number, labelSet: Record<string, string>): void {
+    const i = this.record(series, value)
+    const exemplars = series.exemplars ??= new Array<Exemplar | undefined>(series.counts.length)
+    exemplars[i] = { labelSet, value, timestamp: Date.now() / 1000 }
   }
 
   /** empties every series in place: callers keep the series they hold */
@@ -59,18 +78,26 @@ export class FastHistogram extends Histogram {
       series.counts.fill(0)
       series.sum = 0
       series.count = 0
+      delete series.exemplars
     }
   }
 
   override async get (): Promise<HistogramValues> {
     const values: HistogramValues['values'] = []
+    const bucketName = `${this.#name}_bucket`
     for (const series of this.bySeriesKey.values()) {
+      const exemplars = series.exemplars
+      // prom-client's typings have no exemplar; its exposition reads one on a bucket's value (OpenMetrics only)
+      const bucket = (le: number | string, value: number, i: number): void => {
+        const exemplar = exemplars?.[i]
+        values.push({ labels: { ...series.labels, le }, value, metricName: bucketName, ...(exemplar !== undefined && { exemplar: { ...exemplar } }) })
+      }
       let cumulative = 0
       this.#bounds.forEach((bound, i) => {
         cumulative += series.counts[i] ?? 0
-        values.push({ labels: { ...series.labels, le: bound }, value: cumulative, metricName: `${this.#name}_bucket` })
+        bucket(bound, cumulative, i)
       })
-      values.push({ labels: { ...series.labels, le: '+Inf' }, value: series.count, metricName: `${this.#name}_bucket` })
+      bucket('+Inf', series.count, this.#bounds.length)
       values.push({ labels: { ...series.labels }, value: series.sum, metricName: `${this.#name}_sum` })
       values.push({ labels: { ...series.labels }, value: series.count, metricName: `${this.#name}_count` })
     }

@@ -7,6 +7,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { HTTP_METHODS } from '#client/protocol'
 import type { CacheStats } from '../lib/lru-cache.js'
 import { FastHistogram, type Series } from './fast-histogram.js'
+import { OPENMETRICS_CONTENT_TYPE, openMetricsText } from './openmetrics.js'
 
 /** what the scrape reads from the services: counters they keep themselves */
 export interface MetricSources {
@@ -44,8 +45,8 @@ export interface GatewayMetrics {
   countAuthOutcome: (route: string, reason: string) => void
   /** the verification of one request signature (either scheme, any key type) */
   observeSignatureVerification: (seconds: number) => void
-  /** from sending a request upstream to the upstream's response headers */
-  observeUpstreamLatency: (route: LabelledRoute, seconds: number) => void
+  /** from sending a request upstream to the upstream's response headers; `traceId`: a sampled request's, its bucket's exemplar */
+  observeUpstreamLatency: (route: LabelledRoute, seconds: number, traceId?: string) => void
   /** a request refused with 429 by a route's rate limit counted per `by` (key, user, address) */
   countRateLimited: (route: string, by: string) => void
   /** a rate-limit check whose store did not answer, on a route whose onStoreDown is `mode` (allow, deny) */
@@ -54,8 +55,8 @@ export interface GatewayMetrics {
   watchUpstreams: (queues: () => Iterable<UpstreamQueueCounts>) => void
   /** process metrics (CPU, memory, event loop, GC) too; once per registry, for the metrics listener */
   includeProcessMetrics: () => void
-  /** the exposition text and its content type */
-  scrape: () => Promise<{ contentType: string; body: string }>
+  /** the exposition text (OpenMetrics, with exemplars, or the classic text) and its content type */
+  scrape: (openMetrics?: boolean) => Promise<{ contentType: string; body: string }>
 }
 
 export const METRIC_NAMES = {
@@ -301,13 +302,14 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     observeSignatureVerification (seconds) {
       signature.record(signatureSeries, seconds)
     },
-    observeUpstreamLatency (route, seconds) {
+    observeUpstreamLatency (route, seconds, traceId) {
       let series = upstreamSeries.get(route)
       if (series === undefined) {
         series = upstream.series({ route: route.name })
         upstreamSeries.set(route, series)
       }
-      upstream.record(series, seconds)
+      if (traceId === undefined) upstream.record(series, seconds)
+      else upstream.recordExemplar(series, seconds, { trace_id: traceId })
     },
     countRateLimited (route, by) {
       bump(limited, route, by)
@@ -323,7 +325,8 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       processMetrics = true
       collectDefaultMetrics({ register: registry })
     },
-    async scrape () {
+    async scrape (openMetrics = false) {
+      if (openMetrics) return { contentType: OPENMETRICS_CONTENT_TYPE, body: await openMetricsText(await registry.getMetricsAsJSON()) }
       return { contentType: registry.contentType, body: await registry.metrics() }
     }
   }

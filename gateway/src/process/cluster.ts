@@ -330,7 +330,9 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
     if (config.metrics.port !== undefined) {
       // the workers' registries and the primary's own (its count of worker restarts), added up
       const own = createClusterMetrics(workers)
-      metricsServer = await startMetricsServer(async () => await aggregateMetrics([...await workers.metrics(), await own.getMetricsAsJSON()]),
+      const scrape = async (openMetrics: boolean): Promise<{ contentType: string; body: string }> =>
+        await aggregateMetrics([...await workers.metrics(), await own.getMetricsAsJSON()], openMetrics)
+      metricsServer = await startMetricsServer(scrape,
         { port: config.metrics.port, host: config.metrics.host, log })
       log.info(`metrics for Prometheus at ${metricsServer.url}/metrics, every worker's added up`)
     }

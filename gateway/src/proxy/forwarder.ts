@@ -50,7 +50,7 @@ export const UPSTREAM_BUSY_RETRY_AFTER_SECONDS = 1
  * `tag` names what a request was sent for (the proxy: its route); told, with the seconds it
  * waited, when the upstream's final answer begins. One function for all requests: no closure each.
  */
-export type AnswerBegins<Tag> = (tag: Tag, seconds: number) => void
+export type AnswerBegins<Tag> = (tag: Tag, seconds: number, span: unknown) => void
 
 /** Told, before the problem is sent, of a request answered without a byte of it sent upstream (busy, no connection). */
 export type NotSent = (reply: FastifyReply) => void
@@ -63,6 +63,8 @@ export type NotSent = (reply: FastifyReply) => void
 export interface UpstreamTrace {
   sent: (reply: FastifyReply, request: UpstreamRequest) => unknown
   ended: (span: unknown, status: number, error?: Error) => void
+  /** a span's trace id (the latency histogram's exemplar) */
+  traceId: (span: unknown) => string
 }
 
 /** Connection errors that show the request was never written: nothing reached the upstream. */
@@ -288,7 +290,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
 
   onResponseStart (controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (statusCode < 200) return // 1xx: informational, the final answer follows
-    this.answerBegins?.(this.tag, (performance.now() - this.#sentAt) / 1000)
+    this.answerBegins?.(this.tag, (performance.now() - this.#sentAt) / 1000, this.#span)
     this.#status = statusCode
     const answer = this.#headers = clientResponseHeaders(headers)
     if (this.answerHeaders !== undefined) {

@@ -239,7 +239,8 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
         span.setStatus({ code: SpanStatusCode.ERROR })
       }
       span.end()
-    }
+    },
+    traceId: (handle: unknown) => (handle as Span).spanContext().traceId
   }
 
   return {

@@ -81,7 +81,10 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
   // 5. Forward.
   const forwarder = new Forwarder<RouteConfig>({
     ...options.upstreams,
-    onAnswerBegins: (route, seconds) => { metrics.observeUpstreamLatency(route, seconds) },
+    // with tracing on, a sampled request's trace id is its latency bucket's exemplar
+    onAnswerBegins: tracing === undefined
+      ? (route, seconds) => { metrics.observeUpstreamLatency(route, seconds) }
+      : (route, seconds, span) => { metrics.observeUpstreamLatency(route, seconds, span === undefined ? undefined : tracing.upstream.traceId(span)) },
     // nothing reached the upstream: the signed request may come again
     onNotSent: (reply) => { releaseReplayMark(reply.request.auth) },
     ...(tracing !== undefined && { trace: tracing.upstream })
