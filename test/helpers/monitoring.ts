@@ -103,7 +103,7 @@ export interface RunningPrometheus {
 }
 
 /** Prometheus running `config` (prometheus.yml text); resolved once it is ready. */
-export async function runPrometheus (t: Teardown, path: string, config: string): Promise<RunningPrometheus> {
+export async function runPrometheus (t: Teardown, path: string, config: string, flags: string[] = []): Promise<RunningPrometheus> {
   const dir = await mkdtemp(join(tmpdir(), 'keygate-prometheus-'))
   let stop = async (): Promise<void> => {}
   t.teardown(async () => {
@@ -114,7 +114,7 @@ export async function runPrometheus (t: Teardown, path: string, config: string):
   const file = join(dir, 'prometheus.yml')
   await writeFile(file, config)
   const child = spawn(path, [
-    `--config.file=${file}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'
+    `--config.file=${file}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn', ...flags
   ], { cwd: dir, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
   child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })

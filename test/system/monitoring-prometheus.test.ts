@@ -5,6 +5,8 @@
 // values, every query of the Grafana dashboard as valid PromQL, and alerts firing: a flood of bad
 // signatures throttled, a login lockout, a worker killed and replaced.
 import { readFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { parse, stringify } from 'yaml'
 import { docBlocks, docPage } from '../helpers/docs.js'
@@ -66,14 +68,20 @@ t.test('Prometheus scrapes keygate with two workers: series, recording rules, da
     t.equal(job?.job_name, 'keygate', 'the job the rules expect')
     job?.static_configs.splice(0, Infinity, { targets: [`127.0.0.1:${metricsPort}`] })
 
+    // tracing on, to a receiver that takes the spans: sampled requests leave exemplars, which this Prometheus stores
+    const spans = createServer((req, res) => { req.resume().on('end', () => { res.writeHead(200, { 'content-type': 'application/json' }).end('{}') }) })
+    await new Promise<void>((resolve) => spans.listen(0, '127.0.0.1', resolve))
+    t.teardown(async () => { await new Promise((resolve) => spans.close(resolve)) })
+
     // Both at once: Prometheus starts scraping some 5 s after it starts (its discovery's first update),
     // about the time keygate takes to start its workers.
     const [prometheus, gw] = await Promise.all([
-      runPrometheus(t, 'path' in found ? found.path : '', stringify(config)),
+      runPrometheus(t, 'path' in found ? found.path : '', stringify(config), ['--enable-feature=exemplar-storage']),
       startCluster(t, {
         ...await redisEnv(t, 'monitoring'),
         UPSTREAM_URL: upstream,
         KEYGATE_METRICS_PORT: String(metricsPort),
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(spans.address() as AddressInfo).port}`,
         // a flood and a lockout in a few requests
         KEYGATE_SIGNATURE_FAILURE_LIMIT: '3',
         KEYGATE_SIGNATURE_FAILURE_DELAY_MS: '0',
@@ -132,6 +140,16 @@ t.test('Prometheus scrapes keygate with two workers: series, recording rules, da
         'the series a signed request, a refusal and a flood make are there')
       const reasons = (await query(prometheus, 'keygate_auth_outcomes_total{route="/v1/clients/"}')).map((s) => s.metric.reason).sort()
       t.same(reasons, ['INVALID_SIGNATURE', 'MISSING_TOKEN', 'RATE_LIMITED', 'ok'], 'each refusal under its code')
+    })
+
+    await t.test('exemplars: the latency buckets carry trace ids of the signed requests, the latest of either worker', async (t) => {
+      const traced = new Set(gw.lines.filter((l) => l.msg === 'request' && l.url === '/v1/clients/' && l.status === 200).map((l) => l.trace_id))
+      const now = Date.now() / 1000
+      const stored = await eventually('exemplars stored', async () => await prometheus.api<Array<{ exemplars: Array<{ labels: Record<string, string> }> }>>(
+        'query_exemplars', { query: 'keygate_upstream_latency_seconds_bucket{route="/v1/clients/"}', start: String(now - 600), end: String(now + 60) }),
+      (r) => r.length > 0)
+      const ids = stored.flatMap((series) => series.exemplars.map((e) => e.labels.trace_id))
+      t.ok(ids.length > 0 && ids.every((id) => traced.has(id)), `${ids.length} exemplars, each a signed request's trace id`)
     })
 
     await t.test('the recording rules have values', async (t) => {

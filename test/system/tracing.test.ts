@@ -15,6 +15,8 @@ import { startRecorder } from '../helpers/recorder.js'
 import { send } from '../helpers/http.js'
 import { addUser, login, registerKey, sendSigned, startTestGateway } from '../helpers/stack.js'
 import { route } from '../../gateway/src/proxy/route.js'
+import { startMetricsServer } from '../../gateway/src/http/metrics-server.js'
+import { parse, parseOpenMetrics } from '../helpers/prometheus.js'
 
 interface Span {
   traceId: string
@@ -150,6 +152,29 @@ t.test('a signed request: SERVER span with the auth attributes, child spans, and
   t.match(line, { trace_id: server.traceId, span_id: server.spanId }, 'the access log line names the trace and the SERVER span')
 })
 
+t.test('the upstream latency histogram: a sampled request\'s trace id as its bucket\'s exemplar, in OpenMetrics only', async (t) => {
+  const metrics = await startMetricsServer(ignoring.app.keygate.metrics.scrape, { port: 0, host: '127.0.0.1' })
+  t.teardown(metrics.close)
+  t.equal((await sendSigned(ignoring.url, { keys, token, method: 'GET', target: '/v1/clients/exemplar' })).status, 200)
+  const { server } = await traceOf('/v1/clients/exemplar')
+  // what Prometheus sends
+  const accept = 'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1'
+  const open = await send(metrics.url, '/metrics', { headers: { accept } })
+  t.equal(open.headers['content-type'], 'application/openmetrics-text; version=1.0.0; charset=utf-8')
+  t.match(open.text, /\n# EOF\n$/)
+  const line = open.text.split('\n').find((l) => l.startsWith('keygate_upstream_latency_seconds_bucket{') && l.includes(server.traceId))
+  const bucketLine = '^keygate_upstream_latency_seconds_bucket\\{route="clients",le="[^"]+"\\} \\d+'
+  t.match(line, new RegExp(`${bucketLine} # \\{trace_id="${server.traceId}"\\} [0-9.e-]+ \\d+(\\.\\d+)?$`), 'the exemplar: trace id, value, timestamp')
+  // the latest request of the route: the exemplar of its bucket, whose bound its value is within
+  const bucket = parseOpenMetrics(open.text).find((s) => s.exemplar?.labels.trace_id === server.traceId)
+  t.ok(bucket !== undefined && (bucket.exemplar?.value ?? Infinity) <= Number((bucket.labels.le ?? '').replace('+Inf', 'Infinity')))
+  const classic = await send(metrics.url, '/metrics')
+  t.equal(classic.headers['content-type'], 'text/plain; version=0.0.4; charset=utf-8')
+  t.notMatch(classic.text, / # \{|# EOF/, 'no exemplar in the classic text')
+  t.match(classic.text, /^# TYPE keygate_http_requests_total counter$/m, 'counters keep their names after an OpenMetrics scrape')
+  t.ok(parse(classic.text).length > 0)
+})
+
 t.test('a refused request: its code, decision refused, not an error span (4xx)', async (t) => {
   const res = await send(ignoring.url, '/v1/clients/refused', { headers: { authorization: `Bearer ${token}` } })
   t.equal(res.status, 401)
@@ -222,6 +247,7 @@ t.test('an unsampled request: nothing recorded, and the upstream still gets the 
   delete process.env.OTEL_TRACES_SAMPLER
   t.equal((await sendSigned(gateway.url, { keys, token, method: 'GET', target: '/v1/clients/unsampled' })).status, 200)
   t.match(recorder.requests.at(-1)?.headers.traceparent, /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/)
+  t.notMatch((await gateway.app.keygate.metrics.scrape(true)).body, / # \{/, 'no exemplar')
   // closing exports whatever the gateway recorded: nothing
   await gateway.app.close()
   t.notOk(receiver.spans.some((span) => span.attributes['url.path'] === '/v1/clients/unsampled'))
