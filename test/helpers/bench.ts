@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
+import { TEST_SCRYPT_LOG_N } from './test-env.js'
 import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -30,8 +31,14 @@ export async function runBench (args: string[], env: NodeJS.ProcessEnv = {}, ent
   })
 }
 
-/** the smallest settings that still run every step: a second per configuration, no warm-up, one round */
-export const TINY = ['--duration', '1', '--warmup', '0', '--rounds', '1', '--connections', '4']
+/**
+ * the smallest settings that still run every step: a second per configuration, no warm-up, one
+ * round; and the gateways the bench starts hash passwords at the cost every keygate of the tests
+ * has (test-env.ts: the bench's own bootstrap and logins otherwise cost each gateway 2 scrypts at the default)
+ */
+export const TINY = [
+  '--duration', '1', '--warmup', '0', '--rounds', '1', '--connections', '4', '--env', `KEYGATE_PASSWORD_SCRYPT_LOG_N=${TEST_SCRYPT_LOG_N}`
+]
 
 /** the process is still running */
 export function alive (pid: number): boolean {
