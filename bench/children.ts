@@ -4,9 +4,22 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import type { ChildMessage, ParentMessage } from './ipc.js'
 
-const CHILD_ENTRY = fileURLToPath(new URL('./child.ts', import.meta.url))
-/** tsx, resolved from here: the children load TypeScript whatever the working directory */
-const TSX = import.meta.resolve('tsx')
+/** this module runs from its TypeScript source (npm run bench), or compiled (the tests run the bench compiled, as they do the gateway) */
+const FROM_SOURCE = import.meta.url.endsWith('.ts')
+
+/**
+ * The bench's module `name` (child, flood-child) beside this one, to fork, and the Node.js flags
+ * it needs: from the sources, its .ts under tsx (resolved from here: the children load TypeScript
+ * whatever the working directory) with the keygate-source condition; compiled, its .js on plain node.
+ */
+export function benchModule (name: string): { entry: string; execArgv: string[] } {
+  return {
+    entry: fileURLToPath(new URL(`./${name}${FROM_SOURCE ? '.ts' : '.js'}`, import.meta.url)),
+    execArgv: FROM_SOURCE ? ['--conditions=keygate-source', '--import', import.meta.resolve('tsx')] : []
+  }
+}
+
+const CHILD = benchModule('child')
 const READY_TIMEOUT_MS = 30_000
 const STDERR_TAIL_BYTES = 8192
 
@@ -28,9 +41,9 @@ const running = new Set<ChildProcess>()
 /** Starts `role` with exactly `env` (plus PATH-like basics the parent has) and waits until it listens. */
 /** `nodeArgs`: more Node.js flags for the child (e.g. --cpu-prof). */
 export async function startService (name: string, role: Role, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<Service> {
-  const child = fork(CHILD_ENTRY, [role], {
+  const child = fork(CHILD.entry, [role], {
     env,
-    execArgv: ['--conditions=keygate-source', '--import', TSX, ...nodeArgs],
+    execArgv: [...CHILD.execArgv, ...nodeArgs],
     // stdout (the gateway's log lines) is dropped, so logging costs the child what it costs in
     // production and nothing here; stderr is kept to explain a failed start
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],

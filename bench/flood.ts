@@ -1,10 +1,9 @@
 // The parent's side of bench/flood-child.ts: start a flood of requests from another loopback
 // address, mark the start of a measurement, stop it and collect what it saw.
 import { fork, type ChildProcess } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
+import { benchModule } from './children.js'
 
-const CHILD_ENTRY = fileURLToPath(new URL('./flood-child.ts', import.meta.url))
-const TSX = import.meta.resolve('tsx')
+const CHILD = benchModule('flood-child')
 const START_TIMEOUT_MS = 30_000
 /** where the flood comes from; the good traffic comes from 127.0.0.1 (Linux routes all of 127/8 to loopback) */
 export const FLOOD_ADDRESS = '127.0.0.2'
@@ -55,8 +54,8 @@ export interface FloodOptions {
 
 /** Starts flooding `url` with GETs of `path` with `headers`, from FLOOD_ADDRESS, on `connections` connections. */
 export async function startFlood (options: FloodOptions): Promise<Flood> {
-  const child = fork(CHILD_ENTRY, [], {
-    execArgv: ['--conditions=keygate-source', '--import', TSX],
+  const child = fork(CHILD.entry, [], {
+    execArgv: CHILD.execArgv,
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     serialization: 'json'
   })

@@ -16,8 +16,8 @@ import { fileURLToPath } from 'node:url'
 import { processCpuMicros } from './proc.js'
 
 export const DEFAULT_NGINX = '/usr/sbin/nginx'
-/** the page, its section and the fence of the configuration (h) */
-export const DECISION_PAGE = fileURLToPath(new URL('../docs/decision/nginx.md', import.meta.url))
+/** the page (the checkout's, from bench/ or, compiled for the tests, from dist/bench/), its section and the fence of the configuration (h) */
+export const DECISION_PAGE = fileURLToPath(new URL(`${import.meta.url.endsWith('.ts') ? '..' : '../..'}/docs/decision/nginx.md`, import.meta.url))
 const DECISION_HEADING = '## The configuration'
 const READY_TIMEOUT_MS = 10_000
 const INSTALL = 'install it (Debian, Ubuntu: apt-get install nginx-light; nginx.org\'s packages have the module too)'

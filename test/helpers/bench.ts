@@ -1,21 +1,26 @@
 // Running the load tool as a user does, in a process of its own: `npm run bench` (bench/cli.ts)
-// or `npm run keygate -- bench`. A run that hangs is interrupted (SIGINT, as Ctrl-C would) after
-// 50 s, so a test fails instead of waiting for tap's timeout.
+// or `npm run keygate -- bench`. By default the bench compiled (build.ts), its children too: the
+// same code on plain node, without tsx's half second of loading in every process; given `entry`,
+// from the sources under tsx, as the npm scripts run it. A run that hangs is interrupted (SIGINT,
+// as Ctrl-C would) after 50 s, so a test fails instead of waiting for tap's timeout.
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
+import { compiled } from './build.js'
+import { TEST_SCRYPT_LOG_N } from './test-env.js'
 import { TYPESCRIPT_NODE_ARGS } from './typescript-node.js'
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 export interface BenchRun { code: number | null; stdout: string; stderr: string }
 
-export async function runBench (args: string[], env: NodeJS.ProcessEnv = {}, entry: string[] = ['bench/cli.ts']): Promise<BenchRun> {
+export async function runBench (args: string[], env: NodeJS.ProcessEnv = {}, entry?: string[]): Promise<BenchRun> {
+  const command = entry === undefined ? [await compiled('bench/cli.ts')] : [...TYPESCRIPT_NODE_ARGS, ...entry]
   return await new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...TYPESCRIPT_NODE_ARGS, ...entry, ...args], {
+    const child = spawn(process.execPath, [...command, ...args], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe']
@@ -30,8 +35,14 @@ export async function runBench (args: string[], env: NodeJS.ProcessEnv = {}, ent
   })
 }
 
-/** the smallest settings that still run every step: a second per configuration, no warm-up, one round */
-export const TINY = ['--duration', '1', '--warmup', '0', '--rounds', '1', '--connections', '4']
+/**
+ * the smallest settings that still run every step: a second per configuration, no warm-up, one
+ * round; and the gateways the bench starts hash passwords at the cost every keygate of the tests
+ * has (test-env.ts: the bench's own bootstrap and logins otherwise cost each gateway 2 scrypts at the default)
+ */
+export const TINY = [
+  '--duration', '1', '--warmup', '0', '--rounds', '1', '--connections', '4', '--env', `KEYGATE_PASSWORD_SCRYPT_LOG_N=${TEST_SCRYPT_LOG_N}`
+]
 
 /** the process is still running */
 export function alive (pid: number): boolean {

@@ -111,7 +111,9 @@ t.test('the portal\'s snippets, each run as shown, for both schemes, every key t
     startRecorder(t),
     packed('@keygate/client').then(async ({ path }) => await installInScratch(t, path))
   ])
-  const gw = await startTestGateway(t, { store: 'redis', upstreamUrl: recorder.url })
+  // 36 snippet runs start beside this in-process gateway at once: a Redis answer read after the
+  // default 500 ms stall would be a 503 STORE_UNAVAILABLE, which is not what this test is about
+  const gw = await startTestGateway(t, { store: 'redis', upstreamUrl: recorder.url, config: { redisCommandTimeoutMs: 5000 } })
   await addUser(gw, USER)
 
   // the token, as the snippets' comment says to get it (the same command in the three)
