@@ -2,6 +2,7 @@
 // installed once per test process with apt-get when missing and the tests run as root; else why
 // not, naming the packages to install.
 import { spawnSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
 
 export type Found = { path: string } | { reason: string }
 
@@ -18,9 +19,13 @@ function aptGet (args: string[]): { ok: boolean; output: string } {
  * What `find` finds (a path or a command); when it finds nothing, `packages` installed with
  * apt-get (after an `apt-get update` when the package lists are missing or stale; then
  * `otherwise`, when given and that failed too) and `find` asked again. `what` names the thing in
- * the reason given when there is none.
+ * the reason given when there is none. A server's package enables and starts its own service where
+ * systemd runs: `services` (its units) are stopped and disabled after installing it here, so
+ * nothing of the package keeps running beside the tests.
  */
-export function installedWithApt (what: string, find: () => string | undefined, packages: readonly string[], otherwise?: readonly string[]): Found {
+export function installedWithApt (
+  what: string, find: () => string | undefined, packages: readonly string[], otherwise?: readonly string[], services: readonly string[] = []
+): Found {
   const present = find()
   if (present !== undefined) return { path: present }
   const install = `apt-get install ${packages.join(' ')}`
@@ -33,8 +38,17 @@ export function installedWithApt (what: string, find: () => string | undefined, 
     if (!attempt.ok && otherwise !== undefined) attempt = aptGet(['install', '-y', '-qq', ...otherwise])
   }
   const installed = find()
-  if (installed !== undefined) return { path: installed }
+  if (installed !== undefined) {
+    stopServices(services)
+    return { path: installed }
+  }
   return { reason: `no ${what}, and ${install} ${attempt.ok ? 'did not bring one' : `failed: ${attempt.output}`}` }
+}
+
+/** Stops and disables systemd units where systemd runs (no-op elsewhere). */
+function stopServices (units: readonly string[]): void {
+  if (units.length === 0 || !existsSync('/run/systemd/system')) return
+  spawnSync('systemctl', ['disable', '--now', ...units], { stdio: 'ignore', timeout: 30_000 })
 }
 
 /** `command` when it runs with `args` and exits 0 (e.g. `python3 -c 'import x'`), else undefined. */

@@ -5,7 +5,7 @@
 // the foreground (`caddy run`) as one process with the test's Caddyfile, its env placeholders
 // ({$NAME}) filled from the environment given, and its home, config and data in a temp dir; it is
 // stopped and the dir removed when the test ends.
-import { spawn, spawnSync } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -20,22 +20,14 @@ interface Teardown { teardown: (fn: () => unknown) => void }
 
 let found: Found | undefined
 
-/** Stops and disables the package's own service where systemd runs (no-op elsewhere: the package ships no init script). */
-function stopPackageService (): void {
-  if (!existsSync('/run/systemd/system')) return
-  spawnSync('systemctl', ['disable', '--now', 'caddy.service', 'caddy-api.service'], { stdio: 'ignore', timeout: 30_000 })
-}
-
 /**
  * Caddy's path, installing it once per test process when missing (and then stopping the service
  * the package starts); else why there is none, for the tests to skip with (only where it cannot be
  * installed: not root, no apt-get, the install failed).
  */
 export function findCaddy (): Found {
-  if (found !== undefined) return found
-  const present = existsSync(CADDY_BINARY)
-  found = installedWithApt(CADDY_BINARY, () => existsSync(CADDY_BINARY) ? CADDY_BINARY : undefined, ['caddy'])
-  if (!present && 'path' in found) stopPackageService()
+  found ??= installedWithApt(CADDY_BINARY, () => existsSync(CADDY_BINARY) ? CADDY_BINARY : undefined, ['caddy'], undefined,
+    ['caddy.service', 'caddy-api.service'])
   return found
 }
 

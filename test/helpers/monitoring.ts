@@ -3,7 +3,7 @@
 // Prometheus (Debian's `prometheus` package, which brings promtool too), installed once with
 // apt-get when missing and the tests run as root. Each Prometheus runs on a free port of
 // 127.0.0.1 with its config and its data in a temp dir, both removed when the test ends.
-import { spawn, spawnSync } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -72,22 +72,13 @@ export function metricNames (expr: string): string[] {
 
 let found: Found | undefined
 
-/** Stops and disables the services the package starts where systemd runs (no-op elsewhere). */
-function stopPackageServices (): void {
-  if (!existsSync('/run/systemd/system')) return
-  spawnSync('systemctl', ['disable', '--now', 'prometheus.service', 'prometheus-node-exporter.service'], { stdio: 'ignore', timeout: 30_000 })
-}
-
 /**
  * Prometheus's path (promtool is beside it), installing the package once per test process when
  * missing; else why there is none, for the tests to skip with.
  */
 export function findPrometheus (): Found {
-  if (found !== undefined) return found
-  const present = existsSync(PROMETHEUS) && existsSync(PROMTOOL)
   const both = (): string | undefined => existsSync(PROMETHEUS) && existsSync(PROMTOOL) ? PROMETHEUS : undefined
-  found = installedWithApt('prometheus and promtool', both, ['prometheus'])
-  if (!present && 'path' in found) stopPackageServices()
+  found ??= installedWithApt('prometheus and promtool', both, ['prometheus'], undefined, ['prometheus.service', 'prometheus-node-exporter.service'])
   return found
 }
 

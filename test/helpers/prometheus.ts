@@ -61,20 +61,13 @@ export function parseOpenMetrics (text: string): Sample[] {
     if (line.startsWith('#')) throw new Error(`not a HELP, UNIT or TYPE line: ${line}`)
     const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*?)\})? (\S+)(?: (\S+))?(?: # \{(.*)\} (\S+)(?: (\S+))?)?$/.exec(line)
     if (match === null) throw new Error(`not a sample line: ${line}`)
-    const name = match[1] as string
     const current = family
-    if (current === undefined || !(OPENMETRICS_SUFFIXES[current.type] ?? []).some((suffix) => name === current.name + suffix)) {
-      throw new Error(`sample outside the block of its family (${current?.name ?? 'none'}): ${line}`)
-    }
-    const labels = labelsOf(match[2] ?? '')
-    const value = toNumber(match[3] as string)
-    if (Number.isNaN(value) && match[3] !== 'NaN') throw new Error(`not a number: ${line}`)
-    const key = seriesKey(name, labels)
-    if (seen.has(key)) throw new Error(`the same series twice: ${line}`)
-    seen.add(key)
-    const sample: Sample = { name, labels, value }
+    const sample = sampleOf(line, match, current, OPENMETRICS_SUFFIXES[current?.type ?? ''] ?? [], seen)
+    const name = sample.name
     if (match[5] !== undefined) {
-      const carries = current.type === 'histogram' ? name.endsWith('_bucket') : current.type === 'counter' && name.endsWith('_total')
+      // sampleOf threw if the sample has no family
+      const type = current?.type
+      const carries = type === 'histogram' ? name.endsWith('_bucket') : type === 'counter' && name.endsWith('_total')
       if (!carries) throw new Error(`an exemplar on neither a bucket nor a total: ${line}`)
       const exemplarLabels = labelsOf(match[5])
       const length = Object.entries(exemplarLabels).reduce((n, [k, v]) => n + k.length + v.length, 0)
@@ -88,6 +81,24 @@ export function parseOpenMetrics (text: string): Sample[] {
   }
   checkHistograms(samples)
   return samples
+}
+
+/**
+ * A sample line's name, labels and value (`match`: name, labels, value), in the block of its
+ * family (its name plus one of `suffixes`), and not a series seen before (added to `seen`).
+ */
+function sampleOf (line: string, match: RegExpExecArray, family: { name: string } | undefined, suffixes: readonly string[], seen: Set<string>): Sample {
+  const name = match[1] as string
+  if (family === undefined || !suffixes.some((suffix) => name === family.name + suffix)) {
+    throw new Error(`sample outside the block of its family (${family?.name ?? 'none'}): ${line}`)
+  }
+  const labels = labelsOf(match[2] ?? '')
+  const value = toNumber(match[3] as string)
+  if (Number.isNaN(value) && match[3] !== 'NaN') throw new Error(`not a number: ${line}`)
+  const key = seriesKey(name, labels)
+  if (seen.has(key)) throw new Error(`the same series twice: ${line}`)
+  seen.add(key)
+  return { name, labels, value }
 }
 
 export function parse (text: string): Sample[] {
@@ -107,18 +118,7 @@ export function parse (text: string): Sample[] {
     if (line.startsWith('#')) throw new Error(`not a HELP or TYPE line: ${line}`)
     const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line)
     if (match === null) throw new Error(`not a sample line: ${line}`)
-    const name = match[1] as string
-    const current = family
-    if (current === undefined || !(SUFFIXES[current.type] ?? ['']).some((suffix) => name === current.name + suffix)) {
-      throw new Error(`sample outside the block of its family (${current?.name ?? 'none'}): ${line}`)
-    }
-    const labels = labelsOf(match[2] ?? '')
-    const value = toNumber(match[3] as string)
-    if (Number.isNaN(value) && match[3] !== 'NaN') throw new Error(`not a number: ${line}`)
-    const key = seriesKey(name, labels)
-    if (seen.has(key)) throw new Error(`the same series twice: ${line}`)
-    seen.add(key)
-    samples.push({ name, labels, value })
+    samples.push(sampleOf(line, match, family, SUFFIXES[family?.type ?? ''] ?? [''], seen))
   }
   checkHistograms(samples)
   return samples
