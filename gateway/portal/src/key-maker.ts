@@ -3,6 +3,7 @@
 // read by anyone, this page's own scripts included.
 import { apiKeyOf, type KeyType, registerKey } from '@keygate/client'
 import { forgetKey, type HeldKey, saveKey } from './key-store.js'
+import { bashWord } from './snippets.js'
 import { baseUrl, currentUser, token } from './session.js'
 
 export const KEY_TYPE_NAMES: Readonly<Record<KeyType, string>> = { ed25519: 'Ed25519', p256: 'P-256 (ECDSA)', rsa: 'RSA-2048' }
@@ -100,11 +101,6 @@ export async function makeKey (name: string, type: KeyType, options: { exportabl
   return { apiKey, name, scopes: registered.scopes, downloaded: fileName }
 }
 
-/** A word for the shell, whatever it holds: single-quoted. */
-function shellWord (text: string): string {
-  return /^[A-Za-z0-9._-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`
-}
-
 /**
  * The openssl (3.x) commands that make a key of `type` named `name`, its public half, and the
  * registration's proof (the name's exact bytes signed, base64 on one line, as POST /v1/api-keys and
@@ -121,7 +117,7 @@ export function opensslCommands (name: string, type: KeyType): string {
   // Ed25519 signs the message itself, from a file (pkeyutl -rawin does not read a pipe); RSA and
   // P-256 sign its SHA-256 (P-256's signature in DER, as openssl dgst writes it)
   const proof = type === 'ed25519'
-    ? [`printf '%s' ${shellWord(name)} > ${base}.name`, `openssl pkeyutl -sign -rawin -inkey ${key} -in ${base}.name | openssl base64 -A > ${base}.proof`]
-    : [`printf '%s' ${shellWord(name)} | openssl dgst -sha256 -sign ${key} | openssl base64 -A > ${base}.proof`]
+    ? [`printf '%s' ${bashWord(name)} > ${base}.name`, `openssl pkeyutl -sign -rawin -inkey ${key} -in ${base}.name | openssl base64 -A > ${base}.proof`]
+    : [`printf '%s' ${bashWord(name)} | openssl dgst -sha256 -sign ${key} | openssl base64 -A > ${base}.proof`]
   return [make, `openssl pkey -in ${key} -pubout -out ${base}.pub.pem`, ...proof].join('\n') + '\n'
 }

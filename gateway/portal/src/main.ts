@@ -6,6 +6,7 @@
 // dom.ts's h(); the bundle carries only the client and this code; and with no framework there is
 // no template to escape. Text from keygate or the user only ever becomes a text node (h() and
 // textContent, never innerHTML), so nothing it holds can become markup or script: no XSS sink.
+import { API_KEY_PATTERN } from '@keygate/client/protocol'
 import { h, replace } from './dom.js'
 import { go, takeMove } from './navigation.js'
 import { currentUser, loggedIn, logOut, whenExpired } from './session.js'
@@ -28,11 +29,14 @@ function parseHash (): { path: string; query: URLSearchParams } {
   return { path: at === -1 ? hash : hash.slice(0, at), query: new URLSearchParams(at === -1 ? '' : hash.slice(at + 1)) }
 }
 
+/** a key's own view: #/keys/{apiKey} */
+const KEY_PATH = '/keys/'
+
 function viewFor (path: string, query: URLSearchParams): HTMLElement | undefined {
   if (path === '/keys') return keysView()
   if (path === '/keys/new') return newKeyView()
-  const key = /^\/keys\/([0-9a-f]{64})$/.exec(path)
-  if (key !== null) return keyView(key[1] as string)
+  const key = path.startsWith(KEY_PATH) ? path.slice(KEY_PATH.length) : ''
+  if (API_KEY_PATTERN.test(key)) return keyView(key)
   if (path === '/try') return tryItView(query)
   return undefined
 }

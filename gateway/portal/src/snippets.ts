@@ -68,7 +68,7 @@ const pyString = (text: string): string => stringLiteral(text, '"')
  * A bash word holding `text`: single-quoted ($, `, \ and % stay as they are), ' as '\'', a control
  * character but a newline as $'\xHH'. A NUL cannot be in a bash word: bashBytes writes one.
  */
-function bashWord (text: string): string {
+export function bashWord (text: string): string {
   const word = `'${escaped(text, (char, code) =>
     char === '\'' ? '\'\\\'\'' : code !== 0x0a && (code < 0x20 || code === 0x7f) ? `'$'\\x${hex(code, 2)}''` : undefined)}'`
   // without the empty '' a quote or control character at either end leaves
