@@ -68,6 +68,15 @@ async function ask (url: string, head: string[], body: string | Buffer = ''): Pr
 }
 
 /** One header of the answer, which must appear once at most. */
+/**
+ * What inline mode never forwards of a client's and Envoy does unless told (docs/routes.md, "What
+ * the upstream receives"): every Envoy answer names them for removal, present or not.
+ */
+const INLINE_DROPS = ['authorization', 'x-api-signature', 'ratelimit', 'ratelimit-policy', 'forwarded', 'x-forwarded-host', 'x-real-ip',
+  'x-http-method-override', 'x-http-method', 'x-method-override', 'x-original-url', 'x-rewrite-url']
+/** the names of an Envoy answer's x-envoy-auth-headers-to-remove, sorted */
+const removed = (answer: Answer): string[] => (header(answer, 'x-envoy-auth-headers-to-remove') ?? '').split(',').filter((name) => name !== '').sort()
+
 function header (answer: Answer, name: string): string | undefined {
   const values = answer.headers[name]
   if (values !== undefined && values.length > 1) throw new Error(`${name} answered ${values.length} times`)
@@ -114,7 +123,8 @@ type Yaml = Record<string, any>
 const envoyConfig = parseYaml(docSnippet(ENVOY_PAGE, 'The Envoy configuration', 'yaml')) as Yaml
 const hcm = envoyConfig.static_resources.listeners[0].filter_chains[0].filters[0].typed_config as Yaml
 const extAuthz = (hcm.http_filters as Yaml[])[0]?.typed_config as Yaml
-const exactNames = (list: Yaml | undefined): string[] => ((list?.patterns ?? []) as Yaml[]).map((p) => String(p.exact))
+const exactNames = (list: Yaml | undefined): string[] => ((list?.patterns ?? []) as Yaml[]).filter((p) => p.exact !== undefined).map((p) => String(p.exact))
+const prefixes = (list: Yaml | undefined): string[] => ((list?.patterns ?? []) as Yaml[]).filter((p) => p.prefix !== undefined).map((p) => String(p.prefix))
 /**
  * the client headers Envoy sends the HTTP service: the docs' allowed_headers and those always
  * sent (ext_authz.proto: Host, Method, Path, Content-Length, Authorization)
@@ -122,6 +132,9 @@ const exactNames = (list: Yaml | undefined): string[] => ((list?.patterns ?? [])
 const ENVOY_SENDS = new Set([...exactNames(extAuthz.allowed_headers), 'host', 'content-length', 'authorization'])
 /** headers Envoy adds to every check request itself (check_request_utils.cc, async_client_impl.cc) */
 const ENVOY_OWN = new Set(['x-envoy-internal', 'x-envoy-auth-partial-body', 'x-forwarded-for'])
+/** the allowed_headers prefixes: a client header of such a name goes to keygate too */
+const ENVOY_SENDS_PREFIXED = prefixes(extAuthz.allowed_headers)
+const envoySends = (name: string): boolean => ENVOY_SENDS.has(name) || ENVOY_OWN.has(name) || ENVOY_SENDS_PREFIXED.some((prefix) => name.startsWith(prefix))
 const ENVOY_PREFIX = extAuthz.http_service.path_prefix as string
 
 const traefikConfig = parseYaml(docSnippet(TRAEFIK_PAGE, 'The dynamic configuration', 'yaml')) as Yaml
@@ -199,7 +212,7 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
         'x-forwarded-for': `192.0.2.7,${ENVOY_NODE}`
       }
       for (const name of Object.keys(all)) {
-        if (!ENVOY_SENDS.has(name) && !ENVOY_OWN.has(name)) throw new Error(`Envoy with ${ENVOY_PAGE}'s configuration does not send ${name} to keygate`)
+        if (!envoySends(name)) throw new Error(`Envoy with ${ENVOY_PAGE}'s configuration does not send ${name} to keygate`)
       }
       return await ask(decide, [`${method} ${ENVOY_PREFIX}${target} HTTP/1.1`, ...lines(all)], body)
     }
@@ -208,14 +221,28 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       const target = '/v1/clients/?limit=2&q=a%20b'
       const res = await check('GET', target, seed('GET', target))
       allowedAsAlice(t, res)
-      t.equal(header(res, 'x-envoy-auth-headers-to-remove'), 'x-keygate-content-digest')
+      t.same(removed(res), ['x-keygate-content-digest', ...INLINE_DROPS].sort())
     })
 
     t.test('an RFC 9421 GET signed for the authority Envoy reports: 200', async (t) => {
       const target = '/v1/clients/?limit=3'
       const res = await check('GET', target, await rfcHeaders(keys, token, 'GET', `http://${CLIENT_HOST}`, target))
       allowedAsAlice(t, res)
-      t.equal(header(res, 'x-envoy-auth-headers-to-remove'), 'x-keygate-content-digest')
+      t.same(removed(res), ['x-keygate-content-digest', ...INLINE_DROPS].sort())
+    })
+
+    t.test('a client\'s copies of keygate\'s headers, of any name, are named for removal; keygate\'s own never', async (t) => {
+      const target = '/v1/clients/?forged'
+      const res = await check('GET', target, {
+        ...seed('GET', target),
+        'x-gateway-user': 'mallory',
+        'x-gateway-tenant': 'forged',
+        'x-keygate-status': '200',
+        'x-keygate-anything': 'forged'
+      })
+      allowedAsAlice(t, res)
+      t.same(removed(res), ['x-gateway-tenant', 'x-keygate-anything', 'x-keygate-content-digest', 'x-keygate-status', ...INLINE_DROPS].sort())
+      t.notOk(removed(res).includes('x-gateway-user'), 'keygate sets x-gateway-user over the client\'s copy')
     })
 
     t.test('a bearer route: the key headers keygate did not set are named for removal', async (t) => {
@@ -223,7 +250,7 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       t.equal(res.status, 200, res.body)
       t.equal(header(res, 'x-gateway-user'), 'alice')
       t.equal(header(res, 'x-gateway-key'), undefined)
-      t.equal(header(res, 'x-envoy-auth-headers-to-remove'), 'x-gateway-key,x-gateway-key-name,x-keygate-content-digest')
+      t.same(removed(res), ['x-gateway-key', 'x-gateway-key-name', 'x-keygate-content-digest', ...INLINE_DROPS].sort())
     })
 
     t.test('with_request_body: a seed-signed POST with its body verifies; the same headers with another body do not', async (t) => {
@@ -440,6 +467,7 @@ t.test('the docs\' configurations name what keygate serves and reads', async (t)
       t.ok(allowed.includes(name), `allowed_headers: ${name}`)
     }
     t.notOk(allowed.includes('content-length'), 'Envoy writes its own Content-Length')
+    t.same(prefixes(extAuthz.allowed_headers).sort(), ['x-gateway-', 'x-keygate-'], 'allowed_headers: keygate sees a client\'s copies of its headers, to name them for removal')
     const response = extAuthz.http_service.authorization_response as Yaml
     t.same(exactNames(response.allowed_upstream_headers).sort(), identity, 'allowed_upstream_headers: every identity header')
     t.equal(response.allowed_upstream_headers_to_append, undefined, 'never appended beside a client\'s copy')

@@ -29,6 +29,7 @@ import { admit, limitAndIdentify, routeState, type AfterAuthentication, type Adm
 import { identityHeaderNames, writeIdentity } from '../proxy/identity.js'
 import type { RouteConfig } from '../proxy/route.js'
 import type { RouteRegistry } from '../proxy/route-registry.js'
+import { droppedByProxy } from '../proxy/upstream-request.js'
 import { DecisionRequest, DECISION_PATH_PREFIX, dialectOf, DIALECTS, originalRequest, STATUS_IN_HEADER, type Dialect } from './dialects.js'
 
 /** nginx never passes an auth answer's body: a refusal's problem+json, on one line, for its config to send the client. */
@@ -191,10 +192,12 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
     writeIdentity(headers, route, state, admitted.identityToken)
     if (state.deferredDigest !== undefined) headers[FORWARDED_DIGEST_HEADER] = state.deferredDigest
     for (const [name, value] of Object.entries(admitted.answerHeaders ?? {})) if (value !== undefined) headers[name] = value
-    // Envoy leaves a client's copy of a header the answer does not name: name the ones to remove
+    // Envoy leaves a client's copy of a header the answer does not name, and forwards every other
+    // header as sent: name the ones to remove, so that the upstream gets what inline mode sends it
     if (dialect === 'envoy') {
-      const unset = [...identityHeaderNames(route), FORWARDED_DIGEST_HEADER].filter((name) => headers[name] === undefined)
-      if (unset.length > 0) headers[ENVOY_HEADERS_TO_REMOVE] = unset.join(',')
+      const unset = [...identityHeaderNames(route), FORWARDED_DIGEST_HEADER, ...droppedByProxy(route, Object.keys(request.headers))]
+      const remove = [...new Set(unset)].filter((name) => headers[name] === undefined)
+      if (remove.length > 0) headers[ENVOY_HEADERS_TO_REMOVE] = remove.join(',')
     }
     reply.headers(headers).code(200).send()
   }

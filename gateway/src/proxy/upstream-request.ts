@@ -51,11 +51,12 @@ export interface UpstreamRequest {
 }
 
 /**
- * Never forwarded from the client: keygate's own credentials, framing the gateway sets itself,
+ * Never forwarded from the client: keygate's own credentials, the fields keygate answers with
+ * (RateLimit, RateLimit-Policy: a request's copy is the client's invention), framing the gateway sets itself,
  * hop-by-hop headers (undici refuses some, which would turn a good request into a 502), and the
  * forwarding headers the gateway writes itself (from a trusted proxy, it passes that proxy's on).
  */
-const NEVER_FORWARDED = new Set(['authorization', 'x-api-signature', 'content-length', 'transfer-encoding', 'expect',
+const NEVER_FORWARDED = new Set(['authorization', 'x-api-signature', 'ratelimit', 'ratelimit-policy', 'content-length', 'transfer-encoding', 'expect',
   'keep-alive', 'upgrade', 'proxy-connection', 'http2-settings', 'te', 'trailer', 'forwarded', 'x-forwarded-for',
   'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'host', 'connection'])
 
@@ -65,6 +66,33 @@ const NEVER_FORWARDED = new Set(['authorization', 'x-api-signature', 'content-le
  * names one in keepHeaders. (Underscore spellings count too: names are compared with "_" as "-".)
  */
 export const OVERRIDE_HEADERS: readonly string[] = ['x-http-method-override', 'x-http-method', 'x-method-override', 'x-original-url', 'x-rewrite-url']
+
+/**
+ * keygate's namespaces: a client header of either is never forwarded (any name, `_` spelling too).
+ * Only keygate writes them: the identity headers, the identity token, the digest to check.
+ */
+const KEYGATE_NAMESPACES: readonly string[] = ['x-gateway-', 'x-keygate-']
+
+const inKeygateNamespace = (normalised: string): boolean => KEYGATE_NAMESPACES.some((prefix) => normalised.startsWith(prefix))
+
+/**
+ * Of NEVER_FORWARDED, what a proxy forwarding in keygate's stead (decision mode) must drop itself:
+ * the client's credentials, keygate's answer fields, and the forwarding headers a proxy passes on
+ * unless told (its own X-Forwarded-For and -Proto it writes; framing and hop-by-hop it handles).
+ */
+const PROXY_DROPS: readonly string[] = ['authorization', 'x-api-signature', 'ratelimit', 'ratelimit-policy', 'forwarded', 'x-forwarded-host', 'x-real-ip']
+
+/**
+ * The client headers a proxy that forwards in keygate's stead (decision mode) must remove so that
+ * the upstream receives what inline mode sends it: PROXY_DROPS, the override headers the route
+ * does not keep, its removeHeaders, and each of `present` (the client's header names, lower case)
+ * in keygate's namespaces. Names keygate itself sets on the request are the caller's to leave out.
+ */
+export function droppedByProxy (route: RouteConfig, present: Iterable<string>): string[] {
+  const names = new Set([...PROXY_DROPS, ...OVERRIDE_HEADERS.filter((name) => !route.keepHeaders.includes(name)), ...route.removeHeaders])
+  for (const name of present) if (inKeygateNamespace(name.replaceAll('_', '-'))) names.add(name)
+  return [...names]
+}
 
 /** What every request of a route needs and the route config does not spell out: computed once per route. */
 interface CompiledRoute {
@@ -126,9 +154,10 @@ function headersFor (request: DownstreamRequest, state: ForwardState, auth: Auth
   const listed = headers.connection === undefined ? undefined : connectionListed(headers.connection)
   const out: IncomingHttpHeaders = { host }
   for (const name in headers) {
-    // CGI-style servers read "x_gateway_user" as "x-gateway-user": compare names as they would.
+    // keygate's namespaces (x-gateway-*, x-keygate-*) carry only its own word. CGI-style servers
+    // read "x_gateway_user" as "x-gateway-user": compare names as they would.
     const normalised = name.includes('_') ? name.replaceAll('_', '-') : name
-    if (normalised.startsWith('x-gateway-') || dropped.has(normalised) || listed?.includes(name) === true) continue
+    if (inKeygateNamespace(normalised) || dropped.has(normalised) || listed?.includes(name) === true) continue
     out[name] = headers[name]
   }
   // From a trusted proxy: its X-Forwarded-Proto and -Host (or its Forwarded, keygate's hop added),

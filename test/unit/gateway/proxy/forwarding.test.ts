@@ -56,6 +56,26 @@ t.test('forwarding to a recording upstream', async (t) => {
     t.equal(seen.headers['x-api-key'], keys.apiKey, 'other client headers pass')
   })
 
+  t.test('keygate\'s own headers and answer fields sent by a client never reach the upstream', async (t) => {
+    const forged = {
+      'x-keygate-identity': 'forged.jwt.token',
+      'x-keygate-content-digest': 'sha-256=:forged:',
+      'x-keygate-status': '200',
+      'x-keygate-problem': '{}',
+      x_keygate_status: '200',
+      ratelimit: '"forged";r=9;t=1',
+      'ratelimit-policy': '"forged";q=9;w=1'
+    }
+    const res = await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/?forged', headers: forged })
+    t.equal(res.status, 200)
+    const seen = last()!
+    t.equal(seen.url, '/v1/clients/?forged')
+    const names = seen.rawHeaders.filter((_, i) => i % 2 === 0).map((h) => h.toLowerCase())
+    for (const name of Object.keys(forged)) t.notOk(names.includes(name), `${name} is not forwarded`)
+    t.equal(seen.headers['x-api-key'], keys.apiKey, 'the key id and timestamp pass, as before')
+    t.ok(seen.headers['x-api-timestamp'])
+  })
+
   t.test('the upstream receives exactly the signed method, target and body bytes', async (t) => {
     const bodies: Array<[string, Buffer, string]> = [
       ['JSON with odd spacing and duplicate keys', Buffer.from('{ "a" :1,\n"a":2 , "__proto__": {"x":1}}  \n'), 'application/json'],
