@@ -467,7 +467,8 @@ t.test('the docs\' configurations name what keygate serves and reads', async (t)
       t.ok(allowed.includes(name), `allowed_headers: ${name}`)
     }
     t.notOk(allowed.includes('content-length'), 'Envoy writes its own Content-Length')
-    t.same(prefixes(extAuthz.allowed_headers).sort(), ['x-gateway-', 'x-keygate-'], 'allowed_headers: keygate sees a client\'s copies of its headers, to name them for removal')
+    t.same(prefixes(extAuthz.allowed_headers).sort(), ['x-gateway-', 'x-keygate-'],
+      'allowed_headers: keygate sees a client\'s copies of its headers, to name them for removal')
     const response = extAuthz.http_service.authorization_response as Yaml
     t.same(exactNames(response.allowed_upstream_headers).sort(), identity, 'allowed_upstream_headers: every identity header')
     t.equal(response.allowed_upstream_headers_to_append, undefined, 'never appended beside a client\'s copy')

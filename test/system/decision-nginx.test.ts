@@ -20,6 +20,7 @@ import { DEFAULT_IDENTITY_TOKEN_HEADER } from '../../gateway/src/proxy/route-fil
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { findNginx, runNginx } from '../helpers/nginx.js'
 import { startRecorder, type Recorder } from '../helpers/recorder.js'
+import { forgedValues, headerNames, HOSTILE_EXTRAS } from '../helpers/upstream-headers.js'
 import { routesFromYaml } from '../helpers/routes.js'
 import { addUser, login, registerKey, startTestGateway, type GatewayHandle } from '../helpers/stack.js'
 
@@ -68,6 +69,14 @@ const ROUTES = `routes:
 
 /** The page's configuration, its `# EDIT:` lines pointed at this test's nginx port, keygate and upstream (as the bench reads it). */
 const pageConfig = loadDecisionConfig()
+/** The page's location for keygate's own API, and its upstream: added to the configuration as the page says */
+const [publicUpstream, publicLocation] = docSnippet('docs/decision/nginx.md', 'Where clients log in and register keys', 'nginx')
+  .split('# in the server block, beside location /') as [string, string]
+const withPublicPort = (config: string, publicUrl: string): string => {
+  const upstream = publicUpstream.replace(/server \S+;\s*# EDIT:.*/, `server ${new URL(publicUrl).host};`)
+  const location = publicLocation.split('\n').map((line) => `    ${line}`).join('\n')
+  return upstream + config.replace('    location / {', `${location}\n    location / {`)
+}
 
 interface Key { apiKey: string; privateKey: KeyObject }
 
@@ -91,9 +100,10 @@ async function decidingStack (t: Test, config: Partial<GatewayConfig> = {}) {
     config: { decision: DECISION, ...config }
   })
   const decisionUrl = await gateway.app.keygate.decisions?.listen({ port: 0, host: DECISION.host }) as string
-  const proxy = await runNginx(t, nginxPath, (port) => pageConfig(port, decisionUrl, recorder.url))
+  const proxy = await runNginx(t, nginxPath, (port) => withPublicPort(pageConfig(port, decisionUrl, recorder.url), gateway.url))
   await addUser(gateway, 'alice')
-  return { recorder, gateway, proxy, token: await login(gateway.url, 'alice') }
+  // logged in through nginx, at keygate's public port (the page's location for keygate's own API)
+  return { recorder, gateway, proxy, token: await login(proxy.url, 'alice') }
 }
 
 t.test('nginx auth_request with keygate deciding, configured as docs/decision/nginx.md says', { skip }, async (t) => {
@@ -105,7 +115,8 @@ t.test('nginx auth_request with keygate deciding, configured as docs/decision/ng
   }
   const keys = {} as Setup['keys']
   for (const [type, privateKey] of Object.entries(privateKeys) as Array<[keyof Setup['keys'], KeyObject]>) {
-    const { apiKey } = await registerClientKey({ baseUrl: gateway.url, token, name: 'test key', privateKey })
+    // registered through nginx too
+    const { apiKey } = await registerClientKey({ baseUrl: proxy.url, token, name: 'test key', privateKey })
     keys[type] = { apiKey, privateKey }
   }
   const s: Setup = { gateway, nginxUrl: proxy.url, recorder, token, keys }
@@ -121,6 +132,18 @@ t.test('nginx auth_request with keygate deciding, configured as docs/decision/ng
     const headers = await signRequest({ scheme: 'rfc9421', method, target, body, apiKey: pair.apiKey, privateKey: pair.privateKey, baseUrl })
     return await send(s.nginxUrl, target, { method, headers: { ...headers, authorization: `Bearer ${token}` }, ...(body !== undefined && { body }) })
   }
+
+  t.test('keygate\'s own API and portal through nginx: served by keygate\'s public port, never the application', async (t) => {
+    const portal = await send(s.nginxUrl, '/portal/')
+    t.equal(portal.status, 200)
+    t.match(portal.headers['content-security-policy'], /default-src 'none'/, 'keygate\'s portal')
+    const wrong = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"username":"alice","password":"wrong"}' }
+    const refused = await send(s.nginxUrl, '/v1/auth/token', wrong)
+    t.equal(refused.status, 401, 'a wrong password: keygate\'s own 401, not the decision\'s')
+    t.equal(json(refused).code, 'INVALID_CREDENTIALS')
+    const own = (url: string): boolean => ['/v1/auth/', '/v1/api-keys', '/portal/'].some((prefix) => url.startsWith(prefix))
+    t.notOk(recorder.requests.some((r) => own(r.url)), 'none reached the application')
+  })
 
   t.test('signed GETs with a query reach the upstream with the identity headers, both schemes, every key type', async (t) => {
     for (const [type, pair] of Object.entries(s.keys)) {
@@ -190,6 +213,50 @@ t.test('nginx auth_request with keygate deciding, configured as docs/decision/ng
     t.match(token, /^eyJ[\w-]+\.[\w-]+\.[\w-]+$/, 'the route\'s identity token, a JWT keygate signed')
     const claims = JSON.parse(Buffer.from(String(token).split('.')[1] as string, 'base64url').toString()) as Record<string, unknown>
     t.equal(claims.sub, 'alice')
+  })
+
+  t.test('the upstream receives the headers inline mode sends it, for the same signed request, both schemes', async (t) => {
+    // nginx's own forwarding of the request: none of these is the client's (the page's block writes
+    // X-Forwarded-For, the client's address, as inline does)
+    const pair = s.keys.ed25519
+    for (const scheme of ['seed', 'rfc9421'] as const) {
+      const viaNginx = `/v1/clients/?same=${scheme}&via=nginx`
+      const inline = `/v1/clients/?same=${scheme}&via=inline`
+      const sign = async (baseUrl: string, target: string): Promise<Record<string, string>> => ({
+        ...await signRequest({ scheme, method: 'GET', target, apiKey: pair.apiKey, privateKey: pair.privateKey, baseUrl }),
+        authorization: `Bearer ${token}`,
+        ...HOSTILE_EXTRAS
+      })
+      t.equal((await send(s.nginxUrl, viaNginx, { headers: await sign(s.nginxUrl, viaNginx) })).status, 200, `${scheme}: through nginx`)
+      t.equal((await send(gateway.url, inline, { headers: await sign(gateway.url, inline) })).status, 200, `${scheme}: inline`)
+      const decided = recorder.requests.find((r) => r.url === viaNginx)
+      const direct = recorder.requests.find((r) => r.url === inline)
+      // nginx never sends a header set to an empty value: alice's scopes (none) are an empty
+      // X-Gateway-Scopes inline, and no header through nginx (the page says so)
+      t.equal(direct?.headers['x-gateway-scopes'], '', `${scheme}: inline, no scopes is an empty header`)
+      t.equal(decided?.headers['x-gateway-scopes'], undefined, `${scheme}: through nginx, no header`)
+      t.same(headerNames(decided), headerNames(direct, ['x-gateway-scopes']), `${scheme}: the same header names`)
+      t.same(forgedValues(decided), [], `${scheme}: no forged value through nginx`)
+      t.equal(decided?.headers['x-forwarded-for'], '127.0.0.1', `${scheme}: the client's address, not its claim`)
+      t.equal(decided?.headers.authorization, undefined, `${scheme}: the bearer token stays out of the application`)
+      t.equal(decided?.headers['x-custom'], 'kept')
+    }
+    // a body the application checks against the digest keygate verified: Content-Digest as inline
+    // sends it, and the digest to check, which only decision mode needs
+    const body = '{"name":"Ada"}'
+    const sign = async (baseUrl: string, target: string): Promise<Record<string, string>> => ({
+      ...await signRequest({ scheme: 'rfc9421', method: 'POST', target, body, apiKey: pair.apiKey, privateKey: pair.privateKey, baseUrl }),
+      authorization: `Bearer ${token}`,
+      ...HOSTILE_EXTRAS
+    })
+    for (const [url, via] of [[s.nginxUrl, 'nginx'], [gateway.url, 'inline']] as const) {
+      const target = `/v1/uploads/?via=${via}`
+      t.equal((await send(url, target, { method: 'POST', headers: await sign(url, target), body })).status, 200, `the upload ${via}`)
+    }
+    const decided = headerNames(recorder.requests.find((r) => r.url === '/v1/uploads/?via=nginx'))
+    const direct = headerNames(recorder.requests.find((r) => r.url === '/v1/uploads/?via=inline'), ['x-gateway-scopes'])
+    t.ok(direct.includes('content-digest') && decided.includes('content-digest'), 'Content-Digest in both')
+    t.same(decided, [...direct, FORWARDED_DIGEST_HEADER].sort(), 'the same names, and the digest for the application to check')
   })
 
   t.test('a route\'s rate limit: 429 with Retry-After at the client', async (t) => {
