@@ -390,7 +390,14 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
 
     t.test('X-Original-URL, X-Original-Method and the ConfigMap\'s X-Original-Content-Length: 200', async (t) => {
       const target = '/v1/clients/?a=1&b=%7e;c'
-      allowedAsAlice(t, await ask(decide, subrequest('GET', target, seed('GET', target))))
+      const res = await ask(decide, subrequest('GET', target, { ...seed('GET', target), 'x-keygate-status': '200', forwarded: 'for=evil' }))
+      allowedAsAlice(t, res)
+      // the page's auth-response-headers remove a client's copy of each header the allowed answer lacks
+      const removedByNginx = ['authorization', 'x-api-signature', 'x-keygate-status', 'x-keygate-problem', 'forwarded',
+        'x-http-method-override', 'x-original-url']
+      for (const name of removedByNginx) {
+        t.equal(header(res, name), undefined, `the allowed answer has no ${name}`)
+      }
     })
 
     t.test('X-Original-URI naming another target than X-Original-URL: 400 INVALID_DECISION_REQUEST, in headers', async (t) => {
@@ -496,7 +503,16 @@ t.test('the docs\' configurations name what keygate serves and reads', async (t)
     t.equal(forwardAuth.forwardBody, true)
     t.ok(forwardAuth.maxBodySize >= DEFAULT_BODY_LIMIT, 'maxBodySize at least the default bodyLimit')
     t.same((forwardAuth.authResponseHeaders as string[]).map((h) => h.toLowerCase()).sort(), identity)
-    t.same(traefikConfig.http.routers.api.middlewares, ['keygate'])
+    t.same(traefikConfig.http.routers.api.middlewares, ['keygate', 'keygate-drop'], 'keygate first; then what inline never forwards is dropped')
+    const dropped = traefikConfig.http.middlewares['keygate-drop'].headers.customRequestHeaders as Record<string, string>
+    const traefikWrites = ['x-forwarded-host', 'x-real-ip']
+    for (const name of INLINE_DROPS.filter((name) => !traefikWrites.includes(name))) {
+      t.equal(dropped[Object.keys(dropped).find((key) => key.toLowerCase() === name) ?? name], '', `keygate-drop deletes ${name}`)
+    }
+    for (const name of ['x-api-signature', 'x-http-method-override', 'x-http-method', 'x-method-override', 'x-original-url', 'x-rewrite-url']) {
+      const underscored = name.replaceAll('-', '_')
+      t.equal(dropped[Object.keys(dropped).find((key) => key.toLowerCase() === underscored) ?? underscored], '', `keygate-drop deletes ${underscored}`)
+    }
   })
 
   t.test(`${INGRESS_PAGE}: auth-url at /decide/ingress-nginx, X-Original-Content-Length, every identity header`, async (t) => {
@@ -509,7 +525,11 @@ t.test('the docs\' configurations name what keygate serves and reads', async (t)
     t.equal(authHeaders.metadata.namespace, ingress.metadata.namespace, 'the controller refuses another namespace\'s ConfigMap by default')
     t.equal(originalContentLength(''), '0', 'no Content-Length: 0, which nginx sends (it drops empty values)')
     t.equal(originalContentLength('16'), '016')
-    t.same(annotation(ingress, 'auth-response-headers').split(',').map((h) => h.trim().toLowerCase()).sort(), identity)
+    // every identity header, and what inline never forwards that keygate's allowed answer never has (so nginx removes it)
+    const ingressOwn = ['x-forwarded-host', 'x-real-ip']
+    const answered = ['ratelimit', 'ratelimit-policy']
+    const absentFromAnswer = [...INLINE_DROPS.filter((name) => !ingressOwn.includes(name) && !answered.includes(name)), 'x-keygate-problem', 'x-keygate-status']
+    t.same(annotation(ingress, 'auth-response-headers').split(',').map((h) => h.trim().toLowerCase()).sort(), [...identity, ...absentFromAnswer].sort())
     t.ok(Number(/^(\d+)k$/.exec(annotation(ingress, 'proxy-buffer-size'))?.[1]) >= 16, 'room for an 8 KB X-Keygate-Problem')
   })
 
