@@ -71,6 +71,7 @@ const CLAIMS: Claim[] = [
   { page: 'docs/tests.md', heading: 'Running the tests', lang: 'sh', by: 'test/system/tests-doc.test.ts' },
   { page: 'docs/decision/nginx.md', heading: 'keygate\'s side', lang: 'sh', by: 'test/system/decision-nginx.test.ts' },
   { page: 'docs/decision/nginx.md', heading: 'The configuration', lang: 'nginx', by: 'test/system/decision-nginx.test.ts' },
+  { page: 'docs/decision/nginx.md', heading: 'Where clients log in and register keys', lang: 'nginx', by: 'test/system/decision-nginx.test.ts' },
   { page: 'docs/decision/envoy.md', heading: 'The Envoy configuration', lang: 'yaml', by: 'test/system/decision-dialects.test.ts' },
   { page: 'docs/decision/envoy.md', heading: 'keygate\'s settings', lang: 'sh', by: 'test/system/decision-dialects.test.ts' },
   { page: 'docs/decision/traefik.md', heading: 'The dynamic configuration', lang: 'yaml', by: 'test/system/decision-dialects.test.ts' },
