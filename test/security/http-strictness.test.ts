@@ -37,6 +37,29 @@ async function rfcHeaders (url: string, keys: TestKeyPair, token: string, method
 const headerLines = (headers: Record<string, string>): string =>
   Object.entries(headers).filter(([name]) => name !== 'host').map(([name, value]) => `${name}: ${value}\r\n`).join('')
 
+/**
+ * What Node's parser lets through, or refuses itself, that keygate refuses with 400 MALFORMED_HTTP
+ * whatever KEYGATE_STRICT_REQUEST_LINE says: each form for a target, with the route's credentials.
+ */
+function malformedForms (host: string): Array<[string, (target: string, creds: string) => string]> {
+  return [
+    ['an HTTP/0.9 request line (no version)', (target) => `GET ${target}\r\n\r\n`],
+    ['an HTTP/0.9 request line followed by headers', (target, creds) => `GET ${target}\r\n${host}${creds}\r\n`],
+    ['HTTP/2.0 in an HTTP/1 request line', (target, creds) => `GET ${target} HTTP/2.0\r\n${host}${creds}Connection: close\r\n\r\n`],
+    ['two Host headers, different', (target, creds) => `GET ${target} HTTP/1.1\r\n${host}Host: evil.example\r\n${creds}Connection: close\r\n\r\n`],
+    ['two Host headers, equal', (target, creds) => `GET ${target} HTTP/1.1\r\n${host}${host}${creds}Connection: close\r\n\r\n`],
+    ['two Host headers, apart and in other cases',
+      (target, creds) => `GET ${target} HTTP/1.1\r\n${host}${creds}HOST: evil.example\r\nConnection: close\r\n\r\n`],
+    ['HTTP/1.1 without Host', (target, creds) => `GET ${target} HTTP/1.1\r\n${creds}Connection: close\r\n\r\n`],
+    ['HTTP/1.0 with two Host headers', (target, creds) => `GET ${target} HTTP/1.0\r\n${host}Host: evil.example\r\n${creds}\r\n`],
+    // whitespace in the request line other than single spaces: Node's parser refuses these itself
+    ['a tab between method and target', (target, creds) => `GET\t${target} HTTP/1.1\r\n${host}${creds}Connection: close\r\n\r\n`],
+    ['a space before the method', (target, creds) => ` GET ${target} HTTP/1.1\r\n${host}${creds}Connection: close\r\n\r\n`],
+    ['a space after the version', (target, creds) => `GET ${target} HTTP/1.1 \r\n${host}${creds}Connection: close\r\n\r\n`],
+    ['a vertical tab in the request line', (target, creds) => `GET ${target}\u000b HTTP/1.1\r\n${host}${creds}Connection: close\r\n\r\n`]
+  ]
+}
+
 t.test('HTTP strictness and secrets in logs', async (t) => {
   const upstream = await startRecorder(t)
   const routes = [
@@ -45,10 +68,11 @@ t.test('HTTP strictness and secrets in logs', async (t) => {
     route({ name: 'seed', prefix: '/seed/', upstream: upstream.url, auth: 'signed', signature: 'seed' }, DEFAULTS),
     route({ name: 'rfc', prefix: '/rfc/', upstream: upstream.url, auth: 'signed', signature: 'rfc9421' }, DEFAULTS)
   ]
+  // the request-line tracker on (KEYGATE_STRICT_REQUEST_LINE=on; off by default)
   const gw = await startAdminGateway(t, {
     upstreamUrl: upstream.url,
     routes,
-    config: { metrics: { port: 0, host: '127.0.0.1' } }
+    config: { metrics: { port: 0, host: '127.0.0.1' }, server: loadConfig({ KEYGATE_STRICT_REQUEST_LINE: 'on' }).server }
   })
   await gw.app.keygate.users.upsert('alice', PASSWORD)
   const token = await login(gw.url, 'alice')
@@ -76,22 +100,7 @@ t.test('HTTP strictness and secrets in logs', async (t) => {
   })
 
   t.test('refused with 400 MALFORMED_HTTP on every route, nothing forwarded', async (t) => {
-    const cases: Array<[string, (target: string, creds: string) => string]> = [
-      ['an HTTP/0.9 request line (no version)', (target) => `GET ${target}\r\n\r\n`],
-      ['an HTTP/0.9 request line followed by headers', (target, creds) => `GET ${target}\r\n${host}${creds}\r\n`],
-      ['HTTP/2.0 in an HTTP/1 request line', (target, creds) => `GET ${target} HTTP/2.0\r\n${host}${creds}Connection: close\r\n\r\n`],
-      ['two Host headers, different', (target, creds) => `GET ${target} HTTP/1.1\r\n${host}Host: evil.example\r\n${creds}Connection: close\r\n\r\n`],
-      ['two Host headers, equal', (target, creds) => `GET ${target} HTTP/1.1\r\n${host}${host}${creds}Connection: close\r\n\r\n`],
-      ['two Host headers, apart and in other cases',
-        (target, creds) => `GET ${target} HTTP/1.1\r\n${host}${creds}HOST: evil.example\r\nConnection: close\r\n\r\n`],
-      ['HTTP/1.1 without Host', (target, creds) => `GET ${target} HTTP/1.1\r\n${creds}Connection: close\r\n\r\n`],
-      ['HTTP/1.0 with two Host headers', (target, creds) => `GET ${target} HTTP/1.0\r\n${host}Host: evil.example\r\n${creds}\r\n`],
-      // whitespace in the request line other than single spaces: Node's parser refuses these itself
-      ['a tab between method and target', (target, creds) => `GET\t${target} HTTP/1.1\r\n${host}${creds}Connection: close\r\n\r\n`],
-      ['a space before the method', (target, creds) => ` GET ${target} HTTP/1.1\r\n${host}${creds}Connection: close\r\n\r\n`],
-      ['a space after the version', (target, creds) => `GET ${target} HTTP/1.1 \r\n${host}${creds}Connection: close\r\n\r\n`],
-      ['a vertical tab in the request line', (target, creds) => `GET ${target}\u000b HTTP/1.1\r\n${host}${creds}Connection: close\r\n\r\n`]
-    ]
+    const cases = malformedForms(host)
     const before = upstream.requests.length
     const table: string[] = []
     for (const [name, bytes] of cases) {
@@ -258,11 +267,12 @@ t.test('HTTP strictness and secrets in logs', async (t) => {
   })
 })
 
-t.test('KEYGATE_STRICT_REQUEST_LINE=off: Node\'s reading alone, a spaced line served as the single-spaced one', async (t) => {
+t.test('KEYGATE_STRICT_REQUEST_LINE=off (the default): a spaced line served as the single-spaced one; every other malformed form still 400', async (t) => {
   const upstream = await startRecorder(t)
   const base = loadConfig({ KEYGATE_STRICT_REQUEST_LINE: 'off' })
   t.equal(base.server.strictRequestLine, false, 'the variable turns the check off')
-  t.equal(loadConfig({}).server.strictRequestLine, true, 'on by default')
+  t.equal(loadConfig({}).server.strictRequestLine, false, 'off by default')
+  t.equal(loadConfig({ KEYGATE_STRICT_REQUEST_LINE: 'on' }).server.strictRequestLine, true, 'on by choice')
   const gw = await startAdminGateway(t, {
     upstreamUrl: upstream.url,
     routes: [route({ name: 'public', prefix: '/public/', upstream: upstream.url, auth: 'public' }, DEFAULTS)],
@@ -271,4 +281,12 @@ t.test('KEYGATE_STRICT_REQUEST_LINE=off: Node\'s reading alone, a spaced line se
   const r = await exchange(gw.url, `GET  /public/lenient HTTP/1.1\r\nHost: ${new URL(gw.url).host}\r\nConnection: close\r\n\r\n`)
   t.same(r.responses.map((res) => res.status), [200], 'served')
   t.same(upstream.requests.map((req) => req.url), ['/public/lenient'], 'forwarded with the line keygate writes (single spaces)')
+  // HTTP/0.9, another version, two Host, no Host, and what Node's parser refuses: no tracker needed
+  const host = `Host: ${new URL(gw.url).host}\r\n`
+  for (const [name, bytes] of malformedForms(host)) {
+    const r = await exchange(gw.url, Buffer.from(bytes('/public/x', ''), 'latin1'), { timeoutMs: 3000 })
+    const got = r.responses.map((res) => `${res.status} ${/"code":"([A-Z_]+)"/.exec(res.body.toString())?.[1] ?? '-'}`)
+    t.same(got, ['400 MALFORMED_HTTP'], `${name}: 400 MALFORMED_HTTP with the tracker off`)
+  }
+  t.same(upstream.requests.map((req) => req.url), ['/public/lenient'], 'none of them forwarded')
 })

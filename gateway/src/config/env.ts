@@ -402,7 +402,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       requestTimeoutMs: Math.max(e.KEYGATE_REQUEST_TIMEOUT_MS ?? DEFAULT_REQUEST_TIMEOUT_MS, e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS),
       keepAliveTimeoutMs: e.KEYGATE_KEEP_ALIVE_TIMEOUT_MS ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
       shutdownGraceMs: e.KEYGATE_SHUTDOWN_GRACE_MS ?? DEFAULT_SHUTDOWN_GRACE_MS,
-      strictRequestLine: isOn(e.KEYGATE_STRICT_REQUEST_LINE, true)
+      strictRequestLine: isOn(e.KEYGATE_STRICT_REQUEST_LINE, false)
     },
     routeDefaults: { upstream, bodyLimit, timeoutMs, ...(portalPrefix !== undefined && { ownPrefixes: [portalPrefix] }) },
     upstreams: {

@@ -94,7 +94,7 @@ t.test('switches take true, false, on and off, each variable alike', async (t) =
   const switches: Array<[variable: string, read: (c: ReturnType<typeof loadConfig>) => boolean, byDefault: boolean]> = [
     ['KEYGATE_ROUTES_WATCH', (c) => c.watchRoutes, false],
     ['KEYGATE_DOCS', (c) => c.docs, true],
-    ['KEYGATE_STRICT_REQUEST_LINE', (c) => c.server.strictRequestLine, true]
+    ['KEYGATE_STRICT_REQUEST_LINE', (c) => c.server.strictRequestLine, false]
   ]
   const spellings: Array<[string, boolean]> = [['true', true], ['on', true], ['false', false], ['off', false]]
   t.same(spellings.map(([value]) => value).sort(), [...SWITCH_VALUES].sort(), 'every spelling is in the table')
