@@ -1,6 +1,7 @@
 // --trace: an OTLP/HTTP sink for the gateways the bench starts. It reads each export whole and
-// answers 200, so the gateways pay the real cost of exporting their spans (serialising, sending,
-// the batch processor) with no collector to install; the spans are counted, not kept.
+// answers 200 as a collector does (an empty response in the export's encoding, protobuf or JSON),
+// so the gateways pay the real cost of exporting their spans (serialising, sending, the batch
+// processor) with no collector to install; the spans are counted, not kept.
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 
@@ -18,7 +19,8 @@ export async function startTraceSink (): Promise<TraceSink> {
     req.on('data', (chunk: Buffer) => { bytes += chunk.length })
     req.on('end', () => {
       requests++
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+      const protobuf = req.headers['content-type'] === 'application/x-protobuf'
+      res.writeHead(200, { 'content-type': protobuf ? 'application/x-protobuf' : 'application/json' }).end(protobuf ? '' : '{}')
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

@@ -17,9 +17,13 @@ const REQUESTS = 2_000
 const ROUNDS = 7
 const PASSWORD = 'a password for the overhead bench'
 
-// the sink: a child that reads every export and answers 200
+// the sink: a child that reads every export and answers 200, an empty response in the export's encoding
 const sink = spawn(process.execPath, ['-e', `
-  const server = require('node:http').createServer((req, res) => { req.resume(); req.on('end', () => res.end('{}')) })
+  const server = require('node:http').createServer((req, res) => {
+    const protobuf = req.headers['content-type'] === 'application/x-protobuf'
+    req.resume()
+    req.on('end', () => res.writeHead(200, { 'content-type': protobuf ? 'application/x-protobuf' : 'application/json' }).end(protobuf ? '' : '{}'))
+  })
   server.listen(0, '127.0.0.1', () => console.log(server.address().port))
 `], { stdio: ['ignore', 'pipe', 'inherit'] })
 const sinkPort = await new Promise<string>((resolve) => sink.stdout.once('data', (chunk: Buffer) => { resolve(chunk.toString().trim()) }))

@@ -1,8 +1,10 @@
 // OpenTelemetry traces (issue 24): a real gateway on Redis, a recording upstream and an OTLP/HTTP
-// receiver this test starts (JSON: what @opentelemetry/exporter-trace-otlp-http sends), decoding
-// what arrives. The spans of a signed request, a refused one, a replay, an upstream that is down,
-// the traceparent the upstream receives, a client's traceparent ignored or continued; and with
-// tracing off, no OpenTelemetry module loaded at all.
+// receiver this test starts, decoding what arrives by its content type: protobuf (the default,
+// OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, @opentelemetry/exporter-trace-otlp-proto) with
+// protobufjs, or JSON (http/json, @opentelemetry/exporter-trace-otlp-http). The spans of a signed
+// request, a refused one, a replay, an upstream that is down, the traceparent the upstream
+// receives, a client's traceparent ignored or continued; a protocol keygate does not speak refused
+// at start; and with tracing off, no OpenTelemetry module loaded at all.
 import { spawn } from 'node:child_process'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -17,6 +19,8 @@ import { addUser, login, registerKey, sendSigned, startTestGateway } from '../he
 import { route } from '../../gateway/src/proxy/route.js'
 import { startMetricsServer } from '../../gateway/src/http/metrics-server.js'
 import { parse, parseOpenMetrics } from '../helpers/prometheus.js'
+import { decodeTraces, OTLP_CONTENT_TYPES, type OtlpAnyValue } from '../helpers/otlp.js'
+import { tracingSettingsFrom, type OtlpProtocol } from '../../gateway/src/tracing/settings.js'
 
 interface Span {
   traceId: string
@@ -26,15 +30,17 @@ interface Span {
   kind: number
   status?: { code?: number }
   attributes: Record<string, unknown>
+  /** how its export came */
+  protocol: OtlpProtocol
 }
 const SERVER = 2
 const CLIENT = 3
 const STATUS_ERROR = 2
 
-interface AnyValue { stringValue?: string; intValue?: number | string; boolValue?: boolean; arrayValue?: { values?: AnyValue[] } }
-const valueOf = (v: AnyValue): unknown => v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : v.boolValue ?? v.arrayValue?.values?.map(valueOf))
+const valueOf = (v: OtlpAnyValue): unknown =>
+  v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : v.boolValue ?? v.arrayValue?.values?.map(valueOf))
 
-/** An OTLP/HTTP receiver: every span it is sent, decoded. */
+/** An OTLP/HTTP receiver: every span it is sent, decoded; an export it cannot decode fails the test. */
 async function startReceiver (): Promise<{ url: string; spans: Span[]; resources: Array<Record<string, unknown>> }> {
   const spans: Span[] = []
   const resources: Array<Record<string, unknown>> = []
@@ -42,19 +48,24 @@ async function startReceiver (): Promise<{ url: string; spans: Span[]; resources
     const chunks: Buffer[] = []
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     req.on('end', () => {
-      type Raw = Omit<Span, 'attributes'> & { attributes?: Array<{ key: string; value: AnyValue }> }
-      const body = JSON.parse(Buffer.concat(chunks).toString()) as {
-        resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: AnyValue }> }; scopeSpans: Array<{ spans: Raw[] }> }>
+      const contentType = req.headers['content-type']
+      const decoded = req.method === 'POST' && req.url === '/v1/traces' ? decodeTraces(contentType, Buffer.concat(chunks)) : undefined
+      if (decoded === undefined) {
+        t.fail(`the receiver got ${req.method ?? ''} ${req.url ?? ''} of ${contentType ?? 'no content type'}`)
+        res.writeHead(415).end()
+        return
       }
-      for (const rs of body.resourceSpans) {
+      const { protocol, traces } = decoded
+      for (const rs of traces.resourceSpans) {
         resources.push(Object.fromEntries(rs.resource.attributes.map(({ key, value }) => [key, valueOf(value)])))
         for (const ss of rs.scopeSpans) {
           for (const span of ss.spans) {
-            spans.push({ ...span, attributes: Object.fromEntries((span.attributes ?? []).map(({ key, value }) => [key, valueOf(value)])) })
+            spans.push({ ...span, protocol, attributes: Object.fromEntries((span.attributes ?? []).map(({ key, value }) => [key, valueOf(value)])) })
           }
         }
       }
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+      // an empty ExportTraceServiceResponse, in the request's encoding: all accepted
+      res.writeHead(200, { 'content-type': OTLP_CONTENT_TYPES[protocol] }).end(protocol === 'http/json' ? '{}' : '')
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -85,6 +96,12 @@ const routes = (upstream: string): ReturnType<typeof route>[] => [
   route({ prefix: '/v1/clients/', upstream, auth: 'signed', name: 'clients', methods: ['GET', 'POST'] }, { bodyLimit: 1 << 20, timeoutMs: 5000 }),
   route({ prefix: '/v1/down/', upstream: 'http://127.0.0.1:1', auth: 'signed', name: 'down', methods: ['GET'] }, { bodyLimit: 1 << 20, timeoutMs: 5000 })
 ]
+/** the tracing settings a gateway reads from `env` (its protocol among them), with this receiver's endpoint */
+const tracingOf = (env: NodeJS.ProcessEnv, traceParent: 'ignore' | 'continue'): NonNullable<ReturnType<typeof tracingSettingsFrom>> => {
+  const settings = tracingSettingsFrom({ ...process.env, ...env }, traceParent)
+  if (settings === undefined) throw new Error('tracing is off')
+  return settings
+}
 /** the access log's lines of the first gateway */
 const logLines: Array<Record<string, unknown>> = []
 const ignoring = await startTestGateway(t, {
@@ -92,11 +109,17 @@ const ignoring = await startTestGateway(t, {
   logger: { level: 'info', stream: { write: (line: string) => { logLines.push(JSON.parse(line) as Record<string, unknown>) } } },
   upstreamUrl: recorder.url,
   routes,
-  config: { tracing: { traceParent: 'ignore' }, decision: { port: 0, host: '127.0.0.1', trustedProxies: ['127.0.0.1'] } }
+  // no protocol set: the default, http/protobuf
+  config: { tracing: tracingOf({}, 'ignore'), decision: { port: 0, host: '127.0.0.1', trustedProxies: ['127.0.0.1'] } }
 })
-// on the same Redis prefix: the key registered through the first is a cache miss here
+// on the same Redis prefix: the key registered through the first is a cache miss here; its spans
+// go as JSON (the traces' own variable over the general one)
 const continuing = await startTestGateway(t, {
-  store: 'redis', redisPrefix: ignoring.config.redisPrefix, upstreamUrl: recorder.url, routes, config: { tracing: { traceParent: 'continue' } }
+  store: 'redis',
+  redisPrefix: ignoring.config.redisPrefix,
+  upstreamUrl: recorder.url,
+  routes,
+  config: { tracing: tracingOf({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json' }, 'continue') }
 })
 const keys = rsaKeyPair()
 const setUp = async (url: string, gateway: typeof ignoring): Promise<string> => {
@@ -118,6 +141,7 @@ t.test('a signed request: SERVER span with the auth attributes, child spans, and
   t.equal(res.status, 200)
   const { server, spans } = await traceOf('/v1/clients/traced')
   t.equal(server.name, 'GET clients')
+  t.ok(spans.every((span) => span.protocol === 'http/protobuf'), 'sent as protobuf, the default')
   t.not(server.traceId, CLIENT_TRACE, 'the client\'s trace id is ignored by default')
   t.equal(server.parentSpanId ?? '', '', 'a root span')
   t.match(server.attributes, {
@@ -222,8 +246,11 @@ t.test('KEYGATE_TRACE_PARENT=continue: the client\'s trace goes on through keyga
   const res = await sendSigned(continuing.url, { keys, token: token2, method: 'GET', target: '/v1/clients/continued', headers })
   t.equal(res.status, 200)
   const { server, spans } = await traceOf('/v1/clients/continued')
+  t.ok(spans.every((span) => span.protocol === 'http/json'), 'sent as JSON: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL over OTEL_EXPORTER_OTLP_PROTOCOL')
   t.equal(server.traceId, CLIENT_TRACE)
   t.equal(server.parentSpanId, 'b7ad6b7169203331')
+  t.equal(server.name, 'GET clients')
+  t.match(server.attributes, { 'http.response.status_code': 200, 'http.route': '/v1/clients/*', 'keygate.user': 'alice', 'keygate.decision': 'allowed' })
   const client = spans.find((span) => span.kind === CLIENT)
   const lookup = spans.find((span) => span.name === 'keygate.key_lookup')
   t.equal(lookup?.parentSpanId, server.spanId, 'the key read from the store (not cached in this gateway): a child span')
@@ -242,7 +269,7 @@ t.test('keygate\'s own endpoints: named by their URL pattern; the resource names
 t.test('an unsampled request: nothing recorded, and the upstream still gets the trace id, unsampled', async (t) => {
   process.env.OTEL_TRACES_SAMPLER = 'always_off'
   const gateway = await startTestGateway(t, {
-    store: 'redis', redisPrefix: ignoring.config.redisPrefix, upstreamUrl: recorder.url, routes, config: { tracing: { traceParent: 'ignore' } }
+    store: 'redis', redisPrefix: ignoring.config.redisPrefix, upstreamUrl: recorder.url, routes, config: { tracing: tracingOf({}, 'ignore') }
   })
   delete process.env.OTEL_TRACES_SAMPLER
   t.equal((await sendSigned(gateway.url, { keys, token, method: 'GET', target: '/v1/clients/unsampled' })).status, 200)
@@ -282,7 +309,25 @@ t.test('workers: each exports its own spans, and a SIGTERM flushes what is left'
   t.equal(await exitOn(gateway.child, 'SIGTERM'), 0)
   const arrived = receiver.spans.filter((span) => span.kind === SERVER && paths.includes(span.attributes['url.path'] as string))
   t.equal(arrived.length, paths.length, 'every request\'s span was exported before its worker exited')
+  t.ok(arrived.every((span) => span.protocol === 'http/protobuf'), 'as protobuf (no protocol set), to <OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces')
   t.ok(receiver.resources.some((resource) => resource['process.pid'] !== process.pid && resource['service.name'] === 'keygate'))
+})
+
+t.test('a protocol keygate does not speak stops the start, naming the variable and what it takes', async (t) => {
+  const main = await compiled('gateway/src/main.ts')
+  const refusal = async (env: Record<string, string>): Promise<string> => {
+    const failed = await startCommand(process.execPath, [main], { UPSTREAM_URL: recorder.url, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, ...env }, ROOT)
+      .then(async (gateway) => { await exitOn(gateway.child, 'SIGTERM'); return undefined }, (err: Error) => err)
+    return failed?.message.replace(/^.* exited with /s, 'exited with ') ?? 'it started'
+  }
+  const [grpc, garbage] = await Promise.all([
+    refusal({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }),
+    refusal({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/proto' })
+  ])
+  t.equal(grpc, 'exited with 1: configuration error: OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" is not allowed: keygate sends its spans over OTLP/HTTP ' +
+    'only (no gRPC exporter is built in): use http/protobuf (the default) or http/json, to the collector\'s OTLP/HTTP port (4318; 4317 is its gRPC port)\n')
+  t.equal(garbage, 'exited with 1: configuration error: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/proto" is not allowed: ' +
+    'use http/protobuf (the default) or http/json\n')
 })
 
 t.test('tracing off: neither the SDK, the exporter nor keygate\'s tracing code is loaded', async (t) => {

@@ -1,8 +1,9 @@
 // OpenTelemetry traces, loaded only when tracing is on (app.ts imports this file dynamically): a
 // SERVER span per request, child spans where a request's time goes (a key or scopes read from the
 // store, the signature verification, the replay check, the rate-limit script), and a CLIENT span
-// for the upstream call, whose trace context the upstream receives. Exported over OTLP/HTTP (JSON)
-// in batches, configured by the standard OTEL_* variables.
+// for the upstream call, whose trace context the upstream receives. Exported over OTLP/HTTP in
+// batches, as protobuf (the default) or JSON (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, tracing/settings.ts),
+// configured by the standard OTEL_* variables; only the chosen exporter's module is loaded.
 //
 // Why hand-made spans and not @opentelemetry/sdk-node or @fastify/otel: those wrap every Fastify
 // hook and handler in a span and patch http/undici through async-context tracking, which costs
@@ -12,7 +13,6 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api'
 import { defaultTextMapGetter, defaultTextMapSetter } from '@opentelemetry/api'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import {
@@ -81,6 +81,11 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
   // process.pid: each worker (KEYGATE_WORKERS) exports its own spans, told apart by it
   const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'keygate', [ATTR_SERVICE_VERSION]: keygateVersion(), 'process.pid': process.pid })
     .merge(detected)
+  // the endpoint (<OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces, or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as
+  // given), headers and timeout: the exporter reads them; the protocol is keygate's to choose
+  const { OTLPTraceExporter } = settings.protocol === 'http/json'
+    ? await import('@opentelemetry/exporter-trace-otlp-http')
+    : await import('@opentelemetry/exporter-trace-otlp-proto')
   // the sampler: OTEL_TRACES_SAMPLER and _ARG, which the provider reads (default parentbased_always_on)
   const provider = new BasicTracerProvider({
     resource,

@@ -149,12 +149,38 @@ t.test('a refused value is answered with what the variable allows', async (t) =>
 
 t.test('traces: on only when the OTEL_* variables say so (tracing/settings.ts)', async (t) => {
   t.equal(loadConfig({}).tracing, undefined, 'off by default')
-  t.same(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracing, { traceParent: 'ignore' })
-  t.same(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c/v1/traces', KEYGATE_TRACE_PARENT: 'continue' }).tracing, { traceParent: 'continue' })
-  t.same(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp' }).tracing, { traceParent: 'ignore' })
+  t.same(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracing, { traceParent: 'ignore', protocol: 'http/protobuf' })
+  t.same(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c/v1/traces', KEYGATE_TRACE_PARENT: 'continue' }).tracing,
+    { traceParent: 'continue', protocol: 'http/protobuf' })
+  t.same(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp' }).tracing, { traceParent: 'ignore', protocol: 'http/protobuf' })
   t.equal(loadConfig({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c' }).tracing, undefined)
   t.equal(loadConfig({ OTEL_SDK_DISABLED: 'true', OTEL_TRACES_EXPORTER: 'otlp' }).tracing, undefined)
   t.equal(loadConfig({ KEYGATE_TRACE_PARENT: 'continue' }).tracing, undefined, 'the setting alone turns nothing on')
+})
+
+t.test('traces: the OTLP protocol, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL over OTEL_EXPORTER_OTLP_PROTOCOL, checked at start', async (t) => {
+  const on = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }
+  const protocol = (env: Record<string, string>): string | undefined => loadConfig({ ...on, ...env }).tracing?.protocol
+  t.equal(protocol({}), 'http/protobuf', 'the specification\'s default')
+  t.equal(protocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }), 'http/json')
+  t.equal(protocol({ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json' }), 'http/json')
+  t.equal(protocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }), 'http/protobuf',
+    'the traces\' own wins')
+  t.equal(protocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: '' }), 'http/json', 'an empty one is unset')
+  t.equal(protocol({ OTEL_EXPORTER_OTLP_PROTOCOL: ' HTTP/JSON\n' }), 'http/json', 'trimmed, in any case')
+  const grpc = 'is not allowed: keygate sends its spans over OTLP/HTTP only (no gRPC exporter is built in): ' +
+    'use http/protobuf (the default) or http/json, to the collector\'s OTLP/HTTP port (4318; 4317 is its gRPC port)'
+  const refused: Array<[Record<string, string>, string]> = [
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, `OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" ${grpc}`],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: ' gRPC ' }, `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: " gRPC " ${grpc}`],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'protobuf' }, 'OTEL_EXPORTER_OTLP_PROTOCOL: "protobuf" is not allowed: use http/protobuf (the default) or http/json'],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'json' },
+      'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "json" is not allowed: use http/protobuf (the default) or http/json']
+  ]
+  for (const [env, message] of refused) t.throws(() => loadConfig({ ...on, ...env }), new ConfigError(message), JSON.stringify(env))
+  t.equal(protocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }), 'http/protobuf',
+    'the general one is not read when the traces\' own is set')
+  t.equal(loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }).tracing, undefined, 'tracing off: not read (it may be meant for another program)')
 })
 
 t.test('an error never quotes a secret', async (t) => {
