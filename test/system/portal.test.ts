@@ -176,6 +176,26 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
     await heading(`Key "${name}"`)
     return await text('code.apikey')
   }
+  /** in the page: the database the portal keeps its keys in, opened, and `act` run on its store */
+  const inKeyStore = (act: string): string => `(async () => {
+    const db = await new Promise((resolve, reject) => {
+      const open = indexedDB.open('keygate-portal')
+      open.onsuccess = () => { resolve(open.result) }
+      open.onerror = () => { reject(open.error) }
+    })
+    const ask = (mode, request) => new Promise((resolve, reject) => {
+      const asked = request(db.transaction('keys', mode).objectStore('keys'))
+      asked.onsuccess = () => { resolve(asked.result) }
+      asked.onerror = () => { reject(asked.error) }
+    })
+    try { return await (${act})(ask) } finally { db.close() }
+  })()`
+  /** the private key IndexedDB holds for `apiKey`, and what the page's own exportKey of it does */
+  const storedKey = async (apiKey: string): Promise<unknown> => await page.evaluate(inKeyStore(`async (ask) => {
+    const record = await ask('readonly', (store) => store.get(${JSON.stringify(apiKey)}))
+    const exported = await crypto.subtle.exportKey('pkcs8', record.privateKey).then(() => 'exported', (err) => err.name + ': ' + err.message)
+    return { extractable: record.privateKey.extractable, algorithm: record.privateKey.algorithm.name, exported }
+  }`))
   type Scheme = 'Seed (X-API-* headers)' | 'RFC 9421 (HTTP Message Signatures)'
   /** fills Try it's form and sends it */
   const tryIt = async (input: { key: string; scheme: Scheme; method: string; query?: string; body?: string }): Promise<string> => {
@@ -359,22 +379,8 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
     'a key revoked from its view is refused too')
 
   // 7. The private key cannot be exported by the page itself, and survives a reload
-  const stored = await page.evaluate(`(async () => {
-    const db = await new Promise((resolve, reject) => {
-      const open = indexedDB.open('keygate-portal')
-      open.onsuccess = () => { resolve(open.result) }
-      open.onerror = () => { reject(open.error) }
-    })
-    const record = await new Promise((resolve, reject) => {
-      const get = db.transaction('keys').objectStore('keys').get(${JSON.stringify(rotated)})
-      get.onsuccess = () => { resolve(get.result) }
-      get.onerror = () => { reject(get.error) }
-    })
-    db.close()
-    const exported = await crypto.subtle.exportKey('pkcs8', record.privateKey).then(() => 'exported', (err) => err.name + ': ' + err.message)
-    return { extractable: record.privateKey.extractable, algorithm: record.privateKey.algorithm.name, exported }
-  })()`)
-  t.match(stored, { extractable: false, algorithm: 'Ed25519', exported: /^InvalidAccessError/ }, 'the page\'s own exportKey of its IndexedDB CryptoKey fails')
+  t.match(await storedKey(rotated), { extractable: false, algorithm: 'Ed25519', exported: /^InvalidAccessError/ },
+    'the page\'s own exportKey of its IndexedDB CryptoKey fails')
   await page.reload({ waitUntil: 'networkidle0' })
   await heading('Log in')
   t.pass('a reload asks to log in again: the token was in memory only')
@@ -402,6 +408,26 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   const cli = createClient({ baseUrl: gw.url, token, privateKey: pem })
   t.equal((await cli.fetch('GET', '/v1/clients/?from=cli')).status, 200, 'and a program (the CLI\'s client) signs with it: accepted')
   t.equal(recorder.requests.at(-1)?.headers['x-gateway-key-name'], 'for the cli')
+  t.match(await text('dl.facts'), /Private keyin this browser, not exportable \(made exportable: a copy was downloaded as a file once\)/,
+    'the page says the copy it keeps is no longer exportable')
+  t.match(await storedKey(exportable), { extractable: false, algorithm: 'ECDSA', exported: /^InvalidAccessError/ },
+    'a key made exportable: after its download, the copy in IndexedDB is not extractable, and the page\'s own exportKey of it fails')
+  t.equal(await tryIt({ key: exportable, scheme: 'Seed (X-API-* headers)', method: 'GET', query: 'from=browser' }), 'Answer: 200 OK',
+    'and Try it still signs with that copy')
+  t.equal(recorder.requests.at(-1)?.headers['x-gateway-key'], exportable)
+  // a key an earlier version of the page stored extractable: replaced by a non-extractable copy when next read
+  const older = '0'.repeat(64)
+  await page.evaluate(inKeyStore(`async (ask) => {
+    const pair = await crypto.subtle.generateKey({ name: 'Ed25519' }, true, ['sign', 'verify'])
+    await ask('readwrite', (store) => store.put({ apiKey: '${older}', user: 'alice', name: 'stored extractable', keyType: 'ed25519',
+      privateKey: pair.privateKey, publicKey: pair.publicKey, exportable: true, createdAt: new Date().toISOString() }))
+  }`))
+  t.match(await storedKey(older), { extractable: true, exported: 'exported' }, 'a key stored extractable (as before)')
+  await click('Your keys', 'link')
+  await page.waitForSelector('caption ::-p-text(page 1)')
+  t.match(await storedKey(older), { extractable: false, algorithm: 'Ed25519', exported: /^InvalidAccessError/ },
+    'once the page has read it, a non-extractable copy has replaced it')
+  await page.evaluate(inKeyStore(`(ask) => ask('readwrite', (store) => store.delete('${older}'))`))
 
   // 9. A key made elsewhere: the page's openssl commands, run in a shell, then its PEM and proof pasted
   await newKey('openssl key', 'ed25519', 'Made elsewhere with openssl: register its public key')

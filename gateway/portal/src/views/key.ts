@@ -21,7 +21,7 @@ function rotatedName (name: string): string {
 
 function privateKeyText (held: HeldKey | undefined): string {
   if (held === undefined) return 'not in this browser'
-  return held.exportable ? 'in this browser (exportable: a copy was downloaded as a file)' : 'in this browser, not exportable'
+  return held.exportable ? 'in this browser, not exportable (made exportable: a copy was downloaded as a file once)' : 'in this browser, not exportable'
 }
 
 async function rotate (key: KeyView, button: HTMLButtonElement): Promise<void> {
