@@ -47,7 +47,10 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
       - { by: user, limit: 1000, window: 1d }
   - { name: status, path: /status, upstream: ${recorder.url}, auth: public, methods: [GET] }
 `)
-  const gw = await startStack(t, { store: 'redis', upstreamUrl: recorder.url, config: { routesFile: routes.path } })
+  // usage counts flushed to Redis every 200 ms (5 s by default): a key's view shows the calls just made
+  const gw = await startStack(t, {
+    store: 'redis', upstreamUrl: recorder.url, config: { routesFile: routes.path, usageAnalytics: { enabled: true, flushMs: 200, maxSeries: 50_000 } }
+  })
   await addUser(gw, 'alice')
   const origin = new URL(gw.url).origin
   const portal = `${origin}/portal/`
@@ -316,9 +319,23 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   await page.goto(`${portal}#/keys/${ed25519}`)
   await heading('Key "laptop ed25519"')
   await page.waitForSelector('caption ::-p-text(Limits per key)')
-  const keyLimit = await page.$$eval('table tbody tr', (rows) => rows.map((row) => [...row.children].map((cell) => cell.textContent)))
+  const tableRows = async (selector: string): Promise<string[][]> => await page.$$eval(`${selector} tbody tr`, (rows) =>
+    rows.map((row) => [...row.children].map((cell) => cell.textContent ?? '')))
+  const keyLimit = await tableRows('.limits table')
   t.same(keyLimit, [['key-1h', 'clients', '100 per 1h per key', '1', '99', keyLimit[0]?.[5]]],
     'the key\'s usage: one call counted against its per-key limit (the refused one never passed the signature)')
+  // its own requests: the accepted POST and the refused one, counted for the key that signed them
+  await page.waitForSelector('caption ::-p-text(Requests signed with)')
+  const totals = ['2', '1', '0', '1', '0', '1', 'INVALID_SIGNATURE 1']
+  t.same(await tableRows('.calls .table-wrap:nth-child(1) table'), [['the last hour', ...totals], ['the last day', ...totals]],
+    'the key\'s requests over the last hour and day: 2, one 2xx, one 4xx refused by keygate, INVALID_SIGNATURE')
+  const minutes = await tableRows('.calls .table-wrap:nth-child(2) table')
+  t.ok(minutes.length >= 1 && minutes.length <= 2, `minute by minute: the minutes with a request (${minutes.length})`)
+  t.equal(minutes.reduce((sum, row) => sum + Number(row[1]), 0), 2, 'two requests in them')
+  t.match(minutes[0]?.[0], /^\d{4}-\d\d-\d\d \d\d:\d\d UTC$/, 'each a minute, UTC')
+  const hours = await tableRows('.calls .table-wrap:nth-child(3) table')
+  t.equal(hours.reduce((sum, row) => sum + Number(row[1]), 0), 2, 'and hour by hour')
+  await accessible(t, 'a key\'s view with its requests')
   const token = await login(gw.url, 'alice')
   const made = Array.from({ length: 9 }, (_, i) => ({ name: `cli key ${i + 1}`, privateKey: generateKeyPairSync('ed25519').privateKey }))
   for (const key of made) await registerKey({ baseUrl: gw.url, token, name: key.name, privateKey: key.privateKey })
