@@ -76,10 +76,13 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   let rewrite: ((request: HTTPRequest) => { url?: string; postData?: string } | undefined) | undefined
   const elsewhere: string[] = []
   const failures: string[] = []
+  // the page names an icon (an empty data: URL): no /favicon.ico asked for, which keygate would answer 404
+  const favicons: string[] = []
   await page.setRequestInterception(true)
   page.on('request', (request) => {
     const url = request.url()
     if (url.startsWith('blob:') || url.startsWith('data:')) { void request.continue(); return }
+    if (new URL(url).pathname.endsWith('/favicon.ico')) favicons.push(url)
     if (new URL(url).origin !== origin) {
       elsewhere.push(url)
       void request.abort()
@@ -88,6 +91,9 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
     void request.continue(rewrite?.(request))
   })
   page.on('pageerror', (err) => { failures.push(`page error: ${err instanceof Error ? err.message : String(err)}`) })
+  // what the CSP blocks in each document (the DevTools protocol adds this listener; the CSP does not govern it)
+  await page.evaluateOnNewDocument(`window.cspViolations = []
+    document.addEventListener('securitypolicyviolation', (event) => { window.cspViolations.push(event.effectiveDirective + ' ' + event.blockedURI) })`)
   // every answer under /portal/ (the page, its bundles): the security headers
   const portalAnswers: Array<{ url: string; csp: string | undefined; nosniff: string | undefined; frames: string | undefined }> = []
   page.on('response', (response) => {
@@ -140,7 +146,8 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
    */
   const keyboardReaches = async (t: Test, view: string): Promise<void> => {
     const controls = await page.evaluate(`(() => {
-      const visible = (el) => !el.disabled && el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden'
+      // shown: a box, not visibility: hidden, not inside a closed <details> (its content is content-visibility: hidden)
+      const visible = (el) => !el.disabled && el.checkVisibility({ visibilityProperty: true, contentVisibilityAuto: false })
       const stops = new Map()
       for (const el of document.querySelectorAll('a[href], button, input, select, textarea, summary, [tabindex]')) {
         // tabindex=-1: focused by the page itself (a view's heading), never a Tab stop
@@ -287,6 +294,16 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   t.match(snippets, /curl and openssl[\s\S]*@keygate\/client[\s\S]*Python/, 'then the three snippets of the request')
   t.equal(snippets.split(p256).length - 1, 3, 'each with the apiKey')
   t.ok(snippets.split('/v1/clients/?limit=10').length - 1 >= 3, 'and the target')
+  const folds = async (): Promise<Array<[string, boolean]>> => await page.$$eval('.answer details', (all) =>
+    all.map((one) => [one.querySelector('summary')?.textContent ?? '', one.open]))
+  t.match(await folds(), [[/^Headers and body \(\d+ bytes, application\/json\)$/, false], [/^What this browser sent, and what it signed$/, false],
+    [/^This request as code: /, false]], 'the headers and body, what was sent and the snippets are folded')
+  const answerHeight = async (): Promise<number> => await page.$eval('.answer', (el) => el.getBoundingClientRect().height)
+  const folded = await answerHeight()
+  t.ok(folded < 600, `the answer, folded, is short: its status in view (${Math.round(folded)} px)`)
+  await page.click('.answer details.raw > summary')
+  t.match(await folds(), [[/^Headers/, true], [/^What/, false], [/^This/, false]], 'a click on its summary unfolds the headers and body')
+  t.ok(await page.$eval('.answer pre[aria-label="Answer body"]', (el) => el.getClientRects().length > 0), 'the body is then shown')
   await shootDownTo('try-it.png', '.answer pre[aria-label="Answer body"]')
   await accessible(t, 'Try it with an accepted answer')
 
@@ -480,6 +497,9 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   t.pass('and the keys need a login again')
 
   t.same(elsewhere, [], 'the page asked no other origin for anything')
+  t.same(favicons, [], 'nor for /favicon.ico, at any of its loads')
+  t.equal(await page.$eval('link[rel="icon"]', (el) => el.getAttribute('href')), 'data:,', 'it names its icon as an empty data: URL')
+  t.same(await page.evaluate('window.cspViolations'), [], 'which the CSP allows: nothing blocked since the last load')
   t.same(failures, [], 'no script error')
 
   // docs/portal.md shows each screenshot this test takes
