@@ -22,7 +22,7 @@ import { addUser, login, PASSWORD, startStack } from '../helpers/stack.js'
 
 const ROOT = resolve(import.meta.dirname, '../..')
 /** the views docs/portal.md shows, by file name */
-const SCREENSHOTS = ['login.png', 'keys.png', 'new-key.png', 'try-it.png', 'try-it-refused.png'] as const
+const SCREENSHOTS = ['login.png', 'keys.png', 'key.png', 'new-key.png', 'try-it.png', 'try-it-refused.png'] as const
 
 /** axe-core's violations on the page as it is, as "impact rule: targets" lines */
 async function axeViolations (page: Page): Promise<Array<{ impact: string; line: string }>> {
@@ -353,6 +353,7 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   const hours = await tableRows('.calls .table-wrap:nth-child(3) table')
   t.equal(hours.reduce((sum, row) => sum + Number(row[1]), 0), 2, 'and hour by hour')
   await accessible(t, 'a key\'s view with its requests')
+  await shoot('key.png')
   const token = await login(gw.url, 'alice')
   const made = Array.from({ length: 9 }, (_, i) => ({ name: `cli key ${i + 1}`, privateKey: generateKeyPairSync('ed25519').privateKey }))
   for (const key of made) await registerKey({ baseUrl: gw.url, token, name: key.name, privateKey: key.privateKey })
@@ -502,8 +503,12 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   t.same(await page.evaluate('window.cspViolations'), [], 'which the CSP allows: nothing blocked since the last load')
   t.same(failures, [], 'no script error')
 
-  // docs/portal.md shows each screenshot this test takes
+  // docs/portal.md shows each screenshot this test takes, and names the headers the page came with
   const doc = readFileSync(join(ROOT, 'docs/portal.md'), 'utf8')
+  const prose = doc.replace(/\s+/g, ' ')
+  for (const name of ['Content-Security-Policy', 'Permissions-Policy', 'Cross-Origin-Opener-Policy', 'Cross-Origin-Resource-Policy', 'Referrer-Policy']) {
+    t.ok(prose.includes(`\`${name}: ${headers[name.toLowerCase()] ?? '(not sent)'}\``), `docs/portal.md gives the ${name} the page came with`)
+  }
   for (const name of SCREENSHOTS) {
     t.ok(existsSync(join(shots, name)), `${name} taken`)
     t.ok(doc.includes(`](portal/${name})`), `docs/portal.md shows ${name}`)
