@@ -295,7 +295,7 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   t.equal(snippets.split(p256).length - 1, 3, 'each with the apiKey')
   t.ok(snippets.split('/v1/clients/?limit=10').length - 1 >= 3, 'and the target')
   const folds = async (): Promise<Array<[string, boolean]>> => await page.$$eval('.answer details', (all) =>
-    all.map((one) => [one.querySelector('summary')?.textContent ?? '', one.open]))
+    all.map((one): [string, boolean] => [one.querySelector('summary')?.textContent ?? '', one.open]))
   t.match(await folds(), [[/^Headers and body \(\d+ bytes, application\/json\)$/, false], [/^What this browser sent, and what it signed$/, false],
     [/^This request as code: /, false]], 'the headers and body, what was sent and the snippets are folded')
   const answerHeight = async (): Promise<number> => await page.$eval('.answer', (el) => el.getBoundingClientRect().height)
