@@ -3,8 +3,10 @@
 // front of a recording upstream. Keys are made in the page (Ed25519, P-256; exportable; made
 // elsewhere with the page's own openssl commands), signed calls go out in both schemes, a rewriting
 // proxy (request interception) makes keygate refuse one and the page shows why, keys rotate and
-// are revoked, the private key stays unexportable across a reload, the CSP holds, and axe-core
-// finds no serious or critical violation on any view. Screenshots of each view go to
+// are revoked, the private key stays unexportable across a reload (a key made exportable too, once
+// downloaded), a key's view shows its requests (usage flushed every 200 ms), Try it folds the long
+// parts of its answer, the CSP holds and blocks nothing the page does, no /favicon.ico is asked
+// for, and axe-core finds no serious or critical violation on any view. Screenshots of each view go to
 // KEYGATE_SCREENSHOTS_DIR (npm run portal:screenshots: docs/portal) or a temporary folder.
 import { execFileSync } from 'node:child_process'
 import { createHash, createPublicKey, generateKeyPairSync } from 'node:crypto'
