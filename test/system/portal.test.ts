@@ -3,8 +3,10 @@
 // front of a recording upstream. Keys are made in the page (Ed25519, P-256; exportable; made
 // elsewhere with the page's own openssl commands), signed calls go out in both schemes, a rewriting
 // proxy (request interception) makes keygate refuse one and the page shows why, keys rotate and
-// are revoked, the private key stays unexportable across a reload, the CSP holds, and axe-core
-// finds no serious or critical violation on any view. Screenshots of each view go to
+// are revoked, the private key stays unexportable across a reload (a key made exportable too, once
+// downloaded), a key's view shows its requests (usage flushed every 200 ms), Try it folds the long
+// parts of its answer, the CSP holds and blocks nothing the page does, no /favicon.ico is asked
+// for, and axe-core finds no serious or critical violation on any view. Screenshots of each view go to
 // KEYGATE_SCREENSHOTS_DIR (npm run portal:screenshots: docs/portal) or a temporary folder.
 import { execFileSync } from 'node:child_process'
 import { createHash, createPublicKey, generateKeyPairSync } from 'node:crypto'
@@ -22,7 +24,7 @@ import { addUser, login, PASSWORD, startStack } from '../helpers/stack.js'
 
 const ROOT = resolve(import.meta.dirname, '../..')
 /** the views docs/portal.md shows, by file name */
-const SCREENSHOTS = ['login.png', 'keys.png', 'new-key.png', 'try-it.png', 'try-it-refused.png'] as const
+const SCREENSHOTS = ['login.png', 'keys.png', 'key.png', 'new-key.png', 'try-it.png', 'try-it-refused.png'] as const
 
 /** axe-core's violations on the page as it is, as "impact rule: targets" lines */
 async function axeViolations (page: Page): Promise<Array<{ impact: string; line: string }>> {
@@ -47,7 +49,10 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
       - { by: user, limit: 1000, window: 1d }
   - { name: status, path: /status, upstream: ${recorder.url}, auth: public, methods: [GET] }
 `)
-  const gw = await startStack(t, { store: 'redis', upstreamUrl: recorder.url, config: { routesFile: routes.path } })
+  // usage counts flushed to Redis every 200 ms (5 s by default): a key's view shows the calls just made
+  const gw = await startStack(t, {
+    store: 'redis', upstreamUrl: recorder.url, config: { routesFile: routes.path, usageAnalytics: { enabled: true, flushMs: 200, maxSeries: 50_000 } }
+  })
   await addUser(gw, 'alice')
   const origin = new URL(gw.url).origin
   const portal = `${origin}/portal/`
@@ -73,10 +78,13 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   let rewrite: ((request: HTTPRequest) => { url?: string; postData?: string } | undefined) | undefined
   const elsewhere: string[] = []
   const failures: string[] = []
+  // the page names an icon (an empty data: URL): no /favicon.ico asked for, which keygate would answer 404
+  const favicons: string[] = []
   await page.setRequestInterception(true)
   page.on('request', (request) => {
     const url = request.url()
     if (url.startsWith('blob:') || url.startsWith('data:')) { void request.continue(); return }
+    if (new URL(url).pathname.endsWith('/favicon.ico')) favicons.push(url)
     if (new URL(url).origin !== origin) {
       elsewhere.push(url)
       void request.abort()
@@ -85,6 +93,9 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
     void request.continue(rewrite?.(request))
   })
   page.on('pageerror', (err) => { failures.push(`page error: ${err instanceof Error ? err.message : String(err)}`) })
+  // what the CSP blocks in each document (the DevTools protocol adds this listener; the CSP does not govern it)
+  await page.evaluateOnNewDocument(`window.cspViolations = []
+    document.addEventListener('securitypolicyviolation', (event) => { window.cspViolations.push(event.effectiveDirective + ' ' + event.blockedURI) })`)
   // every answer under /portal/ (the page, its bundles): the security headers
   const portalAnswers: Array<{ url: string; csp: string | undefined; nosniff: string | undefined; frames: string | undefined }> = []
   page.on('response', (response) => {
@@ -137,7 +148,8 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
    */
   const keyboardReaches = async (t: Test, view: string): Promise<void> => {
     const controls = await page.evaluate(`(() => {
-      const visible = (el) => !el.disabled && el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden'
+      // shown: a box, not visibility: hidden, not inside a closed <details> (its content is content-visibility: hidden)
+      const visible = (el) => !el.disabled && el.checkVisibility({ visibilityProperty: true, contentVisibilityAuto: false })
       const stops = new Map()
       for (const el of document.querySelectorAll('a[href], button, input, select, textarea, summary, [tabindex]')) {
         // tabindex=-1: focused by the page itself (a view's heading), never a Tab stop
@@ -176,6 +188,26 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
     await heading(`Key "${name}"`)
     return await text('code.apikey')
   }
+  /** in the page: the database the portal keeps its keys in, opened, and `act` run on its store */
+  const inKeyStore = (act: string): string => `(async () => {
+    const db = await new Promise((resolve, reject) => {
+      const open = indexedDB.open('keygate-portal')
+      open.onsuccess = () => { resolve(open.result) }
+      open.onerror = () => { reject(open.error) }
+    })
+    const ask = (mode, request) => new Promise((resolve, reject) => {
+      const asked = request(db.transaction('keys', mode).objectStore('keys'))
+      asked.onsuccess = () => { resolve(asked.result) }
+      asked.onerror = () => { reject(asked.error) }
+    })
+    try { return await (${act})(ask) } finally { db.close() }
+  })()`
+  /** the private key IndexedDB holds for `apiKey`, and what the page's own exportKey of it does */
+  const storedKey = async (apiKey: string): Promise<unknown> => await page.evaluate(inKeyStore(`async (ask) => {
+    const record = await ask('readonly', (store) => store.get(${JSON.stringify(apiKey)}))
+    const exported = await crypto.subtle.exportKey('pkcs8', record.privateKey).then(() => 'exported', (err) => err.name + ': ' + err.message)
+    return { extractable: record.privateKey.extractable, algorithm: record.privateKey.algorithm.name, exported }
+  }`))
   type Scheme = 'Seed (X-API-* headers)' | 'RFC 9421 (HTTP Message Signatures)'
   /** fills Try it's form and sends it */
   const tryIt = async (input: { key: string; scheme: Scheme; method: string; query?: string; body?: string }): Promise<string> => {
@@ -264,6 +296,16 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   t.match(snippets, /curl and openssl[\s\S]*@keygate\/client[\s\S]*Python/, 'then the three snippets of the request')
   t.equal(snippets.split(p256).length - 1, 3, 'each with the apiKey')
   t.ok(snippets.split('/v1/clients/?limit=10').length - 1 >= 3, 'and the target')
+  const folds = async (): Promise<Array<[string, boolean]>> => await page.$$eval('.answer details', (all) =>
+    all.map((one): [string, boolean] => [one.querySelector('summary')?.textContent ?? '', one.open]))
+  t.match(await folds(), [[/^Headers and body \(\d+ bytes, application\/json\)$/, false], [/^What this browser sent, and what it signed$/, false],
+    [/^This request as code: /, false]], 'the headers and body, what was sent and the snippets are folded')
+  const answerHeight = async (): Promise<number> => await page.$eval('.answer', (el) => el.getBoundingClientRect().height)
+  const folded = await answerHeight()
+  t.ok(folded < 600, `the answer, folded, is short: its status in view (${Math.round(folded)} px)`)
+  await page.click('.answer details.raw > summary')
+  t.match(await folds(), [[/^Headers/, true], [/^What/, false], [/^This/, false]], 'a click on its summary unfolds the headers and body')
+  t.ok(await page.$eval('.answer pre[aria-label="Answer body"]', (el) => el.getClientRects().length > 0), 'the body is then shown')
   await shootDownTo('try-it.png', '.answer pre[aria-label="Answer body"]')
   await accessible(t, 'Try it with an accepted answer')
 
@@ -296,9 +338,27 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   await page.goto(`${portal}#/keys/${ed25519}`)
   await heading('Key "laptop ed25519"')
   await page.waitForSelector('caption ::-p-text(Limits per key)')
-  const keyLimit = await page.$$eval('table tbody tr', (rows) => rows.map((row) => [...row.children].map((cell) => cell.textContent)))
+  const tableRows = async (selector: string): Promise<string[][]> => await page.$$eval(`${selector} tbody tr`, (rows) =>
+    rows.map((row) => [...row.children].map((cell) => cell.textContent ?? '')))
+  const keyLimit = await tableRows('.limits table')
   t.same(keyLimit, [['key-1h', 'clients', '100 per 1h per key', '1', '99', keyLimit[0]?.[5]]],
     'the key\'s usage: one call counted against its per-key limit (the refused one never passed the signature)')
+  // its own requests: the accepted POST and the refused one, counted for the key that signed them
+  await page.waitForSelector('caption ::-p-text(Requests signed with)')
+  const totals = ['2', '1', '0', '1', '0', '1', 'INVALID_SIGNATURE 1']
+  t.same(await tableRows('.calls .table-wrap:nth-child(1) table'), [['the last hour', ...totals], ['the last day', ...totals]],
+    'the key\'s requests over the last hour and day: 2, one 2xx, one 4xx refused by keygate, INVALID_SIGNATURE')
+  const minutes = await tableRows('.calls .table-wrap:nth-child(2) table')
+  t.ok(minutes.length >= 1 && minutes.length <= 2, `minute by minute: the minutes with a request (${minutes.length})`)
+  t.equal(minutes.reduce((sum, row) => sum + Number(row[1]), 0), 2, 'two requests in them')
+  t.match(minutes[0]?.[0], /^\d{4}-\d\d-\d\d \d\d:\d\d UTC$/, 'each a minute, UTC')
+  const hours = await tableRows('.calls .table-wrap:nth-child(3) table')
+  t.equal(hours.reduce((sum, row) => sum + Number(row[1]), 0), 2, 'and hour by hour')
+  await accessible(t, 'a key\'s view with its requests')
+  await shoot('key.png')
+  await click('Reload its usage')
+  await shows('#status', 'The usage of "laptop ed25519" is reloaded.')
+  t.same((await tableRows('.calls .table-wrap:nth-child(1) table'))[0], ['the last hour', ...totals], 'Reload its usage reads them again')
   const token = await login(gw.url, 'alice')
   const made = Array.from({ length: 9 }, (_, i) => ({ name: `cli key ${i + 1}`, privateKey: generateKeyPairSync('ed25519').privateKey }))
   for (const key of made) await registerKey({ baseUrl: gw.url, token, name: key.name, privateKey: key.privateKey })
@@ -359,22 +419,8 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
     'a key revoked from its view is refused too')
 
   // 7. The private key cannot be exported by the page itself, and survives a reload
-  const stored = await page.evaluate(`(async () => {
-    const db = await new Promise((resolve, reject) => {
-      const open = indexedDB.open('keygate-portal')
-      open.onsuccess = () => { resolve(open.result) }
-      open.onerror = () => { reject(open.error) }
-    })
-    const record = await new Promise((resolve, reject) => {
-      const get = db.transaction('keys').objectStore('keys').get(${JSON.stringify(rotated)})
-      get.onsuccess = () => { resolve(get.result) }
-      get.onerror = () => { reject(get.error) }
-    })
-    db.close()
-    const exported = await crypto.subtle.exportKey('pkcs8', record.privateKey).then(() => 'exported', (err) => err.name + ': ' + err.message)
-    return { extractable: record.privateKey.extractable, algorithm: record.privateKey.algorithm.name, exported }
-  })()`)
-  t.match(stored, { extractable: false, algorithm: 'Ed25519', exported: /^InvalidAccessError/ }, 'the page\'s own exportKey of its IndexedDB CryptoKey fails')
+  t.match(await storedKey(rotated), { extractable: false, algorithm: 'Ed25519', exported: /^InvalidAccessError/ },
+    'the page\'s own exportKey of its IndexedDB CryptoKey fails')
   await page.reload({ waitUntil: 'networkidle0' })
   await heading('Log in')
   t.pass('a reload asks to log in again: the token was in memory only')
@@ -402,6 +448,26 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   const cli = createClient({ baseUrl: gw.url, token, privateKey: pem })
   t.equal((await cli.fetch('GET', '/v1/clients/?from=cli')).status, 200, 'and a program (the CLI\'s client) signs with it: accepted')
   t.equal(recorder.requests.at(-1)?.headers['x-gateway-key-name'], 'for the cli')
+  t.match(await text('dl.facts'), /Private keyin this browser, not exportable \(made exportable: a copy was downloaded as a file once\)/,
+    'the page says the copy it keeps is no longer exportable')
+  t.match(await storedKey(exportable), { extractable: false, algorithm: 'ECDSA', exported: /^InvalidAccessError/ },
+    'a key made exportable: after its download, the copy in IndexedDB is not extractable, and the page\'s own exportKey of it fails')
+  t.equal(await tryIt({ key: exportable, scheme: 'Seed (X-API-* headers)', method: 'GET', query: 'from=browser' }), 'Answer: 200 OK',
+    'and Try it still signs with that copy')
+  t.equal(recorder.requests.at(-1)?.headers['x-gateway-key'], exportable)
+  // a key an earlier version of the page stored extractable: replaced by a non-extractable copy when next read
+  const older = '0'.repeat(64)
+  await page.evaluate(inKeyStore(`async (ask) => {
+    const pair = await crypto.subtle.generateKey({ name: 'Ed25519' }, true, ['sign', 'verify'])
+    await ask('readwrite', (store) => store.put({ apiKey: '${older}', user: 'alice', name: 'stored extractable', keyType: 'ed25519',
+      privateKey: pair.privateKey, publicKey: pair.publicKey, exportable: true, createdAt: new Date().toISOString() }))
+  }`))
+  t.match(await storedKey(older), { extractable: true, exported: 'exported' }, 'a key stored extractable (as before)')
+  await click('Your keys', 'link')
+  await page.waitForSelector('caption ::-p-text(page 1)')
+  t.match(await storedKey(older), { extractable: false, algorithm: 'Ed25519', exported: /^InvalidAccessError/ },
+    'once the page has read it, a non-extractable copy has replaced it')
+  await page.evaluate(inKeyStore(`(ask) => ask('readwrite', (store) => store.delete('${older}'))`))
 
   // 9. A key made elsewhere: the page's openssl commands, run in a shell, then its PEM and proof pasted
   await newKey('openssl key', 'ed25519', 'Made elsewhere with openssl: register its public key')
@@ -437,10 +503,17 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   t.pass('and the keys need a login again')
 
   t.same(elsewhere, [], 'the page asked no other origin for anything')
+  t.same(favicons, [], 'nor for /favicon.ico, at any of its loads')
+  t.equal(await page.$eval('link[rel="icon"]', (el) => el.getAttribute('href')), 'data:,', 'it names its icon as an empty data: URL')
+  t.same(await page.evaluate('window.cspViolations'), [], 'which the CSP allows: nothing blocked since the last load')
   t.same(failures, [], 'no script error')
 
-  // docs/portal.md shows each screenshot this test takes
+  // docs/portal.md shows each screenshot this test takes, and names the headers the page came with
   const doc = readFileSync(join(ROOT, 'docs/portal.md'), 'utf8')
+  const prose = doc.replace(/\s+/g, ' ')
+  for (const name of ['Content-Security-Policy', 'Permissions-Policy', 'Cross-Origin-Opener-Policy', 'Cross-Origin-Resource-Policy', 'Referrer-Policy']) {
+    t.ok(prose.includes(`\`${name}: ${headers[name.toLowerCase()] ?? '(not sent)'}\``), `docs/portal.md gives the ${name} the page came with`)
+  }
   for (const name of SCREENSHOTS) {
     t.ok(existsSync(join(shots, name)), `${name} taken`)
     t.ok(doc.includes(`](portal/${name})`), `docs/portal.md shows ${name}`)

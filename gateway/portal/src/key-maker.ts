@@ -1,6 +1,7 @@
 // Key pairs made in the browser with WebCrypto, and the openssl commands for one made elsewhere.
 // A pair is made non-extractable unless asked otherwise: its private half can sign but cannot be
-// read by anyone, this page's own scripts included.
+// read by anyone, this page's own scripts included. One made exportable is exported once, for its
+// download, and the browser keeps only a non-extractable copy of it: no script can export it later.
 import { apiKeyOf, type KeyType, registerKey } from '@keygate/client'
 import { forgetKey, type HeldKey, saveKey } from './key-store.js'
 import { bashWord } from './snippets.js'
@@ -16,6 +17,12 @@ const ALGORITHMS: Readonly<Record<KeyType, RsaHashedKeyGenParams | EcKeyGenParam
 
 async function generate (type: KeyType, extractable: boolean): Promise<CryptoKeyPair> {
   return await crypto.subtle.generateKey(ALGORITHMS[type], extractable, ['sign', 'verify']) as CryptoKeyPair
+}
+
+/** The private key's PKCS#8 bytes, read once, and a copy of it imported back non-extractable: it signs, but cannot be exported again. */
+async function exportOnce (privateKey: CryptoKey): Promise<{ pkcs8: ArrayBuffer; kept: CryptoKey }> {
+  const pkcs8 = await crypto.subtle.exportKey('pkcs8', privateKey)
+  return { pkcs8, kept: await crypto.subtle.importKey('pkcs8', pkcs8, privateKey.algorithm, false, ['sign']) }
 }
 
 let supported: Promise<KeyType[]> | undefined
@@ -70,34 +77,38 @@ export interface MadeKey { apiKey: string; name: string; scopes: string[]; downl
  * Makes a key pair of `type`, keeps it in IndexedDB and registers its public half with its proof
  * of possession (the name signed). The pair is stored before registering, so a key keygate has is
  * never one this browser lost; a refused registration removes it again. `exportable`: the private
- * key is also downloaded as PKCS#8 PEM, for the CLI.
+ * key is also downloaded as PKCS#8 PEM, for the CLI; what is stored, registered with and kept is a
+ * non-extractable copy of it (the extractable key is dropped once exported, before anything is stored).
  */
 export async function makeKey (name: string, type: KeyType, options: { exportable: boolean; scopes?: string[] | undefined }): Promise<MadeKey> {
   const user = currentUser()
   if (user === undefined) throw new Error('not logged in')
   const pair = await generate(type, options.exportable)
-  const apiKey = await apiKeyOf(pair.publicKey)
+  const { publicKey } = pair
+  const exported = options.exportable ? await exportOnce(pair.privateKey) : undefined
+  const privateKey = exported?.kept ?? pair.privateKey
+  const apiKey = await apiKeyOf(publicKey)
   const held: HeldKey = {
     apiKey,
     user,
     name,
     keyType: type,
-    privateKey: pair.privateKey,
-    publicKey: pair.publicKey,
+    privateKey,
+    publicKey,
     exportable: options.exportable,
     createdAt: new Date().toISOString()
   }
   await saveKey(held)
   let registered
   try {
-    registered = await registerKey({ baseUrl: baseUrl(), token: token(), name, privateKey: pair.privateKey, publicKey: pair.publicKey, scopes: options.scopes })
+    registered = await registerKey({ baseUrl: baseUrl(), token: token(), name, privateKey, publicKey, scopes: options.scopes })
   } catch (err) {
     await forgetKey(apiKey)
     throw err
   }
-  if (!options.exportable) return { apiKey, name, scopes: registered.scopes }
+  if (exported === undefined) return { apiKey, name, scopes: registered.scopes }
   const fileName = `${fileBase(name)}.pem`
-  download(fileName, pemOf('PRIVATE KEY', await crypto.subtle.exportKey('pkcs8', pair.privateKey)))
+  download(fileName, pemOf('PRIVATE KEY', exported.pkcs8))
   return { apiKey, name, scopes: registered.scopes, downloaded: fileName }
 }
 

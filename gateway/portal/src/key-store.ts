@@ -1,6 +1,9 @@
 // The key pairs this browser made, in IndexedDB (database "keygate-portal", store "keys", keyed by
 // apiKey). A CryptoKey is stored as it is (structured clone): a non-extractable private key stays
-// non-extractable, and IndexedDB holds it for this origin only. Nothing here is ever sent anywhere.
+// non-extractable, and IndexedDB holds it for this origin only. Every private key stored is
+// non-extractable, an exportable one's too (key-maker.ts keeps a non-extractable copy of it once
+// exported); one an earlier version stored extractable is replaced by such a copy when next read.
+// Nothing here is ever sent anywhere.
 import type { KeyType } from '@keygate/client'
 
 export interface HeldKey {
@@ -11,7 +14,7 @@ export interface HeldKey {
   keyType: KeyType
   privateKey: CryptoKey
   publicKey: CryptoKey
-  /** true when the private key was made exportable (and downloaded) */
+  /** true when the private key was made exportable and downloaded (the copy held here is not extractable) */
   exportable: boolean
   createdAt: string
 }
@@ -43,6 +46,22 @@ async function run<T> (mode: IDBTransactionMode, act: (store: IDBObjectStore) =>
   })
 }
 
+/** A private key that can sign and never be exported: `privateKey` itself, or a copy of it imported non-extractable. */
+async function nonExtractable (privateKey: CryptoKey): Promise<CryptoKey> {
+  if (!privateKey.extractable) return privateKey
+  const pkcs8 = await crypto.subtle.exportKey('pkcs8', privateKey)
+  // the key's own algorithm (name, curve, hash) is what importing it back needs
+  return await crypto.subtle.importKey('pkcs8', pkcs8, privateKey.algorithm, false, ['sign'])
+}
+
+/** `key` as stored from now on: an extractable private key (an earlier version kept exportable keys so) replaced by a non-extractable copy. */
+async function lockedDown (key: HeldKey): Promise<HeldKey> {
+  if (!key.privateKey.extractable) return key
+  const locked = { ...key, privateKey: await nonExtractable(key.privateKey) }
+  await saveKey(locked)
+  return locked
+}
+
 export async function saveKey (key: HeldKey): Promise<void> {
   await run('readwrite', (store) => store.put(key))
 }
@@ -54,10 +73,11 @@ export async function forgetKey (apiKey: string): Promise<void> {
 /** The keys this browser holds for `user`, oldest first. */
 export async function heldKeys (user: string): Promise<HeldKey[]> {
   const all = await run<HeldKey[]>('readonly', (store) => store.getAll())
-  return all.filter((key) => key.user === user).sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+  const mine = all.filter((key) => key.user === user).sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+  return await Promise.all(mine.map(lockedDown))
 }
 
 export async function heldKey (user: string, apiKey: string): Promise<HeldKey | undefined> {
   const key = await run<HeldKey | undefined>('readonly', (store) => store.get(apiKey))
-  return key?.user === user ? key : undefined
+  return key?.user === user ? await lockedDown(key) : undefined
 }

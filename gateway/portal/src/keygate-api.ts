@@ -42,6 +42,29 @@ export interface LimitUsage {
   resetSeconds: number
 }
 
+/** One bucket of a key's requests (GET /v1/api-keys/{apiKey}/usage/series): schemas/usage-analytics.ts */
+export interface UsagePoint {
+  /** the bucket's start */
+  at: string
+  requests: number
+  /** of them, those keygate refused, with one of its error codes */
+  refusals: number
+  /** by status class: 2xx, 3xx, 4xx, 5xx */
+  statuses: Record<string, number>
+  /** refusals by error code */
+  codes: Record<string, number>
+}
+
+export interface UsageSeries {
+  since: string
+  resolution: 'minute' | 'hour'
+  bucketSeconds: number
+  from: string
+  to: string
+  /** every bucket of the window, oldest first, zeros included */
+  points: UsagePoint[]
+}
+
 export const KEYS_PER_PAGE = 10
 
 export async function listKeys (cursor: string | undefined): Promise<Page<KeyView>> {
@@ -68,6 +91,11 @@ export async function revokeKey (apiKey: string): Promise<void> {
 
 export async function keyUsage (apiKey: string): Promise<LimitUsage[]> {
   return (await api<{ items: LimitUsage[] }>('GET', `/v1/api-keys/${encodeURIComponent(apiKey)}/usage`)).items
+}
+
+/** The key's requests over the window `since` (1h: minute buckets; 1d: hour buckets), as every gateway counted them. */
+export async function keySeries (apiKey: string, since: '1h' | '1d'): Promise<UsageSeries> {
+  return await api<UsageSeries>('GET', `/v1/api-keys/${encodeURIComponent(apiKey)}/usage/series?since=${since}`)
 }
 
 export async function userUsage (): Promise<LimitUsage[]> {

@@ -1,8 +1,10 @@
 // #/keys/{apiKey}: one of the user's keys: what keygate says of it, whether this browser holds its
-// private key, where it stands against its per-key limits (GET /v1/api-keys/{apiKey}/usage), and
-// rotating or revoking it.
+// private key, its requests over the last hour and day (GET /v1/api-keys/{apiKey}/usage/series),
+// where it stands against its per-key limits (GET /v1/api-keys/{apiKey}/usage), and rotating or
+// revoking it.
+import { callsTables } from '../calls-table.js'
 import { h, replace, when } from '../dom.js'
-import { allKeys, keyUsage, type KeyView } from '../keygate-api.js'
+import { allKeys, keySeries, keyUsage, type KeyView } from '../keygate-api.js'
 import { makeKey, supportedKeyTypes } from '../key-maker.js'
 import { forgetKey, type HeldKey, heldKey } from '../key-store.js'
 import { go } from '../navigation.js'
@@ -21,7 +23,7 @@ function rotatedName (name: string): string {
 
 function privateKeyText (held: HeldKey | undefined): string {
   if (held === undefined) return 'not in this browser'
-  return held.exportable ? 'in this browser (exportable: a copy was downloaded as a file)' : 'in this browser, not exportable'
+  return held.exportable ? 'in this browser, not exportable (made exportable: a copy was downloaded as a file once)' : 'in this browser, not exportable'
 }
 
 async function rotate (key: KeyView, button: HTMLButtonElement): Promise<void> {
@@ -69,7 +71,28 @@ export function keyView (apiKey: string): HTMLElement {
     heading.textContent = `Key "${key.name}"`
     document.title = `${heading.textContent} · keygate developer portal`
     const rotateButton = h('button', { type: 'button', class: 'secondary', onclick: () => { void rotate(key, rotateButton) } }, 'Rotate')
-    const usage = h('div', {}, h('p', {}, 'Loading its usage…'))
+    const calls = h('div', { class: 'calls' }, h('p', {}, 'Loading its requests…'))
+    const usage = h('div', { class: 'limits' }, h('p', {}, 'Loading its limits…'))
+    const showUsage = async (): Promise<void> => {
+      const series = Promise.all([keySeries(apiKey, '1h'), keySeries(apiKey, '1d')]).then(([hour, day]) => {
+        replace(calls, callsTables(key.name, hour, day))
+      }, (err: unknown) => { replace(calls, h('p', {}, `Its requests could not be loaded: ${describeError(err)}`)) })
+      const limits = keyUsage(apiKey).then((items) => {
+        replace(usage, usageTable(`Limits per key of "${key.name}"`, items, 'No route this key may call has a limit per key.'))
+      }, (err: unknown) => { replace(usage, h('p', {}, `Its usage could not be loaded: ${describeError(err)}`)) })
+      await Promise.all([series, limits])
+    }
+    const reloadButton = h('button', {
+      type: 'button',
+      class: 'secondary',
+      onclick: () => {
+        reloadButton.disabled = true
+        void showUsage().finally(() => {
+          reloadButton.disabled = false
+          announce(`The usage of "${key.name}" is reloaded.`)
+        })
+      }
+    }, 'Reload its usage')
     replace(body,
       h('dl', { class: 'facts' },
         h('dt', {}, 'apiKey'), h('dd', {}, h('code', { class: 'apikey' }, key.apiKey)),
@@ -96,10 +119,12 @@ export function keyView (apiKey: string): HTMLElement {
           }
         }, 'Delete its private key from this browser')),
       h('h2', {}, 'Usage of this key'),
-      usage)
-    keyUsage(apiKey).then((items) => {
-      replace(usage, usageTable(`Limits per key of "${key.name}"`, items, 'No route this key may call has a limit per key.'))
-    }, (err: unknown) => { replace(usage, h('p', {}, `Its usage could not be loaded: ${describeError(err)}`)) })
+      h('p', { class: 'hint' }, 'The requests signed with this key that business routes answered, as every gateway counted them. ' +
+        'Gateways write their counts every few seconds: a request just made may take that long to show.'),
+      calls,
+      usage,
+      h('div', { class: 'actions' }, reloadButton))
+    void showUsage()
   }
   load().catch((err: unknown) => {
     replace(body, h('p', {}, 'The key could not be loaded.'))

@@ -21,7 +21,8 @@ const WHERE: ReadonlyArray<{ value: Where; label: string; hint: string }> = [
     value: 'exportable',
     label: 'Made in this browser, exportable, downloaded for the CLI',
     hint: 'The private key leaves the browser as a file (NAME.pem) you can use with keygate\'s CLI or openssl. Anyone who gets that file ' +
-      'can sign requests as you: keep it like a password. This browser keeps a copy too.'
+      'can sign requests as you: keep it like a password. This browser keeps a copy that can sign but, once the file is made, ' +
+      'can no longer be exported by anyone, this page included.'
   },
   {
     value: 'elsewhere',

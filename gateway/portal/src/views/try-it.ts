@@ -130,25 +130,36 @@ async function answerView (sent: Sent & { response: Response }): Promise<{ view:
     rotation !== undefined && h('div', { class: 'card rotation' },
       h('p', {}, `This key replaces "${rotation.oldName}", and it works: the old key can go.`),
       revokeControl({ apiKey: rotation.oldApiKey, name: rotation.oldName }, 'Revoke the old key', () => { endRotation(key?.apiKey ?? '') })),
-    h('h3', {}, 'Headers'),
-    h('pre', { class: 'code', tabindex: 0, 'aria-label': 'Answer headers' }, h('code', {}, headerLines)),
-    h('h3', {}, 'Body'),
-    text === '' ? h('p', {}, '(none)') : h('pre', { class: 'code', tabindex: 0, 'aria-label': 'Answer body' }, h('code', {}, prettyBody(text, contentType))),
-    h('h2', {}, 'What this browser sent'),
-    h('pre', { class: 'code', tabindex: 0, 'aria-label': 'Request sent' },
-      h('code', {}, `${sent.method} ${sent.target}\n${sentHeaders(sent.headers)}${sent.body === '' ? '' : `\n\n${sent.body}`}`)),
-    sent.signed !== undefined &&
-      [h('h3', {}, sent.scheme === 'seed' ? 'The signing string it signed' : 'The signature base it signed'), signedView(sent.signed)],
+    // the rest folded: the status and the diagnosis above stay in view, the long texts open on demand
+    h('details', { class: 'fold raw' },
+      h('summary', {}, `Headers and body (${bodySize(text)}${contentType === '' ? '' : `, ${contentType.split(';')[0] ?? ''}`})`),
+      h('h3', {}, 'Headers'),
+      h('pre', { class: 'code', tabindex: 0, 'aria-label': 'Answer headers' }, h('code', {}, headerLines)),
+      h('h3', {}, 'Body'),
+      text === '' ? h('p', {}, '(none)') : h('pre', { class: 'code', tabindex: 0, 'aria-label': 'Answer body' }, h('code', {}, prettyBody(text, contentType)))),
+    h('details', { class: 'fold sent' },
+      h('summary', {}, `What this browser sent${sent.signed === undefined ? '' : ', and what it signed'}`),
+      h('pre', { class: 'code', tabindex: 0, 'aria-label': 'Request sent' },
+        h('code', {}, `${sent.method} ${sent.target}\n${sentHeaders(sent.headers)}${sent.body === '' ? '' : `\n\n${sent.body}`}`)),
+      sent.signed !== undefined &&
+        [h('h3', {}, sent.scheme === 'seed' ? 'The signing string it signed' : 'The signature base it signed'), signedView(sent.signed)]),
     key !== undefined && snippetsView(sent, key))
   return { view, summary: `Answer: ${statusLine}${code === undefined ? '' : ` ${code}`}`, ok: response.ok }
+}
+
+/** "312 bytes", "no body" (the body as the browser decoded it, encoded again as UTF-8) */
+function bodySize (text: string): string {
+  if (text === '') return 'no body'
+  const bytes = new TextEncoder().encode(text).length
+  return bytes === 1 ? '1 byte' : `${bytes} bytes`
 }
 
 function snippetsView (sent: Sent, key: HeldKey): HTMLElement {
   const snippets = snippetsFor({
     baseUrl: baseUrl(), method: sent.method, target: sent.target, body: sent.body, apiKey: key.apiKey, keyType: key.keyType, scheme: sent.scheme
   })
-  return h('section', { class: 'snippets', 'aria-labelledby': 'snippets-heading' },
-    h('h2', { id: 'snippets-heading' }, 'This request as code'),
+  return h('details', { class: 'fold snippets' },
+    h('summary', {}, 'This request as code: curl and openssl, @keygate/client, Python'),
     h('p', {}, 'Three programs that sign and send this request anew each time they run; their first lines say what they need. ' +
       'They read the private key from a file: a key made in this browser without export has none.'),
     h('h3', {}, 'curl and openssl'), copyable('curl and openssl snippet', snippets.curl),

@@ -28,6 +28,8 @@ t.test('the page, its content-hashed bundles, their caching and the security hea
   t.match(page.headers['content-security-policy'], /frame-ancestors 'none'/)
   t.notMatch(page.text, /<script(?![^>]*\bsrc=)/, 'no inline script in the page')
   t.notMatch(page.text, /\sstyle="/, 'no inline style attribute')
+  t.match(page.text, /<link rel="icon" href="data:,">/, 'an empty icon the CSP\'s img-src data: allows: no request for /favicon.ico (keygate\'s 404)')
+  t.match(page.headers['content-security-policy'], /img-src 'self' data:;/)
 
   const bundles = [...page.text.matchAll(/(?:src|href)="(assets\/[^"]+)" integrity="(sha384-[^"]+)"/g)]
   t.same(bundles.map(([, path]) => /^assets\/(main|style)\.[A-Z0-9]{8}\.(js|css)$/.test(path ?? '')), [true, true], 'two hashed bundles, each with its integrity')
