@@ -222,8 +222,9 @@ t.test('nginx auth_request with keygate deciding, configured as docs/decision/ng
     for (const scheme of ['seed', 'rfc9421'] as const) {
       const viaNginx = `/v1/clients/?same=${scheme}&via=nginx`
       const inline = `/v1/clients/?same=${scheme}&via=inline`
+      const as = { method: 'GET', target: '', apiKey: pair.apiKey, privateKey: pair.privateKey }
       const sign = async (baseUrl: string, target: string): Promise<Record<string, string>> => ({
-        ...await signRequest({ scheme, method: 'GET', target, apiKey: pair.apiKey, privateKey: pair.privateKey, baseUrl }),
+        ...scheme === 'seed' ? await signRequest({ ...as, target }) : await signRequest({ ...as, scheme, target, baseUrl }),
         authorization: `Bearer ${token}`,
         ...HOSTILE_EXTRAS
       })
