@@ -26,6 +26,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['gateway/src/store/', 3],
   ['gateway/src/keys/', 4],
   ['gateway/src/tokens/', 4],
+  // trusted identity providers: their issuers and the verification of their access tokens
+  ['gateway/src/idp/', 4],
   ['gateway/src/users/', 4],
   ['gateway/src/metrics/', 4],
   ['gateway/src/limits/', 4],

@@ -1,0 +1,203 @@
+// Trusted identity providers: the issuers whose access tokens keygate accepts beside its own
+// (docs/identity-providers.md). Read from an issuers file (KEYGATE_ISSUERS: YAML or JSON, one
+// schema, every mistake reported at once, like the route file) or, for one issuer, from
+// KEYGATE_OIDC_ISSUER and KEYGATE_OIDC_AUDIENCE. Only asymmetric algorithms are ever accepted:
+// `none` and HS* cannot be configured, so a token signed with an IdP's public key as an HMAC
+// secret (algorithm confusion) has no algorithm to pass under.
+import { readFile } from 'node:fs/promises'
+import { basename } from 'node:path'
+import { Type, type Static } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+import { parse as parseYaml } from 'yaml'
+import { ConfigError } from '../config/env.js'
+import { SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
+
+/** The JWS algorithms an issuer may use: asymmetric only (RFC 8725 §3.1, §3.2). */
+export const IDP_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'EdDSA'] as const
+export type IdpAlgorithm = typeof IDP_ALGORITHMS[number]
+export const DEFAULT_IDP_ALGORITHMS: readonly IdpAlgorithm[] = ['RS256', 'PS256', 'ES256', 'EdDSA']
+/** an issuer's short name: it prefixes its users' names in keygate (`corp:<sub>`) */
+export const ISSUER_NAME_PATTERN = '^[a-z0-9][a-z0-9-]{0,31}$'
+/** the separator between the issuer's name and the subject in a keygate username; local usernames never hold it */
+export const IDP_USER_SEPARATOR = ':'
+export const DEFAULT_CLOCK_SKEW_SECONDS = 60
+export const MAX_CLOCK_SKEW_SECONDS = 300
+/** a token longer than this is refused before it is parsed */
+export const DEFAULT_MAX_TOKEN_BYTES = 8192
+
+const ClaimPath = Type.String({
+  pattern: '^[A-Za-z0-9_:-]+(\\.[A-Za-z0-9_:-]+)*$',
+  maxLength: 200,
+  description: 'a claim name, or a path of names joined by "."'
+})
+
+const IssuerEntrySchema = Type.Object({
+  name: Type.String({ pattern: ISSUER_NAME_PATTERN, description: 'lower-case letters, digits and "-", at most 32, starting with a letter or digit' }),
+  issuer: Type.String({ minLength: 1, maxLength: 2048, description: 'the `iss` its tokens carry, exactly' }),
+  jwksUri: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+  discovery: Type.Optional(Type.Boolean()),
+  audiences: Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { minItems: 1, maxItems: 16 }),
+  algorithms: Type.Optional(Type.Array(Type.Union(IDP_ALGORITHMS.map((alg) => Type.Literal(alg))), { minItems: 1, uniqueItems: true })),
+  clockSkewSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_CLOCK_SKEW_SECONDS })),
+  requiredClaims: Type.Optional(Type.Array(ClaimPath, { maxItems: 16, uniqueItems: true })),
+  accessTokenType: Type.Optional(Type.Union([Type.Literal('at+jwt'), Type.Literal('any')])),
+  subjectClaim: Type.Optional(ClaimPath),
+  maxTokenBytes: Type.Optional(Type.Integer({ minimum: 512, maximum: 65536 })),
+  scopes: Type.Optional(Type.Object({
+    claim: Type.Optional(ClaimPath),
+    map: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 256 }), Type.Union([
+      Type.String({ pattern: SCOPE_PATTERN }),
+      Type.Array(Type.String({ pattern: SCOPE_PATTERN }), { maxItems: 64 })
+    ])))
+  }, { additionalProperties: false }))
+}, { additionalProperties: false })
+
+const IssuersFileSchema = Type.Object({ issuers: Type.Array(IssuerEntrySchema, { minItems: 1, maxItems: 32 }) }, { additionalProperties: false })
+type IssuerEntry = Static<typeof IssuerEntrySchema>
+
+/** One trusted issuer, every default filled in. */
+export interface IssuerConfig {
+  name: string
+  issuer: string
+  /** where its keys are: given, or read from `${issuer}/.well-known/openid-configuration` (discovery) */
+  jwksUri: string | undefined
+  audiences: readonly string[]
+  algorithms: readonly IdpAlgorithm[]
+  clockSkewSeconds: number
+  /** claims every token must carry besides exp (always required), iss, aud and the subject claim */
+  requiredClaims: readonly string[]
+  /** `at+jwt`: the JOSE header's typ must be RFC 9068's (`at+jwt` or `application/at+jwt`) */
+  accessTokenType: 'at+jwt' | 'any'
+  subjectClaim: string
+  maxTokenBytes: number
+  /** where its scopes are: a claim path; undefined: `scope` (space-separated) or else `scp` (a list) */
+  scopeClaim: string | undefined
+  /** the IdP's scope (or role) -> keygate's scopes; undefined: taken as named (those that are valid scopes) */
+  scopeMap: ReadonlyMap<string, readonly string[]> | undefined
+}
+
+/** An issuers file that cannot be used: every problem, each naming the file and the field. */
+export class IssuersFileError extends ConfigError {
+  constructor (file: string, readonly problems: string[]) {
+    super(`${file}: ${problems.length === 1 ? problems[0] ?? '' : `${problems.length} problems:\n  - ${problems.join('\n  - ')}`}`)
+    this.name = 'IssuersFileError'
+  }
+}
+
+/** https, or http to a loopback host (a local IdP in development and tests), without credentials or fragment. */
+export function remoteUrlProblem (value: string): string | undefined {
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    return `${JSON.stringify(value)} is not a URL`
+  }
+  if (url.username !== '' || url.password !== '') return 'must not hold credentials'
+  if (url.hash !== '') return 'must not have a fragment'
+  if (url.protocol === 'https:') return undefined
+  if (url.protocol === 'http:' && isLoopbackHost(url.hostname)) return undefined
+  return `must be https:// (http:// only to a loopback address: 127.0.0.1, [::1], localhost), not ${url.protocol}//`
+}
+
+export function isLoopbackHost (hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname)
+}
+
+function toIssuer (entry: IssuerEntry, at: string, problems: string[]): IssuerConfig {
+  const issuerProblem = remoteUrlProblem(entry.issuer)
+  if (issuerProblem !== undefined) problems.push(`${at}.issuer: ${issuerProblem}`)
+  if (entry.jwksUri !== undefined) {
+    const jwksProblem = remoteUrlProblem(entry.jwksUri)
+    if (jwksProblem !== undefined) problems.push(`${at}.jwksUri: ${jwksProblem}`)
+    if (entry.discovery === true) problems.push(`${at}: jwksUri and discovery: true both say where the keys are; give one`)
+  } else if (entry.discovery === false) {
+    problems.push(`${at}: with discovery: false, jwksUri must say where the issuer's keys are`)
+  }
+  const map = entry.scopes?.map
+  return {
+    name: entry.name,
+    issuer: entry.issuer,
+    jwksUri: entry.jwksUri,
+    audiences: entry.audiences,
+    algorithms: entry.algorithms ?? DEFAULT_IDP_ALGORITHMS,
+    clockSkewSeconds: entry.clockSkewSeconds ?? DEFAULT_CLOCK_SKEW_SECONDS,
+    requiredClaims: entry.requiredClaims ?? [],
+    accessTokenType: entry.accessTokenType ?? 'any',
+    subjectClaim: entry.subjectClaim ?? 'sub',
+    maxTokenBytes: entry.maxTokenBytes ?? DEFAULT_MAX_TOKEN_BYTES,
+    scopeClaim: entry.scopes?.claim,
+    scopeMap: map === undefined
+      ? undefined
+      : new Map(Object.entries(map).map(([from, to]) => [from, typeof to === 'string' ? [to] : to]))
+  }
+}
+
+/** A parsed issuers document -> the issuers; IssuersFileError with every problem. */
+export function issuersFromDocument (document: unknown, file: string): IssuerConfig[] {
+  const problems: string[] = []
+  if (!Value.Check(IssuersFileSchema, document)) {
+    for (const error of Value.Errors(IssuersFileSchema, document)) {
+      const field = error.path === '' ? 'the file' : error.path.slice(1).replaceAll('/', '.').replace(/\.(\d+)(?=\.|$)/g, '[$1]')
+      const rule = error.schema.description ?? error.message
+      problems.push(`${field}: ${rule}${error.schema.pattern === SCOPE_PATTERN ? ` (${SCOPE_RULE})` : ''}`)
+      if (problems.length >= 20) break
+    }
+    throw new IssuersFileError(file, problems)
+  }
+  const issuers = document.issuers.map((entry, i) => toIssuer(entry, `issuers[${i}]`, problems))
+  const seen = new Map<string, number>()
+  issuers.forEach((issuer, i) => {
+    for (const [field, value] of [['name', issuer.name], ['issuer', issuer.issuer]] as const) {
+      const key = `${field}\n${value}`
+      const earlier = seen.get(key)
+      if (earlier !== undefined) problems.push(`issuers[${i}].${field}: ${JSON.stringify(value)} is issuers[${earlier}]'s too; each issuer once`)
+      else seen.set(key, i)
+    }
+  })
+  if (problems.length > 0) throw new IssuersFileError(file, problems)
+  return issuers
+}
+
+/** Reads and checks an issuers file (YAML or JSON). */
+export async function loadIssuersFile (path: string): Promise<IssuerConfig[]> {
+  const file = basename(path)
+  let text: string
+  try {
+    text = await readFile(path, 'utf8')
+  } catch (err) {
+    throw new IssuersFileError(path, [`cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`])
+  }
+  let document: unknown
+  try {
+    document = parseYaml(text, { uniqueKeys: true, prettyErrors: true })
+  } catch (err) {
+    throw new IssuersFileError(file, [`cannot be parsed: ${((err as Error).message.split('\n')[0] ?? '').replace(/:$/, '')}`])
+  }
+  return issuersFromDocument(document, file)
+}
+
+/** What the configuration says of trusted issuers: a file, or one issuer from the environment, or none. */
+export interface IssuerSettings {
+  /** KEYGATE_ISSUERS */
+  file: string | undefined
+  /** KEYGATE_OIDC_ISSUER with KEYGATE_OIDC_AUDIENCE (and KEYGATE_OIDC_NAME, KEYGATE_OIDC_JWKS_URI) */
+  single: IssuerConfig | undefined
+}
+
+/** The one issuer the KEYGATE_OIDC_* variables describe (config/env.ts reads them), checked as a file's would be. */
+export function singleIssuer (values: { issuer: string, audience: string, name?: string | undefined, jwksUri?: string | undefined }): IssuerConfig {
+  const entry = {
+    name: values.name ?? 'idp',
+    issuer: values.issuer,
+    audiences: values.audience.split(',').map((a) => a.trim()).filter((a) => a !== ''),
+    ...(values.jwksUri !== undefined && { jwksUri: values.jwksUri })
+  }
+  const [issuer] = issuersFromDocument({ issuers: [entry] }, 'KEYGATE_OIDC_*')
+  return issuer as IssuerConfig
+}
+
+/** The issuers keygate trusts: the file's, or the single one, or none. */
+export async function loadIssuers (settings: IssuerSettings): Promise<IssuerConfig[]> {
+  if (settings.file !== undefined) return await loadIssuersFile(settings.file)
+  return settings.single === undefined ? [] : [settings.single]
+}

@@ -1,0 +1,97 @@
+// The issuers file (KEYGATE_ISSUERS) and the one-issuer variables: defaults filled in, and every
+// mistake reported at once, each naming the field and what is allowed.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import {
+  DEFAULT_IDP_ALGORITHMS, issuersFromDocument, loadIssuers, loadIssuersFile, remoteUrlProblem, singleIssuer
+} from '../../../../gateway/src/idp/issuers.js'
+
+t.test('a minimal issuer: every default filled in', async (t) => {
+  const [issuer] = issuersFromDocument({ issuers: [{ name: 'corp', issuer: 'https://login.example.com/realms/corp', audiences: ['keygate'] }] }, 'issuers.yaml')
+  t.match(issuer, {
+    name: 'corp',
+    issuer: 'https://login.example.com/realms/corp',
+    jwksUri: undefined,
+    audiences: ['keygate'],
+    algorithms: DEFAULT_IDP_ALGORITHMS,
+    clockSkewSeconds: 60,
+    requiredClaims: [],
+    accessTokenType: 'any',
+    subjectClaim: 'sub',
+    maxTokenBytes: 8192,
+    scopeClaim: undefined,
+    scopeMap: undefined
+  })
+  t.notOk((DEFAULT_IDP_ALGORITHMS as readonly string[]).some((alg) => alg.startsWith('HS') || alg === 'none'), 'asymmetric algorithms only')
+})
+
+t.test('a scope map: one IdP scope to one or several of keygate\'s', async (t) => {
+  const [issuer] = issuersFromDocument({
+    issuers: [{
+      name: 'kc',
+      issuer: 'https://kc.example.com/realms/api',
+      audiences: ['keygate', 'account'],
+      scopes: { claim: 'realm_access.roles', map: { 'api-reader': 'clients:read', 'api-admin': ['clients:read', 'clients:write'] } }
+    }]
+  }, 'issuers.yaml')
+  t.equal(issuer?.scopeClaim, 'realm_access.roles')
+  t.same([...issuer?.scopeMap?.entries() ?? []], [['api-reader', ['clients:read']], ['api-admin', ['clients:read', 'clients:write']]])
+})
+
+t.test('refused, each problem named', async (t) => {
+  const base = { name: 'corp', issuer: 'https://login.example.com', audiences: ['keygate'] }
+  const cases: Array<[string, unknown, RegExp]> = [
+    ['no issuers', { issuers: [] }, /issuers: /],
+    ['HS256', { issuers: [{ ...base, algorithms: ['HS256'] }] }, /issuers\[0\]\.algorithms\[0\]/],
+    ['none', { issuers: [{ ...base, algorithms: ['none'] }] }, /issuers\[0\]\.algorithms\[0\]/],
+    ['no audience', { issuers: [{ ...base, audiences: [] }] }, /issuers\[0\]\.audiences/],
+    ['a name with a colon', { issuers: [{ ...base, name: 'a:b' }] }, /issuers\[0\]\.name: lower-case letters/],
+    ['an unknown field', { issuers: [{ ...base, jku: 'https://x' }] }, /issuers\[0\]/],
+    ['an http issuer elsewhere than loopback', { issuers: [{ ...base, issuer: 'http://login.example.com' }] }, /issuers\[0\]\.issuer: must be https:\/\//],
+    ['jwksUri with credentials', { issuers: [{ ...base, jwksUri: 'https://u:p@login.example.com/jwks' }] }, /jwksUri: must not hold credentials/],
+    ['jwksUri and discovery', { issuers: [{ ...base, jwksUri: 'https://login.example.com/jwks', discovery: true }] }, /give one/],
+    ['no jwksUri without discovery', { issuers: [{ ...base, discovery: false }] }, /jwksUri must say/],
+    ['a skew over 5 minutes', { issuers: [{ ...base, clockSkewSeconds: 3600 }] }, /clockSkewSeconds/],
+    ['a mapped scope that is no scope', { issuers: [{ ...base, scopes: { map: { a: 'has space' } } }] }, /scopes\.map\.a/],
+    ['one issuer twice', { issuers: [base, { ...base, name: 'other' }] }, /issuers\[1\]\.issuer: .* is issuers\[0\]'s too/],
+    ['one name twice', { issuers: [base, { ...base, issuer: 'https://other.example.com' }] }, /issuers\[1\]\.name: "corp" is issuers\[0\]'s too/]
+  ]
+  for (const [what, document, message] of cases) {
+    t.throws(() => issuersFromDocument(document, 'issuers.yaml'), { name: 'IssuersFileError', message }, what)
+  }
+  // every problem at once
+  try {
+    issuersFromDocument({ issuers: [{ ...base, issuer: 'http://a.example' }, { ...base, name: 'b', issuer: 'http://b.example' }] }, 'issuers.yaml')
+    t.fail('refused')
+  } catch (err) {
+    t.match((err as Error).message, /^issuers\.yaml: 2 problems:\n {2}- issuers\[0\]\.issuer: .*\n {2}- issuers\[1\]\.issuer: /)
+  }
+})
+
+t.test('URLs: https, or http to a loopback host only', async (t) => {
+  t.equal(remoteUrlProblem('https://login.example.com/realms/x'), undefined)
+  for (const loopback of ['http://127.0.0.1:4000', 'http://localhost:4000/x', 'http://[::1]:4000', 'http://127.9.9.9']) t.equal(remoteUrlProblem(loopback), undefined, loopback)
+  for (const refused of ['http://10.0.0.1', 'http://169.254.169.254/latest', 'ftp://x.example', 'not a url', 'http://127.0.0.1.nip.io']) {
+    t.type(remoteUrlProblem(refused), 'string', refused)
+  }
+})
+
+t.test('from a file, YAML or JSON; one issuer from the variables', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'keygate-issuers-'))
+  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const yaml = join(dir, 'issuers.yaml')
+  await writeFile(yaml, 'issuers:\n  - name: corp\n    issuer: https://login.example.com\n    audiences: [keygate]\n')
+  t.equal((await loadIssuersFile(yaml))[0]?.name, 'corp')
+  const json = join(dir, 'issuers.json')
+  await writeFile(json, JSON.stringify({ issuers: [{ name: 'g', issuer: 'https://accounts.google.com', audiences: ['x'] }] }))
+  t.equal((await loadIssuers({ file: json, single: undefined }))[0]?.issuer, 'https://accounts.google.com')
+  await writeFile(yaml, 'issuers:\n  - name: corp\n    name: again\n')
+  await t.rejects(loadIssuersFile(yaml), { name: 'IssuersFileError', message: /^issuers\.yaml: cannot be parsed: / }, 'a duplicate key')
+  await t.rejects(loadIssuersFile(join(dir, 'missing.yaml')), { message: /cannot be read: ENOENT/ })
+  const single = singleIssuer({ issuer: 'https://login.example.com', audience: 'keygate, api' })
+  t.same([single.name, single.audiences], ['idp', ['keygate', 'api']])
+  t.same(await loadIssuers({ file: undefined, single: undefined }), [], 'none configured: none trusted')
+  t.throws(() => singleIssuer({ issuer: 'http://login.example.com', audience: 'x' }), { message: /^KEYGATE_OIDC_\*: issuers\[0\]\.issuer: must be https/ })
+})
