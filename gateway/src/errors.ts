@@ -22,6 +22,8 @@ export const ERRORS = {
   INVALID_SIGNATURE: { status: 401, title: 'The signature does not verify' },
   INVALID_CONTENT_DIGEST: { status: 401, title: 'Content-Digest does not match the body' },
   REPLAYED_REQUEST: { status: 401, title: 'This signed request was already accepted' },
+  // a remote key set's (remote-keys/): an IdP's JWKS now, an agent's key directory later (each may pass its own error factory)
+  UNKNOWN_SIGNING_KEY: { status: 401, title: 'The credential names a signing key that its issuer\'s key set does not hold' },
   KEY_OWNER_MISMATCH: { status: 403, title: 'The API key belongs to another user' },
   KEY_LIMIT_REACHED: { status: 403, title: 'The user has as many active API keys as allowed' },
   UNTRUSTED_PROXY: { status: 403, title: 'The decision listener takes decision requests from the proxies it trusts only' },
@@ -42,6 +44,7 @@ export const ERRORS = {
   INTERNAL_ERROR: { status: 500, title: 'Internal error' },
   UPSTREAM_UNAVAILABLE: { status: 502, title: 'The upstream service could not be reached' },
   STORE_UNAVAILABLE: { status: 503, title: 'The key and user store cannot be reached' },
+  IDP_KEYS_UNAVAILABLE: { status: 503, title: 'The issuer\'s signing keys cannot be fetched, and those kept are too old to trust' },
   SHUTTING_DOWN: { status: 503, title: 'The gateway is shutting down' },
   UPSTREAM_BUSY: { status: 503, title: 'The upstream service is busy' },
   BODY_MEMORY_EXHAUSTED: { status: 503, title: 'The gateway holds as many request bodies as it may at once' },

@@ -24,6 +24,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   // whether tracing is on (the OTEL_* variables): read with the config, imports no OpenTelemetry module
   ['gateway/src/tracing/settings.ts', 2],
   ['gateway/src/store/', 3],
+  // a JWK Set fetched from a URL someone else controls (an IdP's JWKS, an agent's key directory): lib, errors and jose only
+  ['gateway/src/remote-keys/', 3.5],
   ['gateway/src/keys/', 4],
   ['gateway/src/tokens/', 4],
   // trusted identity providers: their issuers and the verification of their access tokens
