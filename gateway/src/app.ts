@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { createUsageCounter } from './analytics/counter.js'
 import { createAuthenticator } from './auth/authenticate.js'
+import type { IdpTokens } from './auth/bearer.js'
 import { bearerPipeline, signedPipeline } from './auth/pipeline.js'
 import { createSignatureBudget } from './auth/signature-budget.js'
 import { buildDecisionApp } from './decision/server.js'
@@ -26,6 +27,9 @@ import { routeListRoutes } from './http/routes/routes.js'
 import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
 import { usageRoutes } from './http/routes/usage.js'
+import { createIdpVerifier } from './idp/idp-tokens.js'
+import { createIssuerKeys, type IssuerKeys } from './idp/issuer-keys.js'
+import { loadIssuers, singleIssuer } from './idp/issuers.js'
 import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
 import { ByteBudget } from './lib/byte-budget.js'
 import { logDestination, type LogFormat } from './lib/log-format.js'
@@ -143,6 +147,30 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     await userScopes.close()
   })
   await services.users.bootstrap(config.bootstrapUsers)
+  // Trusted identity providers' tokens, beside keygate's own (docs/identity-providers.md): each
+  // issuer's keys fetched now; an issuer whose keys cannot be had yet makes /readyz say so, and its
+  // tokens get 503 IDP_KEYS_UNAVAILABLE until they can
+  const { file: issuersFile, oidc } = config.identityProviders
+  const issuers = await loadIssuers({ file: issuersFile, single: oidc === undefined ? undefined : singleIssuer(oidc) })
+  let idp: IdpTokens | undefined
+  if (issuers.length > 0) {
+    const issuerKeys = new Map(issuers.map((issuer) => [issuer, createIssuerKeys(issuer, {
+      onFetch: (from, outcome) => {
+        services.metrics.observeIdpFetch(from.name, outcome.what, outcome.ok, outcome.seconds)
+        if (!outcome.ok) app.log.warn({ issuer: from.name, what: outcome.what, error: outcome.error }, 'an identity provider\'s keys could not be fetched')
+      }
+    })]))
+    services.identityProviders = [...issuerKeys.values()]
+    services.metrics.watchIdpKeys(services.identityProviders)
+    app.addHook('onClose', async () => { for (const keys of issuerKeys.values()) keys.close() })
+    await Promise.all([...issuerKeys.values()].map(async (keys) => {
+      await keys.start().catch((err: Error) => { app.log.warn({ issuer: keys.issuer.name, err }, 'an identity provider\'s keys are not usable yet') })
+    }))
+    idp = {
+      verifier: createIdpVerifier(issuers, (issuer) => issuerKeys.get(issuer) as IssuerKeys),
+      provision: async (username, issuedAt) => await users.provisionIdpUser(username, issuedAt)
+    }
+  }
   app.decorate('keygate', services)
   app.decorateRequest('auth', null)
   app.decorateRequest('described', null)
@@ -160,9 +188,10 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     userScopes,
     observeVerification: services.metrics.observeSignatureVerification,
     signatureBudget,
+    idp,
     ...(options.now && { now: options.now })
   })
-  const bearer = bearerPipeline({ tokens, userScopes })
+  const bearer = bearerPipeline({ tokens, userScopes, idp })
   // with tracing on, the stages where time goes have child spans
   const authenticator = createAuthenticator(tracing === undefined
     ? { signed, bearer, public: [] }
@@ -195,7 +224,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // The developer portal's page and bundles: static, and every action it takes is a call to the API below
   if (config.portalPrefix !== undefined) await app.register(portalPlugin, { prefix: config.portalPrefix })
 
-  await app.register(healthRoutes, { store })
+  await app.register(healthRoutes, { store, identityProviders: services.identityProviders ?? [] })
   await app.register(jwksRoutes, { tokens })
   await app.register(timeRoutes, { ...(options.now && { now: options.now }) })
   // keygate's own JSON endpoints: their bodies count against the same body memory as business ones

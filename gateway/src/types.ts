@@ -1,6 +1,7 @@
 // Fastify declaration merging: the services keygate decorates its instance with. What it adds to
 // requests is declared beside the code that sets it (auth/authenticate.ts, proxy/upstream-request.ts,
 // http/plugins/problems.ts, http/plugins/metrics.ts), so that no layer relies on a higher one.
+import type { IssuerKeys } from './idp/issuer-keys.js'
 import type { FastifyInstance as DecisionApp } from 'fastify'
 import type { UsageCounter } from './analytics/counter.js'
 import type { KeyRegistry } from './keys/key-registry.js'
@@ -26,6 +27,8 @@ export interface KeygateServices {
   usage?: UsageCounter
   /** decision mode's app, on the same services (decision/server.ts), when KEYGATE_DECISION_PORT is set; not listening yet */
   decisions?: DecisionApp
+  /** the trusted identity providers' keys (idp/issuer-keys.ts), when any are configured */
+  identityProviders?: IssuerKeys[]
 }
 
 declare module 'fastify' {

@@ -1,7 +1,17 @@
 import { GatewayError } from '../errors.js'
+import type { IdpToken, IdpVerifier } from '../idp/idp-tokens.js'
 import { invalidTokenError, type TokenService, type VerifiedToken } from '../tokens/token-service.js'
+import { removedIdpUserError } from '../users/idp-users.js'
+import { scopeSet, unionScopes } from '../users/scopes.js'
 import type { CurrentUser, UserScopes } from '../users/user-scopes.js'
 import type { AuthStage, AuthState } from './stage.js'
+
+/** The tokens of trusted identity providers (idp/), beside keygate's own: how they are checked, and their users made. */
+export interface IdpTokens {
+  verifier: IdpVerifier
+  /** the keygate user a verified token stands for, made on first use (users/user-service.ts provisionIdpUser) */
+  provision: (username: string, issuedAt: number) => Promise<unknown>
+}
 
 /**
  * Authorization: Bearer <jwt> -> the user (the token's subject), as long as the token still acts
@@ -10,15 +20,66 @@ import type { AuthStage, AuthState } from './stage.js'
  * (users/user-scopes.ts, kept fresh by the store's events): a token and a user seen before cost
  * no store command and no promise.
  */
-export function bearerTokenStage (tokens: TokenService, users: Pick<UserScopes, 'current'>): AuthStage {
+export function bearerTokenStage (tokens: TokenService, users: Pick<UserScopes, 'current' | 'forget'>, idp?: IdpTokens): AuthStage {
+  const idpUsers = idp === undefined ? undefined : idpUserState(users, idp)
   return {
     name: 'bearer',
     needsBody: false,
     run (request, state) {
-      const token = checkBearer(tokens, request.headers.authorization)
+      const raw = bearerToken(request.headers.authorization)
+      // an identity provider's token: its `iss` names a trusted issuer (keygate's own never does)
+      const issuer = idp?.verifier.issuerOf(raw)
+      if (issuer !== undefined && idp !== undefined && idpUsers !== undefined) {
+        const verified = idp.verifier.verify(raw, issuer)
+        if (verified instanceof Promise) return verified.then((token) => idpUsers(token, state))
+        return idpUsers(verified, state)
+      }
+      const token = tokens.check(raw)
       if (token instanceof Promise) return token.then((verified) => actsFor(users, verified, state))
       return actsFor(users, token, state)
     }
+  }
+}
+
+/**
+ * An IdP token's user: found (a cached user costs no store command and no promise), else made on
+ * first use. The request may do what the token's scopes (mapped by its issuer) and an operator's
+ * grants to the user in keygate allow together. What a request reads is made once per token and
+ * user, not per request.
+ */
+function idpUserState (users: Pick<UserScopes, 'current' | 'forget'>, idp: IdpTokens) {
+  const made = new WeakMap<IdpToken, { user: CurrentUser, account: CurrentUser, bearer: VerifiedToken }>()
+  const accept = (token: IdpToken, user: CurrentUser, state: AuthState): void => {
+    if (user.idpRemovedAtSeconds !== undefined && token.issuedAt <= user.idpRemovedAtSeconds) throw removedIdpUserError(token.username)
+    let known = made.get(token)
+    if (known?.user !== user) {
+      const scopes = token.scopes.length === 0 ? user.scopes : unionScopes(user.scopes, scopeSet(token.scopes))
+      known = {
+        user,
+        account: { ...user, scopes },
+        // as a keygate token of this user's incarnation would say: a key registered with it is this incarnation's
+        bearer: { subject: token.username, userId: user.id, credential: user.credential, issuedAt: token.issuedAt }
+      }
+      made.set(token, known)
+    }
+    state.user = token.username
+    state.bearer = known.bearer
+    state.account = known.account
+  }
+  const provisioned = async (token: IdpToken, state: AuthState): Promise<void> => {
+    await idp.provision(token.username, token.issuedAt)
+    users.forget(token.username)
+    const user = await users.current(token.username)
+    if (user === null) throw invalidTokenError(`The user ${token.username} could not be made; try again`)
+    accept(token, user, state)
+  }
+  return (token: IdpToken, state: AuthState): void | Promise<void> => {
+    const user = users.current(token.username)
+    const settle = (found: CurrentUser | null): void | Promise<void> =>
+      found === null || (found.idpRemovedAtSeconds !== undefined && token.issuedAt > found.idpRemovedAtSeconds)
+        ? provisioned(token, state)
+        : accept(token, found, state)
+    return user instanceof Promise ? user.then(settle) : settle(user)
   }
 }
 

@@ -7,7 +7,7 @@ import type { Store } from '../store/index.js'
 import type { TokenService } from '../tokens/token-service.js'
 import type { UserScopes } from '../users/user-scopes.js'
 import { apiKeyStage } from './api-key.js'
-import { bearerTokenStage } from './bearer.js'
+import { bearerTokenStage, type IdpTokens } from './bearer.js'
 import { keyIdStage } from './key-id.js'
 import { keyOwnerStage } from './key-owner.js'
 import { keyUsageStage } from './key-usage.js'
@@ -37,15 +37,17 @@ export interface PipelineDeps {
   observeVerification?: (seconds: number) => void
   /** failed signature checks per client address; past the budget, 429 before any check */
   signatureBudget?: SignatureBudget
+  /** trusted identity providers' tokens, accepted beside keygate's own (none configured: undefined) */
+  idp?: IdpTokens | undefined
 }
 
 /** `signed` routes: bearer token and API key signature. */
-export function signedPipeline ({ tokens, keys, store, userScopes, now, observeVerification, signatureBudget: budget }: PipelineDeps): AuthStage[] {
+export function signedPipeline ({ tokens, keys, store, userScopes, now, observeVerification, signatureBudget: budget, idp }: PipelineDeps): AuthStage[] {
   const clock = now ?? Date.now
   const onFailure = budget && ((request: DescribedRequest): void => { budget.recordFailure(request.ip, clock()) })
   return [
     ...(budget === undefined ? [] : [signatureBudgetStage(budget, clock)]),
-    bearerTokenStage(tokens, userScopes),
+    bearerTokenStage(tokens, userScopes, idp),
     // the seed's X-API-* headers, or RFC 9421's Signature-Input and Signature (scheme.ts)
     signatureSchemeStage(),
     perScheme({ seed: signatureHeadersStage(), rfc9421: messageSignatureHeadersStage() }),
@@ -70,8 +72,8 @@ export function signedPipeline ({ tokens, keys, store, userScopes, now, observeV
 }
 
 /** `bearer` routes (and keygate's key routes): the token, then what its user may do. */
-export function bearerPipeline ({ tokens, userScopes }: Pick<PipelineDeps, 'tokens' | 'userScopes'>): AuthStage[] {
-  return [bearerTokenStage(tokens, userScopes), scopeStage(userScopes, { needsBody: false })]
+export function bearerPipeline ({ tokens, userScopes, idp }: Pick<PipelineDeps, 'tokens' | 'userScopes' | 'idp'>): AuthStage[] {
+  return [bearerTokenStage(tokens, userScopes, idp), scopeStage(userScopes, { needsBody: false })]
 }
 
 /**

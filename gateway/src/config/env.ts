@@ -133,6 +133,11 @@ export const EnvSchema = Type.Object({
   KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
   KEYGATE_SIGNATURE_FAILURE_DELAY_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_ISSUERS: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_OIDC_ISSUER: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+  KEYGATE_OIDC_AUDIENCE: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+  KEYGATE_OIDC_NAME: Type.Optional(Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$', allowed: 'lower-case letters, digits and "-", at most 32' })),
+  KEYGATE_OIDC_JWKS_URI: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
   KEYGATE_ROUTES_WATCH: Type.Optional(Switch),
   KEYGATE_DOCS: Type.Optional(Switch),
   KEYGATE_USAGE_ANALYTICS: Type.Optional(Switch),
@@ -218,6 +223,14 @@ export interface GatewayConfig {
   upstreams: UpstreamLimits
   /** KEYGATE_ROUTES: the route file; unset: the built-in routes (proxy/route.ts) */
   routesFile: string | undefined
+  /**
+   * Trusted identity providers (idp/issuers.ts reads and checks them): KEYGATE_ISSUERS, an issuers
+   * file, or one issuer from KEYGATE_OIDC_ISSUER and KEYGATE_OIDC_AUDIENCE; neither: none
+   */
+  identityProviders: {
+    file: string | undefined
+    oidc: { issuer: string, audience: string, name: string | undefined, jwksUri: string | undefined } | undefined
+  }
   /** reload the route file when it changes (SIGHUP always reloads) */
   watchRoutes: boolean
   /** KEYGATE_DOCS: serve the OpenAPI document at /docs/json and its page at /docs */
@@ -333,6 +346,22 @@ export function allowedValues (schema: TSchema): string | undefined {
 }
 
 /** Reads and checks the environment; throws a ConfigError naming the variable and what is allowed. */
+/** KEYGATE_ISSUERS, or the KEYGATE_OIDC_* of one issuer (the issuer and its audience both), not both. */
+function identityProvidersFrom (e: Env): GatewayConfig['identityProviders'] {
+  const oidc = [e.KEYGATE_OIDC_ISSUER, e.KEYGATE_OIDC_AUDIENCE, e.KEYGATE_OIDC_NAME, e.KEYGATE_OIDC_JWKS_URI].some((v) => v !== undefined)
+  if (e.KEYGATE_ISSUERS !== undefined && oidc) {
+    throw new ConfigError('KEYGATE_ISSUERS and KEYGATE_OIDC_* both name trusted issuers: put every issuer in the issuers file, ' +
+      'or use the KEYGATE_OIDC_* variables for one')
+  }
+  if (!oidc) return { file: e.KEYGATE_ISSUERS, oidc: undefined }
+  if (e.KEYGATE_OIDC_ISSUER === undefined || e.KEYGATE_OIDC_AUDIENCE === undefined) {
+    throw new ConfigError(`${e.KEYGATE_OIDC_ISSUER === undefined ? 'KEYGATE_OIDC_ISSUER' : 'KEYGATE_OIDC_AUDIENCE'} is not set: a trusted issuer needs ` +
+      'both its issuer URL (the iss of its tokens) and the audience its tokens carry for keygate')
+  }
+  const oidcIssuer = { issuer: e.KEYGATE_OIDC_ISSUER, audience: e.KEYGATE_OIDC_AUDIENCE, name: e.KEYGATE_OIDC_NAME, jwksUri: e.KEYGATE_OIDC_JWKS_URI }
+  return { file: undefined, oidc: oidcIssuer }
+}
+
 export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig {
   const raw: Record<string, unknown> = {}
   for (const name of ENV_VARIABLES) {
@@ -411,6 +440,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       connectTimeoutMs: e.KEYGATE_UPSTREAM_CONNECT_TIMEOUT_MS ?? DEFAULT_UPSTREAM_CONNECT_TIMEOUT_MS
     },
     routesFile: e.KEYGATE_ROUTES,
+    identityProviders: identityProvidersFrom(e),
     watchRoutes: isOn(e.KEYGATE_ROUTES_WATCH, false),
     docs: isOn(e.KEYGATE_DOCS, true),
     usageAnalytics: {

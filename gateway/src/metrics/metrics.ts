@@ -53,6 +53,10 @@ export interface GatewayMetrics {
   countRateLimitStoreFailure: (route: string, mode: string) => void
   /** where the upstream queues are counted: read at scrape time, never per request */
   watchUpstreams: (queues: () => Iterable<UpstreamQueueCounts>) => void
+  /** one fetch of a trusted identity provider's keys (`jwks`) or discovery document (`discovery`) */
+  observeIdpFetch: (issuer: string, what: 'jwks' | 'discovery', ok: boolean, seconds: number) => void
+  /** where each trusted issuer's keys are: their age and whether they are usable, read at scrape time */
+  watchIdpKeys: (issuers: readonly IdpKeysState[]) => void
   /** process metrics (CPU, memory, event loop, GC) too; once per registry, for the metrics listener */
   includeProcessMetrics: () => void
   /** the exposition text (OpenMetrics, with exemplars, or the classic text) and its content type */
@@ -74,8 +78,17 @@ export const METRIC_NAMES = {
   rateLimitStoreFailures: 'keygate_rate_limit_store_failures_total',
   usageOverflow: 'keygate_usage_overflow_total',
   usageFlushFailures: 'keygate_usage_flush_failures_total',
-  workerRestarts: 'keygate_worker_restarts_total'
+  workerRestarts: 'keygate_worker_restarts_total',
+  idpKeyFetches: 'keygate_idp_key_fetches_total',
+  idpKeysAge: 'keygate_idp_keys_age_seconds',
+  idpKeysUsable: 'keygate_idp_keys_usable'
 } as const
+
+/** What the metrics read of one trusted issuer's keys (idp/issuer-keys.ts). */
+export interface IdpKeysState {
+  readonly issuer: { readonly name: string }
+  state: () => { usable: boolean, ageSeconds: number | undefined }
+}
 
 /** RSA-2048 verifies in about 35 us, RSA-8192 in about 1 ms */
 export const SIGNATURE_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01]
@@ -276,6 +289,39 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     })
   }
 
+  const idpFetches = new Counter({
+    name: METRIC_NAMES.idpKeyFetches,
+    help: 'Fetches of a trusted identity provider\'s keys (what=jwks) or discovery document (what=discovery), by issuer and outcome (ok, error)',
+    labelNames: ['issuer', 'what', 'outcome'] as const,
+    registers: [registry]
+  })
+  let idpKeys: readonly IdpKeysState[] = []
+  // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+  new Gauge({
+    name: METRIC_NAMES.idpKeysAge,
+    help: 'Seconds since a trusted identity provider\'s keys were last fetched successfully, by issuer (absent before the first success)',
+    labelNames: ['issuer'] as const,
+    registers: [registry],
+    collect () {
+      this.reset()
+      for (const keys of idpKeys) {
+        const age = keys.state().ageSeconds
+        if (age !== undefined) this.set({ issuer: keys.issuer.name }, age)
+      }
+    }
+  })
+  // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+  new Gauge({
+    name: METRIC_NAMES.idpKeysUsable,
+    help: '1 when keygate holds usable keys of a trusted identity provider (fetched, and not older than the outage bound), else 0: its tokens get 503',
+    labelNames: ['issuer'] as const,
+    registers: [registry],
+    collect () {
+      this.reset()
+      for (const keys of idpKeys) this.set({ issuer: keys.issuer.name }, keys.state().usable ? 1 : 0)
+    }
+  })
+
   /** a route's series, found by the route object itself: no label string per observation */
   const upstreamSeries = new WeakMap<LabelledRoute, Series>()
   let processMetrics = false
@@ -290,6 +336,12 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       }
       const key = status * METHOD_SLOTS + (METHOD_INDEX.get(method) ?? OTHER_METHOD)
       counts.set(key, (counts.get(key) ?? 0) + 1)
+    },
+    observeIdpFetch (issuer, what, ok, _seconds) {
+      idpFetches.inc({ issuer, what, outcome: ok ? 'ok' : 'error' })
+    },
+    watchIdpKeys (issuers) {
+      idpKeys = issuers
     },
     countAuthOutcome (route, reason) {
       let reasons = outcomes.get(route)

@@ -65,6 +65,11 @@ export function intersectScopes (a: ScopeSet, b: ScopeSet): ScopeSet {
   return a.list.every((scope) => b.set.has(scope)) ? a : scopeSet(a.list.filter((scope) => b.set.has(scope)))
 }
 
+/** The scopes of either (sorted, each once): `a` itself when `b` adds none (nothing new made). */
+export function unionScopes (a: ScopeSet, b: ScopeSet): ScopeSet {
+  return b.list.every((scope) => a.set.has(scope)) ? a : scopeSet([...new Set([...a.list, ...b.list])].sort())
+}
+
 /** VALIDATION_FAILED for scopes asked of a key that its user does not hold, naming them. */
 export function notHeldError (extra: readonly string[], held: readonly string[], who: string): GatewayError {
   const message = `${extra.join(', ')} ${extra.length === 1 ? 'is' : 'are'} not among the scopes of ${who} ` +

@@ -6,6 +6,7 @@
 // re-established), every entry goes.
 import type { KeyEvent, Store, UserRecord } from '../store/index.js'
 import { LruCache, type CacheStats } from '../lib/lru-cache.js'
+import { idpRemovedAt } from './idp-users.js'
 import { NO_SCOPES, scopeSet, type ScopeSet } from './scopes.js'
 
 /** What the hot path needs of a user: made once per store read and shared by its requests. */
@@ -18,6 +19,8 @@ export interface CurrentUser {
   /** when the user was created and its password last set, in whole seconds (tokens' `iat` is in seconds) */
   createdAtSeconds: number
   passwordSetAtSeconds: number
+  /** an IdP user an operator removed: when (its tokens issued until then are refused: idp-users.ts) */
+  idpRemovedAtSeconds: number | undefined
 }
 
 export interface UserScopes {
@@ -45,7 +48,8 @@ function currentUser (user: UserRecord): CurrentUser {
     id: user.id,
     credential: user.credential,
     createdAtSeconds: seconds(user.createdAt),
-    passwordSetAtSeconds: seconds(user.updatedAt)
+    passwordSetAtSeconds: seconds(user.updatedAt),
+    idpRemovedAtSeconds: idpRemovedAt(user.passwordHash)
   }
 }
 

@@ -1,6 +1,7 @@
 import { GatewayError } from '../errors.js'
 import { USERNAME_PATTERN, type BootstrapUser } from '../config/bootstrap-users.js'
 import type { RemoveUserResult, Store, UserRecord } from '../store/index.js'
+import { IDP_ACTIVE, idpRemovedAt, idpRemovedMarker, isIdpUsername, removedIdpUserError } from './idp-users.js'
 import { hashPassword, verifyPassword } from './passwords.js'
 import { normaliseScopes } from './scopes.js'
 
@@ -28,9 +29,21 @@ export interface UserService {
   get: (username: string) => Promise<UserRecord | null>
   /** every user, by name */
   list: () => Promise<UserRecord[]>
-  /** removes the user and revokes every key of theirs, at every gateway, in one atomic step */
+  /**
+   * removes the user and revokes every key of theirs, at every gateway, in one atomic step; an IdP
+   * user (idp-users.ts) stays on record as removed, so the tokens issued before stay refused
+   */
   remove: (username: string) => Promise<RemoveUserResult>
+  /**
+   * The record of the IdP user a verified token (issued at `issuedAt`, seconds) stands for: as it
+   * is, or made now when there is none, or made again when it was removed before the token was
+   * issued; INVALID_TOKEN when it was removed after.
+   */
+  provisionIdpUser: (username: string, issuedAt: number) => Promise<UserRecord>
 }
+
+/** names an operator may look up, change and remove: local users and IdP users */
+const knownName = (username: string): boolean => USERNAME_PATTERN.test(username) || isIdpUsername(username)
 
 export function validateNewUser (username: string, password: string): void {
   if (!USERNAME_PATTERN.test(username)) {
@@ -74,7 +87,7 @@ export function createUserService (store: Store, { onChanged, scryptLogN }: User
     },
     async setScopes (username, scopes) {
       const checked = normaliseScopes(scopes)
-      if (!USERNAME_PATTERN.test(username)) return null
+      if (!knownName(username)) return null
       const user = await store.setUserScopes(username, checked)
       onChanged?.(username)
       return user
@@ -89,16 +102,31 @@ export function createUserService (store: Store, { onChanged, scryptLogN }: User
       }
     },
     async get (username) {
-      return USERNAME_PATTERN.test(username) ? await store.getUser(username) : null
+      if (!knownName(username)) return null
+      const user = await store.getUser(username)
+      return user === null || idpRemovedAt(user.passwordHash) !== undefined ? null : user
     },
     async list () {
-      return await store.listUsers()
+      return (await store.listUsers()).filter((user) => idpRemovedAt(user.passwordHash) === undefined)
     },
     async remove (username) {
-      if (!USERNAME_PATTERN.test(username)) return { removed: false, revokedKeys: [] }
+      if (!knownName(username)) return { removed: false, revokedKeys: [] }
+      if (isIdpUsername(username) && await this.get(username) === null) return { removed: false, revokedKeys: [] }
       const removal = await store.removeUser(username)
+      if (isIdpUsername(username) && removal.removed) await store.putUser(username, idpRemovedMarker(Date.now() / 1000))
       onChanged?.(username)
       return removal
+    },
+    async provisionIdpUser (username, issuedAt) {
+      const existing = await store.getUser(username)
+      const removedAt = existing === null ? undefined : idpRemovedAt(existing.passwordHash)
+      if (existing !== null && removedAt === undefined) return existing
+      if (removedAt !== undefined && issuedAt <= removedAt) throw removedIdpUserError(username)
+      // a removed user made again is another incarnation: a new id, so nothing of the old one applies
+      if (removedAt !== undefined) await store.removeUser(username)
+      const user = await store.putUser(username, IDP_ACTIVE)
+      onChanged?.(username)
+      return user
     }
   }
 }
