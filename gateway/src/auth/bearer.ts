@@ -6,6 +6,9 @@ import { scopeSet, unionScopes } from '../users/scopes.js'
 import type { CurrentUser, UserScopes } from '../users/user-scopes.js'
 import type { AuthStage, AuthState } from './stage.js'
 
+/** What a request with a bearer token may be refused with, before anything else of its own: a missing or bad token, or an IdP's keys missing. */
+export const BEARER_PROBLEMS = ['MISSING_TOKEN', 'INVALID_TOKEN', 'UNKNOWN_SIGNING_KEY', 'IDP_KEYS_UNAVAILABLE'] as const
+
 /** The tokens of trusted identity providers (idp/), beside keygate's own: how they are checked, and their users made. */
 export interface IdpTokens {
   verifier: IdpVerifier

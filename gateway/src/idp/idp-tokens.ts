@@ -15,6 +15,8 @@ import { IDP_USER_SEPARATOR, type IssuerConfig } from './issuers.js'
 export interface KeySource {
   /** the key for a JWS header's kid and alg, or a GatewayError (UNKNOWN_SIGNING_KEY, IDP_KEYS_UNAVAILABLE) */
   keyFor: (kid: string | undefined, alg: string) => Promise<CryptoKey | KeyObject>
+  /** the same key from what is held now, without fetching: undefined when it is no longer published, or the keys are not usable */
+  keyForSync?: (kid: string | undefined, alg: string) => CryptoKey | KeyObject | undefined
 }
 
 /** A verified IdP token, as cached: the same object for each request that carries it. */
@@ -30,6 +32,10 @@ export interface IdpToken {
   readonly issuedAt: number
   /** `exp`, seconds */
   readonly expiresAt: number
+  /** the header's kid and alg, and the key that verified it: a cached verification holds while the issuer still publishes that key */
+  readonly kid: string | undefined
+  readonly alg: string
+  readonly key: CryptoKey | KeyObject
 }
 
 export interface IdpVerifier {
@@ -166,8 +172,16 @@ export function createIdpVerifier (issuers: readonly IssuerConfig[], keysOf: (is
       username: `${issuer.name}${IDP_USER_SEPARATOR}${subject}`,
       scopes: mappedScopes(issuer, idpScopes(payload, issuer.scopeClaim)),
       issuedAt: typeof payload.iat === 'number' ? payload.iat : seconds,
-      expiresAt: payload.exp as number
+      expiresAt: payload.exp as number,
+      kid: typeof header.kid === 'string' ? header.kid : undefined,
+      alg,
+      key
     }
+  }
+
+  const stillPublished = (hit: IdpToken): boolean => {
+    const source = keysOf(hit.issuer)
+    return source.keyForSync === undefined || source.keyForSync(hit.kid, hit.alg) === hit.key
   }
 
   return {
@@ -177,8 +191,10 @@ export function createIdpVerifier (issuers: readonly IssuerConfig[], keysOf: (is
     },
     verify (token, issuer) {
       const hit = verified.get(token)
-      // cached until its exp (with the issuer's skew): past it, checked again, and refused as expired
-      if (hit !== undefined && hit.issuer === issuer && (hit.expiresAt + issuer.clockSkewSeconds) * 1000 > now()) {
+      // cached until its exp (with the issuer's skew), and while the issuer still publishes the key
+      // that verified it, as keygate last fetched its keys (a key rotated out, or keys gone stale
+      // in an outage, and the token is checked again)
+      if (hit !== undefined && hit.issuer === issuer && (hit.expiresAt + issuer.clockSkewSeconds) * 1000 > now() && stillPublished(hit)) {
         stats.hits++
         return hit
       }

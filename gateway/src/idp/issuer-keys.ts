@@ -80,6 +80,7 @@ export function createIssuerKeys (issuer: IssuerConfig, options: IssuerKeysOptio
     url,
     name: issuer.name,
     algorithms: issuer.algorithms,
+    ...issuer.keys,
     ...(options.fetch !== undefined && { fetch: options.fetch }),
     ...(options.now !== undefined && { now: options.now }),
     ...(options.minRefreshMs !== undefined && { minRefreshMs: options.minRefreshMs }),
@@ -128,6 +129,9 @@ export function createIssuerKeys (issuer: IssuerConfig, options: IssuerKeysOptio
     },
     async keyFor (kid, alg) {
       return await (keySet ?? await resolved()).keyFor(kid, alg)
+    },
+    keyForSync (kid, alg) {
+      return keySet?.keyForSync(kid, alg)
     },
     state () {
       if (keySet === undefined) return { usable: false, ageSeconds: undefined, failures: discoveryFailures, lastError: discoveryError }

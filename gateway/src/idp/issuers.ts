@@ -43,6 +43,12 @@ const IssuerEntrySchema = Type.Object({
   accessTokenType: Type.Optional(Type.Union([Type.Literal('at+jwt'), Type.Literal('any')])),
   subjectClaim: Type.Optional(ClaimPath),
   maxTokenBytes: Type.Optional(Type.Integer({ minimum: 512, maximum: 65536 })),
+  keys: Type.Optional(Type.Object({
+    maxStaleSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 86400, description: 'how long keys serve through an outage of the IdP' })),
+    unknownKidIntervalSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
+    minRefreshSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
+    maxRefreshSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 86400 }))
+  }, { additionalProperties: false })),
   scopes: Type.Optional(Type.Object({
     claim: Type.Optional(ClaimPath),
     map: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 256 }), Type.Union([
@@ -74,6 +80,8 @@ export interface IssuerConfig {
   scopeClaim: string | undefined
   /** the IdP's scope (or role) -> keygate's scopes; undefined: taken as named (those that are valid scopes) */
   scopeMap: ReadonlyMap<string, readonly string[]> | undefined
+  /** the key set's bounds (remote-keys/remote-key-set.ts), each in ms; undefined: its defaults */
+  keys: { maxStaleMs?: number, unknownKidIntervalMs?: number, minRefreshMs?: number, maxRefreshMs?: number }
 }
 
 /** An issuers file that cannot be used: every problem, each naming the file and the field. */
@@ -126,6 +134,12 @@ function toIssuer (entry: IssuerEntry, at: string, problems: string[]): IssuerCo
     subjectClaim: entry.subjectClaim ?? 'sub',
     maxTokenBytes: entry.maxTokenBytes ?? DEFAULT_MAX_TOKEN_BYTES,
     scopeClaim: entry.scopes?.claim,
+    keys: Object.fromEntries(Object.entries({
+      maxStaleMs: entry.keys?.maxStaleSeconds,
+      unknownKidIntervalMs: entry.keys?.unknownKidIntervalSeconds,
+      minRefreshMs: entry.keys?.minRefreshSeconds,
+      maxRefreshMs: entry.keys?.maxRefreshSeconds
+    }).filter(([, v]) => v !== undefined).map(([k, v]) => [k, (v as number) * 1000])),
     scopeMap: map === undefined
       ? undefined
       : new Map(Object.entries(map).map(([from, to]) => [from, typeof to === 'string' ? [to] : to]))

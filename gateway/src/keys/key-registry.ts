@@ -60,6 +60,11 @@ export interface RegistrationInput {
    * of registration. register: stored as given (unset: every scope its owner will ever have).
    */
   scopes?: string[]
+  /**
+   * registerForUser: the scopes the caller's credentials give the user now (an IdP user's: its
+   * token's and an operator's grants, auth/bearer.ts); unset: the user's as stored
+   */
+  heldScopes?: readonly string[]
 }
 
 /** What `update` may change; `expiresAt: null` removes the expiry. */
@@ -430,17 +435,18 @@ export function createKeyRegistry (store: Store, options: KeyRegistryOptions): K
       return record
     },
 
-    async registerForUser ({ userId, ...input }) {
+    async registerForUser ({ userId, heldScopes, ...input }) {
       const isOwner = (user: { id: string } | null): boolean => user !== null && (userId === undefined || user.id === userId)
       const user = await store.getUser(input.owner)
       if (user === null || !isOwner(user)) return undefined
       // Without scopes: a snapshot of the user's now, so granting the user more later does not
       // widen keys already made for narrower jobs.
-      let scopes = user.scopes
+      const held = heldScopes === undefined ? user.scopes : [...heldScopes]
+      let scopes = held
       if (input.scopes !== undefined) {
         scopes = normaliseScopes(input.scopes)
-        const extra = missingScopes(scopes, new Set(user.scopes))
-        if (extra.length > 0) throw notHeldError(extra, user.scopes, 'your user')
+        const extra = missingScopes(scopes, new Set(held))
+        if (extra.length > 0) throw notHeldError(extra, held, 'your user')
       }
       const record = await registry.register({ ...input, scopes })
       // A removal that ran in between revoked the keys it could see, not this one.

@@ -302,6 +302,8 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     help: 'Seconds since a trusted identity provider\'s keys were last fetched successfully, by issuer (absent before the first success)',
     labelNames: ['issuer'] as const,
     registers: [registry],
+    // with workers: the oldest worker's keys
+    aggregator: 'max',
     collect () {
       this.reset()
       for (const keys of idpKeys) {
@@ -316,6 +318,8 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     help: '1 when keygate holds usable keys of a trusted identity provider (fetched, and not older than the outage bound), else 0: its tokens get 503',
     labelNames: ['issuer'] as const,
     registers: [registry],
+    // with workers: 0 when any worker lacks usable keys
+    aggregator: 'min',
     collect () {
       this.reset()
       for (const keys of idpKeys) this.set({ issuer: keys.issuer.name }, keys.state().usable ? 1 : 0)

@@ -7,6 +7,7 @@ import { BODYLESS_METHODS, HTTP_METHODS, SAFE_METHODS, signedBodyMethodProblem }
 import type { AuthTier, RouteConfig } from '../../proxy/route.js'
 import { RouteTable } from '../../proxy/route-table.js'
 import { ERRORS, problemType, type ErrorCode } from '../../errors.js'
+import { BEARER_PROBLEMS } from '../../auth/bearer.js'
 
 /** A code an operation can answer, at its catalog status or (INVALID_SIGNATURE at registration) another. */
 export type DocumentedProblem = ErrorCode | readonly [ErrorCode, number]
@@ -22,10 +23,10 @@ export const COMMON_PROBLEMS: readonly DocumentedProblem[] = ['INVALID_TARGET', 
 
 /** What each auth tier of a business route can answer, in pipeline order (auth/pipeline.ts). */
 export const TIER_PROBLEMS: Record<AuthTier, readonly DocumentedProblem[]> = {
-  signed: ['RATE_LIMITED', 'MISSING_TOKEN', 'INVALID_TOKEN', 'MISSING_SIGNATURE_HEADERS', 'TIMESTAMP_INVALID', 'TIMESTAMP_OUT_OF_RANGE',
+  signed: ['RATE_LIMITED', ...BEARER_PROBLEMS, 'MISSING_SIGNATURE_HEADERS', 'TIMESTAMP_INVALID', 'TIMESTAMP_OUT_OF_RANGE',
     'UNKNOWN_API_KEY', 'KEY_OWNER_MISMATCH', 'INVALID_SIGNATURE', 'STORE_UNAVAILABLE'],
   // STORE_UNAVAILABLE: Redis away and the token's user not cached (its token cannot be checked against it)
-  bearer: ['MISSING_TOKEN', 'INVALID_TOKEN', 'STORE_UNAVAILABLE'],
+  bearer: [...BEARER_PROBLEMS, 'STORE_UNAVAILABLE'],
   public: []
 }
 

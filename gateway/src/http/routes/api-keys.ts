@@ -7,6 +7,7 @@ import { keyView } from '../../keys/key-view.js'
 import { invalidTokenError } from '../../tokens/token-service.js'
 import { ApiKeyList, ApiKeyParams, ApiKeyRequest, ApiKeyResponse } from '../schemas/api-keys.js'
 import { pageAnswer, PageQuery, pageRequestOf } from '../schemas/paging.js'
+import { BEARER_PROBLEMS } from '../../auth/bearer.js'
 
 const userGone = (): GatewayError => invalidTokenError('The bearer token\'s user no longer exists, or was removed and created again: log in again')
 
@@ -31,7 +32,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
   app.post('/v1/api-keys', {
     config: {
       authenticates: true,
-      problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'VALIDATION_FAILED', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
+      problems: [...BEARER_PROBLEMS, 'VALIDATION_FAILED', 'UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE',
         'INVALID_PUBLIC_KEY', ['INVALID_SIGNATURE', 400], 'KEY_LIMIT_REACHED', 'DUPLICATE_KEY', 'RATE_LIMITED', 'STORE_UNAVAILABLE']
     },
     schema: {
@@ -56,7 +57,13 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
   }, async (request, reply) => {
     // The bearer stage refused a token of a removed user or an earlier incarnation; a removal (or
     // one and a new user) racing this registration is caught here, before and after the write.
-    const record = await keys.registerForUser({ owner: bearerUser(request), ...request.body, userId: request.auth?.bearer?.userId })
+    const record = await keys.registerForUser({
+      owner: bearerUser(request),
+      ...request.body,
+      userId: request.auth?.bearer?.userId,
+      // what the bearer stage found the user may do now (an IdP user's token scopes included)
+      ...(request.auth?.account !== undefined && { heldScopes: request.auth.account.scopes.list })
+    })
     if (record === undefined) throw userGone()
     reply.code(201)
     return {
@@ -69,7 +76,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
   })
 
   app.get('/v1/api-keys', {
-    config: { authenticates: true, problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'VALIDATION_FAILED', 'STORE_UNAVAILABLE'] },
+    config: { authenticates: true, problems: [...BEARER_PROBLEMS, 'VALIDATION_FAILED', 'STORE_UNAVAILABLE'] },
     schema: {
       summary: "The caller's API keys",
       description: 'Newest first, revoked and expired ones included, with `lastUsedAt` (to the minute) and `scopes`; a revoked key leaves the ' +
@@ -87,7 +94,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<ApiKeyRoutesOptions> = asyn
   })
 
   app.delete('/v1/api-keys/:apiKey', {
-    config: { authenticates: true, problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'API_KEY_NOT_FOUND', 'STORE_UNAVAILABLE'] },
+    config: { authenticates: true, problems: [...BEARER_PROBLEMS, 'API_KEY_NOT_FOUND', 'STORE_UNAVAILABLE'] },
     schema: {
       summary: 'Revoke one of your API keys',
       description: 'From the answer on, every gateway refuses the key (401 UNKNOWN_API_KEY) within a second. Revoking a revoked key again answers 204 too.',

@@ -6,6 +6,7 @@ import type { RouteRegistry } from '../../proxy/route-registry.js'
 import { pageAnswer, PageQuery, pageRequestOf } from '../schemas/paging.js'
 import { OfferedRouteList } from '../schemas/routes.js'
 import { bearerCaller } from './caller.js'
+import { BEARER_PROBLEMS } from '../../auth/bearer.js'
 
 /**
  * GET /v1/routes, bearer token only: the business routes the caller's user may call, as they call
@@ -17,7 +18,7 @@ export const routeListRoutes: FastifyPluginAsyncTypebox<{ routes: RouteRegistry;
   app.addHook('preHandler', bearer.preHandler)
 
   app.get('/v1/routes', {
-    config: { authenticates: true, problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'VALIDATION_FAILED'] },
+    config: { authenticates: true, problems: [...BEARER_PROBLEMS, 'VALIDATION_FAILED'] },
     schema: {
       summary: 'The routes you may call',
       description: 'The business routes in force whose required `scopes` your user has (a route requiring a scope your user lacks is left out; ' +

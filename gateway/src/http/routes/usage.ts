@@ -14,6 +14,7 @@ import { KeyUsage, UserUsage } from '../schemas/usage.js'
 import { Since, UsageSeries } from '../schemas/usage-analytics.js'
 import { intersectScopes, scopeSet } from '../../users/scopes.js'
 import { bearerCaller } from './caller.js'
+import { BEARER_PROBLEMS } from '../../auth/bearer.js'
 
 export interface UsageRoutesOptions {
   keys: KeyRegistry
@@ -36,7 +37,7 @@ export const usageRoutes: FastifyPluginAsyncTypebox<UsageRoutesOptions> = async 
   app.addHook('preHandler', bearer.preHandler)
 
   app.get('/v1/api-keys/:apiKey/usage', {
-    config: { authenticates: true, problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'API_KEY_NOT_FOUND', 'STORE_UNAVAILABLE'] },
+    config: { authenticates: true, problems: [...BEARER_PROBLEMS, 'API_KEY_NOT_FOUND', 'STORE_UNAVAILABLE'] },
     schema: {
       summary: 'Where one of your API keys stands against its rate limits and quotas',
       description: 'Every limit counted per key of the signed routes this key may call (those whose scopes are among the key\'s that your user ' +
@@ -61,7 +62,7 @@ export const usageRoutes: FastifyPluginAsyncTypebox<UsageRoutesOptions> = async 
   })
 
   app.get('/v1/api-keys/:apiKey/usage/series', {
-    config: { authenticates: true, problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'API_KEY_NOT_FOUND', 'VALIDATION_FAILED', 'STORE_UNAVAILABLE'] },
+    config: { authenticates: true, problems: [...BEARER_PROBLEMS, 'API_KEY_NOT_FOUND', 'VALIDATION_FAILED', 'STORE_UNAVAILABLE'] },
     schema: {
       summary: 'One of your API keys\' requests over time, bucket by bucket',
       description: 'The requests signed with this key that business routes answered, as every gateway counted them: by status class, ' +
@@ -88,7 +89,7 @@ export const usageRoutes: FastifyPluginAsyncTypebox<UsageRoutesOptions> = async 
   })
 
   app.get('/v1/usage', {
-    config: { authenticates: true, problems: ['MISSING_TOKEN', 'INVALID_TOKEN', 'STORE_UNAVAILABLE'] },
+    config: { authenticates: true, problems: [...BEARER_PROBLEMS, 'STORE_UNAVAILABLE'] },
     schema: {
       summary: 'Where you stand against your rate limits and quotas',
       description: 'Every limit counted per user of the routes your user may call (those whose scopes your user has), with what is used and ' +

@@ -243,7 +243,9 @@ t.test('a token acts only for the incarnation of its user it was issued to, and 
 })
 
 t.test('why a token no longer acts for its user', async (t) => {
-  const user: CurrentUser = { scopes: NO_SCOPES, id: 'id-2', credential: 'cred-2', createdAtSeconds: 1000, passwordSetAtSeconds: 2000, idpRemovedAtSeconds: undefined }
+  const user: CurrentUser = {
+    scopes: NO_SCOPES, id: 'id-2', credential: 'cred-2', createdAtSeconds: 1000, passwordSetAtSeconds: 2000, idpRemovedAtSeconds: undefined
+  }
   const token = (claims: { userId?: string; credential?: string; issuedAt: number }) =>
     ({ subject: 'erin', userId: claims.userId, credential: claims.credential, issuedAt: claims.issuedAt })
   const current = staleTokenReason(token({ userId: 'id-2', credential: 'cred-2', issuedAt: 1 }), user)

@@ -147,6 +147,18 @@ t.test('a refused value is answered with what the variable allows', async (t) =>
   }
 })
 
+t.test('trusted identity providers: an issuers file, or one issuer from KEYGATE_OIDC_*, not both', async (t) => {
+  t.same(loadConfig({}).identityProviders, { file: undefined, oidc: undefined }, 'none by default')
+  t.same(loadConfig({ KEYGATE_ISSUERS: '/etc/keygate/issuers.yaml' }).identityProviders, { file: '/etc/keygate/issuers.yaml', oidc: undefined })
+  t.same(loadConfig({ KEYGATE_OIDC_ISSUER: 'https://login.example.com', KEYGATE_OIDC_AUDIENCE: 'keygate' }).identityProviders.oidc,
+    { issuer: 'https://login.example.com', audience: 'keygate', name: undefined, jwksUri: undefined })
+  t.throws(() => loadConfig({ KEYGATE_OIDC_ISSUER: 'https://login.example.com' }), { name: 'ConfigError', message: /^KEYGATE_OIDC_AUDIENCE is not set: / })
+  t.throws(() => loadConfig({ KEYGATE_OIDC_AUDIENCE: 'keygate' }), { name: 'ConfigError', message: /^KEYGATE_OIDC_ISSUER is not set: / })
+  t.throws(() => loadConfig({ KEYGATE_ISSUERS: 'x.yaml', KEYGATE_OIDC_ISSUER: 'https://a', KEYGATE_OIDC_AUDIENCE: 'k' }),
+    { name: 'ConfigError', message: /^KEYGATE_ISSUERS and KEYGATE_OIDC_\* both name trusted issuers/ })
+  t.throws(() => loadConfig({ KEYGATE_OIDC_NAME: 'Corp' }), { name: 'ConfigError', message: /^KEYGATE_OIDC_NAME: "Corp" is not allowed: use lower-case letters/ })
+})
+
 t.test('traces: on only when the OTEL_* variables say so (tracing/settings.ts)', async (t) => {
   t.equal(loadConfig({}).tracing, undefined, 'off by default')
   t.same(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracing, { traceParent: 'ignore', protocol: 'http/protobuf' })
