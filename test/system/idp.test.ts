@@ -146,13 +146,18 @@ t.test('an identity provider\'s tokens, from a real OpenID Provider', async (t) 
   t.test('1,000 made-up kids: at most one fetch of the key set', async (t) => {
     const attacker = generateKeyPairSync('ec', { namedCurve: 'P-256' })
     const before = idp.jwksRequests
+    const started = Date.now()
     const answers = await Promise.all(Array.from({ length: 1000 }, async (_, i) => {
       const token = await new SignJWT({ iss: idp.issuer, aud: idp.audience, sub: 'x', exp: Math.floor(Date.now() / 1000) + 60 })
         .setProtectedHeader({ alg: 'ES256', kid: `flood-${i}`, typ: 'at+jwt' }).sign(attacker.privateKey)
       return (await bearer(token, `/v1/reports/?flood=${i}`)).status
     }))
     t.same([...new Set(answers)], [401], 'every one refused')
-    t.ok(idp.jwksRequests - before <= 1, `${idp.jwksRequests - before} fetches (the unknown-kid interval is 30 s)`)
+    // the unknown-kid fetch: at most one per 30 s; beside it, this issuer's background refresh may
+    // run once a second (minRefreshSeconds: 1, for the outage test), the 1,000 requests or not
+    const refreshes = Math.ceil((Date.now() - started) / 1000)
+    const fetches = idp.jwksRequests - before
+    t.ok(fetches <= 1 + refreshes, `${fetches} fetches in ${refreshes} s: at most one for the unknown kids, and the scheduled refreshes`)
   })
 
   t.test('the IdP rotates its key: new tokens verify without a restart; old ones once their key leaves the JWKS are refused', async (t) => {
