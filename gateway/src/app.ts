@@ -157,6 +157,11 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     const issuerKeys = new Map(issuers.map((issuer) => [issuer, createIssuerKeys(issuer, {
       onFetch: (from, outcome) => {
         services.metrics.observeIdpFetch(from.name, outcome.what, outcome.ok, outcome.seconds)
+        tracing?.fetched('keygate.idp_key_fetch', outcome.seconds, {
+          'keygate.issuer': from.name,
+          'keygate.fetch': outcome.what,
+          ...(outcome.keys !== undefined && { 'keygate.keys': outcome.keys })
+        }, outcome.error)
         if (!outcome.ok) app.log.warn({ issuer: from.name, what: outcome.what, error: outcome.error }, 'an identity provider\'s keys could not be fetched')
       }
     })]))

@@ -13,6 +13,7 @@ import { compiled, ROOT } from '../helpers/build.js'
 import { exitOn, startCommand } from '../helpers/listening.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
+import { startTestIdp } from '../helpers/oidc-provider.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { send } from '../helpers/http.js'
 import { addUser, login, registerKey, sendSigned, startTestGateway } from '../helpers/stack.js'
@@ -311,6 +312,28 @@ t.test('workers: each exports its own spans, and a SIGTERM flushes what is left'
   t.equal(arrived.length, paths.length, 'every request\'s span was exported before its worker exited')
   t.ok(arrived.every((span) => span.protocol === 'http/protobuf'), 'as protobuf (no protocol set), to <OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces')
   t.ok(receiver.resources.some((resource) => resource['process.pid'] !== process.pid && resource['service.name'] === 'keygate'))
+})
+
+t.test('an identity provider\'s keys: a span per fetch, with the issuer (a real OpenID Provider)', async (t) => {
+  const idp = await startTestIdp(t)
+  const traced = await startTestGateway(t, {
+    store: 'memory',
+    upstreamUrl: recorder.url,
+    routes,
+    config: {
+      tracing: tracingOf({}, 'ignore'),
+      identityProviders: { file: undefined, oidc: { issuer: idp.issuer, audience: idp.audience, name: 'corp', jwksUri: undefined } }
+    }
+  })
+  t.equal((await send(traced.url, '/readyz')).status, 200, 'its keys fetched at start')
+  let fetches: Span[] = []
+  for (let i = 0; i < 500 && fetches.length < 2; i++) {
+    fetches = receiver.spans.filter((span) => span.name === 'keygate.idp_key_fetch' && span.attributes['keygate.issuer'] === 'corp')
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  t.same(fetches.map((span) => span.attributes['keygate.fetch']).sort(), ['discovery', 'jwks'], 'the discovery document, then the key set')
+  t.equal(fetches.find((span) => span.attributes['keygate.fetch'] === 'jwks')?.attributes['keygate.keys'], 1, 'its one key')
+  t.ok(fetches.every((span) => span.kind === CLIENT && (span.parentSpanId ?? '') === ''), 'CLIENT spans, each a trace of its own')
 })
 
 t.test('a protocol keygate does not speak stops the start, naming the variable and what it takes', async (t) => {

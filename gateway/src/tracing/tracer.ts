@@ -60,6 +60,11 @@ export interface Tracing {
   adopt: (request: FastifyRequest, described: DescribedRequest) => void
   /** the upstream call's CLIENT span (proxy/forwarder.ts) */
   upstream: UpstreamTrace
+  /**
+   * a fetch keygate made of its own accord (an identity provider's keys or discovery document): a
+   * span of its own trace, from `seconds` ago to now; `error` when it failed
+   */
+  fetched: (name: string, seconds: number, attributes: Record<string, string | number>, error?: string) => void
   /** exports what is left: on close (SIGTERM), so the last spans are not lost */
   shutdown: () => Promise<void>
 }
@@ -265,6 +270,15 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
       if (span !== undefined) setSpan(described, span)
     },
     upstream,
+    fetched (name, seconds, attributes, error) {
+      const end = performance.timeOrigin + performance.now()
+      const span = tracer.startSpan(name, { kind: SpanKind.CLIENT, startTime: end - seconds * 1000, attributes }, ROOT_CONTEXT)
+      if (error !== undefined) {
+        span.setAttribute(ATTR_ERROR_TYPE, 'fetch_failed')
+        span.setStatus({ code: SpanStatusCode.ERROR, message: error })
+      }
+      span.end(end)
+    },
     shutdown: async () => { await provider.shutdown() }
   }
 }
