@@ -10,7 +10,10 @@ import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { parse as parseYaml } from 'yaml'
 import { ConfigError } from '../config/env.js'
+import { remoteUrlProblem } from '../remote-keys/remote-key-set.js'
 import { SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
+
+export { remoteUrlProblem }
 
 /** The JWS algorithms an issuer may use: asymmetric only (RFC 8725 §3.1, §3.2). */
 export const IDP_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'EdDSA'] as const
@@ -90,25 +93,6 @@ export class IssuersFileError extends ConfigError {
     super(`${file}: ${problems.length === 1 ? problems[0] ?? '' : `${problems.length} problems:\n  - ${problems.join('\n  - ')}`}`)
     this.name = 'IssuersFileError'
   }
-}
-
-/** https, or http to a loopback host (a local IdP in development and tests), without credentials or fragment. */
-export function remoteUrlProblem (value: string): string | undefined {
-  let url: URL
-  try {
-    url = new URL(value)
-  } catch {
-    return `${JSON.stringify(value)} is not a URL`
-  }
-  if (url.username !== '' || url.password !== '') return 'must not hold credentials'
-  if (url.hash !== '') return 'must not have a fragment'
-  if (url.protocol === 'https:') return undefined
-  if (url.protocol === 'http:' && isLoopbackHost(url.hostname)) return undefined
-  return `must be https:// (http:// only to a loopback address: 127.0.0.1, [::1], localhost), not ${url.protocol}//`
-}
-
-export function isLoopbackHost (hostname: string): boolean {
-  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname)
 }
 
 function toIssuer (entry: IssuerEntry, at: string, problems: string[]): IssuerConfig {

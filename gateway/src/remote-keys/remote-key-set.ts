@@ -168,19 +168,31 @@ interface KeyTable {
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value)
 
-const isLoopbackHost = (host: string): boolean =>
+/** A loopback host: 127.0.0.0/8, [::1], localhost (the only hosts a plain http: URL may name). */
+export const isLoopbackHost = (host: string): boolean =>
   host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)
 
-function keySetUrl (raw: string, name: string): URL {
+/**
+ * Why `value` is not a URL keygate fetches keys (or a discovery document) from, or undefined: https,
+ * or http to a loopback host only (an IdP on the same machine), without credentials or fragment.
+ */
+export function remoteUrlProblem (value: string): string | undefined {
   let url: URL
   try {
-    url = new URL(raw)
+    url = new URL(value)
   } catch {
-    throw new Error(`${name}: the key set URL ${JSON.stringify(raw)} is not a URL`)
+    return `${JSON.stringify(value)} is not a URL`
   }
-  if (url.username !== '' || url.password !== '') throw new Error(`${name}: the key set URL must not carry credentials`)
-  if (url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHost(url.hostname))) return url
-  throw new Error(`${name}: the key set URL ${url.href} must be https: (http: only for a loopback host: 127.0.0.0/8, ::1, localhost)`)
+  if (url.username !== '' || url.password !== '') return 'must not carry credentials'
+  if (url.hash !== '') return 'must not have a fragment'
+  if (url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHost(url.hostname))) return undefined
+  return `must be https:// (http:// only to a loopback address: 127.0.0.1, [::1], localhost), not ${url.protocol}//`
+}
+
+function keySetUrl (raw: string, name: string): URL {
+  const problem = remoteUrlProblem(raw)
+  if (problem !== undefined) throw new Error(`${name}: the key set URL ${problem}`)
+  return new URL(raw)
 }
 
 function positiveInteger (name: string, option: string, value: number | undefined, fallback: number): number {

@@ -50,7 +50,7 @@ t.test('refused, each problem named', async (t) => {
     ['a name with a colon', { issuers: [{ ...base, name: 'a:b' }] }, /issuers\[0\]\.name: lower-case letters/],
     ['an unknown field', { issuers: [{ ...base, jku: 'https://x' }] }, /issuers\[0\]/],
     ['an http issuer elsewhere than loopback', { issuers: [{ ...base, issuer: 'http://login.example.com' }] }, /issuers\[0\]\.issuer: must be https:\/\//],
-    ['jwksUri with credentials', { issuers: [{ ...base, jwksUri: 'https://u:p@login.example.com/jwks' }] }, /jwksUri: must not hold credentials/],
+    ['jwksUri with credentials', { issuers: [{ ...base, jwksUri: 'https://u:p@login.example.com/jwks' }] }, /jwksUri: must not carry credentials/],
     ['jwksUri and discovery', { issuers: [{ ...base, jwksUri: 'https://login.example.com/jwks', discovery: true }] }, /give one/],
     ['no jwksUri without discovery', { issuers: [{ ...base, discovery: false }] }, /jwksUri must say/],
     ['a skew over 5 minutes', { issuers: [{ ...base, clockSkewSeconds: 3600 }] }, /clockSkewSeconds/],
