@@ -10,6 +10,7 @@ import { createSecretKey, generateKeyPairSync } from 'node:crypto'
 import { SignJWT } from 'jose'
 import t from 'tap'
 import { signRequest } from '../../client/src/index.js'
+import { admin, startAdminGateway } from '../helpers/admin.js'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { startTestIdp } from '../helpers/oidc-provider.js'
@@ -228,4 +229,36 @@ t.test('an identity provider\'s tokens, from a real OpenID Provider', async (t) 
     }
     t.equal(back, 200, 'the IdP back: recovered without a restart')
   })
+})
+
+t.test('the admin API treats an IdP user like any other, its name (with ":" and "|") encoded in the path', async (t) => {
+  const idp = await startTestIdp(t)
+  const upstream = await startRecorder(t)
+  const gw = await startAdminGateway(t, {
+    upstreamUrl: upstream.url,
+    routes: routesFromYaml(ROUTES, upstream.url),
+    config: { identityProviders: { file: undefined, oidc: { issuer: idp.issuer, audience: idp.audience, name: 'auth0', jwksUri: undefined } } }
+  })
+  const subject = 'google-oauth2|1234'
+  const username = `auth0:${subject}`
+  const path = `/v1/users/${encodeURIComponent(username)}`
+  const { accessToken } = await idp.authorizationCodeToken(subject, ['api:read'])
+  const pair = rsaKeyPair()
+  t.equal((await registerKey(gw.url, accessToken, pair, 'laptop')).status, 201, 'made on first use, registers a key')
+  const got = await admin(gw, 'GET', path)
+  t.equal(got.status, 200, got.text)
+  t.equal(got.json<{ username: string }>().username, username)
+  const listed = await admin(gw, 'GET', '/v1/users')
+  t.ok(listed.json<{ items: Array<{ username: string }> }>().items.some((user) => user.username === username), 'listed')
+  const granted = await admin(gw, 'PUT', path, { body: { scopes: ['reports:read'] } })
+  t.equal(granted.status, 200, `scopes set: ${granted.text}`)
+  const password = await admin(gw, 'PUT', path, { body: { password: 'a long enough password' } })
+  t.equal(password.status, 400, 'no password for an IdP user')
+  const removed = await admin(gw, 'DELETE', path)
+  t.equal(removed.status, 200, removed.text)
+  t.same(removed.json<{ revokedKeys: string[] }>().revokedKeys, [pair.apiKey], 'its key revoked')
+  t.equal((await admin(gw, 'GET', path)).status, 404, 'gone')
+  t.equal((await admin(gw, 'DELETE', path)).status, 404, 'removed once')
+  const refused = await send(gw.url, '/v1/reports/?after-removal', { headers: { authorization: `Bearer ${accessToken}` } })
+  t.equal(refused.status, 401, 'its earlier token refused')
 })
