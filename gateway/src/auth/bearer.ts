@@ -118,11 +118,6 @@ export function staleTokenReason (token: VerifiedToken, user: CurrentUser | null
   return undefined
 }
 
-/** The verified token: synchronous for a token verified before; throws MISSING_TOKEN at once. */
-export function checkBearer (tokens: TokenService, header: string | undefined): VerifiedToken | Promise<VerifiedToken> {
-  return tokens.check(bearerToken(header))
-}
-
 /** The token's subject: synchronous for a token verified before; throws MISSING_TOKEN at once. */
 export function verifyBearer (tokens: TokenService, header: string | undefined): string | Promise<string> {
   return tokens.verify(bearerToken(header))

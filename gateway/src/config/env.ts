@@ -86,6 +86,13 @@ const isOn = (value: typeof SWITCH_VALUES[number] | undefined, byDefault: boolea
   value === undefined ? byDefault : value === 'true' || value === 'on'
 
 /** The environment, as strings become typed values. Names are the variables' own. */
+/**
+ * A trusted issuer's name (KEYGATE_OIDC_NAME, an issuers file's `name`): it prefixes its users'
+ * names in keygate (`corp:<subject>`, users/idp-users.ts), so it never holds ":"
+ */
+export const ISSUER_NAME = '[a-z0-9][a-z0-9-]{0,31}'
+export const ISSUER_NAME_RULE = 'lower-case letters, digits and "-", at most 32, starting with a letter or digit'
+
 export const EnvSchema = Type.Object({
   PORT: Type.Optional(Port),
   HOST: Type.Optional(Type.String({ minLength: 1 })),
@@ -136,7 +143,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_ISSUERS: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_OIDC_ISSUER: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, allowed: 'the issuer\'s URL, at most 2048 characters' })),
   KEYGATE_OIDC_AUDIENCE: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, allowed: 'audiences, comma-separated, at most 4096 characters' })),
-  KEYGATE_OIDC_NAME: Type.Optional(Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$', allowed: 'lower-case letters, digits and "-", at most 32' })),
+  KEYGATE_OIDC_NAME: Type.Optional(Type.String({ pattern: `^${ISSUER_NAME}$`, allowed: ISSUER_NAME_RULE })),
   KEYGATE_OIDC_JWKS_URI: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, allowed: 'a URL of at most 2048 characters' })),
   KEYGATE_ROUTES_WATCH: Type.Optional(Switch),
   KEYGATE_DOCS: Type.Optional(Switch),

@@ -9,7 +9,8 @@ import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type CryptoKey,
 import { GatewayError } from '../errors.js'
 import { LruCache, type CacheStats } from '../lib/lru-cache.js'
 import { isScope } from '../users/scopes.js'
-import { IDP_USER_SEPARATOR, type IssuerConfig } from './issuers.js'
+import { IDP_SUBJECT, IDP_USER_SEPARATOR } from '../users/idp-users.js'
+import type { IssuerConfig } from './issuers.js'
 
 /** Where an issuer's verification keys come from (remote-keys/remote-key-set.ts; a fixed set in tests). */
 export interface KeySource {
@@ -48,8 +49,6 @@ export interface IdpVerifier {
 }
 
 const VERIFIED_CACHE_SIZE = 10_000
-/** a subject keygate can name a user after: printable ASCII without spaces, at most 255 (Google's, Entra's, Auth0's `auth0|...` fit) */
-const SUBJECT = /^[\x21-\x7e]{1,255}$/
 /** JOSE header parameters that name a key elsewhere: never followed (RFC 8725 §3.10) */
 const KEY_REFERENCES = ['jku', 'x5u', 'jwk', 'x5c'] as const
 
@@ -162,7 +161,7 @@ export function createIdpVerifier (issuers: readonly IssuerConfig[], keysOf: (is
       throw idpTokenError(issuer, reasonOf(err) + ignored, err)
     }
     const subject = claimAt(payload, issuer.subjectClaim)
-    if (typeof subject !== 'string' || !SUBJECT.test(subject)) {
+    if (typeof subject !== 'string' || !IDP_SUBJECT.test(subject)) {
       throw idpTokenError(issuer, `The token's ${issuer.subjectClaim} is not a subject keygate can name a user after (1-255 printable characters, no spaces)`)
     }
     const seconds = Math.floor(now() / 1000)

@@ -6,9 +6,11 @@
 // discovery that fails is tried again at most once per interval, and until it succeeds the
 // issuer's tokens get IDP_KEYS_UNAVAILABLE (503): keygate never blames the client for its IdP.
 import { GatewayError } from '../errors.js'
-import { createRemoteKeySet, type RemoteKeySet, type RemoteKeySetFetchOutcome, type RemoteKeySetOptions } from '../remote-keys/remote-key-set.js'
+import {
+  createRemoteKeySet, remoteUrlProblem, type RemoteKeySet, type RemoteKeySetFetchOutcome, type RemoteKeySetOptions
+} from '../remote-keys/remote-key-set.js'
 import type { KeySource } from './idp-tokens.js'
-import { remoteUrlProblem, type IssuerConfig } from './issuers.js'
+import type { IssuerConfig } from './issuers.js'
 
 const DISCOVERY_PATH = '/.well-known/openid-configuration'
 const DISCOVERY_MAX_BYTES = 64 * 1024

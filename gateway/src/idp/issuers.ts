@@ -9,20 +9,14 @@ import { basename } from 'node:path'
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { parse as parseYaml } from 'yaml'
-import { ConfigError } from '../config/env.js'
+import { ConfigError, ISSUER_NAME, ISSUER_NAME_RULE } from '../config/env.js'
 import { remoteUrlProblem } from '../remote-keys/remote-key-set.js'
 import { SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
-
-export { remoteUrlProblem }
 
 /** The JWS algorithms an issuer may use: asymmetric only (RFC 8725 §3.1, §3.2). */
 export const IDP_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'EdDSA'] as const
 export type IdpAlgorithm = typeof IDP_ALGORITHMS[number]
 export const DEFAULT_IDP_ALGORITHMS: readonly IdpAlgorithm[] = ['RS256', 'PS256', 'ES256', 'EdDSA']
-/** an issuer's short name: it prefixes its users' names in keygate (`corp:<sub>`) */
-export const ISSUER_NAME_PATTERN = '^[a-z0-9][a-z0-9-]{0,31}$'
-/** the separator between the issuer's name and the subject in a keygate username; local usernames never hold it */
-export const IDP_USER_SEPARATOR = ':'
 export const DEFAULT_CLOCK_SKEW_SECONDS = 60
 export const MAX_CLOCK_SKEW_SECONDS = 300
 /** a token longer than this is refused before it is parsed */
@@ -35,7 +29,7 @@ const ClaimPath = Type.String({
 })
 
 const IssuerEntrySchema = Type.Object({
-  name: Type.String({ pattern: ISSUER_NAME_PATTERN, description: 'lower-case letters, digits and "-", at most 32, starting with a letter or digit' }),
+  name: Type.String({ pattern: `^${ISSUER_NAME}$`, description: ISSUER_NAME_RULE }),
   issuer: Type.String({ minLength: 1, maxLength: 2048, description: 'the `iss` its tokens carry, exactly' }),
   jwksUri: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
   discovery: Type.Optional(Type.Boolean()),

@@ -5,10 +5,15 @@
 // hash is read) but the record's state: IDP_ACTIVE, or IDP_REMOVED_PREFIX and the second an
 // operator removed the user. A removed IdP user stays on record so that the tokens issued before
 // its removal stay refused; a token issued after it makes the user again, without keys.
+import { ISSUER_NAME } from '../config/env.js'
 import { GatewayError } from '../errors.js'
 
-/** `<issuer name>:<subject>`: the issuer's name (idp/issuers.ts) and a subject of printable ASCII */
-export const IDP_USERNAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,31}:[\x21-\x7e]{1,255}$/
+/** between the issuer's name and the subject in a keygate username; a local username never holds it */
+export const IDP_USER_SEPARATOR = ':'
+/** a subject keygate names a user after: printable ASCII without spaces, at most 255 (Google's, Entra's, Auth0's `auth0|...` fit) */
+export const IDP_SUBJECT = /^[\x21-\x7e]{1,255}$/
+/** `<issuer name>:<subject>`: the issuer's name (config/env.ts) and a subject as IDP_SUBJECT */
+export const IDP_USERNAME_PATTERN = new RegExp(`^${ISSUER_NAME}${IDP_USER_SEPARATOR}${IDP_SUBJECT.source.slice(1)}`)
 export const IDP_ACTIVE = 'idp'
 export const IDP_REMOVED_PREFIX = 'idp-removed:'
 

@@ -5,8 +5,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import {
-  DEFAULT_IDP_ALGORITHMS, issuersFromDocument, loadIssuers, loadIssuersFile, remoteUrlProblem, singleIssuer
+  DEFAULT_IDP_ALGORITHMS, issuersFromDocument, loadIssuers, loadIssuersFile, singleIssuer
 } from '../../../../gateway/src/idp/issuers.js'
+import { remoteUrlProblem } from '../../../../gateway/src/remote-keys/remote-key-set.js'
+import { isIdpUsername } from '../../../../gateway/src/users/idp-users.js'
 
 t.test('a minimal issuer: every default filled in', async (t) => {
   const [issuer] = issuersFromDocument({ issuers: [{ name: 'corp', issuer: 'https://login.example.com/realms/corp', audiences: ['keygate'] }] }, 'issuers.yaml')
@@ -76,6 +78,13 @@ t.test('URLs: https, or http to a loopback host only', async (t) => {
   for (const refused of ['http://10.0.0.1', 'http://169.254.169.254/latest', 'ftp://x.example', 'not a url', 'http://127.0.0.1.nip.io']) {
     t.type(remoteUrlProblem(refused), 'string', refused)
   }
+})
+
+t.test('IdP usernames: an issuer\'s name, ":", a subject of printable ASCII', async (t) => {
+  const good = ['corp:alice', 'auth0:google-oauth2|1234', 'entra:00000000-0000-0000-0000-000000000000', `g:${'x'.repeat(255)}`]
+  for (const name of good) t.ok(isIdpUsername(name), name)
+  const bad = ['alice', 'Corp:alice', 'corp:', 'corp:a b', `g:${'x'.repeat(256)}`, ':alice', `${'c'.repeat(33)}:alice`]
+  for (const name of bad) t.notOk(isIdpUsername(name), name)
 })
 
 t.test('from a file, YAML or JSON; one issuer from the variables', async (t) => {
