@@ -1,6 +1,8 @@
 // What a decision-mode proxy hands the upstream, against what keygate inline hands it for the same
 // request (decision-nginx and decision-caddy tests): the header names a recorder received.
-import type { RecordedRequest } from './recorder.js'
+import type { Test } from 'tap'
+import { send } from './http.js'
+import type { Recorder, RecordedRequest } from './recorder.js'
 
 /**
  * Headers a client adds to a signed request that inline mode never forwards (docs/routes.md, "What
@@ -44,4 +46,20 @@ export function forgedValues (request: RecordedRequest | undefined): string[] {
   const forged = new Set(Object.values(HOSTILE_EXTRAS).filter((value) => value !== 'application/json' && value !== 'kept'))
   const values = request?.rawHeaders.filter((_, i) => i % 2 === 1) ?? []
   return values.filter((value) => forged.has(value))
+}
+
+/**
+ * keygate's own API and portal through a proxy configured as its page says (the portal, a refused
+ * login): keygate's public port answers, and nothing of it reaches the application.
+ */
+export async function ownApiThroughProxy (t: Test, proxyUrl: string, application: Recorder): Promise<void> {
+  const portal = await send(proxyUrl, '/portal/')
+  t.equal(portal.status, 200)
+  t.match(portal.headers['content-security-policy'], /default-src 'none'/, 'keygate\'s portal')
+  const wrong = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"username":"alice","password":"wrong"}' }
+  const refused = await send(proxyUrl, '/v1/auth/token', wrong)
+  t.equal(refused.status, 401, 'a wrong password: keygate\'s own 401, not a decision\'s')
+  t.equal(refused.json<{ code: string }>().code, 'INVALID_CREDENTIALS')
+  const own = (url: string): boolean => ['/v1/auth/', '/v1/api-keys', '/portal/'].some((prefix) => url.startsWith(prefix))
+  t.notOk(application.requests.some((r) => own(r.url)), 'none reached the application')
 }

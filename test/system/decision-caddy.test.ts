@@ -25,7 +25,7 @@ import { blockSettings, docSnippet } from '../helpers/docs.js'
 import { send, sendRaw, type RawResponse } from '../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { startRecorder, type RecordedRequest } from '../helpers/recorder.js'
-import { forgedValues, headerNames, HOSTILE_EXTRAS } from '../helpers/upstream-headers.js'
+import { forgedValues, headerNames, HOSTILE_EXTRAS, ownApiThroughProxy } from '../helpers/upstream-headers.js'
 import { freePort } from '../helpers/redis.js'
 import { routesFromYaml } from '../helpers/routes.js'
 import { addUser, login, registerKey, startTestGateway } from '../helpers/stack.js'
@@ -207,15 +207,7 @@ t.test('docs/decision/caddy.md: Caddy forward_auth in front of keygate\'s decisi
   })
 
   t.test('keygate\'s own API and portal through Caddy: keygate\'s public port, never the application', async (t) => {
-    const portal = await send(proxy.url, '/portal/')
-    t.equal(portal.status, 200)
-    t.match(portal.headers['content-security-policy'], /default-src 'none'/, 'keygate\'s portal')
-    const wrong = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"username":"alice","password":"wrong"}' }
-    const refused = await send(proxy.url, '/v1/auth/token', wrong)
-    t.equal(refused.status, 401)
-    t.equal(refused.json().code, 'INVALID_CREDENTIALS')
-    const own = (url: string): boolean => ['/v1/auth/', '/v1/api-keys', '/portal/'].some((prefix) => url.startsWith(prefix))
-    t.notOk(upstream.requests.some((r) => own(r.url)), 'none reached the application')
+    await ownApiThroughProxy(t, proxy.url, upstream)
   })
 
   t.test('the site address names a host, not an interface: Caddy listens on every interface (the page says so)', async (t) => {

@@ -20,7 +20,7 @@ import { DEFAULT_IDENTITY_TOKEN_HEADER } from '../../gateway/src/proxy/route-fil
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { findNginx, runNginx } from '../helpers/nginx.js'
 import { startRecorder, type Recorder } from '../helpers/recorder.js'
-import { forgedValues, headerNames, HOSTILE_EXTRAS } from '../helpers/upstream-headers.js'
+import { forgedValues, headerNames, HOSTILE_EXTRAS, ownApiThroughProxy } from '../helpers/upstream-headers.js'
 import { routesFromYaml } from '../helpers/routes.js'
 import { addUser, login, registerKey, startTestGateway, type GatewayHandle } from '../helpers/stack.js'
 
@@ -134,15 +134,7 @@ t.test('nginx auth_request with keygate deciding, configured as docs/decision/ng
   }
 
   t.test('keygate\'s own API and portal through nginx: served by keygate\'s public port, never the application', async (t) => {
-    const portal = await send(s.nginxUrl, '/portal/')
-    t.equal(portal.status, 200)
-    t.match(portal.headers['content-security-policy'], /default-src 'none'/, 'keygate\'s portal')
-    const wrong = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"username":"alice","password":"wrong"}' }
-    const refused = await send(s.nginxUrl, '/v1/auth/token', wrong)
-    t.equal(refused.status, 401, 'a wrong password: keygate\'s own 401, not the decision\'s')
-    t.equal(json(refused).code, 'INVALID_CREDENTIALS')
-    const own = (url: string): boolean => ['/v1/auth/', '/v1/api-keys', '/portal/'].some((prefix) => url.startsWith(prefix))
-    t.notOk(recorder.requests.some((r) => own(r.url)), 'none reached the application')
+    await ownApiThroughProxy(t, s.nginxUrl, recorder)
   })
 
   t.test('signed GETs with a query reach the upstream with the identity headers, both schemes, every key type', async (t) => {
