@@ -30,7 +30,9 @@ export function bearerTokenStage (tokens: TokenService, users: Pick<UserScopes, 
     needsBody: false,
     run (request, state) {
       const raw = bearerToken(request.headers.authorization)
-      // an identity provider's token: its `iss` names a trusted issuer (keygate's own never does)
+      // an identity provider's token: verified before, or its `iss` names a trusted issuer (keygate's own never does)
+      const known = idp?.verifier.cached(raw)
+      if (known !== undefined && idpUsers !== undefined) return idpUsers(known, state)
       const issuer = idp?.verifier.issuerOf(raw)
       if (issuer !== undefined && idp !== undefined && idpUsers !== undefined) {
         const verified = idp.verifier.verify(raw, issuer)

@@ -40,6 +40,11 @@ export interface IdpToken {
 }
 
 export interface IdpVerifier {
+  /**
+   * The token as verified before and still valid (the hot path: one lookup, no decoding), or
+   * undefined: then issuerOf and verify say what it is.
+   */
+  cached: (token: string) => IdpToken | undefined
   /** the trusted issuer a token claims (its unverified `iss`), or undefined: not an IdP token keygate knows */
   issuerOf: (token: string) => IssuerConfig | undefined
   /** the verified token: synchronous when verified before; INVALID_TOKEN (or a key error) else */
@@ -183,17 +188,26 @@ export function createIdpVerifier (issuers: readonly IssuerConfig[], keysOf: (is
     return source.keyForSync === undefined || source.keyForSync(hit.kid, hit.alg) === hit.key
   }
 
+  // cached until its exp (with the issuer's skew), and while the issuer still publishes the key
+  // that verified it, as keygate last fetched its keys (a key rotated out, or keys gone stale in
+  // an outage, and the token is checked again)
+  const stillValid = (hit: IdpToken | undefined): hit is IdpToken =>
+    hit !== undefined && (hit.expiresAt + hit.issuer.clockSkewSeconds) * 1000 > now() && stillPublished(hit)
+
   return {
+    cached (token) {
+      const hit = verified.get(token)
+      if (!stillValid(hit)) return undefined
+      stats.hits++
+      return hit
+    },
     issuerOf (token) {
       const iss = claimedIssuer(token)
       return iss === undefined ? undefined : byIssuer.get(iss)
     },
     verify (token, issuer) {
       const hit = verified.get(token)
-      // cached until its exp (with the issuer's skew), and while the issuer still publishes the key
-      // that verified it, as keygate last fetched its keys (a key rotated out, or keys gone stale
-      // in an outage, and the token is checked again)
-      if (hit !== undefined && hit.issuer === issuer && (hit.expiresAt + issuer.clockSkewSeconds) * 1000 > now() && stillPublished(hit)) {
+      if (hit?.issuer === issuer && stillValid(hit)) {
         stats.hits++
         return hit
       }

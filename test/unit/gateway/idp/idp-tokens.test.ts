@@ -52,8 +52,10 @@ const verifier = createIdpVerifier([corp, other], keysOf, () => NOW)
 
 t.test('a good token: the user it stands for, namespaced by issuer, and its scopes mapped', async (t) => {
   const token = await tokenFor(corp, { claims: { scope: 'api.read api.write unknown openid' } })
+  t.equal(verifier.cached(token), undefined, 'not verified yet: nothing cached')
   t.equal(verifier.issuerOf(token), corp)
   const verified = await verifier.verify(token, corp)
+  t.equal(verifier.cached(token), verified, 'verified: the hot path finds it with one lookup')
   t.match(verified, { subject: 'alice', username: 'corp:alice', scopes: ['clients:read', 'clients:write'], issuedAt: SECONDS - 60, expiresAt: SECONDS + 300 })
   const before = fetches
   t.equal(verifier.verify(token, corp), verified, 'again: the cached verification, synchronously, no key asked for')
@@ -137,4 +139,31 @@ t.test('scopes: the claim, a path, a list; the map, or the valid ones as named',
   t.equal(claimAt({ a: Object.create({ inherited: 1 }) as object }, 'a.inherited'), undefined, 'own members only')
   t.same(mappedScopes(corp, ['api.write', 'api.read', 'nope']), ['clients:read', 'clients:write'])
   t.same(mappedScopes(other, ['clients:read', 'has space', 'b']), ['b', 'clients:read'], 'no map: the valid ones as named')
+})
+
+t.test('the cache holds a token until it expires, and while its key is still published', async (t) => {
+  let clock = NOW
+  let publishedKey: KeyObject | undefined = corpKey.publicKey
+  const source: KeySource = {
+    async keyFor () {
+      if (publishedKey === undefined) throw new UnknownKey('no key corp-1 for corp')
+      return publishedKey
+    },
+    keyForSync: () => publishedKey
+  }
+  const cachedVerifier = createIdpVerifier([corp], () => source, () => clock)
+  const token = await tokenFor(corp)
+  const verified = await cachedVerifier.verify(token, corp)
+  t.equal(cachedVerifier.cached(token), verified)
+  await t.rejects(async () => { await cachedVerifier.verify(token, other) }, { code: 'INVALID_TOKEN', message: /issuer \(iss\)/ },
+    'presented as another issuer\'s: never the cached answer, checked against that issuer')
+  // the issuer rotated: another RSA key under the same kid
+  publishedKey = attackerKey.publicKey
+  t.equal(cachedVerifier.cached(token), undefined, 'its key no longer published: not cached any more')
+  await t.rejects(async () => { await cachedVerifier.verify(token, corp) }, { code: 'INVALID_TOKEN', message: /signature does not verify/ }, 'and checked again')
+  publishedKey = corpKey.publicKey
+  t.equal((await cachedVerifier.verify(token, corp)).username, 'corp:alice', 'published again: verified again')
+  clock = (SECONDS + 300 + corp.clockSkewSeconds) * 1000 + 1
+  t.equal(cachedVerifier.cached(token), undefined, 'past exp and the skew: not cached any more')
+  await t.rejects(async () => { await cachedVerifier.verify(token, corp) }, { code: 'INVALID_TOKEN', message: /has expired/ })
 })
