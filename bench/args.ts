@@ -6,9 +6,9 @@ import { BENCH_SCHEMES, type BenchScheme } from './signing.js'
 
 export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject', 'flood', 'decision'] as const
 export type Scenario = typeof SCENARIOS[number]
-export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'] as const
+export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'] as const
 export type ConfigId = typeof CONFIG_IDS[number]
-/** what runs without --only: f (a rate-limited route) is asked for by name */
+/** what runs without --only: f (a rate-limited route) and i (an IdP's token) are asked for by name */
 export const DEFAULT_CONFIG_IDS: readonly ConfigId[] = ['a', 'b', 'c', 'd', 'e']
 /** --scenario decision: nginx alone (g), nginx asking keygate (h), keygate inline on the same store (d) */
 export const DECISION_CONFIG_IDS: readonly ConfigId[] = ['d', 'g', 'h']
@@ -63,6 +63,10 @@ Load-tests keygate's signed API and, with no --url, compares in one run, alterna
   e  keygate in front of it, a public route (no auth): its proxy hop alone
   f  (only with --only) as c, with one per-key rate limit on the signed routes, too high to
      ever refuse (1,000,000,000 per minute): f - c is what counting a request costs
+  i  (only with --only) as c, the bearer token an identity provider's instead of keygate's:
+     an RS256 JWT access token from an issuer the bench serves on loopback (its discovery
+     document and JWKS, which keygate fetches once and caches; KEYGATE_OIDC_ISSUER):
+     i - c is what an IdP's token costs beyond keygate's own
 and with --scenario decision (which runs d, g and h):
   g  nginx in front of the example service, no auth
   h  nginx asking keygate's decision listener (auth_request, the configuration of
@@ -110,7 +114,7 @@ Options:
                        X-API-Signature) or rfc9421 (Signature-Input, Signature and
                        Content-Digest: @method, @path, a body's digest)  (default seed)
   --key T              the signing key: rsa (2048 bits), ed25519 or p256     (default rsa)
-  --only a,b,c,d,e,f   run only these configurations                     (default a,b,c,d,e;
+  --only a,b,c,d,e,f,i run only these configurations                     (default a,b,c,d,e;
                        with --scenario decision d,g,h, and only those)
   --url URL            load an existing keygate instead (registers a fresh key for --user)
   --user U             with --url: the user to log in as
@@ -139,7 +143,8 @@ Options:
 
 /** what the bench sets on the gateways it starts, not to be set with --env */
 const BENCH_OWNED_VARIABLES = ['PORT', 'HOST', 'UPSTREAM_URL', 'REDIS_URL', 'KEYGATE_REDIS_PREFIX', 'KEYGATE_BOOTSTRAP_USERS', 'KEYGATE_WORKERS',
-  'KEYGATE_ROUTES', 'LOG_LEVEL', 'KEYGATE_DECISION_PORT', 'KEYGATE_DECISION_HOST', 'KEYGATE_DECISION_TRUSTED_PROXIES']
+  'KEYGATE_ROUTES', 'LOG_LEVEL', 'KEYGATE_DECISION_PORT', 'KEYGATE_DECISION_HOST', 'KEYGATE_DECISION_TRUSTED_PROXIES',
+  'KEYGATE_OIDC_ISSUER', 'KEYGATE_OIDC_AUDIENCE', 'KEYGATE_OIDC_NAME', 'KEYGATE_OIDC_JWKS_URI', 'KEYGATE_ISSUERS']
 
 export class UsageError extends Error {
   override name = 'UsageError'
@@ -228,13 +233,16 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   } else if (configs.includes('g') || configs.includes('h')) {
     throw new UsageError('--only: g and h (nginx) are --scenario decision\'s')
   }
+  if (scenario === 'token' && configs.includes('i')) {
+    throw new UsageError('--scenario token: logs in with a password at POST /v1/auth/token; i\'s token is an identity provider\'s: leave i out')
+  }
   if (scenario === 'token' || scenario === 'register' || scenario === 'flood') {
     // token issuance and key registration are keygate's own endpoints: neither the service nor the bare proxy has one;
     // a flood of bad signatures is refused only where signatures are checked
     if (onlyGiven && configs.some((id) => id === 'a' || id === 'b' || id === 'e')) {
       throw new UsageError(`--scenario ${scenario}: only keygate answers it; use --only c,d`)
     }
-    configs = configs.filter((id) => id === 'c' || id === 'd' || id === 'f')
+    configs = configs.filter((id) => id === 'c' || id === 'd' || id === 'f' || id === 'i')
   }
 
   let target: BenchOptions['target']

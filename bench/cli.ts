@@ -13,6 +13,7 @@ import { join, resolve } from 'node:path'
 import { ENV_VARIABLES } from '../gateway/src/config/env.js'
 import { parseBenchArgs, USAGE, UsageError, type BenchOptions, type ConfigId } from './args.js'
 import { killAllServicesNow, startService, stopAllServices, type Service } from './children.js'
+import { BENCH_IDP_AUDIENCE, BENCH_IDP_NAME, startBenchIssuer, verificationCost, type BenchIssuer } from './idp.js'
 import { FLOOD_ADDRESS, killAllFloods, startFlood, type Flood, type FloodResult } from './flood.js'
 import { measure, type MeasureOptions } from './measure.js'
 import { findNginx, freePort, killAllNginxNow, loadDecisionConfig, plainConfig, startNginx, type RunningNginx } from './nginx.js'
@@ -61,7 +62,8 @@ const LABELS: Record<ConfigId, string> = {
   e: 'keygate, public route (no auth)',
   f: 'keygate, Redis, one per-key limit',
   g: 'nginx, no auth',
-  h: 'nginx asking keygate (decision), embedded store'
+  h: 'nginx asking keygate (decision), embedded store',
+  i: 'keygate, Redis store, an IdP\'s token'
 }
 
 // ---- cleanup: children, Redis keys, signing threads; on every way out ----
@@ -114,18 +116,21 @@ async function registerKey (url: string, token: string, key: BenchKey, name: str
   if (status !== 201) throw new Error(`registering the bench key at ${url} failed: ${status} ${JSON.stringify(json)}`)
 }
 
+/** How a configuration gets its bearer token: keygate's login with a password, or an IdP's token (i). */
+type SignIn = { username: string; password: string } | { idp: BenchIssuer; subject: string }
+
 async function keygateConfig (
   id: BenchConfig['id'],
   label: string,
   url: string,
-  username: string,
-  password: string,
+  signIn: SignIn,
   key: BenchKey,
   cpu: MeasureOptions['cpu'],
   cpuOf: string | null,
   /** where keygate's own API is (logins, keys), when the load goes elsewhere (h: to nginx) */
   apiUrl = url
 ): Promise<BenchConfig> {
+  const token = async (): Promise<string> => 'idp' in signIn ? await signIn.idp.mint(signIn.subject) : await login(apiUrl, signIn.username, signIn.password)
   const config: BenchConfig = {
     id,
     label,
@@ -133,13 +138,13 @@ async function keygateConfig (
     cpuOf,
     cpu,
     destination: {
-      kind: 'keygate', token: await login(apiUrl, username, password), identityUser: undefined, credentials: { username, password }, postCursor: 0
+      kind: 'keygate', token: await token(), identityUser: undefined, credentials: 'idp' in signIn ? undefined : signIn, postCursor: 0
     },
     tokenAt: Date.now(),
     lastRps: undefined
   }
   config.login = async () => {
-    config.destination.token = await login(apiUrl, username, password)
+    config.destination.token = await token()
     config.tokenAt = Date.now()
   }
   await registerKey(apiUrl, config.destination.token, key, `bench-${randomBytes(6).toString('hex')}`)
@@ -209,7 +214,7 @@ interface OwnSetup {
 async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKey>, log: (line: string) => void): Promise<OwnSetup> {
   const want = new Set(options.only)
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
-  if (want.has('c') || want.has('f')) await checkRedis(redisUrl)
+  if (want.has('c') || want.has('f') || want.has('i')) await checkRedis(redisUrl)
   // before anything starts: say how to get nginx, or that the page of its configuration moved
   const nginxBinary = want.has('g') || want.has('h') ? findNginx(options.nginx) : undefined
   const decisionConfig = want.has('h') ? loadDecisionConfig() : undefined
@@ -229,7 +234,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
     log(`the gateways trace ${options.trace === 'all' ? 'every request' : `${options.trace * 100}% of requests`} to an OTLP sink at ${sink.url}`)
   }
   const password = randomBytes(18).toString('base64url')
-  const gateway = async (id: 'c' | 'd' | 'e' | 'f' | 'h', username: string, extra: Record<string, string>): Promise<Service> =>
+  const gateway = async (id: 'c' | 'd' | 'e' | 'f' | 'h' | 'i', username: string, extra: Record<string, string>): Promise<Service> =>
     await startService(`keygate (${id})`, 'keygate', gatewayEnv({
       PORT: '0',
       HOST: '127.0.0.1',
@@ -268,7 +273,18 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
       await deletePrefix(redisUrl, p)
     })
   }
-  const [bare, redisGateway, memoryGateway, publicGateway, limitedGateway, decisionGateway] = await Promise.all([
+  let idpPrefix: string | undefined
+  let idp: BenchIssuer | undefined
+  if (want.has('i')) {
+    const p = idpPrefix = `keygate-bench:${randomUUID()}:`
+    cleanups.push(async () => {
+      await stopAllServices()
+      await deletePrefix(redisUrl, p)
+    })
+    const issuer = idp = await startBenchIssuer()
+    cleanups.push(issuer.close)
+  }
+  const [bare, redisGateway, memoryGateway, publicGateway, limitedGateway, decisionGateway, idpGateway] = await Promise.all([
     want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }, profiled) : undefined,
     // BENCH_OWNS_PREFIX: should this process die, the gateway deletes the prefix itself
     want.has('c')
@@ -291,6 +307,18 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
     // (h): keygate's decision listener, which nginx on this machine asks; its public port is for logging in
     want.has('h')
       ? gateway('h', 'bench-decision', { KEYGATE_WORKERS: '1', KEYGATE_DECISION_PORT: '0', KEYGATE_DECISION_TRUSTED_PROXIES: '127.0.0.1' })
+      : undefined,
+    // (i): (c) trusting the bench's issuer; its one user is the IdP's, made on its first request
+    idp !== undefined
+      ? gateway('i', 'bench-idp-unused', {
+        REDIS_URL: redisUrl,
+        KEYGATE_REDIS_PREFIX: idpPrefix as string,
+        BENCH_OWNS_PREFIX: '1',
+        KEYGATE_WORKERS: String(options.workers),
+        KEYGATE_OIDC_ISSUER: idp.url,
+        KEYGATE_OIDC_AUDIENCE: BENCH_IDP_AUDIENCE,
+        KEYGATE_OIDC_NAME: BENCH_IDP_NAME
+      })
       : undefined
   ])
   // g and h: one nginx, a server (port) for each
@@ -343,23 +371,22 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
         'c',
         options.workers > 1 ? `${LABELS.c}, ${options.workers} workers` : LABELS.c,
         redisGateway.url,
-        'bench-redis',
-        password,
+        { username: 'bench-redis', password },
         key,
         { proxy: redisGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() },
         options.workers > 1 ? `keygate (primary and ${options.workers} workers)` : 'keygate'
       ),
     memoryGateway === undefined
       ? undefined
-      : keygateConfig('d', LABELS.d, memoryGateway.url, 'bench-memory', password, key, { proxy: memoryGateway.cpuMicros, upstream: upstreamCpu }, 'keygate'),
+      : keygateConfig('d', LABELS.d, memoryGateway.url, { username: 'bench-memory', password }, key,
+        { proxy: memoryGateway.cpuMicros, upstream: upstreamCpu }, 'keygate'),
     limitedGateway === undefined
       ? undefined
       : keygateConfig(
         'f',
         options.workers > 1 ? `${LABELS.f}, ${options.workers} workers` : LABELS.f,
         limitedGateway.url,
-        'bench-limited',
-        password,
+        { username: 'bench-limited', password },
         key,
         { proxy: limitedGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() },
         options.workers > 1 ? `keygate (primary and ${options.workers} workers)` : 'keygate'
@@ -367,18 +394,29 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
     // the load goes to nginx; what is compared is keygate's CPU (nginx's is measured beside it)
     decisionGateway === undefined || nginx?.h === undefined
       ? undefined
-      : keygateConfig('h', LABELS.h, nginx.h, 'bench-decision', password, key,
-        { proxy: decisionGateway.cpuMicros, upstream: upstreamCpu, nginx: nginx.running.cpuMicros }, 'keygate (its decision listener)', decisionGateway.url)
+      : keygateConfig('h', LABELS.h, nginx.h, { username: 'bench-decision', password }, key,
+        { proxy: decisionGateway.cpuMicros, upstream: upstreamCpu, nginx: nginx.running.cpuMicros }, 'keygate (its decision listener)', decisionGateway.url),
+    idpGateway === undefined || idp === undefined
+      ? undefined
+      : keygateConfig(
+        'i',
+        options.workers > 1 ? `${LABELS.i}, ${options.workers} workers` : LABELS.i,
+        idpGateway.url,
+        { idp, subject: 'bench-agent' },
+        key,
+        { proxy: idpGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() },
+        options.workers > 1 ? `keygate (primary and ${options.workers} workers)` : 'keygate'
+      )
   ])
   for (const config of gateways) if (config !== undefined) configs.push(config)
   configs.sort((x, y) => x.id.localeCompare(y.id))
   // (a) and (b) send a token of the real size: the service ignores it
   const token = configs.find((c) => c.destination.kind === 'keygate')?.destination.token ?? 'x'.repeat(300)
   for (const c of configs) if (c.destination.kind !== 'keygate') c.destination.token = token
-  const services = [upstream, bare, redisGateway, memoryGateway, publicGateway, limitedGateway, decisionGateway]
+  const services = [upstream, bare, redisGateway, memoryGateway, publicGateway, limitedGateway, decisionGateway, idpGateway]
     .filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
   if (nginx !== undefined) services.push({ name: 'nginx', pid: nginx.running.pid, url: [nginx.g, nginx.h].filter((u) => u !== undefined).join(' ') })
-  return { configs, services, redisPrefix: prefix ?? limitedPrefix, traceSink }
+  return { configs, services, redisPrefix: prefix ?? limitedPrefix ?? idpPrefix, traceSink }
 }
 
 // ---- the run ----
@@ -423,7 +461,8 @@ async function run (options: BenchOptions): Promise<void> {
     ? await startOwnConfigs(options, keyReady, say.log)
     : {
         configs: [await keygateConfig(
-          't', `keygate at ${options.target.url}`, options.target.url, options.target.user, options.target.password, await keyReady, {}, null
+          't', `keygate at ${options.target.url}`, options.target.url, { username: options.target.user, password: options.target.password },
+          await keyReady, {}, null
         )],
         services: [],
         redisPrefix: undefined
@@ -440,6 +479,12 @@ async function run (options: BenchOptions): Promise<void> {
   if (options.scenario === 'register') {
     say.log(`making ${REGISTRATION_POOL_SIZE} RSA keys to register ...`)
     await ensureRegistrations(material, REGISTRATION_POOL_SIZE)
+  }
+  // (i): what verifying an IdP token costs the first time, keygate's verifier in this process, before the load starts
+  let idpVerificationUs: number | undefined
+  if (configs.some((c) => c.id === 'i')) {
+    say.log('measuring what verifying an IdP token costs, uncached ...')
+    idpVerificationUs = await verificationCost()
   }
   const results = new Map<string, ConfigResult['rounds']>(configs.map((c) => [c.id, []]))
   const share = postShare(options.scenario)
@@ -584,7 +629,7 @@ async function run (options: BenchOptions): Promise<void> {
   const report: BenchReport = {
     tool: 'keygate-bench',
     version: 1,
-    figures: figuresOf(configResults, options),
+    figures: figuresOf(configResults, options, idpVerificationUs),
     machine,
     ...(options.scenario === 'decision' && { decision: decisionFiguresOf(configResults, options) }),
     startedAt: started.toISOString(),

@@ -71,6 +71,16 @@ export interface Figures {
   authLayerCpuUs: Figure | NoFigure
   /** signed requests one gateway core serves per second */
   signedRequestsPerSecondPerCore: Figure | NoFigure
+  /** only when (i) ran: what an identity provider's token costs against keygate's own */
+  idpToken?: IdpTokenFigures
+}
+
+/** (i) against (c): the same signed GETs, the bearer token an IdP's (RS256 JWT, its JWKS cached) or keygate's own. */
+export interface IdpTokenFigures {
+  /** µs of gateway CPU per signed request: i's CPU us/req - c's (each round's difference for the range) */
+  extraCpuUs: Figure | NoFigure
+  /** µs of CPU for verifying an IdP token keygate has not seen yet (keygate's verifier, measured in the bench's process): paid once per token */
+  uncachedVerificationUs: number
 }
 
 /**
@@ -186,7 +196,30 @@ function figure (value: number, perRound: number[], how: string): Figure {
 }
 
 /** The two figures, from the medians and rounds of the signed configuration (c, else d) and of (e). */
-export function figuresOf (configs: ConfigResult[], run: { scenario: string; scheme: string; keyType: string }): Figures {
+export function figuresOf (configs: ConfigResult[], run: { scenario: string; scheme: string; keyType: string }, idpVerificationUs?: number): Figures {
+  const figures = ownFiguresOf(configs, run)
+  const idp = configs.find((c) => c.id === 'i')
+  if (idp === undefined || idpVerificationUs === undefined) return figures
+  return { ...figures, idpToken: { extraCpuUs: idpTokenFigure(configs, idp), uncachedVerificationUs: idpVerificationUs } }
+}
+
+/** i's CPU us/req - c's, the medians and each round's */
+function idpTokenFigure (configs: ConfigResult[], idp: ConfigResult): Figure | NoFigure {
+  const own = configs.find((c) => c.id === 'c')
+  if (own === undefined) return { value: null, why: 'it needs c, keygate\'s own token on the same requests, measured beside i: add c to --only' }
+  const ownCpu = own.median.cpuPerRequestUs
+  const idpCpu = idp.median.cpuPerRequestUs
+  if (ownCpu === null || idpCpu === null) return { value: null, why: 'c or i has no CPU per request: a measurement completed no request' }
+  const differences = idp.rounds.flatMap((r) => {
+    const same = own.rounds.find((o) => o.round === r.round)
+    return same?.cpuPerRequestUs == null || r.cpuPerRequestUs === null ? [] : [oneDecimal(r.cpuPerRequestUs - same.cpuPerRequestUs)]
+  })
+  if (differences.length === 0) return { value: null, why: 'no round measured both c and i' }
+  return figure(oneDecimal(idpCpu - ownCpu), differences, 'i\'s CPU us/req - c\'s (the medians; the range: that difference in each round): ' +
+    'keygate\'s CPU for a signed request whose bearer token is an IdP\'s (i) beyond the same request with keygate\'s own token (c)')
+}
+
+function ownFiguresOf (configs: ConfigResult[], run: { scenario: string; scheme: string; keyType: string }): Figures {
   const { scheme, keyType } = run
   const none = (why: string): Figures => ({ scheme, keyType, authLayerCpuUs: { value: null, why }, signedRequestsPerSecondPerCore: { value: null, why } })
   if (run.scenario === 'decision') {
@@ -326,15 +359,24 @@ export function headlineLines (report: Pick<BenchReport, 'figures' | 'machine' |
     const decision = decisionLines(report.decision)
     return { figures: [...decision.figures, machine], how: decision.how }
   }
+  const idp = f.idpToken
   return {
     figures: [
       figureLine(`auth layer, ${run}`, f.authLayerCpuUs, 'us of gateway CPU per signed request'),
       figureLine(`per gateway core, ${run}`, f.signedRequestsPerSecondPerCore, 'signed requests/s'),
+      ...(idp === undefined
+        ? []
+        : [
+            figureLine('an IdP\'s token (i) over keygate\'s own (c)', idp.extraCpuUs, 'us of gateway CPU per signed request', 1),
+            `verifying an IdP token not seen before (RS256): ${fmt(idp.uncachedVerificationUs, 1)} us of CPU, once per token: ` +
+              'keygate then holds it verified until it expires, while its key is still published'
+          ]),
       machine
     ],
     how: [
       ...(f.authLayerCpuUs.value === null ? [] : [`how: auth layer = ${f.authLayerCpuUs.how}`]),
-      ...(f.signedRequestsPerSecondPerCore.value === null ? [] : [`how: per gateway core = ${f.signedRequestsPerSecondPerCore.how}`])
+      ...(f.signedRequestsPerSecondPerCore.value === null ? [] : [`how: per gateway core = ${f.signedRequestsPerSecondPerCore.how}`]),
+      ...(idp === undefined || idp.extraCpuUs.value === null ? [] : [`how: IdP token = ${idp.extraCpuUs.how}`])
     ]
   }
 }

@@ -146,17 +146,33 @@ t.test('with no target: the five configurations, a table, JSON and HTML, nothing
   t.same(await keysUnder(redisUrl, prefix as string), [], 'no Redis key left under the run\'s prefix')
 })
 
-t.test('signed POSTs: each signed once per store, none refused as a replay, on both stores', async (t) => {
+t.test('signed POSTs: each signed once per store, none refused as a replay, on both stores and with an IdP\'s token (i)', async (t) => {
   const redisUrl = await testRedisUrl()
-  const run = await bench([...TINY, '--scenario', 'post', '--only', 'c,d', '--json', '--out', outDir(t)], { REDIS_URL: redisUrl })
+  const run = await bench([...TINY, '--scenario', 'post', '--only', 'c,d,i', '--json', '--out', outDir(t)], { REDIS_URL: redisUrl })
   t.equal(run.code, 0, `exit 0\n${run.stderr}`)
   const report = JSON.parse(run.stdout) as BenchReport
-  t.same(report.configs.map((c) => c.id), ['c', 'd'])
+  t.same(report.configs.map((c) => c.id), ['c', 'd', 'i'])
   for (const c of report.configs) {
     t.ok((c.median.statuses['201'] ?? 0) > 0, `${c.id}: clients created`)
     t.equal(c.median.non2xx, 0, `${c.id}: no replay refusals or conflicts: ${JSON.stringify(c.median.statuses)}`)
     t.equal(c.median.ratioToBare, null, `${c.id}: no ratio without b`)
   }
+  // (i): the same signed POSTs with the bench's IdP's token, a key registered with it: what that costs over keygate's own (c)
+  t.equal(report.configs.find((c) => c.id === 'i')?.label, 'keygate, Redis store, an IdP\'s token')
+  const idp = report.figures.idpToken
+  t.ok(idp !== undefined, 'the IdP token\'s figures are in the JSON')
+  const extra = measured(t, idp?.extraCpuUs ?? { value: null, why: 'absent' }, 'an IdP token\'s cost over keygate\'s own')
+  const [cCpu, iCpu] = (['c', 'i'] as const).map((id) => report.configs.find((c) => c.id === id)?.median.cpuPerRequestUs ?? NaN)
+  t.ok(Math.abs(extra.value - ((iCpu ?? NaN) - (cCpu ?? NaN))) < 0.06, `it is i - c: ${extra.value} against ${iCpu} - ${cCpu}`)
+  t.match(extra.how, /^i's CPU us\/req - c's/)
+  t.ok((idp?.uncachedVerificationUs ?? 0) > 0, `verifying an IdP token not seen before, measured: ${idp?.uncachedVerificationUs} us`)
+  for (const service of report.services) t.notOk(alive(service.pid), `${service.name} (pid ${service.pid}) is gone`)
+})
+
+t.test('(i) takes an IdP\'s token: --scenario token, a password login, cannot run it', async (t) => {
+  const bad = await bench(['--scenario', 'token', '--only', 'c,i'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--scenario token: logs in with a password at POST \/v1\/auth\/token; i's token is an identity provider's: leave i out/)
 })
 
 t.test('--help prints the usage; a bad flag is a usage error', async (t) => {
