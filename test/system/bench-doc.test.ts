@@ -34,7 +34,7 @@ t.test('every command of the block is one the bench accepts, meaning what its co
   const all = await commands()
   t.equal(all.length, block.split('\n').filter((line) => line.startsWith('npm run bench')).length, 'one per line')
   const options = all.map((args) => parseBenchArgs(args, '/nonexistent'))
-  const [comparison, post, half, reject, rejectOne, flood, floodNoBudget, decision, withF, rfc9421, workers, cpuProf, traced, target, help] = options
+  const [comparison, post, half, reject, rejectOne, flood, floodNoBudget, decision, withF, withI, rfc9421, workers, cpuProf, traced, target, help] = options
   t.match(comparison, { scenario: 'get', only: ['a', 'b', 'c', 'd', 'e'], target: undefined }, 'the comparison')
   t.match(post, { scenario: 'post', rounds: 5 })
   t.match(half, { only: ['b', 'c', 'e'], rate: 'half' })
@@ -44,6 +44,7 @@ t.test('every command of the block is one the bench accepts, meaning what its co
   t.match(floodNoBudget, { scenario: 'flood', only: ['c'], gatewayEnv: { KEYGATE_SIGNATURE_FAILURE_LIMIT: '1000000000' } })
   t.match(decision, { scenario: 'decision', only: ['d', 'g', 'h'] }, 'nginx alone, nginx asking keygate, keygate inline')
   t.match(withF, { only: ['c', 'f'] })
+  t.match(withI, { only: ['c', 'e', 'i'] }, '(i): an identity provider\'s token, beside c and e')
   t.match(rfc9421, { only: ['c'], scheme: 'rfc9421', keyType: 'ed25519' })
   t.match(workers, { workers: 2, warmup: 5 })
   t.match(cpuProf, { only: ['c'], cpuProf: true })
