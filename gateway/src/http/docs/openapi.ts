@@ -60,7 +60,9 @@ export const SECURITY_SCHEMES: Record<string, OpenAPIV3_1.SecuritySchemeObject> 
     scheme: 'bearer',
     bearerFormat: 'JWT',
     description: 'A token from `POST /v1/auth/token`, sent as `Authorization: Bearer <token>`. ' +
-      'EdDSA (or ES256) JWT; the public keys are at `/.well-known/jwks.json`.'
+      'EdDSA (or ES256) JWT; the public keys are at `/.well-known/jwks.json`. Or, where the operator trusts an identity provider, ' +
+      'an access token that IdP issued (a JWT for keygate\'s audience, signed with a key the IdP publishes): its user is ' +
+      '`<issuer name>:<subject>` (docs/identity-providers.md). 503 IDP_KEYS_UNAVAILABLE: keygate has no usable key of that IdP to check it with.'
   },
   apiKey: {
     type: 'apiKey',

@@ -116,6 +116,8 @@ t.test('security schemes: the bearer JWT and the three signature headers', async
   const doc = await documentOf(gw.url)
   const schemes = doc.components.securitySchemes
   t.match(schemes.bearerAuth, { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' })
+  t.match(schemes.bearerAuth?.description, /POST \/v1\/auth\/token.*an access token that IdP issued.*<issuer name>:<subject>.*IDP_KEYS_UNAVAILABLE/s,
+    'a bearer token: keygate\'s own, or a trusted identity provider\'s')
   t.match(schemes.apiKey, { type: 'apiKey', in: 'header', name: 'X-API-Key' })
   t.match(schemes.apiTimestamp, { type: 'apiKey', in: 'header', name: 'X-API-Timestamp', description: /milliseconds/ })
   t.match(schemes.apiSignature, { type: 'apiKey', in: 'header', name: 'X-API-Signature', description: /Timestamp.*method.*target.*body/s })
