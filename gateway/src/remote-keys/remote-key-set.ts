@@ -16,6 +16,7 @@
 // - a kid the set does not hold makes one fetch, and fetches for unknown kids start at most once
 //   per unknownKidIntervalMs, whatever the kids: made-up kids cannot make keygate hammer the
 //   provider. Concurrent callers share whatever fetch is under way.
+import { createHash, createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto'
 import { importJWK, type CryptoKey, type JWK } from 'jose'
 import { GatewayError } from '../errors.js'
 
@@ -86,6 +87,31 @@ export const IDP_KEY_SET_ERRORS: RemoteKeySetErrors = {
     new GatewayError('UNKNOWN_SIGNING_KEY', detail, { headers: { 'www-authenticate': 'Bearer realm="keygate", error="invalid_token"' } })
 }
 
+/**
+ * One usable key of the set as published, by its id: its `kid`, or (an agent's key directory,
+ * where keyid is the key's RFC 7638 JWK thumbprint) its thumbprint. `nbf` and `exp`, when the JWK
+ * carries them (seconds), bound when it is used.
+ */
+export interface PublishedKey {
+  id: string
+  /** RFC 7638 thumbprint (SHA-256, base64url) of its public members */
+  thumbprint: string
+  /** the public members only */
+  jwk: JWK
+  keyObject: KeyObject
+  nbf?: number
+  exp?: number
+}
+
+/** What a set's published keys are looked up by with publishedKey(). */
+export type KeyIds = 'kid' | 'thumbprint'
+
+/**
+ * Checks a fetched set before it is believed (an agent's directory: its content type and its own
+ * signature, by one of its keys): throws an Error saying why it is refused, and the keys held stay.
+ */
+export type DocumentCheck = (fetched: { url: URL; headers: Headers; keys: readonly PublishedKey[] }) => void
+
 /** Runs `task` after `delayMs`; returns what cancels it. */
 export type Scheduler = (task: () => void, delayMs: number) => () => void
 
@@ -125,6 +151,12 @@ export interface RemoteKeySetOptions {
   onFetch?: (outcome: RemoteKeySetFetchOutcome) => void
   /** the errors keyFor() throws; default IDP_KEY_SET_ERRORS */
   errors?: RemoteKeySetErrors
+  /** what publishedKey() looks keys up by: kid (default) or RFC 7638 thumbprint */
+  keyIds?: KeyIds
+  /** the Accept header of each fetch; default `application/jwk-set+json, application/json` */
+  accept?: string
+  /** a check of each fetched set before it is believed */
+  checkDocument?: DocumentCheck
 }
 
 export interface RemoteKeySetState {
@@ -150,6 +182,11 @@ export interface RemoteKeySet {
   keyFor: (kid: string | undefined, alg: string) => Promise<CryptoKey>
   /** keyFor() from the cache only: undefined when it would have to fetch or throw (no promise: the hot path) */
   keyForSync: (kid: string | undefined, alg: string) => CryptoKey | undefined
+  /**
+   * A published key by its id (keyIds), within its nbf and exp: from the cache, else as keyFor()
+   * fetches (the first fetch, or an unknown id: at most once per unknownKidIntervalMs)
+   */
+  publishedKey: (id: string) => PublishedKey | Promise<PublishedKey>
   /** what metrics and readiness read */
   state: () => RemoteKeySetState
   /** stops the background refresh timer (unref'd; never holds the process) and aborts a fetch under way */
@@ -162,8 +199,22 @@ interface KeyTable {
   byKid: Map<string, Map<string, CryptoKey | null>>
   /** every key (with a kid or without) by alg: a token without a kid takes the one key there, if only one */
   byAlg: Map<string, CryptoKey[]>
+  /** by the set's key ids (kid or thumbprint); null where one id names two keys: ambiguous, so neither is used */
+  published: Map<string, PublishedKey | null>
   count: number
 }
+
+/** RFC 7638: the SHA-256 of the required public members, in lexicographic order, base64url. */
+function thumbprintOf (jwk: JWK): string {
+  const members = jwk.kty === 'RSA'
+    ? { e: jwk.e, kty: jwk.kty, n: jwk.n }
+    : jwk.kty === 'EC' ? { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y } : { crv: jwk.crv, kty: jwk.kty, x: jwk.x }
+  return createHash('sha256').update(JSON.stringify(members)).digest('base64url')
+}
+
+/** a JWK's nbf or exp: seconds, when it is a number */
+const secondsMember = (jwk: Record<string, unknown>, name: 'nbf' | 'exp'): number | undefined =>
+  typeof jwk[name] === 'number' && Number.isFinite(jwk[name]) ? jwk[name] : undefined
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value)
@@ -238,8 +289,8 @@ function algorithmsOf (jwk: Record<string, unknown>, allowed: readonly string[])
 }
 
 /** Imports each usable key once for each algorithm it serves; says which keys were left out and why. */
-async function keyTableOf (keys: unknown[], allowed: readonly string[]): Promise<{ table: KeyTable; ignored: string[] }> {
-  const table: KeyTable = { byKid: new Map(), byAlg: new Map(), count: 0 }
+async function keyTableOf (keys: unknown[], allowed: readonly string[], keyIds: KeyIds): Promise<{ table: KeyTable; ignored: string[] }> {
+  const table: KeyTable = { byKid: new Map(), byAlg: new Map(), published: new Map(), count: 0 }
   const ignored: string[] = []
   for (const [index, jwk] of keys.entries()) {
     const label = isRecord(jwk) && typeof jwk.kid === 'string' ? `kid ${JSON.stringify(jwk.kid)}` : `keys[${index}]`
@@ -280,7 +331,26 @@ async function keyTableOf (keys: unknown[], allowed: readonly string[]): Promise
         byAlg.set(alg, key)
       }
     }
-    if (imported > 0) table.count++
+    if (imported === 0) continue
+    table.count++
+    let keyObject: KeyObject
+    try {
+      keyObject = createPublicKey({ key: publicJwk as JsonWebKey, format: 'jwk' })
+    } catch (err) {
+      ignored.push(`${label}: does not import: ${(err as Error).message}`)
+      continue
+    }
+    const thumbprint = thumbprintOf(publicJwk)
+    const id = keyIds === 'thumbprint' ? thumbprint : kid
+    if (id === undefined) continue
+    const nbf = secondsMember(jwk, 'nbf')
+    const exp = secondsMember(jwk, 'exp')
+    if (table.published.has(id)) {
+      if (table.published.get(id) !== null) ignored.push(`${keyIds} ${JSON.stringify(id)}: names more than one key: neither is used by it`)
+      table.published.set(id, null)
+    } else {
+      table.published.set(id, { id, thumbprint, jwk: publicJwk, keyObject, ...(nbf !== undefined && { nbf }), ...(exp !== undefined && { exp }) })
+    }
   }
   return { table, ignored }
 }
@@ -308,6 +378,8 @@ export function createRemoteKeySet (options: RemoteKeySetOptions): RemoteKeySet 
     throw new RangeError(`${name}: ${unsupported.join(', ')} not supported for a remote key set; use ${SUPPORTED_ALGORITHMS.join(', ')}`)
   }
   const where = `${name}: the key set at ${url.href}`
+  const keyIds = options.keyIds ?? 'kid'
+  const accept = options.accept ?? 'application/jwk-set+json, application/json'
 
   let table: KeyTable | undefined
   let fetchedAt: number | undefined
@@ -333,7 +405,7 @@ export function createRemoteKeySet (options: RemoteKeySetOptions): RemoteKeySet 
       : `${where} was not fetched: the key set was closed`, { cause: err })
     let response: Response
     try {
-      response = await fetchImpl(url.href, { redirect: 'manual', signal, headers: { accept: 'application/jwk-set+json, application/json' } })
+      response = await fetchImpl(url.href, { redirect: 'manual', signal, headers: { accept } })
     } catch (err) {
       if (signal.aborted) throw interrupted(err)
       const cause = (err as Error).cause
@@ -364,11 +436,19 @@ export function createRemoteKeySet (options: RemoteKeySetOptions): RemoteKeySet 
       }
       if (!isRecord(document) || !Array.isArray(document.keys)) throw new Error(`${where} is not a JWK Set: it has no "keys" array`)
       if (document.keys.length > maxKeys) throw new Error(`${where} holds ${document.keys.length} keys, over the ${maxKeys} allowed`)
-      const { table: fetched, ignored } = await keyTableOf(document.keys, algorithms)
+      const { table: fetched, ignored } = await keyTableOf(document.keys, algorithms, keyIds)
       // An empty set verifies nothing: better the keys kept from before (until they are stale)
       // than none, if a provider's misconfiguration publishes only what keygate cannot use.
       if (fetched.count === 0) {
         throw new Error(`${where} holds no key usable for ${algorithms.join(', ')}${ignored.length === 0 ? '' : `: ${ignored.join('; ')}`}`)
+      }
+      if (options.checkDocument !== undefined) {
+        const keys = [...fetched.published.values()].filter((key): key is PublishedKey => key !== null)
+        try {
+          options.checkDocument({ url, headers: response.headers, keys })
+        } catch (err) {
+          throw new Error(`${where} is refused: ${(err as Error).message}`, { cause: err })
+        }
       }
       return { table: fetched, ignored, delayMs: cacheControlDelayMs(response.headers.get('cache-control')) }
     } finally {
@@ -437,6 +517,17 @@ export function createRemoteKeySet (options: RemoteKeySetOptions): RemoteKeySet 
     return keys?.length === 1 ? keys[0] : undefined
   }
 
+  /** a published key by id, from what is held now: undefined when unknown, ambiguous, not yet (nbf) or no more (exp) valid, or stale */
+  const publishedSync = (id: string): PublishedKey | undefined => {
+    if (table === undefined || fetchedAt === undefined) return undefined
+    const at = now()
+    if (at - fetchedAt > maxStaleMs) return undefined
+    const key = table.published.get(id) ?? undefined
+    if (key === undefined) return undefined
+    if ((key.nbf !== undefined && key.nbf * 1000 > at) || (key.exp !== undefined && key.exp * 1000 <= at)) return undefined
+    return key
+  }
+
   const unavailable = (): GatewayError => {
     const at = now()
     const why = fetchedAt === undefined
@@ -453,28 +544,40 @@ export function createRemoteKeySet (options: RemoteKeySetOptions): RemoteKeySet 
     return errors.unknownKey(`the token names no kid, and ${fitting === 0 ? 'none' : fitting} of ${name}'s keys fit ${alg}: exactly one must`)
   }
 
-  /** keyFor() when the cache cannot answer: the first fetch, a fetch under way, or one for an unknown kid. */
-  const keyForSlow = async (kid: string | undefined, alg: string): Promise<CryptoKey> => {
-    if (!algorithms.includes(alg)) throw errors.unknownKey(`${name}'s tokens are not signed with ${alg}: ${algorithms.join(', ')} only`)
+  /**
+   * A lookup the cache cannot answer: after the first fetch or one under way, and, when the key is
+   * still unknown, one fetch for it (at most once per unknownKidIntervalMs, whatever is asked for).
+   */
+  const lookUpSlow = async <K>(find: () => K | undefined, notFound: () => GatewayError): Promise<K> => {
     if (inFlight !== undefined) await inFlight
     // fetched on first use, when start() was not called
     else if (started === undefined && fetchedAt === undefined && !closed) await start().catch(() => undefined)
     if (!usableAt(now())) throw unavailable()
-    const cached = keyForSync(kid, alg)
+    const cached = find()
     if (cached !== undefined) return cached
-    if (closed || now() - unknownKidFetchAt < unknownKidIntervalMs) throw unknownKey(kid, alg)
+    if (closed || now() - unknownKidFetchAt < unknownKidIntervalMs) throw notFound()
     // set before the first await: every other caller in this interval sees it
     unknownKidFetchAt = now()
     await fetchCoalesced()
     if (!usableAt(now())) throw unavailable()
-    const found = keyForSync(kid, alg)
-    if (found === undefined) throw unknownKey(kid, alg)
+    const found = find()
+    if (found === undefined) throw notFound()
     return found
+  }
+
+  /** keyFor() when the cache cannot answer: the first fetch, a fetch under way, or one for an unknown kid. */
+  const keyForSlow = async (kid: string | undefined, alg: string): Promise<CryptoKey> => {
+    if (!algorithms.includes(alg)) throw errors.unknownKey(`${name}'s tokens are not signed with ${alg}: ${algorithms.join(', ')} only`)
+    return await lookUpSlow(() => keyForSync(kid, alg), () => unknownKey(kid, alg))
   }
 
   return {
     start,
     keyForSync,
+    publishedKey (id) {
+      return publishedSync(id) ?? lookUpSlow(() => publishedSync(id),
+        () => errors.unknownKey(`${name}'s key set holds no usable key ${JSON.stringify(id)}${keyIds === 'thumbprint' ? ' (by its JWK thumbprint)' : ''}`))
+    },
     keyFor (kid, alg) {
       const key = keyForSync(kid, alg)
       return key === undefined ? keyForSlow(kid, alg) : Promise.resolve(key)

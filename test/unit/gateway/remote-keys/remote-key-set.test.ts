@@ -2,7 +2,7 @@
 // clock and an injected timer (no network, no sleeps): one fetch shared by concurrent callers, the
 // refresh schedule, failures and outages, unknown kids, which keys are used, and the fetch's
 // bounds. The last test runs the default fetch and timer against a real server on 127.0.0.1.
-import { generateKeyPairSync, type KeyObject } from 'node:crypto'
+import { createHash, generateKeyPairSync, type KeyObject } from 'node:crypto'
 import { createServer, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { exportJWK, type JWK } from 'jose'
@@ -439,4 +439,45 @@ t.test('a real server on 127.0.0.1: the default fetch and timer, no redirects, t
   const startedAt = Date.now()
   await t.rejects(make('/slow', { timeoutMs: 300 }).start(), /local: the key set at .*\/slow did not answer within 300 ms/)
   t.ok(Date.now() - startedAt < 5000, 'given up at the timeout')
+})
+
+t.test('published keys by RFC 7638 thumbprint (an agent\'s directory): nbf and exp honoured, an unknown one fetched at most once per interval', async (t) => {
+  const pair = generateKeyPairSync('ed25519')
+  const jwk = { ...await exportJWK(pair.publicKey) }
+  const future = { ...await publicJwk('ed25519'), nbf: 1_000_000 / 1000 + 3600 }
+  const expired = { ...await publicJwk('ed25519'), exp: 1_000_000 / 1000 - 1 }
+  const { set, idp } = provider([jwk, future, expired], { keyIds: 'thumbprint', algorithms: ['EdDSA'], unknownKidIntervalMs: 10_000 })
+  await set.start()
+  // RFC 7638's thumbprint of an Ed25519 key: SHA-256 of {"crv","kty","x"}, base64url
+  const thumbprint = createHash('sha256').update(JSON.stringify({ crv: 'Ed25519', kty: 'OKP', x: jwk.x })).digest('base64url')
+  const found = await set.publishedKey(thumbprint)
+  t.equal(found.thumbprint, thumbprint)
+  t.ok(found.keyObject.equals(pair.publicKey), 'the key itself, as a KeyObject')
+  t.equal(set.publishedKey(thumbprint), found, 'from the cache: no promise')
+  const idOf = (key: JWK): string => createHash('sha256').update(JSON.stringify({ crv: key.crv, kty: key.kty, x: key.x })).digest('base64url')
+  const calls = idp.calls
+  await t.rejects(async () => { await set.publishedKey(idOf(future)) }, { code: 'UNKNOWN_SIGNING_KEY' }, 'not valid before its nbf')
+  t.equal(idp.calls, calls + 1, 'an id not usable now: one fetch')
+  await t.rejects(async () => { await set.publishedKey(idOf(expired)) }, { code: 'UNKNOWN_SIGNING_KEY' }, 'not valid past its exp')
+  await t.rejects(async () => { await set.publishedKey('made-up') }, { code: 'UNKNOWN_SIGNING_KEY', message: /no usable key "made-up" \(by its JWK thumbprint\)/ })
+  t.equal(idp.calls, calls + 1, 'more unknown ids in the interval: no more fetches')
+  idp.clock += 3600 * 1000
+  idp.keys = [jwk, future]
+  t.equal((await set.publishedKey(idOf(future))).id, idOf(future), 'valid once its nbf is reached')
+})
+
+t.test('checkDocument: a fetched set it refuses is not believed, and the keys held stay', async (t) => {
+  let refuse = false
+  const { set, idp } = provider([RSA_A], {
+    checkDocument: ({ headers, keys }) => {
+      if (refuse) throw new Error(`unsigned (${keys.length} keys, content-type ${headers.get('content-type') ?? 'none'})`)
+    }
+  })
+  await set.start()
+  t.equal((await set.publishedKey('rsa-a')).id, 'rsa-a', 'by kid, by default')
+  refuse = true
+  idp.keys = [RSA_A, await publicJwk('ec', { kid: 'ec-new' })]
+  await t.rejects(async () => { await set.publishedKey('ec-new') }, { code: 'UNKNOWN_SIGNING_KEY' })
+  t.match(set.state(), { usable: true, failures: 1, lastError: /the key set at https:\/\/idp\.example\/jwks is refused: unsigned \(2 keys, content-type application\/json\)/ })
+  t.equal((await set.publishedKey('rsa-a')).id, 'rsa-a', 'the keys held before still serve')
 })
