@@ -24,7 +24,13 @@ export const ERRORS = {
   REPLAYED_REQUEST: { status: 401, title: 'This signed request was already accepted' },
   // a remote key set's (remote-keys/): an IdP's JWKS now, an agent's key directory later (each may pass its own error factory)
   UNKNOWN_SIGNING_KEY: { status: 401, title: 'The credential names a signing key that its issuer\'s key set does not hold' },
+  // signed agents (Web Bot Auth: agents/, auth/agent-signature.ts)
+  MISSING_AGENT_SIGNATURE: { status: 401, title: 'The route takes signed agents: a Web Bot Auth signature (tag="web-bot-auth") is required' },
+  INVALID_AGENT_SIGNATURE: { status: 401, title: 'The agent\'s signature is malformed, out of its time or does not verify' },
+  UNKNOWN_AGENT_KEY: { status: 401, title: 'The agent\'s key directory does not publish the key its signature names' },
+  AGENT_DIRECTORY_UNAVAILABLE: { status: 401, title: 'The agent\'s key directory cannot be fetched, or is refused' },
   KEY_OWNER_MISMATCH: { status: 403, title: 'The API key belongs to another user' },
+  AGENT_NOT_ALLOWED: { status: 403, title: 'The route does not let this agent in' },
   KEY_LIMIT_REACHED: { status: 403, title: 'The user has as many active API keys as allowed' },
   UNTRUSTED_PROXY: { status: 403, title: 'The decision listener takes decision requests from the proxies it trusts only' },
   INSUFFICIENT_SCOPE: { status: 403, title: 'The credentials lack a scope this route requires' },

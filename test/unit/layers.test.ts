@@ -30,6 +30,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['gateway/src/tokens/', 4],
   // trusted identity providers: their issuers and the verification of their access tokens
   ['gateway/src/idp/', 4],
+  // signed agents (Web Bot Auth): where an agent's keys are (Signature-Agent) and its directories, kept within bounds
+  ['gateway/src/agents/', 4],
   ['gateway/src/users/', 4],
   ['gateway/src/metrics/', 4],
   ['gateway/src/limits/', 4],

@@ -22,7 +22,7 @@ function fieldValue (value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value
 }
 
-function parse (field: string, value: string): ReturnType<typeof parseDictionary> {
+export function parseSignatureField (field: string, value: string): ReturnType<typeof parseDictionary> {
   try {
     return parseDictionary(value)
   } catch (err) {
@@ -53,7 +53,7 @@ const integerParam = (params: Parameters, name: string): number | undefined => {
 type Dictionary = ReturnType<typeof parseDictionary>
 type Member = Dictionary extends Map<string, infer V> ? V : never
 
-function signatureInput (label: string, member: Member, signatures: Dictionary): MessageSignatureInput {
+export function signatureInput (label: string, member: Member, signatures: Dictionary): MessageSignatureInput {
   const where = `Signature-Input ${label}`
   const [items, memberParams] = member
   if (!Array.isArray(items)) throw invalid(`${where} must be an inner list of covered components: ("@method" "@path" ...);created=...;keyid="..."`)
@@ -111,8 +111,8 @@ export function messageSignatureHeadersStage (): AuthStage {
           { extra: { missing } }
         )
       }
-      const inputs = parse('Signature-Input', values[0] as string)
-      const signatures = parse('Signature', values[1] as string)
+      const inputs = parseSignatureField('Signature-Input', values[0] as string)
+      const signatures = parseSignatureField('Signature', values[1] as string)
       const label = state.signatureLabel
       if (label !== undefined) {
         const member = inputs.get(label)

@@ -4,6 +4,8 @@
 // request. Stages that do not need the body run before it is read (onRequest), so a request that
 // fails a cheap check is refused before the gateway buffers its body.
 import type { RegisteredKey } from '../keys/key-registry.js'
+import type { AgentKey } from '../agents/agent-directories.js'
+import type { SignatureAgent } from '../agents/signature-agent.js'
 import type { RememberedMark } from '../store/index.js'
 import type { VerifiedToken } from '../tokens/token-service.js'
 import type { ScopeSet } from '../users/scopes.js'
@@ -33,6 +35,26 @@ export interface MessageSignatureInput {
   expires: number | undefined
   nonce: string | undefined
   signature: Buffer
+}
+
+/** Which signed agents a route lets in: any whose signature verifies, or those of these directory origins (agent-signature.ts). */
+export type AgentAllowance = 'any' | ReadonlySet<string>
+
+/** The agent a request was verified as: what the upstream is told, and what limits and usage count by. */
+export interface VerifiedAgent {
+  /** the directory's origin, https://host[:port] */
+  origin: string
+  /** the key's RFC 7638 thumbprint: the signature's keyid */
+  thumbprint: string
+  /** an operator pinned the directory (its keys from the agents file) */
+  pinned: boolean
+}
+
+/** What the agent stages pass along: the signature chosen, its agent, then its key. */
+export interface AgentSignatureState {
+  input: MessageSignatureInput
+  agent: SignatureAgent | undefined
+  key?: AgentKey
 }
 
 export type ReplayPolicy = 'reject' | 'allow'
@@ -97,6 +119,12 @@ export interface AuthState {
    * must check against the bytes it receives
    */
   deferredDigest?: string
+  /** agent routes: which signed agents the route lets in (agent-signature.ts) */
+  agents?: AgentAllowance
+  /** the agent's signature, its agent and its key, as the agent stages find them */
+  agentSignature?: AgentSignatureState
+  /** the signed agent the request was verified as (Web Bot Auth) */
+  agent?: VerifiedAgent
   /** the scopes the route requires, all of them (the scope stage refuses a request without one) */
   requiredScopes?: readonly string[]
   /** what the request may do: the key's scopes its user still has, or the bearer's user's (scope.ts) */

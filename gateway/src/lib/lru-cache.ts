@@ -21,7 +21,8 @@ interface Slot<V> {
 export class LruCache<K, V> {
   readonly #entries = new Map<K, Slot<V>>()
 
-  constructor (readonly maxEntries: number) {}
+  /** `onEvict` hears of each entry the size bound pushes out (not of one deleted or replaced) */
+  constructor (readonly maxEntries: number, private readonly onEvict?: (key: K, value: V) => void) {}
 
   get (key: K): V | undefined {
     const slot = this.#entries.get(key)
@@ -51,6 +52,8 @@ export class LruCache<K, V> {
       } else if (oldestSlot.used) {
         oldestSlot.used = false
         this.#entries.set(oldestKey, oldestSlot)
+      } else {
+        this.onEvict?.(oldestKey, oldestSlot.value)
       }
     }
   }
@@ -61,6 +64,11 @@ export class LruCache<K, V> {
 
   clear (): void {
     this.#entries.clear()
+  }
+
+  /** every value held (reading them marks none) */
+  * values (): IterableIterator<V> {
+    for (const slot of this.#entries.values()) yield slot.value
   }
 
   get size (): number {

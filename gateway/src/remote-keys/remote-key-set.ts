@@ -355,6 +355,15 @@ async function keyTableOf (keys: unknown[], allowed: readonly string[], keyIds: 
   return { table, ignored }
 }
 
+/**
+ * The usable keys of a JWK Set given rather than fetched (an operator's pinned keys), checked as a
+ * fetched set's are: those left out, and why, in `ignored`.
+ */
+export async function publishedKeysOf (keys: unknown[], algorithms: readonly string[], keyIds: KeyIds): Promise<{ keys: PublishedKey[]; ignored: string[] }> {
+  const { table, ignored } = await keyTableOf(keys, algorithms, keyIds)
+  return { keys: [...table.published.values()].filter((key): key is PublishedKey => key !== null), ignored }
+}
+
 export function createRemoteKeySet (options: RemoteKeySetOptions): RemoteKeySet {
   const { name } = options
   const url = keySetUrl(options.url, name)

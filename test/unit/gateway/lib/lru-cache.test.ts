@@ -50,3 +50,18 @@ t.test('under churn a hot entry survives and the size holds', async (t) => {
   }
   t.equal(cache.size, 100)
 })
+
+t.test('onEvict hears of each entry the bound pushes out, and only of those; values() lists what is held', async (t) => {
+  const evicted: Array<[string, number]> = []
+  const cache = new LruCache<string, number>(2, (key, value) => { evicted.push([key, value]) })
+  cache.set('a', 1)
+  cache.set('b', 2)
+  cache.set('a', 10)
+  cache.delete('b')
+  t.same(evicted, [], 'a value replaced or an entry deleted: not an eviction')
+  cache.set('c', 3)
+  cache.set('d', 4)
+  // a, written again, counts as used: its second chance sends it to the young end, and c goes
+  t.same(evicted, [['c', 3]], 'the oldest unused entry went for d: heard once, with its value')
+  t.same([...cache.values()].sort((x, y) => x - y), [4, 10], 'what is held')
+})
