@@ -256,6 +256,12 @@ t.test('the portal\'s login through an identity provider', async (t) => {
     t.same(fromPage, [], 'the page requested nothing of the IdP (or anywhere else) but by navigating')
     t.equal(requested.filter((url) => url.startsWith(`${idp.issuer}/token`)).length, 0, 'the browser never reached the IdP\'s token endpoint')
     t.same(await cspViolations(), [], 'the CSP blocked nothing')
+
+    // a login that fails (here: a state keygate never made): the page says why, with the code
+    await page.goto(`${origin}/portal/oidc/callback?state=${'A'.repeat(43)}&code=x`)
+    await shows('#status', /^Not logged in: 400 LOGIN_STATE_INVALID: This login is unknown/)
+    t.equal(new URL(page.url()).hash, '#/login', 'the spent handoff left the address bar')
+    await shows('h1', /^Log in$/)
     t.same(failures, [])
   })
 })
