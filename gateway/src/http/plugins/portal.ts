@@ -51,7 +51,7 @@ export interface PortalOptions {
 
 /** the login cookie's name: a binding value, no token */
 export const LOGIN_COOKIE = 'keygate_login'
-/** logins begun per client address (an IPv6 /64 counts as one) per minute; beyond: 429 */
+/** logins begun, and callbacks, per client address (an IPv6 /64 counts as one) per minute, each; beyond: 429 */
 export const LOGIN_STARTS_PER_MINUTE = 30
 
 const SessionRequest = Type.Object({ handoff: Type.String({ pattern: RANDOM_VALUE.source, description: 'the handoff id of the callback\'s redirect' }) },
@@ -124,15 +124,20 @@ async function loginRoutes (oidc: Scope, prefix: string, { service, store }: Non
   const toPage = (reply: FastifyReply, handoff: string): FastifyReply =>
     reply.header('cache-control', 'no-store').redirect(`${prefix}/#/login?handoff=${handoff}`, 303)
 
+  /** RATE_LIMITED past LOGIN_STARTS_PER_MINUTE of `step` from the request's address (an IPv6 /64 counts as one) */
+  const withinBudget = async (request: FastifyRequest, step: 'start' | 'callback'): Promise<void> => {
+    const { count, resetMs } = await store.hit(`portal-login-${step}:${addressBucket(request.ip)}`, 60_000)
+    if (count > LOGIN_STARTS_PER_MINUTE) {
+      throw new GatewayError('RATE_LIMITED', `More than ${LOGIN_STARTS_PER_MINUTE} login ${step}s from this address in a minute: wait and try again`,
+        { headers: { 'retry-after': String(Math.max(1, Math.ceil(resetMs / 1000))) } })
+    }
+  }
+
   oidc.get(`${prefix}/oidc/:issuer/start`, { schema: { hide: true } }, async (request, reply) => {
     const { issuer } = request.params as { issuer: string }
     if (!service.has(issuer)) throw new GatewayError('NOT_FOUND', `The portal logs in through no issuer named ${JSON.stringify(issuer.slice(0, 64))}`)
     // each start keeps a state for 10 minutes: an address may not start more than this many a minute
-    const { count, resetMs } = await store.hit(`portal-login:${addressBucket(request.ip)}`, 60_000)
-    if (count > LOGIN_STARTS_PER_MINUTE) {
-      throw new GatewayError('RATE_LIMITED', `More than ${LOGIN_STARTS_PER_MINUTE} logins begun from this address in a minute: wait and try again`,
-        { headers: { 'retry-after': String(Math.max(1, Math.ceil(resetMs / 1000))) } })
-    }
+    await withinBudget(request, 'start')
     const query = request.query as Record<string, unknown>
     const host = request.host
     if (!PLAIN_HOST.test(host)) throw new GatewayError('VALIDATION_FAILED', 'The Host header is not one a redirect URI can be made of')
@@ -152,6 +157,8 @@ async function loginRoutes (oidc: Scope, prefix: string, { service, store }: Non
   })
 
   oidc.get(`${prefix}/oidc/callback`, { schema: { hide: true } }, async (request, reply) => {
+    // each callback, good or not, keeps a handoff for 60 s: as many a minute as starts
+    await withinBudget(request, 'callback')
     const handoff = await service.callback(request.query as Record<string, unknown>, loginCookie(request))
     return toPage(reply, handoff)
   })
