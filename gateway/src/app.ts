@@ -180,7 +180,13 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     }
     // the developer portal's login through those issuers that have portalLogin (idp/portal-login.ts)
     if (config.portalPrefix !== undefined && issuers.some((issuer) => issuer.portalLogin !== undefined)) {
-      portalLogin = createPortalLogin({ issuers, store, keysOf, verifier: idp.verifier })
+      portalLogin = createPortalLogin({
+        issuers,
+        store,
+        keysOf,
+        verifier: idp.verifier,
+        onError: (err) => { app.log.warn({ err }, 'a portal login through an identity provider failed') }
+      })
     }
   }
   app.decorate('keygate', services)

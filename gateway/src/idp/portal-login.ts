@@ -84,6 +84,8 @@ export interface PortalLoginOptions {
   verifier: IdpVerifier
   fetch?: typeof globalThis.fetch
   now?: () => number
+  /** a login that failed on keygate's side or the IdP's (5xx, or not a GatewayError): for the operator's log (no token, code or secret in it) */
+  onError?: (err: unknown) => void
 }
 
 export interface PortalLogin {
@@ -180,6 +182,7 @@ export function createPortalLogin (options: PortalLoginOptions): PortalLogin {
   }
 
   const problemHandoff = async (err: unknown): Promise<string> => {
+    if (!isGatewayError(err) || err.statusCode >= 500) options.onError?.(err)
     const error = isGatewayError(err) ? err : loginFailed('The login could not be completed: keygate failed (its log says why)', 502)
     const id = random()
     const handoff: Handoff = { problem: { code: error.code, detail: error.message, status: error.statusCode } }

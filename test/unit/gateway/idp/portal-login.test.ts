@@ -63,7 +63,10 @@ async function setup (t: Test, script: Script = {}) {
     }
     throw new Error(`unexpected fetch ${url}`)
   }) as typeof globalThis.fetch
-  const login = createPortalLogin({ issuers: [corp], store, keysOf, verifier: createIdpVerifier([corp], keysOf), fetch: fetchImpl })
+  const errors: unknown[] = []
+  const login = createPortalLogin({
+    issuers: [corp], store, keysOf, verifier: createIdpVerifier([corp], keysOf), fetch: fetchImpl, onError: (err) => { errors.push(err) }
+  })
   /** start, then the callback for `query` (default: a code and the state, iss) with the right cookie; the page's redeem */
   const run = async (
     query: (state: string) => Record<string, unknown> = (state) => ({ state, code: 'the-code', iss: ISSUER }), cookie?: string, then = '#/keys/new'
@@ -74,7 +77,7 @@ async function setup (t: Test, script: Script = {}) {
     const handoff = await login.callback(query(url.searchParams.get('state') ?? ''), cookie ?? started.binding)
     return { url, started, handoff, redeem: async () => await login.redeem(handoff, started.binding) }
   }
-  return { login, run, calls, store }
+  return { login, run, calls, store, errors }
 }
 
 async function goodTokens (nonce: string, sub: string, overrides: { id?: JWTPayload, access?: JWTPayload } = {}): Promise<Record<string, unknown>> {
@@ -147,6 +150,13 @@ t.test('forged or broken answers: a problem for the page, each naming what was w
     const { handoff, started } = await run(query)
     await t.rejects(login.redeem(handoff, started.binding), { code, message: detail }, what)
   }
+  const logged = await setup(t, { token: async () => new Response(null, { status: 302, headers: { location: 'https://evil.example' } }) })
+  await logged.run()
+  t.match(logged.errors, [{ code: 'IDP_LOGIN_FAILED', statusCode: 502 }], 'a failure on the IdP\'s side reaches the operator\'s log')
+  const refused = await setup(t)
+  await refused.run((state) => ({ state, error: 'access_denied', iss: ISSUER }))
+  t.same(refused.errors, [], 'a user\'s refusal does not')
+
   const { run, login } = await setup(t)
   const { handoff, started } = await run(undefined, 'C'.repeat(43))
   await t.rejects(login.redeem(handoff, started.binding), { code: 'LOGIN_STATE_INVALID', message: /did not begin this login/ }, 'another browser\'s cookie')
