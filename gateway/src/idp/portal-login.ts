@@ -44,6 +44,10 @@ const STATE_KEY = 'portal-login:state:'
 const HANDOFF_KEY = 'portal-login:handoff:'
 /** what an IdP's `error` may be (RFC 6749 §4.1.2.1: %x20-21 / %x23-5B / %x5D-7E) */
 const OAUTH_ERROR = /^[\x20\x21\x23-\x5B\x5D-\x7E]{1,64}$/
+/** an error_description, as much of it as keygate repeats: the same characters, at most 300 */
+const OAUTH_DESCRIPTION = /^[\x20\x21\x23-\x5B\x5D-\x7E]{1,300}$/
+/** an IdP's error_description, when it is one keygate can repeat (": ..."), or nothing */
+const describedBy = (value: unknown): string => typeof value === 'string' && OAUTH_DESCRIPTION.test(value.slice(0, 300)) ? `: ${value.slice(0, 300)}` : ''
 
 const random = (): string => randomBytes(32).toString('base64url')
 const sha256 = (value: string): Buffer => createHash('sha256').update(value).digest()
@@ -234,9 +238,7 @@ export function createPortalLogin (options: PortalLoginOptions): PortalLogin {
     const fields = (answer !== null && typeof answer === 'object' && !Array.isArray(answer) ? answer : {}) as Record<string, unknown>
     if (response.status !== 200) {
       const error = typeof fields.error === 'string' && OAUTH_ERROR.test(fields.error) ? fields.error : undefined
-      const description = typeof fields.error_description === 'string' && OAUTH_ERROR.test(fields.error_description.slice(0, 64))
-        ? `: ${fields.error_description.slice(0, 300)}`
-        : ''
+      const description = describedBy(fields.error_description)
       if (error === undefined) throw loginFailed(`${issuer.name}'s token endpoint answered ${response.status}`, 502)
       const secretHint = login.clientSecretEnv === undefined
         ? ', and whether the IdP expects a client secret (clientSecretEnv)'
@@ -324,9 +326,7 @@ export function createPortalLogin (options: PortalLoginOptions): PortalLogin {
     }
     const error = single(query, 'error')
     if (error !== undefined) {
-      const description = single(query, 'error_description')
-      const said = description !== undefined && OAUTH_ERROR.test(description.slice(0, 64)) ? `: ${description.slice(0, 300)}` : ''
-      throw loginFailed(`${issuer.name} answered ${OAUTH_ERROR.test(error) ? error : 'an error'}${said}`)
+      throw loginFailed(`${issuer.name} answered ${OAUTH_ERROR.test(error) ? error : 'an error'}${describedBy(single(query, 'error_description'))}`)
     }
     const code = single(query, 'code')
     if (code === undefined || code === '' || code.length > 4096) throw loginFailed(`${issuer.name}'s callback carries no code`)

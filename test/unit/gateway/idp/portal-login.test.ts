@@ -142,6 +142,8 @@ t.test('forged or broken answers: a problem for the page, each naming what was w
     ['no iss, from an IdP that says it always sends it', undefined, (state) => ({ state, code: 'c' }), 'IDP_LOGIN_FAILED', /does not name its issuer/],
     ['the IdP\'s error', undefined, (state) => ({ state, error: 'access_denied', error_description: 'no', iss: ISSUER }),
       'IDP_LOGIN_FAILED', /corp answered access_denied: no/],
+    ['an IdP error whose description holds a control character: not repeated', undefined,
+      (state) => ({ state, error: 'access_denied', error_description: 'a\nfake line', iss: ISSUER }), 'IDP_LOGIN_FAILED', /^corp answered access_denied$/],
     ['a state keygate never made', undefined, () => ({ state: 'B'.repeat(43), code: 'c', iss: ISSUER }), 'LOGIN_STATE_INVALID', /unknown, already completed/],
     ['a repeated state parameter', undefined, (state) => ({ state: [state, state], code: 'c' }), 'LOGIN_STATE_INVALID', /no state keygate made/]
   ]
