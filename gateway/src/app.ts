@@ -29,7 +29,8 @@ import { tokenRoutes } from './http/routes/token.js'
 import { usageRoutes } from './http/routes/usage.js'
 import { createIdpVerifier } from './idp/idp-tokens.js'
 import { createIssuerKeys, type IssuerKeys } from './idp/issuer-keys.js'
-import { loadIssuers, singleIssuer } from './idp/issuers.js'
+import { loadIssuers, singleIssuer, type IssuerConfig } from './idp/issuers.js'
+import { createPortalLogin, type PortalLogin } from './idp/portal-login.js'
 import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
 import { ByteBudget } from './lib/byte-budget.js'
 import { logDestination, type LogFormat } from './lib/log-format.js'
@@ -153,6 +154,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const { file: issuersFile, oidc } = config.identityProviders
   const issuers = await loadIssuers({ file: issuersFile, single: oidc === undefined ? undefined : singleIssuer(oidc) })
   let idp: IdpTokens | undefined
+  let portalLogin: PortalLogin | undefined
   if (issuers.length > 0) {
     const issuerKeys = new Map(issuers.map((issuer) => [issuer, createIssuerKeys(issuer, {
       onFetch: (from, outcome) => {
@@ -171,9 +173,20 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     await Promise.all([...issuerKeys.values()].map(async (keys) => {
       await keys.start().catch((err: Error) => { app.log.warn({ issuer: keys.issuer.name, err }, 'an identity provider\'s keys are not usable yet') })
     }))
+    const keysOf = (issuer: IssuerConfig): IssuerKeys => issuerKeys.get(issuer) as IssuerKeys
     idp = {
-      verifier: createIdpVerifier(issuers, (issuer) => issuerKeys.get(issuer) as IssuerKeys),
+      verifier: createIdpVerifier(issuers, keysOf),
       provision: async (username, issuedAt) => await users.provisionIdpUser(username, issuedAt)
+    }
+    // the developer portal's login through those issuers that have portalLogin (idp/portal-login.ts)
+    if (config.portalPrefix !== undefined && issuers.some((issuer) => issuer.portalLogin !== undefined)) {
+      portalLogin = createPortalLogin({
+        issuers,
+        store,
+        keysOf,
+        verifier: idp.verifier,
+        onError: (err) => { app.log.warn({ err }, 'a portal login through an identity provider failed') }
+      })
     }
   }
   app.decorate('keygate', services)
@@ -227,7 +240,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // Before the routes, which it documents as they are added. Its /docs paths are keygate's own.
   if (config.docs) await app.register(docsPlugin, { routes })
   // The developer portal's page and bundles: static, and every action it takes is a call to the API below
-  if (config.portalPrefix !== undefined) await app.register(portalPlugin, { prefix: config.portalPrefix })
+  if (config.portalPrefix !== undefined) {
+    await app.register(portalPlugin, { prefix: config.portalPrefix, ...(portalLogin !== undefined && { login: { service: portalLogin, store } }) })
+  }
 
   await app.register(healthRoutes, { store, identityProviders: services.identityProviders ?? [] })
   await app.register(jwksRoutes, { tokens })

@@ -10,8 +10,11 @@ export const ERRORS = {
   AMBIGUOUS_SIGNED_BODY: { status: 400, title: 'The body could be read as the end of the signed target: one seed signature would authorize other requests' },
   UNSEEN_BODY: { status: 400, title: 'The request has a body keygate is not shown: it cannot vouch for it' },
   INVALID_DECISION_REQUEST: { status: 400, title: 'The proxy\'s decision request does not say exactly which request to judge' },
+  // the portal's login through an IdP (idp/portal-login.ts)
+  LOGIN_STATE_INVALID: { status: 400, title: 'The login is unknown, already used or expired, or was begun in another browser' },
   INVALID_PUBLIC_KEY: { status: 400, title: 'The public key is not one keygate accepts (RSA, Ed25519 or EC P-256)' },
   INVALID_CREDENTIALS: { status: 401, title: 'Wrong username or password' },
+  IDP_LOGIN_FAILED: { status: 401, title: 'The login through the identity provider did not succeed' },
   MISSING_TOKEN: { status: 401, title: 'A bearer token is required' },
   INVALID_TOKEN: { status: 401, title: 'The bearer token is not valid' },
   MISSING_SIGNATURE_HEADERS: { status: 401, title: 'API key signature headers are missing' },

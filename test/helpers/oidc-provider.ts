@@ -9,6 +9,12 @@
 // oidc-provider warns about (in-memory adapter, dev interactions, TTLs, findAccount,
 // renderError) are all replaced. rotateKey rebuilds the Provider with the new key set behind the
 // same http server; stop and start close and reopen the listener on the same port.
+//
+// For the portal's login (a browser, or fetch as one): addClient registers another client (a
+// keygate's callback URL is known only once it listens) by rebuilding the Provider as rotateKey
+// does; the interaction pages answer a request that accepts text/html with a minimal accessible
+// HTML form (login: "Username" and "Sign in"; consent: "Allow" and "Deny") posting to the same
+// steps; and authorize drives an authorization request's URL to the redirect back, as a browser would.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { createHash, generateKeyPairSync, randomBytes, randomUUID, type KeyObject } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
@@ -53,9 +59,29 @@ export interface TestIdp {
   stop: () => Promise<void>
   /** answer again, on the same port, with the same keys */
   start: () => Promise<void>
+  /**
+   * Registers another client (a web client, with a secret or public with PKCE), e.g. keygate's
+   * portal with its callback URL. Rebuilds the Provider behind the same server, losing nothing.
+   */
+  addClient: (client: TestIdpClient) => Promise<void>
+  /**
+   * From an authorization request's URL (as keygate's start redirects to) to the redirect back
+   * to the client, as a browser with a fresh cookie jar: log in as `subject`, then allow (or, with
+   * `deny`, decline: the IdP answers error=access_denied). The redirect's URL.
+   */
+  authorize: (authorizationUrl: string, subject: string, options?: { deny?: boolean }) => Promise<string>
+  /** how many requests each path has served (e.g. '/token') */
+  readonly requests: ReadonlyMap<string, number>
   /** how many requests the JWKS endpoint and the discovery endpoint have served */
   readonly jwksRequests: number
   readonly discoveryRequests: number
+}
+
+export interface TestIdpClient {
+  id: string
+  /** absent: a public client (token_endpoint_auth_method none), PKCE only */
+  secret?: string
+  redirectUris: string[]
 }
 
 export interface TestIdpOptions {
@@ -72,7 +98,7 @@ export const TEST_IDP_USER_CLIENT = { id: 'keygate-cli', redirectUri: 'http://12
 const DEFAULT_SCOPES = ['api:read', 'api:write']
 const JWKS_PATH = '/jwks'
 const DISCOVERY_PATH = '/.well-known/openid-configuration'
-const INTERACTION = /^\/interaction\/([A-Za-z0-9_-]+)(?:\/(login|confirm))?$/
+const INTERACTION = /^\/interaction\/([A-Za-z0-9_-]+)(?:\/(login|confirm|abort))?$/
 
 /** A private signing JWK for `algorithm` with a fresh kid. */
 async function signingKey (algorithm: TestIdpAlgorithm): Promise<JWK> {
@@ -104,6 +130,29 @@ function memoryAdapter (): (model: string) => Adapter {
       async revokeByGrantId (grantId) { for (const [k, p] of store) if (p.grantId === grantId) store.delete(k) }
     }
   }
+}
+
+const escapeHtml = (text: string): string => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+
+/** The interaction page a browser gets: a login form (Username, Sign in) or a consent form (Allow, Deny). */
+function interactionPage (uid: string, prompt: string, clientId: string): string {
+  const action = (step: string): string => `/interaction/${encodeURIComponent(uid)}/${step}`
+  const body = prompt === 'login'
+    ? `<h1>Sign in to the test IdP</h1>
+<form method="post" action="${action('login')}">
+<label for="login">Username</label>
+<input id="login" name="login" autocomplete="username" required autofocus>
+<button type="submit">Sign in</button>
+</form>`
+    : `<h1>Allow ${escapeHtml(clientId)}?</h1>
+<p>${escapeHtml(clientId)} asks to act for you.</p>
+<form method="post" action="${action('confirm')}"><button type="submit" autofocus>Allow</button></form>
+<form method="post" action="${action('abort')}"><button type="submit">Deny</button></form>`
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Test IdP</title></head>
+<body><main>
+${body}
+</main></body></html>`
 }
 
 async function readForm (req: IncomingMessage): Promise<URLSearchParams> {
@@ -138,6 +187,8 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
   let keys: JWK[] = [await signingKey(algorithm)]
   let jwksRequests = 0
   let discoveryRequests = 0
+  const requests = new Map<string, number>()
+  const extraClients: TestIdpClient[] = []
 
   let provider: Provider | undefined
   let handle: ((req: IncomingMessage, res: ServerResponse) => void) | undefined
@@ -145,6 +196,7 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
     const path = (req.url ?? '/').split('?')[0]
     if (path === JWKS_PATH) jwksRequests++
     if (path === DISCOVERY_PATH) discoveryRequests++
+    requests.set(path ?? '/', (requests.get(path ?? '/') ?? 0) + 1)
     const interaction = INTERACTION.exec(path ?? '')
     if (interaction !== null && provider !== undefined) {
       interact(provider, req, res, interaction[2]).catch((error: unknown) => {
@@ -178,7 +230,15 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
         response_types: ['code'],
         redirect_uris: [TEST_IDP_USER_CLIENT.redirectUri],
         token_endpoint_auth_method: 'none'
-      }],
+      }, ...extraClients.map((client) => ({
+        client_id: client.id,
+        ...(client.secret !== undefined && { client_secret: client.secret }),
+        application_type: 'web' as const,
+        grant_types: ['authorization_code'],
+        response_types: ['code' as const],
+        redirect_uris: client.redirectUris,
+        token_endpoint_auth_method: client.secret === undefined ? 'none' as const : 'client_secret_basic' as const
+      }))],
       // every client's default would be RS256, which an ES256 or EdDSA key set cannot sign
       clientDefaults: { id_token_signed_response_alg: algorithm },
       jwks: { keys } as JWKS,
@@ -223,12 +283,21 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
   async function interact (provider: Provider, req: IncomingMessage, res: ServerResponse, step: string | undefined): Promise<void> {
     const details = await provider.interactionDetails(req, res)
     if (req.method === 'GET' && step === undefined) {
+      if ((req.headers.accept ?? '').includes('text/html')) {
+        res.setHeader('content-type', 'text/html; charset=utf-8')
+        res.end(interactionPage(details.uid, details.prompt.name, String(details.params.client_id ?? '')))
+        return
+      }
       res.setHeader('content-type', 'application/json')
       res.end(JSON.stringify({ uid: details.uid, prompt: details.prompt.name }))
       return
     }
     if (req.method !== 'POST') { res.statusCode = 405; res.end(); return }
     const form = await readForm(req)
+    if (step === 'abort') {
+      await provider.interactionFinished(req, res, { error: 'access_denied', error_description: 'The user declined' }, { mergeWithLastSubmission: false })
+      return
+    }
     if (step === 'login' && details.prompt.name === 'login') {
       await provider.interactionFinished(req, res, { login: { accountId: form.get('login') ?? '' } }, { mergeWithLastSubmission: false })
       return
@@ -351,6 +420,35 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
     return { accessToken: answer.access_token, ...(answer.id_token !== undefined && { idToken: answer.id_token }) }
   }
 
+  async function authorize (authorizationUrl: string, subject: string, options: { deny?: boolean } = {}): Promise<string> {
+    const jar = new CookieJar()
+    let next = authorizationUrl
+    for (let hops = 0; hops < 12 && new URL(next).origin === issuer; hops++) {
+      const interaction = INTERACTION.exec(new URL(next).pathname)
+      let response: Response
+      if (interaction !== null && interaction[2] === undefined) {
+        const page = await fetch(next, { headers: { cookie: jar.header() } })
+        const { prompt } = await page.json() as { prompt: string }
+        const to = prompt === 'login' ? 'login' : options.deny === true ? 'abort' : 'confirm'
+        response = await fetch(`${next}/${to}`, {
+          method: 'POST',
+          redirect: 'manual',
+          headers: { cookie: jar.header(), 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams(prompt === 'login' ? { login: subject } : {})
+        })
+      } else {
+        response = await fetch(next, { redirect: 'manual', headers: { cookie: jar.header() } })
+      }
+      jar.take(response)
+      const location = response.headers.get('location')
+      await response.body?.cancel()
+      if (location === null) throw new Error(`test IdP: ${next} answered ${response.status} without a redirect`)
+      next = new URL(location, next).toString()
+    }
+    if (new URL(next).origin === issuer) throw new Error(`test IdP: the flow did not leave the IdP: ${next}`)
+    return next
+  }
+
   let listening = true
   async function stop (): Promise<void> {
     if (!listening) return
@@ -384,6 +482,12 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
       keys = keepOld ? [fresh, ...keys] : [fresh]
       build()
     },
+    async addClient (client) {
+      extraClients.push(client)
+      build()
+    },
+    authorize,
+    requests,
     stop,
     start,
     get jwksRequests () { return jwksRequests },

@@ -13,10 +13,10 @@ import { createHash, createPublicKey, generateKeyPairSync } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import axe from 'axe-core'
-import type { HTTPRequest, Page } from 'puppeteer-core'
+import type { HTTPRequest } from 'puppeteer-core'
 import t, { type Test } from 'tap'
 import { createClient, registerKey } from '#client'
+import { axeViolations, seriousOnes } from '../helpers/axe.js'
 import { launchChromium } from '../helpers/chromium.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
@@ -25,16 +25,6 @@ import { addUser, login, PASSWORD, startStack } from '../helpers/stack.js'
 const ROOT = resolve(import.meta.dirname, '../..')
 /** the views docs/portal.md shows, by file name */
 const SCREENSHOTS = ['login.png', 'keys.png', 'key.png', 'new-key.png', 'try-it.png', 'try-it-refused.png'] as const
-
-/** axe-core's violations on the page as it is, as "impact rule: targets" lines */
-async function axeViolations (page: Page): Promise<Array<{ impact: string; line: string }>> {
-  // axe's source is evaluated by the DevTools protocol, which the page's CSP does not govern
-  if (await page.evaluate('typeof window.axe') === 'undefined') await page.evaluate(axe.source)
-  const violations = await page.evaluate(`axe.run(document, { resultTypes: ['violations'] }).then(({ violations }) =>
-    violations.map(({ id, impact, nodes }) => ({ id, impact, targets: nodes.map((node) => node.target.join(' ')) })))`) as
-    Array<{ id: string; impact: string; targets: string[] }>
-  return violations.map(({ id, impact, targets }) => ({ impact, line: `${impact} ${id}: ${targets.join(', ')}` }))
-}
 
 t.test('the developer portal in Chromium: keys made, used, rotated and revoked in the page', async (t) => {
   const recorder = await startRecorder(t)
@@ -138,7 +128,7 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   }
   const accessible = async (t: Test, view: string): Promise<void> => {
     const violations = await axeViolations(page)
-    t.same(violations.filter(({ impact }) => impact === 'serious' || impact === 'critical').map(({ line }) => line), [],
+    t.same(seriousOnes(violations), [],
       `axe: no serious or critical violation on ${view}`)
     for (const { line } of violations) t.comment(`axe on ${view}: ${line}`)
   }

@@ -66,7 +66,7 @@ function render (): void {
       location.replace('#/login')
       return
     }
-    view = loginView(afterLogin)
+    view = loginView(afterLogin, query)
   } else if (path === '/login' || path === '' || path === '/') {
     location.replace('#/keys')
     return

@@ -6,9 +6,11 @@ import type { StatusKind } from './status.js'
 interface Move { message?: { text: string; kind: StatusKind } }
 let pending: Move | undefined
 
-export function go (hash: string, message?: string, kind: StatusKind = 'success'): void {
+/** `replace`: the view takes the current one's place in the history (a URL that must not be gone back to). */
+export function go (hash: string, message?: string, kind: StatusKind = 'success', replace = false): void {
   pending = message === undefined ? {} : { message: { text: message, kind } }
   if (location.hash === hash) window.dispatchEvent(new HashChangeEvent('hashchange'))
+  else if (replace) location.replace(hash)
   else location.hash = hash
 }
 

@@ -1,6 +1,8 @@
 // Who is logged in, and keygate's own bearer API. The token lives in this module only: never in
 // localStorage, sessionStorage or a cookie, so nothing outlives the page and no other script or
-// tab can read it; a reload logs out.
+// tab can read it; a reload logs out. It comes from a password login (POST /v1/auth/token) or,
+// through an identity provider, from the one-time handoff keygate's callback names in the URL's
+// fragment (POST <prefix>/oidc/session: the login cookie goes with it, same origin).
 import { KeygateResponseError, login } from '@keygate/client'
 
 interface Session { username: string; token: string }
@@ -26,6 +28,41 @@ export function whenExpired (handler: (reason: string) => void): void {
 export async function logIn (username: string, password: string): Promise<void> {
   const { token } = await login({ baseUrl: baseUrl(), username, password })
   session = { username, token }
+}
+
+/** An identity provider the portal logs in through: its link's text and where the link goes. */
+export interface LoginProvider { name: string; label: string }
+
+/** The identity providers keygate offers for the login (none: the password form alone). */
+export async function loginProviders (): Promise<LoginProvider[]> {
+  const response = await fetch(new URL('oidc/providers', location.href))
+  if (!response.ok) return []
+  const providers = await response.json() as unknown
+  return Array.isArray(providers)
+    ? providers.filter((p): p is LoginProvider => typeof p?.name === 'string' && typeof p?.label === 'string')
+    : []
+}
+
+/** A view of the page to go to after a login: one of its own (#/...), never the login again. */
+export function pageView (then: unknown, fallback: string): string {
+  return typeof then === 'string' && /^#\/[A-Za-z0-9/_.~%=&?-]{0,256}$/.test(then) && !then.startsWith('#/login') ? then : fallback
+}
+
+/**
+ * Takes the token keygate's callback left for this page (once; the cookie proves it is this
+ * browser's), and keeps it here. The view to go to next; a KeygateResponseError with the
+ * problem's code and detail when the login did not succeed.
+ */
+export async function logInWithHandoff (handoff: string): Promise<{ username: string; then: string }> {
+  const response = await fetch(new URL('oidc/session', location.href), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ handoff })
+  })
+  if (!response.ok) throw await problemOf(response)
+  const answer = await response.json() as { token: string; username: string; then?: string }
+  session = { username: answer.username, token: answer.token }
+  return { username: answer.username, then: pageView(answer.then, '#/keys') }
 }
 
 export function logOut (): void {

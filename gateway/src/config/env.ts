@@ -145,6 +145,8 @@ export const EnvSchema = Type.Object({
   KEYGATE_OIDC_AUDIENCE: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, allowed: 'audiences, comma-separated, at most 4096 characters' })),
   KEYGATE_OIDC_NAME: Type.Optional(Type.String({ pattern: `^${ISSUER_NAME}$`, allowed: ISSUER_NAME_RULE })),
   KEYGATE_OIDC_JWKS_URI: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, allowed: 'a URL of at most 2048 characters' })),
+  KEYGATE_OIDC_PORTAL_CLIENT_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 256, allowed: 'a client id of 1 to 256 characters' })),
+  KEYGATE_OIDC_PORTAL_CLIENT_SECRET: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, allowed: 'a client secret of 1 to 1024 characters' })),
   KEYGATE_ROUTES_WATCH: Type.Optional(Switch),
   KEYGATE_DOCS: Type.Optional(Switch),
   KEYGATE_USAGE_ANALYTICS: Type.Optional(Switch),
@@ -236,7 +238,16 @@ export interface GatewayConfig {
    */
   identityProviders: {
     file: string | undefined
-    oidc: { issuer: string, audience: string, name: string | undefined, jwksUri: string | undefined } | undefined
+    oidc: {
+      issuer: string
+      audience: string
+      name: string | undefined
+      jwksUri: string | undefined
+      /** KEYGATE_OIDC_PORTAL_CLIENT_ID: the portal logs in through this issuer */
+      portalClientId?: string
+      /** KEYGATE_OIDC_PORTAL_CLIENT_SECRET, as a function: in no JSON or log line of the configuration */
+      portalClientSecret?: () => string | undefined
+    } | undefined
   }
   /** reload the route file when it changes (SIGHUP always reloads) */
   watchRoutes: boolean
@@ -355,7 +366,10 @@ export function allowedValues (schema: TSchema): string | undefined {
 /** Reads and checks the environment; throws a ConfigError naming the variable and what is allowed. */
 /** KEYGATE_ISSUERS, or the KEYGATE_OIDC_* of one issuer (the issuer and its audience both), not both. */
 function identityProvidersFrom (e: Env): GatewayConfig['identityProviders'] {
-  const oidc = [e.KEYGATE_OIDC_ISSUER, e.KEYGATE_OIDC_AUDIENCE, e.KEYGATE_OIDC_NAME, e.KEYGATE_OIDC_JWKS_URI].some((v) => v !== undefined)
+  const oidc = [
+    e.KEYGATE_OIDC_ISSUER, e.KEYGATE_OIDC_AUDIENCE, e.KEYGATE_OIDC_NAME, e.KEYGATE_OIDC_JWKS_URI,
+    e.KEYGATE_OIDC_PORTAL_CLIENT_ID, e.KEYGATE_OIDC_PORTAL_CLIENT_SECRET
+  ].some((v) => v !== undefined)
   if (e.KEYGATE_ISSUERS !== undefined && oidc) {
     throw new ConfigError('KEYGATE_ISSUERS and KEYGATE_OIDC_* both name trusted issuers: put every issuer in the issuers file, ' +
       'or use the KEYGATE_OIDC_* variables for one')
@@ -365,7 +379,18 @@ function identityProvidersFrom (e: Env): GatewayConfig['identityProviders'] {
     throw new ConfigError(`${e.KEYGATE_OIDC_ISSUER === undefined ? 'KEYGATE_OIDC_ISSUER' : 'KEYGATE_OIDC_AUDIENCE'} is not set: a trusted issuer needs ` +
       'both its issuer URL (the iss of its tokens) and the audience its tokens carry for keygate')
   }
-  const oidcIssuer = { issuer: e.KEYGATE_OIDC_ISSUER, audience: e.KEYGATE_OIDC_AUDIENCE, name: e.KEYGATE_OIDC_NAME, jwksUri: e.KEYGATE_OIDC_JWKS_URI }
+  if (e.KEYGATE_OIDC_PORTAL_CLIENT_SECRET !== undefined && e.KEYGATE_OIDC_PORTAL_CLIENT_ID === undefined) {
+    throw new ConfigError('KEYGATE_OIDC_PORTAL_CLIENT_SECRET is set without KEYGATE_OIDC_PORTAL_CLIENT_ID: the secret is of the portal\'s client at the issuer')
+  }
+  const secret = e.KEYGATE_OIDC_PORTAL_CLIENT_SECRET
+  const oidcIssuer = {
+    issuer: e.KEYGATE_OIDC_ISSUER,
+    audience: e.KEYGATE_OIDC_AUDIENCE,
+    name: e.KEYGATE_OIDC_NAME,
+    jwksUri: e.KEYGATE_OIDC_JWKS_URI,
+    ...(e.KEYGATE_OIDC_PORTAL_CLIENT_ID !== undefined && { portalClientId: e.KEYGATE_OIDC_PORTAL_CLIENT_ID }),
+    ...(secret !== undefined && { portalClientSecret: () => secret })
+  }
   return { file: undefined, oidc: oidcIssuer }
 }
 

@@ -33,8 +33,25 @@ export interface IssuerKeysOptions extends Partial<Pick<RemoteKeySetOptions, 'fe
   onFetch?: (issuer: IssuerConfig, outcome: RemoteKeySetFetchOutcome & { what: 'jwks' | 'discovery' }) => void
 }
 
-/** The jwks_uri of `issuer`'s discovery document: fetched with no redirect, bounded in time and size, checked. */
-export async function discoverJwksUri (issuer: IssuerConfig, fetchImpl: typeof globalThis.fetch = globalThis.fetch): Promise<string> {
+/**
+ * What keygate reads of an issuer's discovery document: where its keys are and, for an issuer the
+ * portal logs in through (idp/portal-login.ts), where its users log in and where keygate trades a
+ * code for tokens. Every URL passes the rule of remote-keys (https, or http to loopback).
+ */
+export interface ProviderMetadata {
+  jwksUri: string
+  /** with portalLogin only: `authorization_endpoint` */
+  authorizationEndpoint: string | undefined
+  /** with portalLogin only: `token_endpoint` */
+  tokenEndpoint: string | undefined
+  /** RFC 9207's `authorization_response_iss_parameter_supported`: the callback then must carry `iss` */
+  issParameterSupported: boolean
+  /** with portalLogin: why the document does not serve the login (an endpoint missing or not a URL keygate uses, no S256) */
+  loginProblem: string | undefined
+}
+
+/** `issuer`'s discovery document: fetched with no redirect, bounded in time and size, checked. */
+export async function discoverProvider (issuer: IssuerConfig, fetchImpl: typeof globalThis.fetch = globalThis.fetch): Promise<ProviderMetadata> {
   const url = `${issuer.issuer.replace(/\/$/, '')}${DISCOVERY_PATH}`
   const fail = (why: string): Error => new Error(`${issuer.name}: discovery at ${url}: ${why}`)
   let response: Response
@@ -60,12 +77,40 @@ export async function discoverJwksUri (issuer: IssuerConfig, fetchImpl: typeof g
   } catch {
     throw fail('is not JSON')
   }
-  const { issuer: named, jwks_uri: jwksUri } = (document ?? {}) as { issuer?: unknown, jwks_uri?: unknown }
+  const metadata = (document ?? {}) as Record<string, unknown>
+  const { issuer: named, jwks_uri: jwksUri } = metadata
   if (named !== issuer.issuer) throw fail(`names the issuer ${JSON.stringify(named)}, not ${JSON.stringify(issuer.issuer)} (they must be the same exactly)`)
   if (typeof jwksUri !== 'string') throw fail('has no jwks_uri')
   const problem = remoteUrlProblem(jwksUri)
   if (problem !== undefined) throw fail(`its jwks_uri ${JSON.stringify(jwksUri)} ${problem}`)
-  return jwksUri
+  // the login's endpoints: a problem with them is the login's (it says so), never the keys'
+  let loginProblem: string | undefined
+  const endpoint = (member: string): string | undefined => {
+    if (issuer.portalLogin === undefined) return undefined
+    const value = metadata[member]
+    const wrong = typeof value === 'string' ? remoteUrlProblem(value) : 'is missing, and the portal\'s login needs it'
+    if (wrong === undefined) return value as string
+    loginProblem ??= `${url}: its ${member}${typeof value === 'string' ? ` ${JSON.stringify(value)}` : ''} ${wrong}`
+    return undefined
+  }
+  const authorizationEndpoint = endpoint('authorization_endpoint')
+  const tokenEndpoint = endpoint('token_endpoint')
+  const challenges = metadata.code_challenge_methods_supported
+  if (issuer.portalLogin !== undefined && Array.isArray(challenges) && !challenges.includes('S256')) {
+    loginProblem ??= `${url}: its code_challenge_methods_supported lacks S256: the portal's login uses PKCE with S256 only`
+  }
+  return {
+    jwksUri,
+    authorizationEndpoint,
+    tokenEndpoint,
+    issParameterSupported: metadata.authorization_response_iss_parameter_supported === true,
+    loginProblem
+  }
+}
+
+/** The jwks_uri of `issuer`'s discovery document (discoverProvider's rules). */
+export async function discoverJwksUri (issuer: IssuerConfig, fetchImpl: typeof globalThis.fetch = globalThis.fetch): Promise<string> {
+  return (await discoverProvider(issuer, fetchImpl)).jwksUri
 }
 
 export function createIssuerKeys (issuer: IssuerConfig, options: IssuerKeysOptions = {}): IssuerKeys {

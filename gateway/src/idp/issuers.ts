@@ -3,7 +3,9 @@
 // schema, every mistake reported at once, like the route file) or, for one issuer, from
 // KEYGATE_OIDC_ISSUER and KEYGATE_OIDC_AUDIENCE. Only asymmetric algorithms are ever accepted:
 // `none` and HS* cannot be configured, so a token signed with an IdP's public key as an HMAC
-// secret (algorithm confusion) has no algorithm to pass under.
+// secret (algorithm confusion) has no algorithm to pass under. An issuer may also log users in to
+// the developer portal (`portalLogin`, idp/portal-login.ts): keygate is then an OpenID client of
+// it, whose secret (if any) is named by an environment variable, never written in the file.
 import { readFile } from 'node:fs/promises'
 import { basename } from 'node:path'
 import { Type, type Static } from '@sinclair/typebox'
@@ -27,6 +29,36 @@ const ClaimPath = Type.String({
   maxLength: 200,
   description: 'a claim name, or a path of names joined by "."'
 })
+
+/** an environment variable's name (portalLogin.clientSecretEnv) */
+const ENV_NAME = '^[A-Za-z_][A-Za-z0-9_]{0,127}$'
+/** a scope as RFC 6749 §3.3 allows it: printable ASCII but space, " and \\ */
+const OAUTH_SCOPE = '^[\\x21\\x23-\\x5B\\x5D-\\x7E]{1,256}$'
+/** an authorization request parameter's name */
+const PARAM_NAME = /^[A-Za-z0-9_.-]{1,64}$/
+/**
+ * What the login itself sends (and checks): an authorizationParams entry may not replace one.
+ * (`request`, `request_uri`, `response_mode` would change how the answer comes back.)
+ */
+export const RESERVED_AUTHORIZATION_PARAMS: readonly string[] = [
+  'response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'nonce', 'code_challenge', 'code_challenge_method',
+  'response_mode', 'request', 'request_uri', 'client_secret', 'code_verifier', 'grant_type', 'code'
+]
+/** authorizationParams also sent to the token endpoint: RFC 8707's resource is defined for both requests */
+export const TOKEN_REQUEST_PARAMS: readonly string[] = ['resource']
+
+const PortalLoginSchema = Type.Object({
+  clientId: Type.String({ minLength: 1, maxLength: 256, description: 'keygate\'s client id at the issuer, 1 to 256 characters' }),
+  clientSecretEnv: Type.Optional(Type.String({
+    pattern: ENV_NAME,
+    description: 'the NAME of the environment variable holding the client secret (letters, digits, _), never the secret itself'
+  })),
+  scopes: Type.Optional(Type.Array(Type.String({ pattern: OAUTH_SCOPE, description: 'a scope: printable ASCII without space, " or \\' }),
+    { maxItems: 32, uniqueItems: true })),
+  authorizationParams: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 2048, description: 'a string of at most 2048 characters' }))),
+  label: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'the button\'s text: 1 to 64 characters' })),
+  redirectUri: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 }))
+}, { additionalProperties: false })
 
 const IssuerEntrySchema = Type.Object({
   name: Type.String({ pattern: `^${ISSUER_NAME}$`, description: ISSUER_NAME_RULE }),
@@ -52,7 +84,8 @@ const IssuerEntrySchema = Type.Object({
       Type.String({ pattern: SCOPE_PATTERN }),
       Type.Array(Type.String({ pattern: SCOPE_PATTERN }), { maxItems: 64 })
     ])))
-  }, { additionalProperties: false }))
+  }, { additionalProperties: false })),
+  portalLogin: Type.Optional(PortalLoginSchema)
 }, { additionalProperties: false })
 
 const IssuersFileSchema = Type.Object({ issuers: Type.Array(IssuerEntrySchema, { minItems: 1, maxItems: 32 }) }, { additionalProperties: false })
@@ -79,6 +112,69 @@ export interface IssuerConfig {
   scopeMap: ReadonlyMap<string, readonly string[]> | undefined
   /** the key set's bounds (remote-keys/remote-key-set.ts), each in ms; undefined: its defaults */
   keys: { maxStaleMs?: number, unknownKidIntervalMs?: number, minRefreshMs?: number, maxRefreshMs?: number }
+  /** the developer portal logs in through this issuer (idp/portal-login.ts); undefined: it does not */
+  portalLogin: PortalLoginConfig | undefined
+}
+
+/** keygate as an OpenID client of the issuer, for the portal's login. */
+export interface PortalLoginConfig {
+  clientId: string
+  /**
+   * The client secret (client_secret_basic at the token endpoint), read from its environment
+   * variable at startup; undefined: a public client (PKCE only). A function, so the secret is in
+   * no JSON or log line the configuration may end up in.
+   */
+  clientSecret: () => string | undefined
+  /** the variable it came from, for messages */
+  clientSecretEnv: string | undefined
+  /** asked beside `openid` (always asked, first) */
+  scopes: readonly string[]
+  /** sent on the authorization request; those of TOKEN_REQUEST_PARAMS on the token request too */
+  authorizationParams: Readonly<Record<string, string>>
+  /** the link's text: "Log in with <label>" */
+  label: string
+  /** undefined: `<origin of the request><portal prefix>/oidc/callback` */
+  redirectUri: string | undefined
+}
+
+type Env = Readonly<Record<string, string | undefined>>
+
+/** The portalLogin block, checked beyond its schema: the secret's variable set, no reserved parameter, a usable redirect URI. */
+function toPortalLogin (entry: IssuerEntry, at: string, problems: string[], env: Env): PortalLoginConfig | undefined {
+  const block = entry.portalLogin
+  if (block === undefined) return undefined
+  const where = `${at}.portalLogin`
+  let secret: string | undefined
+  if (block.clientSecretEnv !== undefined) {
+    secret = env[block.clientSecretEnv]
+    if (secret === undefined || secret === '') {
+      problems.push(`${where}.clientSecretEnv: the environment variable ${block.clientSecretEnv} is not set: it must hold the client secret`)
+    }
+  }
+  const params = block.authorizationParams ?? {}
+  for (const name of Object.keys(params)) {
+    if (!PARAM_NAME.test(name)) problems.push(`${where}.authorizationParams: ${JSON.stringify(name)} is not a parameter name (letters, digits, _ . -)`)
+    else if (RESERVED_AUTHORIZATION_PARAMS.includes(name)) {
+      problems.push(`${where}.authorizationParams.${name}: keygate sets ${name} itself; it cannot be configured`)
+    }
+  }
+  if (Object.keys(params).length > 16) problems.push(`${where}.authorizationParams: at most 16 parameters`)
+  if ((block.scopes ?? []).includes('openid')) problems.push(`${where}.scopes: openid is always asked; list only the others`)
+  if (block.redirectUri !== undefined) {
+    const problem = remoteUrlProblem(block.redirectUri)
+    if (problem !== undefined) problems.push(`${where}.redirectUri: ${problem}`)
+    else if (new URL(block.redirectUri).search !== '') problems.push(`${where}.redirectUri: must not have a query`)
+  }
+  const held = secret === '' ? undefined : secret
+  return {
+    clientId: block.clientId,
+    clientSecret: () => held,
+    clientSecretEnv: block.clientSecretEnv,
+    scopes: block.scopes ?? [],
+    authorizationParams: { ...params },
+    label: block.label ?? entry.name,
+    redirectUri: block.redirectUri
+  }
 }
 
 /** An issuers file that cannot be used: every problem, each naming the file and the field. */
@@ -89,7 +185,7 @@ export class IssuersFileError extends ConfigError {
   }
 }
 
-function toIssuer (entry: IssuerEntry, at: string, problems: string[]): IssuerConfig {
+function toIssuer (entry: IssuerEntry, at: string, problems: string[], env: Env): IssuerConfig {
   const issuerProblem = remoteUrlProblem(entry.issuer)
   if (issuerProblem !== undefined) problems.push(`${at}.issuer: ${issuerProblem}`)
   if (entry.jwksUri !== undefined) {
@@ -120,12 +216,13 @@ function toIssuer (entry: IssuerEntry, at: string, problems: string[]): IssuerCo
     }).filter(([, v]) => v !== undefined).map(([k, v]) => [k, (v as number) * 1000])),
     scopeMap: map === undefined
       ? undefined
-      : new Map(Object.entries(map).map(([from, to]) => [from, typeof to === 'string' ? [to] : to]))
+      : new Map(Object.entries(map).map(([from, to]) => [from, typeof to === 'string' ? [to] : to])),
+    portalLogin: toPortalLogin(entry, at, problems, env)
   }
 }
 
 /** A parsed issuers document -> the issuers; IssuersFileError with every problem. */
-export function issuersFromDocument (document: unknown, file: string): IssuerConfig[] {
+export function issuersFromDocument (document: unknown, file: string, env: Env = process.env): IssuerConfig[] {
   const problems: string[] = []
   if (!Value.Check(IssuersFileSchema, document)) {
     for (const error of Value.Errors(IssuersFileSchema, document)) {
@@ -136,7 +233,7 @@ export function issuersFromDocument (document: unknown, file: string): IssuerCon
     }
     throw new IssuersFileError(file, problems)
   }
-  const issuers = document.issuers.map((entry, i) => toIssuer(entry, `issuers[${i}]`, problems))
+  const issuers = document.issuers.map((entry, i) => toIssuer(entry, `issuers[${i}]`, problems, env))
   const seen = new Map<string, number>()
   issuers.forEach((issuer, i) => {
     for (const [field, value] of [['name', issuer.name], ['issuer', issuer.issuer]] as const) {
@@ -150,8 +247,8 @@ export function issuersFromDocument (document: unknown, file: string): IssuerCon
   return issuers
 }
 
-/** Reads and checks an issuers file (YAML or JSON). */
-export async function loadIssuersFile (path: string): Promise<IssuerConfig[]> {
+/** Reads and checks an issuers file (YAML or JSON); `env`: where portalLogin's clientSecretEnv is read. */
+export async function loadIssuersFile (path: string, env: Env = process.env): Promise<IssuerConfig[]> {
   const file = basename(path)
   let text: string
   try {
@@ -165,7 +262,7 @@ export async function loadIssuersFile (path: string): Promise<IssuerConfig[]> {
   } catch (err) {
     throw new IssuersFileError(file, [`cannot be parsed: ${((err as Error).message.split('\n')[0] ?? '').replace(/:$/, '')}`])
   }
-  return issuersFromDocument(document, file)
+  return issuersFromDocument(document, file, env)
 }
 
 /** What the configuration says of trusted issuers: a file, or one issuer from the environment, or none. */
@@ -176,15 +273,29 @@ export interface IssuerSettings {
   single: IssuerConfig | undefined
 }
 
+const SINGLE_SECRET_ENV = 'KEYGATE_OIDC_PORTAL_CLIENT_SECRET'
+
 /** The one issuer the KEYGATE_OIDC_* variables describe (config/env.ts reads them), checked as a file's would be. */
-export function singleIssuer (values: { issuer: string, audience: string, name?: string | undefined, jwksUri?: string | undefined }): IssuerConfig {
+export function singleIssuer (values: {
+  issuer: string
+  audience: string
+  name?: string | undefined
+  jwksUri?: string | undefined
+  /** KEYGATE_OIDC_PORTAL_CLIENT_ID, and KEYGATE_OIDC_PORTAL_CLIENT_SECRET's value (read by config/env.ts) */
+  portalClientId?: string | undefined
+  portalClientSecret?: (() => string | undefined) | undefined
+}): IssuerConfig {
   const entry = {
     name: values.name ?? 'idp',
     issuer: values.issuer,
     audiences: values.audience.split(',').map((a) => a.trim()).filter((a) => a !== ''),
-    ...(values.jwksUri !== undefined && { jwksUri: values.jwksUri })
+    ...(values.jwksUri !== undefined && { jwksUri: values.jwksUri }),
+    ...(values.portalClientId !== undefined && {
+      portalLogin: { clientId: values.portalClientId, ...(values.portalClientSecret !== undefined && { clientSecretEnv: SINGLE_SECRET_ENV }) }
+    })
   }
-  const [issuer] = issuersFromDocument({ issuers: [entry] }, 'KEYGATE_OIDC_*')
+  const secret = values.portalClientSecret?.()
+  const [issuer] = issuersFromDocument({ issuers: [entry] }, 'KEYGATE_OIDC_*', secret === undefined ? {} : { [SINGLE_SECRET_ENV]: secret })
   return issuer as IssuerConfig
 }
 

@@ -23,6 +23,8 @@ export function createMemoryStore (now: () => number = Date.now): Store {
   const remembered = new Map<string, { expiresAt: number; serial: number }>()
   let marks = 0
   const counters = new Map<string, { count: number; expiresAt: number }>()
+  /** putOnce's values, each taken at most once */
+  const onces = new Map<string, { value: string; expiresAt: number }>()
   /** rate counter key -> the ms from which it is back to its full limit (types.ts: RateCounter) */
   const rates = new Map<string, number>()
   /** usage analytics' buckets (Store.addUsageCounts): field -> count, and when the bucket expires */
@@ -31,6 +33,7 @@ export function createMemoryStore (now: () => number = Date.now): Store {
     const t = now()
     for (const [key, { expiresAt }] of remembered) if (expiresAt <= t) remembered.delete(key)
     for (const [key, counter] of counters) if (counter.expiresAt <= t) counters.delete(key)
+    for (const [key, { expiresAt }] of onces) if (expiresAt <= t) onces.delete(key)
     for (const [key, fullAt] of rates) if (fullAt <= t) rates.delete(key)
     for (const [name, bucket] of usage) if (bucket.expiresAt <= t) usage.delete(name)
   }, 10_000)
@@ -262,6 +265,14 @@ export function createMemoryStore (now: () => number = Date.now): Store {
           if (remembered.get(key)?.serial === serial) remembered.delete(key)
         }
       }
+    },
+    async putOnce (key, value, ttlMs) {
+      onces.set(key, { value, expiresAt: now() + ttlMs })
+    },
+    async takeOnce (key) {
+      const held = onces.get(key)
+      onces.delete(key)
+      return held !== undefined && held.expiresAt > now() ? held.value : null
     },
     async hit (key, windowMs) {
       const t = now()

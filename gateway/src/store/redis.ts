@@ -54,6 +54,8 @@ export function redisKeyNames (prefix: string, cluster: boolean) {
     previousSigningKeys: `${registry}jwt:previous-signing-keys`,
     once: (key: string): string => `${prefix}once:${key}`,
     hits: (key: string): string => `${prefix}hits:${key}`,
+    // putOnce/takeOnce: one key each, no tag (a login's state, a handoff: per login, spread over the shards)
+    takeOnce: (key: string): string => `${prefix}take-once:${key}`,
     // per request too, and one key per counter: in a cluster they spread over every shard
     rate: (key: string): string => `${prefix}rate:${key}`,
     // usage analytics: one hash per time bucket, written in batches; each is one key, so one slot
@@ -815,6 +817,11 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
       } satisfies SigningKeyRotation
     }),
     rememberOnce: async (key, ttlMs) => await guarded(async () => await rememberOnce(key, ttlMs)),
+    putOnce: async (key, value, ttlMs) => {
+      await guarded(async () => await redis.set(names.takeOnce(key), value, 'PX', Math.max(1, Math.ceil(ttlMs))))
+    },
+    // GETDEL (Redis 6.2): the read and the removal are one command, so a value is taken once
+    takeOnce: async (key) => await guarded(async () => await redis.getdel(names.takeOnce(key))),
     hit: async (key, windowMs) => await guarded(async () => {
       const [count, ttl] = await redis.eval(HIT_SCRIPT, 1, names.hits(key), Math.max(1, Math.ceil(windowMs))) as [number, number]
       return { count, resetMs: ttl }

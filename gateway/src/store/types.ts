@@ -218,6 +218,18 @@ export interface Store {
    */
   rememberOnce: (key: string, ttlMs: number) => Promise<RememberedMark | false>
   /**
+   * Keeps `value` under `key` for `ttlMs`, for one takeOnce: a login's state between the
+   * browser's start and its callback, a handoff between the callback and the page. Replaces what
+   * the key held. Values are small (a few hundred bytes); the key is random, made by the caller.
+   */
+  putOnce: (key: string, value: string, ttlMs: number) => Promise<void>
+  /**
+   * The value putOnce left under `key`, removed in the same atomic step (on Redis: GETDEL): of
+   * concurrent takes, on any gateway of the store, one gets it and the others null. null when
+   * never put, already taken, or expired.
+   */
+  takeOnce: (key: string) => Promise<string | null>
+  /**
    * Counts a hit in a fixed window that starts with the first hit: returns the count so far and
    * the ms until the window ends (rate limits).
    */

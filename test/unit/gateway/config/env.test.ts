@@ -154,6 +154,14 @@ t.test('trusted identity providers: an issuers file, or one issuer from KEYGATE_
     { issuer: 'https://login.example.com', audience: 'keygate', name: undefined, jwksUri: undefined })
   t.throws(() => loadConfig({ KEYGATE_OIDC_ISSUER: 'https://login.example.com' }), { name: 'ConfigError', message: /^KEYGATE_OIDC_AUDIENCE is not set: / })
   t.throws(() => loadConfig({ KEYGATE_OIDC_AUDIENCE: 'keygate' }), { name: 'ConfigError', message: /^KEYGATE_OIDC_ISSUER is not set: / })
+  const portal = loadConfig({
+    KEYGATE_OIDC_ISSUER: 'https://login.example.com', KEYGATE_OIDC_AUDIENCE: 'keygate', KEYGATE_OIDC_PORTAL_CLIENT_ID: 'portal', KEYGATE_OIDC_PORTAL_CLIENT_SECRET: 'shh'
+  }).identityProviders.oidc
+  t.equal(portal?.portalClientId, 'portal', 'the portal\'s client at that issuer')
+  t.equal(portal?.portalClientSecret?.(), 'shh', 'and its secret, behind a function')
+  t.notMatch(JSON.stringify(portal), /shh/, 'in no JSON of the configuration')
+  t.throws(() => loadConfig({ KEYGATE_OIDC_ISSUER: 'https://a', KEYGATE_OIDC_AUDIENCE: 'k', KEYGATE_OIDC_PORTAL_CLIENT_SECRET: 'shh' }),
+    { name: 'ConfigError', message: /^KEYGATE_OIDC_PORTAL_CLIENT_SECRET is set without KEYGATE_OIDC_PORTAL_CLIENT_ID/ })
   t.throws(() => loadConfig({ KEYGATE_ISSUERS: 'x.yaml', KEYGATE_OIDC_ISSUER: 'https://a', KEYGATE_OIDC_AUDIENCE: 'k' }),
     { name: 'ConfigError', message: /^KEYGATE_ISSUERS and KEYGATE_OIDC_\* both name trusted issuers/ })
   t.throws(() => loadConfig({ KEYGATE_OIDC_NAME: 'Corp' }), { name: 'ConfigError', message: /^KEYGATE_OIDC_NAME: "Corp" is not allowed: use lower-case letters/ })

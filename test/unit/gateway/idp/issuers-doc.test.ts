@@ -1,6 +1,7 @@
 // docs/identity-providers.md's configurations, read from the page and checked as keygate checks
 // them at start: the four variables of "One issuer: four variables", the file of "The issuers
-// file", and each entry of "Configurations for common IdPs".
+// file", each entry of "Configurations for common IdPs", and the portalLogin blocks of "The
+// portal's login" (the file, and each IdP's).
 import t from 'tap'
 import { loadConfig } from '../../../../gateway/src/config/env.js'
 import { issuersFromDocument, singleIssuer } from '../../../../gateway/src/idp/issuers.js'
@@ -42,4 +43,30 @@ t.test(`${PAGE}, "Configurations for common IdPs": each entry accepted as an iss
   t.equal(issuers.find((i) => i.name === 'entra')?.subjectClaim, 'oid', 'Entra ID: the user\'s object id, not the pairwise sub')
   t.equal(issuers.find((i) => i.name === 'keycloak')?.scopeClaim, 'realm_access.roles')
   for (const issuer of issuers) t.equal(issuer.jwksUri, undefined, `${issuer.name}: keys by discovery`)
+})
+
+t.test(`${PAGE}, "The portal's login": the file and each IdP's portalLogin accepted, secrets read from the variables they name`, async (t) => {
+  const [file, ...perIdp] = docBlocks(PAGE, 'The portal\'s login', 'yaml')
+  const env = (block: string): Record<string, string> =>
+    Object.fromEntries([...block.matchAll(/clientSecretEnv: ([A-Z0-9_]+)/g)].map((m) => [m[1] as string, 'secret']))
+  const [corp] = issuersFromDocument(parseYaml(file ?? ''), 'issuers.yaml', env(file ?? ''))
+  t.match(corp?.portalLogin, {
+    clientId: 'keygate-portal',
+    clientSecretEnv: 'CORP_PORTAL_SECRET',
+    scopes: ['clients.read'],
+    authorizationParams: { resource: 'https://api.example.com' },
+    label: 'Corp SSO',
+    redirectUri: 'https://api.example.com/portal/oidc/callback'
+  })
+  t.throws(() => issuersFromDocument(parseYaml(file ?? ''), 'issuers.yaml', {}), { message: /CORP_PORTAL_SECRET is not set/ }, 'without the variable: refused')
+  t.equal(perIdp.length, 4, 'Keycloak, Auth0, Okta, Entra ID (Google: not possible, said why)')
+  const issuers = perIdp.flatMap((block) => issuersFromDocument(parseYaml(`issuers:\n${block}`), 'issuers.yaml', env(block)))
+  t.same(issuers.map((i) => i.name), ['keycloak', 'auth0', 'okta', 'entra'])
+  for (const issuer of issuers) t.ok(issuer.portalLogin?.clientSecret(), `${issuer.name}: a confidential client`)
+  t.same(issuers.find((i) => i.name === 'auth0')?.portalLogin?.authorizationParams, { audience: 'https://api.example.com' }, 'Auth0: the API as audience')
+  t.same(issuers.find((i) => i.name === 'entra')?.portalLogin?.scopes, ['api://API_CLIENT_ID/.default'], 'Entra ID: the API\'s scope')
+  t.equal(issuers.find((i) => i.name === 'entra')?.subjectClaim, 'oid')
+  const config = loadConfig({ ...blockSettings(docSnippet(PAGE, 'One issuer: four variables', 'sh')), KEYGATE_OIDC_PORTAL_CLIENT_ID: 'keygate-portal' })
+  t.equal(singleIssuer(config.identityProviders.oidc as NonNullable<typeof config.identityProviders.oidc>).portalLogin?.clientId, 'keygate-portal',
+    'one issuer: KEYGATE_OIDC_PORTAL_CLIENT_ID')
 })

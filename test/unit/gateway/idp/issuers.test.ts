@@ -104,3 +104,52 @@ t.test('from a file, YAML or JSON; one issuer from the variables', async (t) => 
   t.same(await loadIssuers({ file: undefined, single: undefined }), [], 'none configured: none trusted')
   t.throws(() => singleIssuer({ issuer: 'http://login.example.com', audience: 'x' }), { message: /^KEYGATE_OIDC_\*: issuers\[0\]\.issuer: must be https/ })
 })
+
+t.test('portalLogin: keygate as the issuer\'s OpenID client for the portal; its secret read from the variable it names', async (t) => {
+  const base = { name: 'corp', issuer: 'https://login.example.com', audiences: ['keygate'] }
+  const [none] = issuersFromDocument({ issuers: [base] }, 'issuers.yaml')
+  t.equal(none?.portalLogin, undefined, 'no block: the portal does not log in through it')
+  const [minimal] = issuersFromDocument({ issuers: [{ ...base, portalLogin: { clientId: 'portal' } }] }, 'issuers.yaml', {})
+  t.match(minimal?.portalLogin, { clientId: 'portal', clientSecretEnv: undefined, scopes: [], authorizationParams: {}, label: 'corp', redirectUri: undefined })
+  t.equal(minimal?.portalLogin?.clientSecret(), undefined, 'no secret: a public client')
+  const [full] = issuersFromDocument({
+    issuers: [{
+      ...base,
+      portalLogin: {
+        clientId: 'portal',
+        clientSecretEnv: 'CORP_PORTAL_SECRET',
+        scopes: ['api:read', 'offline_access'],
+        authorizationParams: { audience: 'https://api.example.com', prompt: 'login' },
+        label: 'Corp SSO',
+        redirectUri: 'https://api.example.com/portal/oidc/callback'
+      }
+    }]
+  }, 'issuers.yaml', { CORP_PORTAL_SECRET: 's3cret' })
+  t.equal(full?.portalLogin?.clientSecret(), 's3cret', 'the secret, from its variable')
+  t.notMatch(JSON.stringify(full), /s3cret/, 'and in no JSON of the configuration')
+  t.match(full?.portalLogin, { label: 'Corp SSO', scopes: ['api:read', 'offline_access'], authorizationParams: { audience: 'https://api.example.com' } })
+
+  const cases: Array<[string, unknown, RegExp]> = [
+    ['no clientId', {}, /issuers\[0\]\.portalLogin\.clientId: keygate's client id/],
+    ['a secret in the file', { clientId: 'p', clientSecret: 'x' }, /issuers\[0\]\.portalLogin/],
+    ['a variable that is not set', { clientId: 'p', clientSecretEnv: 'UNSET_SECRET' }, /portalLogin\.clientSecretEnv: the environment variable UNSET_SECRET is not set/],
+    ['a variable name that is no name', { clientId: 'p', clientSecretEnv: 'a-b' }, /portalLogin\.clientSecretEnv: the NAME of the environment variable/],
+    ['a scope with a space', { clientId: 'p', scopes: ['a b'] }, /portalLogin\.scopes\[0\]: a scope/],
+    ['openid listed', { clientId: 'p', scopes: ['openid'] }, /portalLogin\.scopes: openid is always asked/],
+    ['a reserved parameter', { clientId: 'p', authorizationParams: { redirect_uri: 'https://evil.example' } }, /authorizationParams\.redirect_uri: keygate sets/],
+    ['response_mode', { clientId: 'p', authorizationParams: { response_mode: 'form_post' } }, /authorizationParams\.response_mode: keygate sets/],
+    ['a parameter name with a space', { clientId: 'p', authorizationParams: { 'a b': 'x' } }, /authorizationParams: "a b" is not a parameter name/],
+    ['a label too long', { clientId: 'p', label: 'x'.repeat(65) }, /portalLogin\.label: the button's text/],
+    ['a plain-http redirect URI elsewhere than loopback', { clientId: 'p', redirectUri: 'http://portal.example.com/cb' }, /portalLogin\.redirectUri: must be https/],
+    ['a redirect URI with a fragment', { clientId: 'p', redirectUri: 'https://portal.example.com/cb#x' }, /portalLogin\.redirectUri: must not have a fragment/],
+    ['a redirect URI with a query', { clientId: 'p', redirectUri: 'https://portal.example.com/cb?x=1' }, /portalLogin\.redirectUri: must not have a query/]
+  ]
+  for (const [what, portalLogin, message] of cases) {
+    t.throws(() => issuersFromDocument({ issuers: [{ ...base, portalLogin }] }, 'issuers.yaml', {}), { name: 'IssuersFileError', message }, what)
+  }
+
+  const single = singleIssuer({ issuer: 'https://login.example.com', audience: 'keygate', portalClientId: 'portal', portalClientSecret: () => 'shh' })
+  t.match(single.portalLogin, { clientId: 'portal', clientSecretEnv: 'KEYGATE_OIDC_PORTAL_CLIENT_SECRET', label: 'idp' })
+  t.equal(single.portalLogin?.clientSecret(), 'shh', 'one issuer from the variables: KEYGATE_OIDC_PORTAL_CLIENT_SECRET')
+  t.equal(singleIssuer({ issuer: 'https://login.example.com', audience: 'keygate', portalClientId: 'portal' }).portalLogin?.clientSecret(), undefined)
+})

@@ -120,6 +120,18 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       await first1.forget()
       t.equal(await store.rememberOnce('sig-1', 60_000), false, 'a second forget of the old mark leaves the new one in place')
 
+      // putOnce / takeOnce: a value taken once, by one of concurrent takers; gone after its ttl
+      t.equal(await store.takeOnce('login:none'), null, 'never put: null')
+      await store.putOnce('login:a', '{"v":1}', 60_000)
+      t.equal(await store.takeOnce('login:a'), '{"v":1}', 'the value put')
+      t.equal(await store.takeOnce('login:a'), null, 'a second take: null')
+      await store.putOnce('login:b', 'b', 60_000)
+      const takers = await Promise.all(Array.from({ length: 20 }, async () => await store.takeOnce('login:b')))
+      t.same(takers.filter((v) => v !== null), ['b'], 'of 20 concurrent takes exactly one gets it')
+      await store.putOnce('login:short', 's', 50)
+      await new Promise((resolve) => setTimeout(resolve, 120))
+      t.equal(await store.takeOnce('login:short'), null, 'after its ttl: null')
+
       const first = await store.hit('user:alice', 60_000)
       t.equal(first.count, 1)
       t.ok(first.resetMs > 59_000 && first.resetMs <= 60_000)

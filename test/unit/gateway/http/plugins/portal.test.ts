@@ -109,3 +109,19 @@ t.test('a route file may not route the portal\'s prefix, wherever it is', async 
   const off = loadConfig({ KEYGATE_PORTAL_PREFIX: 'off' }).routeDefaults
   t.doesNotThrow(() => routesFromDocument(document('/portal/'), 'routes.yaml', off), 'off: /portal/ is free')
 })
+
+t.test('without an issuer that logs the portal in: no provider, no login endpoint, no cookie', async (t) => {
+  const gw = await startStack(t, { store: 'memory' })
+  const providers = await send(gw.url, '/portal/oidc/providers')
+  t.equal(providers.status, 200)
+  t.same(providers.json(), [], 'the page shows the password form only')
+  t.equal(providers.headers['cache-control'], 'no-store')
+  securityHeaders(t, providers, 'the providers')
+  for (const path of ['/portal/oidc/corp/start', '/portal/oidc/callback?state=x&code=y']) {
+    const answer = await send(gw.url, path)
+    t.equal(answer.json<{ code: string }>().code, 'NOT_FOUND', path)
+    securityHeaders(t, answer, path)
+  }
+  const session = await send(gw.url, '/portal/oidc/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+  t.equal(session.json<{ code: string }>().code, 'NOT_FOUND')
+})
