@@ -5,6 +5,7 @@
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
+import { installedWithApt, runs } from '../../../helpers/apt.js'
 import { guardedFetch, GuardedFetchError, type GuardedFetchOptions, type Resolver } from '../../../../gateway/src/net/guarded-fetch.js'
 import { certificates, startHttpsServer, startSilentServer, type TestServer } from './servers.js'
 
@@ -201,11 +202,17 @@ t.test('options are checked', async (t) => {
   await t.rejects(guardedFetch(`${base()}/`, { maxRedirects: 1.5 }), RangeError)
 })
 
-/** Why this machine cannot make a network namespace with only loopback, or undefined when it can. */
+/**
+ * Why this machine cannot make a network namespace with only loopback, or undefined when it can:
+ * unshare (util-linux) and ip (iproute2), installed once when missing, as root.
+ */
 function noNamespace (): string | undefined {
+  for (const [command, args, pkg] of [['unshare', ['--version'], 'util-linux'], ['ip', ['-V'], 'iproute2']] as const) {
+    const found = installedWithApt(command, () => runs(command, args), [pkg])
+    if ('reason' in found) return found.reason
+  }
   const tried = spawnSync('unshare', ['-n', 'sh', '-c', 'ip link set lo up'], { encoding: 'utf8', timeout: 10_000 })
-  if (tried.error !== undefined) return `unshare could not run: ${tried.error.message} (util-linux's unshare and iproute2's ip are needed)`
-  if (tried.status !== 0) return `unshare -n failed (it needs root, or a user namespace): ${tried.stderr.trim()}`
+  if (tried.status !== 0) return `unshare -n failed (it needs root): ${tried.error?.message ?? tried.stderr.trim()}`
   return undefined
 }
 
