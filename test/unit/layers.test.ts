@@ -24,6 +24,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   // whether tracing is on (the OTEL_* variables): read with the config, imports no OpenTelemetry module
   ['gateway/src/tracing/settings.ts', 2],
   ['gateway/src/store/', 3],
+  // fetching a URL someone else named, refusing private, loopback and metadata addresses by the address connected to: undici and ipaddr.js only
+  ['gateway/src/net/', 3.2],
   // a JWK Set fetched from a URL someone else controls (an IdP's JWKS, an agent's key directory): lib, errors and jose only
   ['gateway/src/remote-keys/', 3.5],
   ['gateway/src/keys/', 4],
