@@ -4,7 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { createUsageCounter } from './analytics/counter.js'
 import { createAuthenticator } from './auth/authenticate.js'
 import type { IdpTokens } from './auth/bearer.js'
-import { bearerPipeline, signedPipeline } from './auth/pipeline.js'
+import { agentPipeline, bearerPipeline, signedPipeline } from './auth/pipeline.js'
 import { createSignatureBudget } from './auth/signature-budget.js'
 import { buildDecisionApp } from './decision/server.js'
 import { MAX_HEADER_BYTES, SCRYPT_LOG_N, type GatewayConfig } from './config/env.js'
@@ -37,6 +37,10 @@ import { logDestination, type LogFormat } from './lib/log-format.js'
 import { trackRequestLines } from './lib/request-line-tracker.js'
 import { REDACTED, REDACTED_PATHS, redactUrl } from './lib/redact-url.js'
 import { createRateLimiter } from './limits/limiter.js'
+import { createAgentDirectories } from './agents/agent-directories.js'
+import { loadAgentsFile } from './agents/agents-file.js'
+import { directoryFetch, type DirectoryFetchOptions } from './agents/directory-fetch.js'
+import { directoryCheck } from './auth/directory-signature.js'
 import { createGatewayMetrics } from './metrics/metrics.js'
 import { createIdentityTokenIssuer } from './proxy/identity.js'
 import type { RouteConfig } from './proxy/route.js'
@@ -61,6 +65,8 @@ export interface BuildAppOptions {
   now?: () => number
   /** the routes when there is no route file; default: the built-in ones (proxy/route.ts) */
   routes?: readonly RouteConfig[]
+  /** signed agents' directories: the name resolution and the CAs trusted (tests: their own); default the system's */
+  agentDirectories?: Pick<DirectoryFetchOptions, 'resolver' | 'ca'>
 }
 
 interface LoggedRequest { method?: string; url?: string; ip?: string; socket?: { remotePort?: number } }
@@ -189,6 +195,19 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
       })
     }
   }
+  // Signed agents' key directories (docs/agents.md): pinned ones from the agents file, others
+  // fetched when an agent names them, through the address guard, within bounds
+  const agentSettings = await loadAgentsFile(config.agentDirectoriesFile)
+  const agentDirectories = createAgentDirectories({
+    fetch: directoryFetch({ privateOrigins: agentSettings.privateOrigins, ...options.agentDirectories }),
+    checkDirectory: (agent) => directoryCheck(agent, options.now),
+    pinned: agentSettings.pinned,
+    ...(options.now && { now: options.now }),
+    onFetch: (agent, outcome) => {
+      if (!outcome.ok) app.log.info({ agent: agent.origin, error: outcome.error }, 'a signed agent\'s directory could not be used')
+    }
+  })
+  app.addHook('onClose', async () => { agentDirectories.close() })
   app.decorate('keygate', services)
   app.decorateRequest('auth', null)
   app.decorateRequest('described', null)
@@ -207,13 +226,15 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     observeVerification: services.metrics.observeSignatureVerification,
     signatureBudget,
     idp,
+    agents: agentDirectories,
     ...(options.now && { now: options.now })
   })
-  const bearer = bearerPipeline({ tokens, userScopes, idp })
+  const bearer = bearerPipeline({ tokens, userScopes, idp, agents: agentDirectories, store, signatureBudget, ...(options.now && { now: options.now }) })
+  const agent = agentPipeline({ tokens, keys, store, userScopes, signatureBudget, agents: agentDirectories, ...(options.now && { now: options.now }) })
   // with tracing on, the stages where time goes have child spans
   const authenticator = createAuthenticator(tracing === undefined
-    ? { signed, bearer, public: [] }
-    : { signed: tracing.traceStages(signed), bearer: tracing.traceStages(bearer), public: [] })
+    ? { signed, bearer, agent, public: [] }
+    : { signed: tracing.traceStages(signed), bearer: tracing.traceStages(bearer), agent: tracing.traceStages(agent), public: [] })
 
   // First: every later hook, log line and limit reads the client's address (request.ip) from it.
   await app.register(clientAddressPlugin, config.clientAddress)

@@ -38,6 +38,8 @@ export interface StackOptions {
   logger?: BuildAppOptions['logger']
   /** listen here rather than on a free port (when another service must know the URL first) */
   port?: number
+  /** signed agents' directories: the test's resolver and CA */
+  agentDirectories?: BuildAppOptions['agentDirectories']
 }
 
 export const PASSWORD = 'correct horse battery staple'
@@ -80,7 +82,8 @@ export async function startTestGateway (t: Teardown, options: StackOptions & { u
     store,
     routes,
     ...(options.now && { now: options.now }),
-    ...(options.logger !== undefined && { logger: options.logger })
+    ...(options.logger !== undefined && { logger: options.logger }),
+    ...(options.agentDirectories !== undefined && { agentDirectories: options.agentDirectories })
   })
   const url = await app.listen({ port: options.port ?? 0, host: '127.0.0.1' })
   t.teardown(async () => {

@@ -69,6 +69,8 @@ const CLAIMS: Claim[] = [
   { page: 'docs/scaling.md', heading: 'Redis Sentinel and Redis Cluster', lang: 'sh', by: 'test/system/redis-sentinel.test.ts' },
   { page: 'docs/signing-examples.md', heading: 'The signatures with openssl', lang: 'sh', by: 'test/system/signing-examples.test.ts' },
   { page: 'docs/tests.md', heading: 'Running the tests', lang: 'sh', by: 'test/system/tests-doc.test.ts' },
+  { page: 'docs/agents.md', heading: 'Letting agents in', lang: 'yaml', by: 'test/unit/gateway/agents/agents-doc.test.ts' },
+  { page: 'docs/agents.md', heading: 'Directories: fetched, pinned, and their outages', lang: 'yaml', by: 'test/unit/gateway/agents/agents-doc.test.ts' },
   { page: 'docs/identity-providers.md', heading: 'One issuer: four variables', lang: 'sh', by: 'test/unit/gateway/idp/issuers-doc.test.ts' },
   { page: 'docs/identity-providers.md', heading: 'The issuers file', lang: 'yaml', by: 'test/unit/gateway/idp/issuers-doc.test.ts' },
   { page: 'docs/identity-providers.md', heading: 'Configurations for common IdPs', lang: 'yaml', by: 'test/unit/gateway/idp/issuers-doc.test.ts' },

@@ -206,7 +206,7 @@ export function agentVerificationStage (store: Store, now: () => number = Date.n
           throw new GatewayError('REPLAYED_REQUEST', 'This agent signature was already accepted: sign each request anew ' +
             '(a new nonce, or a new created, makes a new signature)')
         }
-        state.replayMark = mark
+        state.agentReplayMark = mark
       })
     }
   }

@@ -2,10 +2,12 @@
 // the store before the token and headers are sound, and the signature verification (either
 // scheme's, any key type's) runs last of the checks of who sent the request; then what it may do (scope.ts). Before all of them, a client
 // address that has failed too many signature checks is refused (signature-budget.ts).
+import type { AgentDirectories } from '../agents/agent-directories.js'
 import type { KeyRegistry } from '../keys/key-registry.js'
 import type { Store } from '../store/index.js'
 import type { TokenService } from '../tokens/token-service.js'
 import type { UserScopes } from '../users/user-scopes.js'
+import { agentKeyStage, agentSignatureHeadersStage, agentVerificationStage } from './agent-signature.js'
 import { apiKeyStage } from './api-key.js'
 import { bearerTokenStage, type IdpTokens } from './bearer.js'
 import { keyIdStage } from './key-id.js'
@@ -39,10 +41,41 @@ export interface PipelineDeps {
   signatureBudget?: SignatureBudget
   /** trusted identity providers' tokens, accepted beside keygate's own (none configured: undefined) */
   idp?: IdpTokens | undefined
+  /** signed agents' key directories (Web Bot Auth): agent routes, and bearer and signed routes that name agents */
+  agents?: AgentDirectories | undefined
+}
+
+/**
+ * A signed agent's stages (agent-signature.ts): its signature and agent, its key, then the
+ * signature verified and spent. On a bearer or signed route they run only when the route names
+ * agents (its `agents`); on an agent route, always.
+ */
+function agentStages ({ agents, store, now, signatureBudget: budget }: PipelineDeps, always: boolean): AuthStage[] {
+  if (agents === undefined) return []
+  const clock = now ?? Date.now
+  const onFailure = budget && ((request: DescribedRequest): void => { budget.recordFailure(request.ip, clock()) })
+  const stages = [
+    agentSignatureHeadersStage((state) => state.agents ?? 'any', now),
+    agentKeyStage(agents),
+    agentVerificationStage(store, now, onFailure)
+  ]
+  return always ? stages : stages.map(whenAgentsNamed)
+}
+
+/** The stage, on a route that names agents only. */
+function whenAgentsNamed (stage: AuthStage): AuthStage {
+  return { name: stage.name, needsBody: stage.needsBody, run: (request, state) => state.agents === undefined ? undefined : stage.run(request, state) }
+}
+
+/** `agent` routes: a signed agent's signature alone (Web Bot Auth), no user. */
+export function agentPipeline (deps: PipelineDeps): AuthStage[] {
+  const clock = deps.now ?? Date.now
+  return [...(deps.signatureBudget === undefined ? [] : [signatureBudgetStage(deps.signatureBudget, clock)]), ...agentStages(deps, true)]
 }
 
 /** `signed` routes: bearer token and API key signature. */
-export function signedPipeline ({ tokens, keys, store, userScopes, now, observeVerification, signatureBudget: budget, idp }: PipelineDeps): AuthStage[] {
+export function signedPipeline (deps: PipelineDeps): AuthStage[] {
+  const { tokens, keys, store, userScopes, now, observeVerification, signatureBudget: budget, idp } = deps
   const clock = now ?? Date.now
   const onFailure = budget && ((request: DescribedRequest): void => { budget.recordFailure(request.ip, clock()) })
   return [
@@ -67,13 +100,16 @@ export function signedPipeline ({ tokens, keys, store, userScopes, now, observeV
     // a refused request spends neither (signed again once the scope is granted, it passes).
     scopeStage(userScopes, { needsBody: true }),
     replayStage(store, now),
-    keyUsageStage(keys, now)
+    keyUsageStage(keys, now),
+    // a user's agent: the route names agents, and the request is signed by one too
+    ...agentStages(deps, false)
   ]
 }
 
 /** `bearer` routes (and keygate's key routes): the token, then what its user may do. */
-export function bearerPipeline ({ tokens, userScopes, idp }: Pick<PipelineDeps, 'tokens' | 'userScopes' | 'idp'>): AuthStage[] {
-  return [bearerTokenStage(tokens, userScopes, idp), scopeStage(userScopes, { needsBody: false })]
+export function bearerPipeline (deps: Pick<PipelineDeps, 'tokens' | 'userScopes' | 'idp' | 'agents' | 'store' | 'now' | 'signatureBudget'>): AuthStage[] {
+  const { tokens, userScopes, idp } = deps
+  return [bearerTokenStage(tokens, userScopes, idp), scopeStage(userScopes, { needsBody: false }), ...agentStages(deps as PipelineDeps, false)]
 }
 
 /**

@@ -59,10 +59,11 @@ export function replayStage (store: Store, now: () => number = Date.now): AuthSt
  * retry must pass. Never waits: the answer goes out while the store forgets.
  */
 export function releaseReplayMark (state: AuthState | null): void {
-  if (state?.replayMark === undefined) return
-  const mark = state.replayMark
+  if (state === null) return
+  const marks = [state.replayMark, state.agentReplayMark]
   state.replayMark = undefined
-  void mark.forget()
+  state.agentReplayMark = undefined
+  for (const mark of marks) if (mark !== undefined) void mark.forget()
 }
 
 /**

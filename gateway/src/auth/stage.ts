@@ -76,9 +76,9 @@ export { SEED_BODY_BOUNDARIES, type SeedBodyBoundary } from '#client/protocol'
 export type UnseenBodyPolicy = 'refuse' | 'digest'
 export const UNSEEN_BODY_POLICIES: readonly UnseenBodyPolicy[] = ['refuse', 'digest']
 
-/** How much a route asks of a request: a signature and a token, a token, or nothing. */
-export type AuthTier = 'signed' | 'bearer' | 'public'
-export const AUTH_TIERS: readonly AuthTier[] = ['signed', 'bearer', 'public']
+/** How much a route asks of a request: a signature and a token, a token, a signed agent's signature (Web Bot Auth), or nothing. */
+export type AuthTier = 'signed' | 'bearer' | 'agent' | 'public'
+export const AUTH_TIERS: readonly AuthTier[] = ['signed', 'bearer', 'agent', 'public']
 
 export interface AuthState {
   /** what the route wants done with a repeated signed POST, PUT, PATCH or DELETE */
@@ -109,6 +109,8 @@ export interface AuthState {
    * (a rate limit, a full upstream queue), so that the refused request stays retryable
    */
   replayMark?: RememberedMark
+  /** the agent signature's mark (agent-signature.ts), taken back with the replay mark */
+  agentReplayMark?: RememberedMark
   /** what identifies the request to the replay check when not the seed's X-API-Signature (RFC 9421: the signature base) */
   replayId?: string
   timestampMs?: number

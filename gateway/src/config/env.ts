@@ -141,6 +141,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_SIGNATURE_FAILURE_DELAY_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ISSUERS: Type.Optional(Type.String({ minLength: 1 })),
+  KEYGATE_AGENT_DIRECTORIES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_OIDC_ISSUER: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, allowed: 'the issuer\'s URL, at most 2048 characters' })),
   KEYGATE_OIDC_AUDIENCE: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, allowed: 'audiences, comma-separated, at most 4096 characters' })),
   KEYGATE_OIDC_NAME: Type.Optional(Type.String({ pattern: `^${ISSUER_NAME}$`, allowed: ISSUER_NAME_RULE })),
@@ -232,6 +233,8 @@ export interface GatewayConfig {
   upstreams: UpstreamLimits
   /** KEYGATE_ROUTES: the route file; unset: the built-in routes (proxy/route.ts) */
   routesFile: string | undefined
+  /** KEYGATE_AGENT_DIRECTORIES: signed agents' directories pinned, or allowed on a private address (agents/agents-file.ts) */
+  agentDirectoriesFile: string | undefined
   /**
    * Trusted identity providers (idp/issuers.ts reads and checks them): KEYGATE_ISSUERS, an issuers
    * file, or one issuer from KEYGATE_OIDC_ISSUER and KEYGATE_OIDC_AUDIENCE; neither: none
@@ -472,6 +475,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       connectTimeoutMs: e.KEYGATE_UPSTREAM_CONNECT_TIMEOUT_MS ?? DEFAULT_UPSTREAM_CONNECT_TIMEOUT_MS
     },
     routesFile: e.KEYGATE_ROUTES,
+    agentDirectoriesFile: e.KEYGATE_AGENT_DIRECTORIES,
     identityProviders: identityProvidersFrom(e),
     watchRoutes: isOn(e.KEYGATE_ROUTES_WATCH, false),
     docs: isOn(e.KEYGATE_DOCS, true),

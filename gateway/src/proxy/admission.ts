@@ -53,6 +53,7 @@ export function routeState (route: RouteConfig): AuthState {
   // the route's required scopes travel with the state to the scope stage, which ends the pipeline
   return {
     replay: route.replay,
+    ...(route.agents !== undefined && { agents: route.agents }),
     requiredScopes: route.scopes,
     signaturePolicy: route.signature,
     signatureLabel: route.signatureLabel,

@@ -46,7 +46,7 @@ export function identityTokenFor (issuer: IdentityTokenIssuer, route: RouteConfi
 /** The headers that carry the gateway's word on this route: a client's copy of one is never forwarded. */
 export function identityHeaderNames (route: RouteConfig): string[] {
   const names = route.identityHeaders
-  return [names.user, names.key, names.keyName, names.scopes, ...(route.identityToken ? [route.identityToken.header] : [])]
+  return [names.user, names.key, names.keyName, names.scopes, names.agent, names.agentKey, ...(route.identityToken ? [route.identityToken.header] : [])]
 }
 
 /** Writes the identity headers into the upstream request's headers: last, so they win. */
@@ -60,5 +60,10 @@ export function writeIdentity (out: IncomingHttpHeaders, route: RouteConfig, aut
   // Sent even when empty ("no scopes"); absent only on public routes, or when the store was away
   // and the user's scopes unknown (auth/scope.ts).
   if (auth?.scopes !== undefined) out[names.scopes] = auth.scopes.text
+  // a signed agent (Web Bot Auth): its directory's origin and its key's thumbprint
+  if (auth?.agent !== undefined) {
+    out[names.agent] = auth.agent.origin
+    out[names.agentKey] = auth.agent.thumbprint
+  }
   if (identityToken !== undefined && route.identityToken !== undefined) out[route.identityToken.header] = identityToken
 }

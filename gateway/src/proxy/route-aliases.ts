@@ -24,9 +24,11 @@ import { asksMoreThan, TIER_RANK, type AuthTier, type RouteConfig } from './rout
 import { RouteTable, routeMatchesPath } from './route-table.js'
 import { forwardedPath } from './upstream-request.js'
 /** who passes a route of this tier */
-const PASSES: Record<AuthTier, string> = { public: 'a request with no credentials', bearer: 'a bearer token alone', signed: 'a signed request' }
+const PASSES: Record<AuthTier, string> = {
+  public: 'a request with no credentials', bearer: 'a bearer token alone', agent: 'a signed agent', signed: 'a signed request'
+}
 /** what a route of this tier asks for */
-const ASKS: Record<AuthTier, string> = { public: 'nothing', bearer: 'a bearer token', signed: 'a token and a signature' }
+const ASKS: Record<AuthTier, string> = { public: 'nothing', bearer: 'a bearer token', agent: 'a signed agent\'s signature', signed: 'a token and a signature' }
 
 export interface RouteWarning {
   /** the weaker route, which forwards into the stronger one's path space */

@@ -54,8 +54,15 @@ export const RouteEntrySchema = Type.Object({
     user: Type.Optional(IdentityHeaderName),
     key: Type.Optional(IdentityHeaderName),
     keyName: Type.Optional(IdentityHeaderName),
-    scopes: Type.Optional(IdentityHeaderName)
+    scopes: Type.Optional(IdentityHeaderName),
+    agent: Type.Optional(IdentityHeaderName),
+    agentKey: Type.Optional(IdentityHeaderName)
   }, { additionalProperties: false })),
+  agents: Type.Optional(Type.Union([
+    Type.Literal('any'),
+    Type.Array(Type.String({ minLength: 9, maxLength: 300, description: 'a signed agent\'s directory origin: https://host[:port]' }),
+      { minItems: 1, maxItems: 1000, uniqueItems: true })
+  ], { description: 'the signed agents (Web Bot Auth) the route lets in: any, or a list of their directory origins' })),
   addHeaders: Type.Optional(Type.Record(Type.String({ pattern: HEADER_NAME }), HeaderValue)),
   removeHeaders: Type.Optional(Type.Array(HeaderName)),
   replay: Type.Optional(Type.Union([Type.Literal('reject'), Type.Literal('allow')])),
@@ -197,6 +204,22 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
   } else if (upstream.username !== '' || upstream.password !== '' || upstream.search !== '' || upstream.hash !== '') {
     problems.push({ route: index, text: `${at}.upstream: ${JSON.stringify(entry.upstream)} must be scheme://host[:port][/path] without credentials, query or fragment (send credentials with addHeaders)` })
   }
+  if (entry.auth === 'agent' && entry.agents === undefined) {
+    problems.push({ route: index, text: `${at}.agents: an agent route says which signed agents it lets in: any, or a list of their directory origins` })
+  }
+  if (entry.agents !== undefined && entry.auth === 'public') {
+    problems.push({ route: index, text: `${at}.agents: a public route asks for nothing; give it auth: agent (or bearer or signed, for a user's agent)` })
+  }
+  for (const [i, origin] of (Array.isArray(entry.agents) ? entry.agents : []).entries()) {
+    let parsed: URL | undefined
+    try { parsed = new URL(origin) } catch {}
+    if (parsed?.protocol !== 'https:' || parsed.origin !== origin) {
+      problems.push({ route: index, text: `${at}.agents[${i}]: ${JSON.stringify(origin)} is not an origin as https://host[:port] (lower case, no path, no trailing /)` })
+    }
+  }
+  if (entry.scopes !== undefined && entry.auth === 'agent') {
+    problems.push({ route: index, text: `${at}.scopes: an agent route has no user whose scopes it could check; drop scopes` })
+  }
   if (entry.scopes !== undefined && entry.auth === 'public') {
     problems.push({
       route: index,
@@ -261,8 +284,11 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
       user: (entry.identityHeaders?.user ?? DEFAULT_IDENTITY_HEADERS.user).toLowerCase(),
       key: (entry.identityHeaders?.key ?? DEFAULT_IDENTITY_HEADERS.key).toLowerCase(),
       keyName: (entry.identityHeaders?.keyName ?? DEFAULT_IDENTITY_HEADERS.keyName).toLowerCase(),
-      scopes: (entry.identityHeaders?.scopes ?? DEFAULT_IDENTITY_HEADERS.scopes).toLowerCase()
+      scopes: (entry.identityHeaders?.scopes ?? DEFAULT_IDENTITY_HEADERS.scopes).toLowerCase(),
+      agent: (entry.identityHeaders?.agent ?? DEFAULT_IDENTITY_HEADERS.agent).toLowerCase(),
+      agentKey: (entry.identityHeaders?.agentKey ?? DEFAULT_IDENTITY_HEADERS.agentKey).toLowerCase()
     },
+    agents: entry.agents === undefined ? undefined : entry.agents === 'any' ? 'any' : new Set(entry.agents),
     addHeaders: Object.fromEntries(Object.entries(entry.addHeaders ?? {}).map(([name, value]) => [name.toLowerCase(), value])),
     removeHeaders: (entry.removeHeaders ?? []).map((name) => name.toLowerCase()),
     ...(entry.replay !== undefined && { replay: entry.replay }),

@@ -176,7 +176,7 @@ export class RouteTable {
   }
 }
 
-const ASKS = { public: 'no credentials', bearer: 'a bearer token', signed: 'a bearer token and a signature' } as const
+const ASKS = { public: 'no credentials', bearer: 'a bearer token', agent: 'a signed agent\'s signature', signed: 'a bearer token and a signature' } as const
 const READS = { case: 'folds case', slash: 'adds or drops a trailing slash', trim: 'trims trailing dots and spaces from a segment' } as const
 
 function aliasDetail (path: string, weak: RouteConfig, strong: RouteConfig): string {

@@ -1,23 +1,32 @@
 // The route model: what a route file entry becomes once checked, and the routes keygate serves
 // without a route file. Plain data, read by the route table, the proxy and the docs.
 import { HTTP_METHODS } from '#client/protocol'
-import type { AuthTier, ReplayPolicy, SeedBodyBoundary, SignatureSchemePolicy, UnseenBodyPolicy } from '../auth/stage.js'
+import type { AgentAllowance, AuthTier, ReplayPolicy, SeedBodyBoundary, SignatureSchemePolicy, UnseenBodyPolicy } from '../auth/stage.js'
 import type { RouteDefaults } from '../config/env.js'
 import { DEFAULT_STORE_DOWN_POLICY, type RateLimit, type StoreDownPolicy } from '../limits/rate-limit.js'
 import { PATH_NORMALISATIONS, type PathNormalisation } from './backend-paths.js'
 
 export { AUTH_TIERS, type AuthTier } from '../auth/stage.js'
 
-/** The names of the identity headers sent upstream (x-gateway-user, -key, -key-name, -scopes by default). */
+/** The names of the identity headers sent upstream (x-gateway-user, -key, -key-name, -scopes, -agent, -agent-key by default). */
 export interface IdentityHeaderNames {
   user: string
   key: string
   keyName: string
   /** what the request may do: its scopes, space-separated */
   scopes: string
+  /** a signed agent's directory origin (Web Bot Auth) */
+  agent: string
+  /** a signed agent's key: its JWK thumbprint */
+  agentKey: string
 }
 export const DEFAULT_IDENTITY_HEADERS: IdentityHeaderNames = {
-  user: 'x-gateway-user', key: 'x-gateway-key', keyName: 'x-gateway-key-name', scopes: 'x-gateway-scopes'
+  user: 'x-gateway-user',
+  key: 'x-gateway-key',
+  keyName: 'x-gateway-key-name',
+  scopes: 'x-gateway-scopes',
+  agent: 'x-gateway-agent',
+  agentKey: 'x-gateway-agent-key'
 }
 
 export interface IdentityTokenConfig {
@@ -37,6 +46,12 @@ export interface RouteConfig {
   exact: boolean
   upstream: string
   auth: AuthTier
+  /**
+   * the signed agents (Web Bot Auth) the route lets in: any whose signature verifies, or those of
+   * these directory origins. Required of an agent route; on a bearer or signed route, the request
+   * must come from such an agent too (a user's agent). Undefined: no agent asked for
+   */
+  agents: AgentAllowance | undefined
   methods: string[]
   /** replaces the matched prefix (or the exact path) in the forwarded target */
   rewrite: string | undefined
@@ -84,7 +99,7 @@ export interface RouteConfig {
   backendNormalises: PathNormalisation[]
 }
 
-export const TIER_RANK: Record<AuthTier, number> = { public: 0, bearer: 1, signed: 2 }
+export const TIER_RANK: Record<AuthTier, number> = { public: 0, agent: 1, bearer: 1, signed: 2 }
 
 /**
  * Whether `strong` asks more of a request than `weak`: a higher tier (public < bearer < signed),
@@ -104,6 +119,7 @@ export function route (
   return {
     name: fields.prefix,
     exact: false,
+    agents: undefined,
     methods: [...HTTP_METHODS],
     rewrite: undefined,
     bodyLimit: defaults.bodyLimit,

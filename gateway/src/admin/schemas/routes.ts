@@ -10,7 +10,7 @@ export const RouteView = Type.Object({
   prefix: Type.String({ description: 'the prefix, or the exact path when `exact`' }),
   exact: Type.Boolean(),
   upstream: Type.String(),
-  auth: Type.String({ description: 'signed, bearer or public' }),
+  auth: Type.String({ description: 'signed, bearer, agent or public' }),
   methods: Type.Array(Type.String()),
   rewrite: Type.Optional(Type.String()),
   bodyLimit: Type.Integer(),

@@ -27,6 +27,9 @@ export const TIER_PROBLEMS: Record<AuthTier, readonly DocumentedProblem[]> = {
     'UNKNOWN_API_KEY', 'KEY_OWNER_MISMATCH', 'INVALID_SIGNATURE', 'STORE_UNAVAILABLE'],
   // STORE_UNAVAILABLE: Redis away and the token's user not cached (its token cannot be checked against it)
   bearer: [...BEARER_PROBLEMS, 'STORE_UNAVAILABLE'],
+  // a signed agent's (auth/agent-signature.ts): its signature, its directory, one use
+  agent: ['RATE_LIMITED', 'MISSING_AGENT_SIGNATURE', 'INVALID_AGENT_SIGNATURE', 'AGENT_NOT_ALLOWED', 'AGENT_DIRECTORY_UNAVAILABLE', 'UNKNOWN_AGENT_KEY',
+    'INVALID_CONTENT_DIGEST', 'REPLAYED_REQUEST', 'STORE_UNAVAILABLE'],
   public: []
 }
 
@@ -85,12 +88,34 @@ export const SECURITY_SCHEMES: Record<string, OpenAPIV3_1.SecuritySchemeObject> 
       'over the signing string: ' +
       'the X-API-Timestamp value, the upper-case method, the request target exactly as sent (path, plus `?` and the query string when there is one) ' +
       'and the exact body bytes (empty for a GET), concatenated with no separator and no trailing newline.'
+  },
+  agentSignatureInput: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'Signature-Input',
+    description: 'A signed agent (Web Bot Auth, docs/agents.md): an RFC 9421 signature tagged `tag="web-bot-auth"`, its keyid the JWK thumbprint ' +
+      '(RFC 7638) of a key its directory publishes, with created and expires (at most an hour apart), covering @authority (or @target-uri), ' +
+      'signature-agent, and content-digest when there is a body. Each signature is good for one request.'
+  },
+  agentSignature: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'Signature',
+    description: 'The agent\'s signature bytes, as RFC 9421 Signature: label=:base64:'
+  },
+  signatureAgent: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'Signature-Agent',
+    description: 'Where the agent\'s keys are: `label="https://agent.example"` (its origin, whose directory is at ' +
+      '/.well-known/http-message-signatures-directory), `label="https://...";type=jwks_uri` (a JWK Set), or the earlier single quoted origin. HTTPS only.'
   }
 }
 
 export const SECURITY_BY_TIER: Record<AuthTier, Array<Record<string, string[]>>> = {
   signed: [{ bearerAuth: [], apiKey: [], apiTimestamp: [], apiSignature: [] }],
   bearer: [{ bearerAuth: [] }],
+  agent: [{ agentSignature: [], agentSignatureInput: [], signatureAgent: [] }],
   public: []
 }
 
@@ -256,6 +281,7 @@ function describeTier (tier: AuthTier): string {
   switch (tier) {
     case 'signed': return 'bearer token and API key signature'
     case 'bearer': return 'bearer token'
+    case 'agent': return 'a signed agent\'s Web Bot Auth signature'
     case 'public': return 'no credentials'
   }
 }

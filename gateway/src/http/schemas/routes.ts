@@ -8,8 +8,9 @@ export const OfferedRoute = Type.Object({
   prefix: Type.Optional(Type.String({ description: 'the route takes every path that starts with this (absent when it takes one `path`)' })),
   path: Type.Optional(Type.String({ description: 'the one exact path the route takes (absent when it takes a `prefix`)' })),
   methods: Type.Array(Type.String()),
-  tier: Type.Union([Type.Literal('signed'), Type.Literal('bearer'), Type.Literal('public')], {
-    description: 'signed: bearer token and a signature by one of your keys; bearer: the token only; public: no credentials'
+  tier: Type.Union([Type.Literal('signed'), Type.Literal('bearer'), Type.Literal('agent'), Type.Literal('public')], {
+    description: 'signed: bearer token and a signature by one of your keys; bearer: the token only; ' +
+      'agent: a signed agent\'s Web Bot Auth signature (no token); public: no credentials'
   }),
   scopes: Type.Array(Type.String(), { description: 'the scopes a request must have, all of them (signed: the key\'s, that its user still has)' }),
   signature: Type.Optional(Type.Array(Type.Union([Type.Literal('seed'), Type.Literal('rfc9421')]), {

@@ -30,6 +30,7 @@ t.test('a tier runs its header stages before the body and its body stages after,
   const authenticator = createAuthenticator({
     signed: [stage('a', ran), stage('b', ran, { needsBody: true }), stage('c', ran), stage('d', ran, { needsBody: true })],
     bearer: [],
+    agent: [],
     public: []
   })
   const request = fresh()
@@ -45,7 +46,7 @@ t.test('a tier runs its header stages before the body and its body stages after,
 
 t.test('a tier with nothing to check in the body is authenticated once its header stages pass', async (t) => {
   const ran: string[] = []
-  const authenticator = createAuthenticator({ signed: [], bearer: [stage('bearer', ran, { async: true })], public: [] })
+  const authenticator = createAuthenticator({ signed: [], bearer: [stage('bearer', ran, { async: true })], agent: [], public: [] })
   const request = fresh()
   const pending = authenticator.beforeBody(request, 'bearer')
   t.ok(pending instanceof Promise, 'an asynchronous stage makes the phase a promise')
@@ -57,7 +58,7 @@ t.test('a tier with nothing to check in the body is authenticated once its heade
 
 t.test('the public tier authenticates at once, with no stage', async (t) => {
   const request = fresh()
-  t.equal(createAuthenticator({ signed: [], bearer: [], public: [] }).beforeBody(request, 'public'), undefined)
+  t.equal(createAuthenticator({ signed: [], bearer: [], agent: [], public: [] }).beforeBody(request, 'public'), undefined)
   t.equal(request.authenticated, true)
   t.same(request.auth, {})
 })
@@ -68,6 +69,7 @@ t.test('a refusing stage stops the phase: later stages do not run, the request i
     const authenticator = createAuthenticator({
       signed: [stage('first', ran, { async, fails: true }), stage('second', ran)],
       bearer: [],
+      agent: [],
       public: []
     })
     const request = fresh()
@@ -83,6 +85,7 @@ t.test('authenticate(tier): the hooks of a fixed-tier route call done once, with
   const authenticator = createAuthenticator({
     signed: [],
     bearer: [stage('token', ran, { async: true })],
+    agent: [],
     public: []
   })
   const hooks = authenticate(authenticator, 'bearer')
@@ -93,7 +96,7 @@ t.test('authenticate(tier): the hooks of a fixed-tier route call done once, with
   t.same(doneWith, [], 'done() without an error')
   t.equal(request.authenticated, true)
 
-  const refusing = authenticate(createAuthenticator({ signed: [], bearer: [stage('token', [], { fails: true })], public: [] }), 'bearer')
+  const refusing = authenticate(createAuthenticator({ signed: [], bearer: [stage('token', [], { fails: true })], agent: [], public: [] }), 'bearer')
   const refused = fresh()
   const args = await new Promise<unknown[]>((resolve) => {
     refusing.onRequest(refused, {} as FastifyReply, (...a: unknown[]) => { resolve(a) })

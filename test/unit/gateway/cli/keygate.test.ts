@@ -21,7 +21,7 @@ t.test('routes check', async (t) => {
   writeFileSync(join(dir, 'bad.yaml'), 'routes:\n  - prefix: /a/\n    upstream: http://x\n    auth: sigend\n')
   const bad = await keygate(['routes', 'check', join(dir, 'bad.yaml')], '', {})
   t.equal(bad.code, 1)
-  t.equal(bad.stderr, 'bad.yaml: routes[0].auth: "sigend" is not one of signed, bearer, public\n')
+  t.equal(bad.stderr, 'bad.yaml: routes[0].auth: "sigend" is not one of signed, bearer, agent, public\n')
   t.equal(bad.stdout, '')
 
   // a weaker route forwarding into a stronger one's path space: warned, naming both; still valid

@@ -22,8 +22,9 @@ function countingTokens (): { tokens: TokenService; issued: string[] } {
 }
 
 t.test('identityHeaderNames: the names a client may never send on the route', async (t) => {
-  t.same(identityHeaderNames(withoutToken), ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name', 'x-gateway-scopes'])
-  t.same(identityHeaderNames(withToken), ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name', 'x-gateway-scopes', 'x-proof'])
+  const names = ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name', 'x-gateway-scopes', 'x-gateway-agent', 'x-gateway-agent-key']
+  t.same(identityHeaderNames(withoutToken), names)
+  t.same(identityHeaderNames(withToken), [...names, 'x-proof'])
 })
 
 t.test('identityTokenFor: only on a route that asks for one, and only for a known user', async (t) => {

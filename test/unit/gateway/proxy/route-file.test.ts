@@ -7,6 +7,7 @@ import t from 'tap'
 import { DEFAULT_IDENTITY_HEADERS } from '../../../../gateway/src/proxy/route.js'
 import { HTTP_METHODS } from '@keygate/client/protocol'
 import { RouteFileError, loadRouteFile, parseRouteText, routesFromDocument } from '../../../../gateway/src/proxy/route-file.js'
+import { routeTextProblems } from '../../../helpers/routes.js'
 
 const defaults = { upstream: 'http://127.0.0.1:8081', bodyLimit: 1048576, timeoutMs: 30000 }
 
@@ -99,16 +100,16 @@ t.test('bad files and the exact messages they get', async (t) => {
   const ok = 'prefix: /a/\nupstream: http://127.0.0.1:1\nauth: signed'
   const cases: Array<[string, string, string[]]> = [
     ['a misspelt tier', route('prefix: /a/\nupstream: http://127.0.0.1:1\nauth: sigend'),
-      ['routes.yaml: routes[0].auth: "sigend" is not one of signed, bearer, public']],
+      ['routes.yaml: routes[0].auth: "sigend" is not one of signed, bearer, agent, public']],
     ['the third route misspelt',
       `routes:\n  - ${ok.split('\n').join('\n    ')}\n  - prefix: /b/\n    upstream: http://x\n    auth: public\n` +
       '  - prefix: /c/\n    upstream: http://x\n    auth: sigend\n',
-      ['routes.yaml: routes[2].auth: "sigend" is not one of signed, bearer, public']],
+      ['routes.yaml: routes[2].auth: "sigend" is not one of signed, bearer, agent, public']],
     ['no upstream', route('prefix: /a/\nauth: signed'), ['routes.yaml: routes[0].upstream: is required']],
     ['no auth', route('prefix: /a/\nupstream: http://x'), ['routes.yaml: routes[0].auth: is required']],
     ['an unknown field', route(`${ok}\ncolour: red`),
       ['routes.yaml: routes[0].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-        'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
+        'bodyLimit, identityHeaders, agents, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
         'bodyOnMethods, identityToken, ' +
         'allowMatrixParams, keepHeaders, ' +
         'rateLimits, onStoreDown, scopes, backendNormalises)']],
@@ -161,9 +162,9 @@ t.test('bad files and the exact messages they get', async (t) => {
       '  - prefix: /v1/auth/\n    upstream: http://x\n    auth: public\n    colour: red\n',
       [
         'routes.yaml: routes[0].upstream: "ftp://files" is not an http(s) URL',
-        'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, public',
+        'routes.yaml: routes[1].auth: "sigend" is not one of signed, bearer, agent, public',
         'routes.yaml: routes[2].colour: is not a known field (known: name, prefix, path, upstream, auth, methods, rewrite, timeoutMs, ' +
-          'bodyLimit, identityHeaders, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
+          'bodyLimit, identityHeaders, agents, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
         'bodyOnMethods, identityToken, ' +
           'allowMatrixParams, keepHeaders, ' +
           'rateLimits, onStoreDown, scopes, backendNormalises)'
@@ -298,7 +299,22 @@ t.test('loadRouteFile names the file; a missing file says so', async (t) => {
   writeFileSync(join(dir, 'platform.yaml'), route('prefix: /a/\nupstream: http://x\nauth: nope'))
   await t.rejects(
     loadRouteFile(join(dir, 'platform.yaml'), defaults),
-    { name: 'RouteFileError', message: 'platform.yaml: routes[0].auth: "nope" is not one of signed, bearer, public' }
+    { name: 'RouteFileError', message: 'platform.yaml: routes[0].auth: "nope" is not one of signed, bearer, agent, public' }
   )
   await t.rejects(loadRouteFile(join(dir, 'missing.yaml'), defaults), { message: `${join(dir, 'missing.yaml')}: cannot be read: ENOENT` })
+})
+
+t.test('agent routes: agents required, origins as https://host[:port], no scopes; agents on a public route refused', async (t) => {
+  const problems = (entry: string): string[] => routeTextProblems(`routes:\n  - { prefix: /a/, upstream: http://127.0.0.1:1, ${entry} }\n`)
+  t.same(problems('auth: agent'),
+    ['routes.yaml: routes[0].agents: an agent route says which signed agents it lets in: any, or a list of their directory origins'])
+  t.same(problems('auth: agent, agents: [https://agent.example/, "http://b.example"]'), [
+    'routes.yaml: routes[0].agents[0]: "https://agent.example/" is not an origin as https://host[:port] (lower case, no path, no trailing /)',
+    'routes.yaml: routes[0].agents[1]: "http://b.example" is not an origin as https://host[:port] (lower case, no path, no trailing /)'
+  ])
+  t.same(problems('auth: agent, agents: any, scopes: [a:b]'),
+    ['routes.yaml: routes[0].scopes: an agent route has no user whose scopes it could check; drop scopes'])
+  t.same(problems('auth: public, agents: any'),
+    ['routes.yaml: routes[0].agents: a public route asks for nothing; give it auth: agent (or bearer or signed, for a user\'s agent)'])
+  t.same(problems('auth: bearer, agents: [https://agent.example:8443]'), [], 'a user\'s agent: a bearer route may name agents')
 })
