@@ -13,6 +13,7 @@ export const HOSTILE_EXTRAS: Readonly<Record<string, string>> = {
   'x-custom': 'kept',
   'X-Gateway-User': 'mallory',
   'x-gateway-scopes': 'admin',
+  'X-Gateway-Agent': 'https://forged.example',
   'X-Keygate-Identity': 'forged.jwt.token',
   'x-keygate-content-digest': 'sha-256=:forged:',
   'X-Keygate-Status': '200',

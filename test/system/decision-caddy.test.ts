@@ -74,6 +74,8 @@ const FORGED = {
   'X-Gateway-Key': 'f'.repeat(64),
   'X-Gateway-Key-Name': 'forged',
   'X-Gateway-Scopes': 'admin',
+  'X-Gateway-Agent': 'https://forged.example',
+  'x-gateway-agent-key': 'forged-thumbprint',
   'X-Keygate-Identity': 'forged.jwt.token',
   'X-Keygate-Content-Digest': 'sha-256=:forged:',
   X_Gateway_User: 'mallory-underscore'

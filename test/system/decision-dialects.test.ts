@@ -221,14 +221,14 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       const target = '/v1/clients/?limit=2&q=a%20b'
       const res = await check('GET', target, seed('GET', target))
       allowedAsAlice(t, res)
-      t.same(removed(res), ['x-keygate-content-digest', ...INLINE_DROPS].sort())
+      t.same(removed(res), ['x-gateway-agent', 'x-gateway-agent-key', 'x-keygate-content-digest', ...INLINE_DROPS].sort())
     })
 
     t.test('an RFC 9421 GET signed for the authority Envoy reports: 200', async (t) => {
       const target = '/v1/clients/?limit=3'
       const res = await check('GET', target, await rfcHeaders(keys, token, 'GET', `http://${CLIENT_HOST}`, target))
       allowedAsAlice(t, res)
-      t.same(removed(res), ['x-keygate-content-digest', ...INLINE_DROPS].sort())
+      t.same(removed(res), ['x-gateway-agent', 'x-gateway-agent-key', 'x-keygate-content-digest', ...INLINE_DROPS].sort())
     })
 
     t.test('a client\'s copies of keygate\'s headers, of any name, are named for removal; keygate\'s own never', async (t) => {
@@ -241,7 +241,8 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
         'x-keygate-anything': 'forged'
       })
       allowedAsAlice(t, res)
-      t.same(removed(res), ['x-gateway-tenant', 'x-keygate-anything', 'x-keygate-content-digest', 'x-keygate-status', ...INLINE_DROPS].sort())
+      t.same(removed(res), ['x-gateway-agent', 'x-gateway-agent-key', 'x-gateway-tenant', 'x-keygate-anything', 'x-keygate-content-digest', 'x-keygate-status',
+        ...INLINE_DROPS].sort())
       t.notOk(removed(res).includes('x-gateway-user'), 'keygate sets x-gateway-user over the client\'s copy')
     })
 
@@ -250,7 +251,8 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       t.equal(res.status, 200, res.body)
       t.equal(header(res, 'x-gateway-user'), 'alice')
       t.equal(header(res, 'x-gateway-key'), undefined)
-      t.same(removed(res), ['x-gateway-key', 'x-gateway-key-name', 'x-keygate-content-digest', ...INLINE_DROPS].sort())
+      t.same(removed(res),
+        ['x-gateway-agent', 'x-gateway-agent-key', 'x-gateway-key', 'x-gateway-key-name', 'x-keygate-content-digest', ...INLINE_DROPS].sort())
     })
 
     t.test('with_request_body: a seed-signed POST with its body verifies; the same headers with another body do not', async (t) => {

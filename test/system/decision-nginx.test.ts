@@ -8,6 +8,12 @@
 // mode is refused; awkward targets verify (or are refused exactly as inline refuses them); and a
 // body nginx does not send is refused, or passes as a digest the upstream checks.
 import { generateKeyPairSync, type KeyObject } from 'node:crypto'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { exportJWK } from 'jose'
+import { helpers, jwkToKeyID, signatureHeaders } from 'web-bot-auth'
+import { signerFromJWK } from 'web-bot-auth/crypto'
 import t, { type Test } from 'tap'
 import { registerKey as registerClientKey, signRequest } from '../../client/src/index.js'
 import { loadDecisionConfig } from '../../bench/nginx.js'
@@ -65,6 +71,12 @@ const ROUTES = `routes:
     upstream: UPSTREAM
     auth: signed
     identityToken: {}
+  - name: agents
+    prefix: /v1/agents/
+    upstream: UPSTREAM
+    auth: agent
+    agents: [https://agent.example]
+    methods: [GET]
 `
 
 /** The page's configuration, its `# EDIT:` lines pointed at this test's nginx port, keygate and upstream (as the bench reads it). */
@@ -356,4 +368,38 @@ t.test('decision and inline share the replay guard; targets; bodies', { skip }, 
     const good = await send(proxy.url, '/v1/clients/?b=3', { headers: signedHeaders({ keys: pair, token, method: 'GET', target: '/v1/clients/?b=3' }) })
     t.equal(good.status, 429, 'a good signature from that address waits too, as inline')
   })
+})
+
+t.test('a signed agent (Web Bot Auth) through nginx: the decision verifies it as inline does, the upstream hears who it is', { skip }, async (t) => {
+  // the agent's key pinned (an agents file): no directory to fetch
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519')
+  const privateJwk = await exportJWK(privateKey)
+  const publicJwk = await exportJWK(publicKey)
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-agents-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  const agentsFile = join(dir, 'agents.yaml')
+  writeFileSync(agentsFile, `directories:\n  - origin: https://agent.example\n    keys: [${JSON.stringify(publicJwk)}]\n`)
+  const { recorder, proxy } = await decidingStack(t, { agentDirectoriesFile: agentsFile })
+  const keyid = await jwkToKeyID(publicJwk as never, helpers.WEBCRYPTO_SHA256, helpers.BASE64URL_DECODE)
+  /** signed by web-bot-auth for the host the client asks (nginx's) */
+  const agentHeaders = async (target: string): Promise<Record<string, string>> => {
+    const headers = { 'signature-agent': '"https://agent.example"', 'x-gateway-agent': 'https://forged.example' }
+    const now = new Date()
+    const signed = await signatureHeaders(new Request(`${proxy.url}${target}`, { headers }), await signerFromJWK(privateJwk),
+      { created: now, expires: new Date(now.getTime() + 60_000) })
+    return { ...headers, signature: signed.Signature, 'signature-input': signed['Signature-Input'] }
+  }
+  const headers = await agentHeaders('/v1/agents/?via=nginx')
+  const allowed = await send(proxy.url, '/v1/agents/?via=nginx', { headers })
+  t.equal(allowed.status, 200, allowed.text)
+  const got = recorder.requests.find((r) => r.url === '/v1/agents/?via=nginx')
+  t.equal(got?.headers['x-gateway-agent'], 'https://agent.example', 'the agent, from the decision (the client\'s copy replaced)')
+  t.equal(got?.headers['x-gateway-agent-key'], keyid, 'its key\'s thumbprint')
+  t.equal(got?.headers['x-gateway-user'], undefined)
+  const again = await send(proxy.url, '/v1/agents/?via=nginx', { headers })
+  t.equal(again.status, 401)
+  t.equal(json(again).code, 'REPLAYED_REQUEST', 'one request per signature, behind nginx too')
+  const unsigned = await send(proxy.url, '/v1/agents/?via=nginx&unsigned=1', {})
+  t.equal(json(unsigned).code, 'MISSING_AGENT_SIGNATURE')
+  t.equal(recorder.requests.filter((r) => r.url.startsWith('/v1/agents/')).length, 1, 'only the verified request reached the upstream')
 })
