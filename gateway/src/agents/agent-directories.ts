@@ -79,7 +79,8 @@ const unknownKey = (origin: string) => (detail: string): GatewayError =>
     `that ${origin}'s directory publishes`, { extra: { agent: origin } })
 
 type Entry =
-  | { kind: 'set'; set: RemoteKeySet }
+  /** `first`: its first fetch, under way (a request during it shares its outcome, a failure's reason included) */
+  | { kind: 'set'; set: RemoteKeySet; first?: Promise<RemoteKeySet> }
   | { kind: 'failed'; until: number; error: string }
 
 export function createAgentDirectories (options: AgentDirectoriesOptions): AgentDirectories {
@@ -132,18 +133,26 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
   }
 
   /** The first fetch of a directory: its set, or a failure remembered for retryIntervalMs. */
-  const first = async (agent: SignatureAgent): Promise<RemoteKeySet> => {
+  const first = (agent: SignatureAgent): Promise<RemoteKeySet> => {
     const set = setFor(agent)
-    entries.set(agent.url, { kind: 'set', set })
-    try {
-      await set.start()
-      return set
-    } catch (err) {
-      set.close()
-      const error = (err as Error).message
-      entries.set(agent.url, { kind: 'failed', until: now() + retryIntervalMs, error })
-      throw unavailable(agent.origin)(error, Math.ceil(retryIntervalMs / 1000))
-    }
+    const entry: Entry = { kind: 'set', set }
+    entries.set(agent.url, entry)
+    entry.first = (async () => {
+      try {
+        await set.start()
+        return set
+      } catch (err) {
+        set.close()
+        const error = (err as Error).message
+        // unless another fetch of it started meanwhile (this entry dropped as the least recently used)
+        const current = entries.get(agent.url)
+        if (current === undefined || current === entry) entries.set(agent.url, { kind: 'failed', until: now() + retryIntervalMs, error })
+        throw unavailable(agent.origin)(error, Math.ceil(retryIntervalMs / 1000))
+      } finally {
+        delete entry.first
+      }
+    })()
+    return entry.first
   }
 
   const lookUp = (agent: SignatureAgent, keyid: string): AgentKey | Promise<AgentKey> => {
@@ -154,6 +163,9 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
       return { agent, key, pinned: true }
     }
     const entry = entries.get(agent.url)
+    if (entry?.kind === 'set' && entry.first !== undefined) {
+      return entry.first.then(async (set) => ({ agent, key: await set.publishedKey(keyid), pinned: false }))
+    }
     if (entry?.kind === 'set') {
       const key = entry.set.publishedKey(keyid)
       return key instanceof Promise ? key.then((found) => ({ agent, key: found, pinned: false })) : { agent, key, pinned: false }

@@ -169,6 +169,26 @@ t.test('a directory that is unsigned, or served as another type, is refused; one
   }
 })
 
+t.test('requests during a first fetch that fails share its outcome: its reason, its Retry-After, one fetch', async (t) => {
+  const key = await agentKey()
+  const { fetch, served } = await directoryServer(() => [key], { unsigned: true })
+  const slow: typeof globalThis.fetch = async (input, init) => {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    return await fetch(input, init)
+  }
+  const directories = directoriesOver(slow)
+  t.teardown(() => { directories.close() })
+  const run = pipeline(directories)
+  const requests = await Promise.all([signedRequest(key), signedRequest(key), signedRequest(key)])
+  const refused = await Promise.all(requests.map(async (request) => await captureGatewayError(async () => await run(request))))
+  for (const [i, err] of refused.entries()) {
+    t.equal(err.code, 'AGENT_DIRECTORY_UNAVAILABLE', `request ${i}: refused`)
+    t.match(err.message, /not signed/, `request ${i}: saying why the fetch failed`)
+    t.equal(err.headers?.['retry-after'], '60', `request ${i}: Retry-After when it may be fetched again`)
+  }
+  t.equal(served.calls, 1, 'one fetch')
+})
+
 t.test('the directory rotates its key: a signature by the new key verifies without a restart', async (t) => {
   const first = await agentKey()
   const second = await agentKey()

@@ -2,14 +2,11 @@
 // resolver knows (agent.test): what a pinned origin is fetched with, and each refusal. The cases
 // where a faulty guard would send packets elsewhere (private, metadata and public addresses, DNS
 // rebinding) run in a network namespace with only loopback: hostile-fetches.ts, at the end.
-import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
-import { installedWithApt, runs } from '../../../helpers/apt.js'
+import { netnsOptedOut, noNamespace, runInNamespace } from '../../../helpers/netns.js'
 import { guardedFetch, GuardedFetchError, type GuardedFetchOptions, type Resolver } from '../../../../gateway/src/net/guarded-fetch.js'
 import { certificates, startHttpsServer, startSilentServer, type TestServer } from './servers.js'
-
-const ROOT = fileURLToPath(new URL('../../../..', import.meta.url))
 
 /** agent.test and other.test at 127.0.0.1; counts its calls */
 function loopbackResolver (): Resolver & { calls: string[] } {
@@ -202,22 +199,8 @@ t.test('options are checked', async (t) => {
   await t.rejects(guardedFetch(`${base()}/`, { maxRedirects: 1.5 }), RangeError)
 })
 
-/**
- * Why this machine cannot make a network namespace with only loopback, or undefined when it can:
- * unshare (util-linux) and ip (iproute2), installed once when missing, as root.
- */
-function noNamespace (): string | undefined {
-  for (const [command, args, pkg] of [['unshare', ['--version'], 'util-linux'], ['ip', ['-V'], 'iproute2']] as const) {
-    const found = installedWithApt(command, () => runs(command, args), [pkg])
-    if ('reason' in found) return found.reason
-  }
-  const tried = spawnSync('unshare', ['-n', 'sh', '-c', 'ip link set lo up'], { encoding: 'utf8', timeout: 10_000 })
-  if (tried.status !== 0) return `unshare -n failed (it needs root): ${tried.error?.message ?? tried.stderr.trim()}`
-  return undefined
-}
-
 const missing = noNamespace()
-const optedOut = process.env.KEYGATE_TEST_NO_NETNS === '1'
+const optedOut = netnsOptedOut()
 
 t.test('hostile names and addresses, in a network namespace with only loopback', {
   skip: missing !== undefined && optedOut ? `skipped by KEYGATE_TEST_NO_NETNS=1: no network namespace here (${missing})` : false
@@ -226,17 +209,9 @@ t.test('hostile names and addresses, in a network namespace with only loopback',
     t.fail(`these cases run only where no packet can leave the machine: ${missing}. Run the tests as root, or set KEYGATE_TEST_NO_NETNS=1 to skip them`)
     return
   }
-  const script = fileURLToPath(new URL('hostile-fetches.ts', import.meta.url))
-  const inside = 'ip link set lo up && exec "$0" --conditions=keygate-source --import tsx "$1"'
-  const run = spawnSync('unshare', ['-n', 'sh', '-c', inside, process.execPath, script], {
-    cwd: ROOT, encoding: 'utf8', timeout: 60_000
-  })
+  const run = runInNamespace(fileURLToPath(new URL('hostile-fetches.ts', import.meta.url)))
   t.equal(run.status, 0, `the script ran to its end${run.status === 0 ? '' : `: ${run.stderr}`}`)
-  const results = new Map<string, Record<string, unknown>>()
-  for (const line of run.stdout.split('\n').filter((line) => line.startsWith('{'))) {
-    const result = JSON.parse(line) as Record<string, unknown> & { case: string }
-    results.set(result.case, result)
-  }
+  const results = run.results
   const result = (name: string): Record<string, unknown> => {
     const found = results.get(name)
     if (found === undefined) t.fail(`no result for ${name}`)

@@ -1,0 +1,128 @@
+// Issue #32's hostile agent directories, end to end: an agent whose Signature-Agent names a
+// directory on a metadata, loopback, private or link-local address (by a name the test's resolver
+// controls, or as an IP literal), one that redirects elsewhere, one too large, too slow or unsigned,
+// served as another type or signed for another host, is refused (401 AGENT_DIRECTORY_UNAVAILABLE,
+// saying why), its failure remembered, nothing forwarded, and keygate keeps letting the good agent
+// in. The cases run in agents-hostile-cases.ts, re-executed in a network namespace with only
+// loopback (unshare -n: test/helpers/netns.ts), where the hostile addresses are traps on loopback
+// counting connections: a faulty guard fails the test instead of reaching 169.254.169.254 or a
+// private network. KEYGATE_TEST_NO_NETNS=1 skips it where no namespace can be made.
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { netnsOptedOut, noNamespace, runInNamespace } from '../helpers/netns.js'
+
+interface Answer { status: number, code?: string, detail?: string, retryAfter?: string, ms: number }
+interface CaseResult {
+  first: Answer
+  concurrent?: Answer
+  again: Answer
+  /** resolver calls for the name, by the first request, and after it */
+  resolved: number
+  resolvedAgain: number
+  /** requests of the case that reached the upstream */
+  forwarded: number
+  /** the good agent, right after */
+  good: number
+  goodForwarded: number
+}
+
+/** why each case is refused: its detail (after "cannot be used: ") must say it */
+const WHY: Record<string, RegExp> = {
+  metadata: /metadata\.test resolves to no address keygate may connect to: 169\.254\.169\.254 is a link-local \(metadata\) address$/,
+  'pinned-metadata': /169\.254\.169\.254 is a link-local \(metadata\) address \(refused even for a pinned origin\)$/,
+  'metadata-alibaba': /100\.100\.100\.200 is a carrier-grade NAT \(metadata\) address$/,
+  'metadata-mapped': /::ffff:169\.254\.169\.254 is an IPv4-mapped address of 169\.254\.169\.254, a link-local \(metadata\) address$/,
+  loopback: /127\.0\.0\.2 is a loopback address$/,
+  'loopback-v6': /::1 is a loopback address$/,
+  'private-10': /10\.0\.0\.1 is a private \(RFC 1918\) address$/,
+  'private-192': /192\.168\.1\.1 is a private \(RFC 1918\) address$/,
+  'link-local-v6': /fe80::1%lo is a link-local address$/,
+  'all-refused': /127\.0\.0\.1 is a loopback address; 10\.0\.0\.1 is a private \(RFC 1918\) address; 192\.168\.1\.1 is a private \(RFC 1918\) address; 169\.254\.169\.254 is a link-local \(metadata\) address; ::1 is a loopback address$/,
+  // the one allowed address does not answer: no fallback to the refused one
+  'public-unreachable-then-loopback': /could not be fetched: connect ENETUNREACH 1\.2\.3\.5:443/,
+  'literal-metadata': /https:\/\/169\.254\.169\.254\/\.well-known\/http-message-signatures-directory: 169\.254\.169\.254 is a link-local \(metadata\) address$/,
+  'literal-private': /10\.0\.0\.1 is a private \(RFC 1918\) address$/,
+  'literal-mapped': /::ffff:a9fe:a9fe is an IPv4-mapped address of 169\.254\.169\.254, a link-local \(metadata\) address$/,
+  'redirect-metadata': /answered 302, a redirect to https:\/\/169\.254\.169\.254\/latest\/meta-data\/: redirects are not followed$/,
+  'redirect-private': /answered 307, a redirect to https:\/\/private-10\.test\/\.well-known\/http-message-signatures-directory: redirects are not followed$/,
+  'redirect-same-origin': /answered 301, a redirect to \/\.well-known\/http-message-signatures-directory\?again: redirects are not followed$/,
+  'too-large': /is 70000 bytes \(Content-Length\), over the 65536 allowed$/,
+  'too-large-chunked': /is over the 65536 bytes allowed$/,
+  slow: /did not answer within 3000 ms$/,
+  'slow-body': /did not answer within 3000 ms$/,
+  'slow-dns': /did not answer within 3000 ms$/,
+  unsigned: /is refused: it is not signed: no Signature-Input and Signature on the answer$/,
+  'wrong-type': /is refused: it is served as application\/json, not application\/http-message-signatures-directory\+json$/,
+  copied: /is refused: no signature on it verifies: \w+ does not verify over copied\.test$/,
+  'error-answer': /could not be fetched: https:\/\/error-answer\.test\/\.well-known\/http-message-signatures-directory: answered 500$/,
+  unresolvable: /unresolvable\.test did not resolve: getaddrinfo ENOTFOUND unresolvable\.test/
+}
+const SLOW = new Set(['slow', 'slow-body', 'slow-dns'])
+/** the directories on the public address (1.2.3.4): each fetched once, failure or not */
+const PUBLIC_HOSTS = ['redirect-metadata', 'redirect-private', 'redirect-same-origin', 'too-large', 'too-large-chunked', 'slow', 'slow-body',
+  'unsigned', 'wrong-type', 'copied', 'error-answer', 'rebinding'].map((name) => `${name}.test`)
+
+const missing = noNamespace()
+
+t.test('hostile agent directories, in a network namespace with only loopback', {
+  skip: missing !== undefined && netnsOptedOut() ? `skipped by KEYGATE_TEST_NO_NETNS=1: no network namespace here (${missing})` : false
+}, async (t) => {
+  if (missing !== undefined) {
+    t.fail(`these cases run only where no packet can leave the machine: ${missing}. Run the tests as root, or set KEYGATE_TEST_NO_NETNS=1 to skip them`)
+    return
+  }
+  const started = performance.now()
+  const run = runInNamespace(fileURLToPath(new URL('agents-hostile-cases.ts', import.meta.url)), 90_000)
+  t.equal(run.status, 0, `the script ran to its end${run.status === 0 ? '' : `: ${run.stderr}`}`)
+  t.comment(`the namespace's run took ${Math.round(performance.now() - started)} ms`)
+  const result = <T = Record<string, unknown>>(name: string): T => {
+    const found = run.results.get(name)
+    if (found === undefined) t.fail(`no result for ${name}`)
+    return (found ?? {}) as T
+  }
+
+  t.same(result('isolated'), { case: 'isolated', interfaces: ['lo'] }, 'the namespace holds loopback only')
+  t.match(result('before'), { good: { status: 200 } }, 'the good agent gets in before')
+
+  for (const [name, why] of Object.entries(WHY)) {
+    t.test(name, async (t) => {
+      const { first, concurrent, again, resolvedAgain, forwarded, good, goodForwarded } = result<CaseResult>(name)
+      t.match(first, { status: 401, code: 'AGENT_DIRECTORY_UNAVAILABLE', retryAfter: '60' }, 'refused: 401 AGENT_DIRECTORY_UNAVAILABLE, Retry-After a minute')
+      t.match(first.detail, why, `saying why: ${first.detail ?? ''}`)
+      t.notMatch(first.detail, /must not be quoted/, 'no body quoted')
+      if (SLOW.has(name)) t.ok(first.ms >= 2900 && first.ms < 10_000, `refused at keygate's 3 s bound (${first.ms} ms)`)
+      t.match(again, { status: 401, code: 'AGENT_DIRECTORY_UNAVAILABLE', detail: first.detail }, 'named again: the failure remembered')
+      t.equal(resolvedAgain, 0, 'and not fetched again (its name not looked up again)')
+      t.ok(again.ms < 2000, `answered at once (${again.ms} ms)`)
+      if (concurrent !== undefined) {
+        t.match(concurrent, { status: 401, code: 'AGENT_DIRECTORY_UNAVAILABLE', detail: first.detail, retryAfter: '60' },
+          'a request during the fetch: its outcome shared, reason and Retry-After')
+      }
+      t.equal(forwarded, 0, 'nothing forwarded upstream')
+      t.equal(good, 200, 'right after, the good agent gets in')
+      t.equal(goodForwarded, 1, 'and is forwarded')
+    })
+  }
+
+  t.test('DNS rebinding: fetched from the public address; a later fetch, the name now loopback, never connects there', async (t) => {
+    t.match(result('rebinding'), {
+      first: { status: 200 },
+      // the held directory has no such key and the refetch was refused: the key stays unknown
+      refetch: { status: 401, code: 'UNKNOWN_AGENT_KEY' },
+      resolved: 2,
+      publicRequests: 1,
+      loopbackConnections: 0,
+      forwarded: 0,
+      good: 200
+    })
+  })
+
+  t.test('the traps on loopback, private, link-local and metadata addresses: no connection at all', async (t) => {
+    const { traps, publicHosts } = result<{ traps: Record<string, number>, publicHosts: Record<string, number> }>('after')
+    t.same(Object.keys(traps).sort(),
+      ['10.0.0.1', '100.100.100.200', '127.0.0.1', '127.0.0.2', '169.254.169.254', '192.168.1.1', '::1', 'fe80::1%lo'], 'every trap reported')
+    for (const [address, connections] of Object.entries(traps)) t.equal(connections, 0, `${address}: 0 connections`)
+    t.same(Object.keys(publicHosts).sort(), [...PUBLIC_HOSTS].sort(), 'the public address was asked for these directories only')
+    for (const [host, requests] of Object.entries(publicHosts)) t.equal(requests, 1, `${host}: fetched once (with a request during it, and one after)`)
+  })
+})
