@@ -78,6 +78,26 @@ const unknownKey = (origin: string) => (detail: string): GatewayError =>
   new GatewayError('UNKNOWN_AGENT_KEY', `${detail}: the keyid of a Web Bot Auth signature is the JWK thumbprint (RFC 7638) of a key ` +
     `that ${origin}'s directory publishes`, { extra: { agent: origin } })
 
+/**
+ * What a client is told of a directory that failed: the kind of failure, in keygate's words. Never
+ * an address, a name's resolution or a connection's error, which say what keygate's network holds
+ * and reaches (anyone could name db.internal and learn whether it resolves, and to what): those
+ * stay in the operator's log (onFetch). What the directory's own answer was (a status, its size,
+ * its type, its signature) is the agent's to know.
+ */
+export function publicReason (error: string): string {
+  const refused = /is refused: (.*)$/s.exec(error)
+  if (refused !== null) return refused[1] as string
+  if (/redirect/.test(error)) return 'it answered with a redirect; keygate follows none'
+  if (/did not answer within (\d+) ms/.test(error)) return `it did not answer within ${DIRECTORY_TIMEOUT_MS} ms`
+  const status = /answered (\d{3})$/.exec(error)
+  if (status !== null) return `it answered ${status[1] as string}`
+  if (/over the \d+ (bytes )?allowed|bytes allowed/.test(error)) return `it is over the ${DIRECTORY_MAX_BYTES} bytes allowed`
+  if (/holds \d+ keys, over/.test(error)) return `it holds more than the ${DIRECTORY_MAX_KEYS} keys allowed`
+  if (/is not JSON|is not a JWK Set|holds no key usable/.test(error)) return 'it is not a key directory keygate can use (JSON, a JWK Set with a key for Ed25519, RSA or P-256)'
+  return 'it could not be fetched from a public address over HTTPS'
+}
+
 type Entry =
   /** `first`: its first fetch, under way (a request during it shares its outcome, a failure's reason included) */
   | { kind: 'set'; set: RemoteKeySet; first?: Promise<RemoteKeySet> }
@@ -147,7 +167,7 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
         // unless another fetch of it started meanwhile (this entry dropped as the least recently used)
         const current = entries.get(agent.url)
         if (current === undefined || current === entry) entries.set(agent.url, { kind: 'failed', until: now() + retryIntervalMs, error })
-        throw unavailable(agent.origin)(error, Math.ceil(retryIntervalMs / 1000))
+        throw unavailable(agent.origin)(publicReason(error), Math.ceil(retryIntervalMs / 1000))
       } finally {
         delete entry.first
       }
@@ -171,7 +191,7 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
       return key instanceof Promise ? key.then((found) => ({ agent, key: found, pinned: false })) : { agent, key, pinned: false }
     }
     if (entry?.kind === 'failed' && entry.until > now()) {
-      throw unavailable(agent.origin)(entry.error, Math.max(1, Math.ceil((entry.until - now()) / 1000)))
+      throw unavailable(agent.origin)(publicReason(entry.error), Math.max(1, Math.ceil((entry.until - now()) / 1000)))
     }
     if (!mayStart()) {
       throw unavailable(agent.origin)(`keygate fetches at most ${newPerMinute} directories it does not hold a minute, and has this minute`,

@@ -104,6 +104,11 @@ export function agentSignatureHeadersStage (allowance: (state: { agents?: AgentA
       const input = chooseSignature(request, now())
       const header = field(request, 'signature-agent')
       const missing = missingComponents(input, header !== undefined, hasBody(request))
+      // a member covered (RFC 9421 §2.1.2) is this signature's: the one keygate takes its directory from
+      const member = input.components.find((component) => component.name === 'signature-agent')?.params?.find(([name]) => name === 'key')?.[1]
+      if (member !== undefined && member !== input.label) {
+        throw invalid(`Signature-Input ${input.label} covers Signature-Agent's member ${String(member)}, not its own (${input.label})`, { label: input.label })
+      }
       if (missing.length > 0) {
         throw invalid(`Signature-Input ${input.label} must cover ${missing.join(', ')}: a signature over less could be spent on another request`,
           { label: input.label, missingComponents: missing })

@@ -214,3 +214,19 @@ t.test('Signature-Agent\'s forms: the current dictionary (directory or jwks_uri)
   t.throws(() => signatureAgentOf('sig1="https://a.test";type=cimd', 'sig1'), /type cimd/)
   t.throws(() => signatureAgentOf(`"https://${'a'.repeat(3000)}.test"`, 'sig1'), /at most 2048/)
 })
+
+t.test('a signature covering another label\'s Signature-Agent member is refused before any key is looked up', async (t) => {
+  const now = Math.floor(Date.now() / 1000)
+  const request = describedRequest({
+    scheme: 'https',
+    authority: HOST,
+    headers: {
+      'signature-agent': `sig1="${AGENT}", sig2="https://other.test"`,
+      'signature-input': `sig1=("@authority" "signature-agent";key="sig2");created=${now};expires=${now + 60};keyid="k";tag="web-bot-auth"`,
+      signature: 'sig1=:AAAA:'
+    }
+  })
+  const refused = await captureGatewayError(() => agentSignatureHeadersStage(() => 'any').run(request, {}))
+  t.equal(refused.code, 'INVALID_AGENT_SIGNATURE')
+  t.match(refused.message, /covers Signature-Agent's member sig2, not its own \(sig1\)/)
+})
