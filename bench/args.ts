@@ -6,12 +6,15 @@ import { BENCH_SCHEMES, type BenchScheme } from './signing.js'
 
 export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject', 'flood', 'decision'] as const
 export type Scenario = typeof SCENARIOS[number]
-export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'] as const
+export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'] as const
 export type ConfigId = typeof CONFIG_IDS[number]
-/** what runs without --only: f (a rate-limited route) and i (an IdP's token) are asked for by name */
+/** what runs without --only: f (a rate-limited route), i (an IdP's token) and j (a signed agent) are asked for by name */
 export const DEFAULT_CONFIG_IDS: readonly ConfigId[] = ['a', 'b', 'c', 'd', 'e']
 /** --scenario decision: nginx alone (g), nginx asking keygate (h), keygate inline on the same store (d) */
 export const DECISION_CONFIG_IDS: readonly ConfigId[] = ['d', 'g', 'h']
+/** j's agent signs RFC 9421 with an Ed25519 key (Web Bot Auth); with j, the others' requests are signed so too */
+export const AGENT_SCHEME: BenchScheme = 'rfc9421'
+export const AGENT_KEY_TYPE: KeyType = 'ed25519'
 export const REJECT_KINDS = ['all', 'bad-signature', 'stale', 'unknown-key'] as const
 export type RejectKind = typeof REJECT_KINDS[number]
 
@@ -67,6 +70,13 @@ Load-tests keygate's signed API and, with no --url, compares in one run, alterna
      an RS256 JWT access token from an issuer the bench serves on loopback (its discovery
      document and JWKS, which keygate fetches once and caches; KEYGATE_OIDC_ISSUER):
      i - c is what an IdP's token costs beyond keygate's own
+  j  (only with --only, --scenario get) keygate on Redis, /v1/clients/ an agent route: GETs
+     signed by a Web Bot Auth agent (RFC 9421, tag="web-bot-auth", Ed25519, keyid its JWK
+     thumbprint, covering @authority and signature-agent, a nonce each: every one signed for
+     one request), its key pinned in an agents file (KEYGATE_AGENT_DIRECTORIES: no fetch);
+     with j the other configurations sign RFC 9421 with the same Ed25519 key (--scheme
+     rfc9421 --key ed25519, the defaults then; another is refused): j - c is what an agent's
+     signature costs beyond a registered key's
 and with --scenario decision (which runs d, g and h):
   g  nginx in front of the example service, no auth
   h  nginx asking keygate's decision listener (auth_request, the configuration of
@@ -114,7 +124,7 @@ Options:
                        X-API-Signature) or rfc9421 (Signature-Input, Signature and
                        Content-Digest: @method, @path, a body's digest)  (default seed)
   --key T              the signing key: rsa (2048 bits), ed25519 or p256     (default rsa)
-  --only a,b,c,d,e,f,i run only these configurations                     (default a,b,c,d,e;
+  --only a,...,i,j     run only these configurations                     (default a,b,c,d,e;
                        with --scenario decision d,g,h, and only those)
   --url URL            load an existing keygate instead (registers a fresh key for --user)
   --user U             with --url: the user to log in as
@@ -144,7 +154,7 @@ Options:
 /** what the bench sets on the gateways it starts, not to be set with --env */
 const BENCH_OWNED_VARIABLES = ['PORT', 'HOST', 'UPSTREAM_URL', 'REDIS_URL', 'KEYGATE_REDIS_PREFIX', 'KEYGATE_BOOTSTRAP_USERS', 'KEYGATE_WORKERS',
   'KEYGATE_ROUTES', 'LOG_LEVEL', 'KEYGATE_DECISION_PORT', 'KEYGATE_DECISION_HOST', 'KEYGATE_DECISION_TRUSTED_PROXIES',
-  'KEYGATE_OIDC_ISSUER', 'KEYGATE_OIDC_AUDIENCE', 'KEYGATE_OIDC_NAME', 'KEYGATE_OIDC_JWKS_URI', 'KEYGATE_ISSUERS']
+  'KEYGATE_OIDC_ISSUER', 'KEYGATE_OIDC_AUDIENCE', 'KEYGATE_OIDC_NAME', 'KEYGATE_OIDC_JWKS_URI', 'KEYGATE_ISSUERS', 'KEYGATE_AGENT_DIRECTORIES']
 
 export class UsageError extends Error {
   override name = 'UsageError'
@@ -219,6 +229,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   if (!(BENCH_SCHEMES as readonly string[]).includes(scheme)) throw new UsageError(`--scheme: "${scheme}" is not one of ${BENCH_SCHEMES.join(', ')}`)
   const keyType = values.key ?? 'rsa'
   if (!(KEY_TYPES as readonly string[]).includes(keyType)) throw new UsageError(`--key: "${keyType}" is not one of ${KEY_TYPES.join(', ')}`)
+  let signing = { scheme: scheme as BenchScheme, keyType: keyType as KeyType }
 
   const onlyGiven = values.only !== undefined
   const only = (values.only ?? (scenario === 'decision' ? DECISION_CONFIG_IDS : DEFAULT_CONFIG_IDS).join(','))
@@ -235,6 +246,18 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   }
   if (scenario === 'token' && configs.includes('i')) {
     throw new UsageError('--scenario token: logs in with a password at POST /v1/auth/token; i\'s token is an identity provider\'s: leave i out')
+  }
+  if (configs.includes('j')) {
+    // j: agent-signed GETs; the fair comparison is c's GETs signed as j's are (RFC 9421, the same Ed25519 key), so that is what the run signs
+    if (scenario !== 'get') {
+      throw new UsageError(`--scenario ${scenario}: j sends GETs signed by a Web Bot Auth agent (no password login, no key to register, ` +
+        'no user\'s POSTs); run j with --scenario get (the default)')
+    }
+    if ((values.scheme !== undefined && scheme !== AGENT_SCHEME) || (values.key !== undefined && keyType !== AGENT_KEY_TYPE)) {
+      throw new UsageError('--only ...,j: j\'s agent signs RFC 9421 with an Ed25519 key, and c is compared with it signing the same way: ' +
+        `--scheme ${AGENT_SCHEME} --key ${AGENT_KEY_TYPE} (the defaults with j), not --scheme ${scheme} --key ${keyType}`)
+    }
+    signing = { scheme: AGENT_SCHEME, keyType: AGENT_KEY_TYPE }
   }
   if (scenario === 'token' || scenario === 'register' || scenario === 'flood') {
     // token issuance and key registration are keygate's own endpoints: neither the service nor the bare proxy has one;
@@ -300,8 +323,8 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     scenario: scenario as Scenario,
     rejectShare,
     rejectKind: rejectKind as RejectKind,
-    scheme: scheme as BenchScheme,
-    keyType: keyType as KeyType,
+    scheme: signing.scheme,
+    keyType: signing.keyType,
     only: configs,
     json: values.json === true,
     out: values.out ?? defaultOut,

@@ -3,7 +3,8 @@
 // in front of it (b), and keygate in front of it on Redis (c) and on the embedded store (d); logs
 // in, registers a fresh RSA key, signs requests ahead, and measures the configurations in
 // alternating rounds under the same load; with --scenario decision, nginx alone (g), nginx asking
-// keygate's decision listener (h) and keygate inline (d) instead. Everything it starts, and every
+// keygate's decision listener (h) and keygate inline (d) instead; asked for by name, keygate with a
+// rate limit (f), with an IdP's token (i), or taking a signed agent's GETs (j). Everything it starts, and every
 // Redis key it writes, is removed when it ends, also on Ctrl-C. `npm run bench -- --help` lists
 // the options.
 import { randomBytes, randomUUID } from 'node:crypto'
@@ -23,10 +24,12 @@ import {
   type BenchReport, type ConfigResult, type Machine
 } from './report.js'
 import {
-  buildRequests, CLIENTS_PATH, createSignedMaterial, ensurePosts, ensureRegistrations, floodHeaders, postShare, refreshGets, REGISTRATION_POOL_SIZE,
-  type Destination, type SignedMaterial
+  buildRequests, CLIENTS_PATH, createSignedMaterial, ensureAgentGets, ensurePosts, ensureRegistrations, floodHeaders, postShare, refreshGets,
+  REGISTRATION_POOL_SIZE, type Destination, type SignedMaterial
 } from './scenarios.js'
-import { encodingOf, generateBenchKey, signOne, SigningPool, type BenchKey } from './signing.js'
+import {
+  agentKeyId, agentPublicJwk, BENCH_AGENT_ORIGIN, encodingOf, generateBenchKey, signOne, SigningPool, type BenchKey
+} from './signing.js'
 import { startTraceSink, traceEnv, type TraceSink } from './trace-sink.js'
 
 const DEFAULT_OUT = join(tmpdir(), 'keygate-bench')
@@ -63,7 +66,8 @@ const LABELS: Record<ConfigId, string> = {
   f: 'keygate, Redis, one per-key limit',
   g: 'nginx, no auth',
   h: 'nginx asking keygate (decision), embedded store',
-  i: 'keygate, Redis store, an IdP\'s token'
+  i: 'keygate, Redis store, an IdP\'s token',
+  j: 'keygate, Redis store, a signed agent'
 }
 
 // ---- cleanup: children, Redis keys, signing threads; on every way out ----
@@ -193,6 +197,34 @@ function publicRouteFile (upstream: string): string {
   return file
 }
 
+/**
+ * (j): the business paths as an agent route that lets in the bench's agent alone. The service
+ * wants to know who calls: the route adds the identity header (an agent route has no user).
+ */
+function agentRouteFile (upstream: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-routes-'))
+  cleanups.push(async () => { rmSync(dir, { recursive: true, force: true }) })
+  const file = join(dir, 'routes.json')
+  writeFileSync(file, JSON.stringify({
+    routes: [{
+      prefix: CLIENTS_PATH, upstream, auth: 'agent', agents: [BENCH_AGENT_ORIGIN], methods: ['GET'], addHeaders: { 'x-gateway-user': 'bench-agent' }
+    }]
+  }))
+  return file
+}
+
+/**
+ * (j): the agents file (KEYGATE_AGENT_DIRECTORIES) pinning the agent's directory with its one key:
+ * keygate never fetches it, and holds it from the start, as it holds a directory it fetched.
+ */
+function agentsFile (key: BenchKey): string {
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-agents-'))
+  cleanups.push(async () => { rmSync(dir, { recursive: true, force: true }) })
+  const file = join(dir, 'agents.json')
+  writeFileSync(file, JSON.stringify({ directories: [{ origin: BENCH_AGENT_ORIGIN, keys: [agentPublicJwk(key)] }] }))
+  return file
+}
+
 /** The environment of a keygate child: the parent's, minus any keygate setting, plus these. */
 function gatewayEnv (settings: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env }
@@ -214,7 +246,7 @@ interface OwnSetup {
 async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKey>, log: (line: string) => void): Promise<OwnSetup> {
   const want = new Set(options.only)
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
-  if (want.has('c') || want.has('f') || want.has('i')) await checkRedis(redisUrl)
+  if (want.has('c') || want.has('f') || want.has('i') || want.has('j')) await checkRedis(redisUrl)
   // before anything starts: say how to get nginx, or that the page of its configuration moved
   const nginxBinary = want.has('g') || want.has('h') ? findNginx(options.nginx) : undefined
   const decisionConfig = want.has('h') ? loadDecisionConfig() : undefined
@@ -234,7 +266,7 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
     log(`the gateways trace ${options.trace === 'all' ? 'every request' : `${options.trace * 100}% of requests`} to an OTLP sink at ${sink.url}`)
   }
   const password = randomBytes(18).toString('base64url')
-  const gateway = async (id: 'c' | 'd' | 'e' | 'f' | 'h' | 'i', username: string, extra: Record<string, string>): Promise<Service> =>
+  const gateway = async (id: 'c' | 'd' | 'e' | 'f' | 'h' | 'i' | 'j', username: string, extra: Record<string, string>): Promise<Service> =>
     await startService(`keygate (${id})`, 'keygate', gatewayEnv({
       PORT: '0',
       HOST: '127.0.0.1',
@@ -284,7 +316,15 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
     const issuer = idp = await startBenchIssuer()
     cleanups.push(issuer.close)
   }
-  const [bare, redisGateway, memoryGateway, publicGateway, limitedGateway, decisionGateway, idpGateway] = await Promise.all([
+  let agentPrefix: string | undefined
+  if (want.has('j')) {
+    const p = agentPrefix = `keygate-bench:${randomUUID()}:`
+    cleanups.push(async () => {
+      await stopAllServices()
+      await deletePrefix(redisUrl, p)
+    })
+  }
+  const [bare, redisGateway, memoryGateway, publicGateway, limitedGateway, decisionGateway, idpGateway, agentGateway] = await Promise.all([
     want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }, profiled) : undefined,
     // BENCH_OWNS_PREFIX: should this process die, the gateway deletes the prefix itself
     want.has('c')
@@ -319,6 +359,17 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
         KEYGATE_OIDC_AUDIENCE: BENCH_IDP_AUDIENCE,
         KEYGATE_OIDC_NAME: BENCH_IDP_NAME
       })
+      : undefined,
+    // (j): (c) with /v1/clients/ an agent route, the agent's directory pinned with the bench's key (made first: it is in the agents file)
+    want.has('j')
+      ? keyReady.then(async (key) => await gateway('j', 'bench-agent-unused', {
+        REDIS_URL: redisUrl,
+        KEYGATE_REDIS_PREFIX: agentPrefix as string,
+        BENCH_OWNS_PREFIX: '1',
+        KEYGATE_WORKERS: String(options.workers),
+        KEYGATE_ROUTES: agentRouteFile(upstream.url),
+        KEYGATE_AGENT_DIRECTORIES: agentsFile(key)
+      }))
       : undefined
   ])
   // g and h: one nginx, a server (port) for each
@@ -409,14 +460,35 @@ async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKe
       )
   ])
   for (const config of gateways) if (config !== undefined) configs.push(config)
+  // (j): no login and no key to register: the agent is known by its signature, its key pinned in the agents file
+  if (agentGateway !== undefined) {
+    configs.push({
+      id: 'j',
+      label: options.workers > 1 ? `${LABELS.j}, ${options.workers} workers` : LABELS.j,
+      url: agentGateway.url,
+      cpuOf: options.workers > 1 ? `keygate (primary and ${options.workers} workers)` : 'keygate',
+      cpu: { proxy: agentGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() },
+      tokenAt: Date.now(),
+      lastRps: undefined,
+      destination: {
+        kind: 'agent',
+        token: '',
+        identityUser: undefined,
+        credentials: undefined,
+        postCursor: 0,
+        // signed for the Host autocannon sends: the gateway's host:port
+        agent: { authority: new URL(agentGateway.url).host, keyid: agentKeyId(key), signed: [], cursor: 0 }
+      }
+    })
+  }
   configs.sort((x, y) => x.id.localeCompare(y.id))
   // (a) and (b) send a token of the real size: the service ignores it
   const token = configs.find((c) => c.destination.kind === 'keygate')?.destination.token ?? 'x'.repeat(300)
   for (const c of configs) if (c.destination.kind !== 'keygate') c.destination.token = token
-  const services = [upstream, bare, redisGateway, memoryGateway, publicGateway, limitedGateway, decisionGateway, idpGateway]
+  const services = [upstream, bare, redisGateway, memoryGateway, publicGateway, limitedGateway, decisionGateway, idpGateway, agentGateway]
     .filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
   if (nginx !== undefined) services.push({ name: 'nginx', pid: nginx.running.pid, url: [nginx.g, nginx.h].filter((u) => u !== undefined).join(' ') })
-  return { configs, services, redisPrefix: prefix ?? limitedPrefix ?? idpPrefix, traceSink }
+  return { configs, services, redisPrefix: prefix ?? limitedPrefix ?? idpPrefix ?? agentPrefix, traceSink }
 }
 
 // ---- the run ----
@@ -521,9 +593,14 @@ async function run (options: BenchOptions): Promise<void> {
       for (const underFlood of variants) {
         if (config.login !== undefined && Date.now() - config.tokenAt > TOKEN_REFRESH_MS) await config.login()
         await refreshGets(material, signer)
-        if (share > 0 && config.destination.kind === 'keygate') {
-          const expected = (rate ?? config.lastRps ?? Math.min(FIRST_RATE_GUESS, FIRST_RATE_GUESS_PER_CONNECTION * options.connections)) * share
-          const needed = Math.ceil(expected * (options.warmup + options.duration) * 1.3) + 2 * options.connections
+        // requests each good for one: as many as the measurement may send, with a margin
+        const oneUse = config.destination.kind === 'agent' ? 1 : config.destination.kind === 'keygate' ? share : 0
+        const expected = (rate ?? config.lastRps ?? Math.min(FIRST_RATE_GUESS, FIRST_RATE_GUESS_PER_CONNECTION * options.connections)) * oneUse
+        const needed = Math.ceil(expected * (options.warmup + options.duration) * 1.3) + 2 * options.connections
+        if (config.destination.kind === 'agent') {
+          say.line(`round ${round}/${options.rounds}  ${config.id} ${config.label}: signing ${needed} agent GETs ...`)
+          await ensureAgentGets(material, signer, config.destination, needed)
+        } else if (oneUse > 0) {
           say.line(`round ${round}/${options.rounds}  ${config.id} ${config.label}: signing ${needed} POSTs ...`)
           await ensurePosts(material, signer, config.destination, needed)
         }
@@ -606,7 +683,10 @@ async function run (options: BenchOptions): Promise<void> {
       warnings.push(`${name}: ${c.median.non2xx} non-2xx responses (median per round) where all should succeed: ${JSON.stringify(c.median.statuses)}`)
     }
     const inline = c.rounds.reduce((sum, r) => sum + r.inlineSignedPosts, 0)
-    if (inline > 0) warnings.push(`${name}: the pool of signed POSTs ran out; ${inline} were signed during the measurement, which slows the load generator`)
+    if (inline > 0) {
+      warnings.push(`${name}: the pool of ${c.id === 'j' ? 'agent-signed GETs' : 'signed POSTs'} ran out; ${inline} were signed during the measurement, ` +
+        'which slows the load generator')
+    }
     // (with --url the target's own CPU is in "other")
     if (c.cpuOf !== null && c.median.otherCpuPercent !== null && c.median.otherCpuPercent > 20) {
       warnings.push(`${name}: other work used ${c.median.otherCpuPercent}% of a core during the measurements: the figures are noisy`)

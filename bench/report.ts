@@ -73,6 +73,20 @@ export interface Figures {
   signedRequestsPerSecondPerCore: Figure | NoFigure
   /** only when (i) ran: what an identity provider's token costs against keygate's own */
   idpToken?: IdpTokenFigures
+  /** only when (j) ran: what a signed agent's GET costs against the same GET signed by a registered key */
+  agentSignature?: AgentSignatureFigures
+}
+
+/**
+ * (j) against (c): GETs signed RFC 9421 with an Ed25519 key, by a Web Bot Auth agent whose directory
+ * is pinned (j: no bearer token; its nonce remembered in Redis, one request per signature) or by a
+ * key registered to a user (c: with the user's bearer token; a GET's signature may be sent again).
+ */
+export interface AgentSignatureFigures {
+  /** µs of gateway CPU per signed GET: j's CPU us/req - c's (each round's difference for the range) */
+  extraCpuUs: Figure | NoFigure
+  /** µs of Redis CPU per signed GET: j's Redis us/req - c's (remembering each agent signature's nonce) */
+  extraRedisCpuUs: Figure | NoFigure
 }
 
 /** (i) against (c): the same signed GETs, the bearer token an IdP's (RS256 JWT, its JWKS cached) or keygate's own. */
@@ -197,26 +211,52 @@ function figure (value: number, perRound: number[], how: string): Figure {
 
 /** The two figures, from the medians and rounds of the signed configuration (c, else d) and of (e). */
 export function figuresOf (configs: ConfigResult[], run: { scenario: string; scheme: string; keyType: string }, idpVerificationUs?: number): Figures {
-  const figures = ownFiguresOf(configs, run)
+  let figures = ownFiguresOf(configs, run)
   const idp = configs.find((c) => c.id === 'i')
-  if (idp === undefined || idpVerificationUs === undefined) return figures
-  return { ...figures, idpToken: { extraCpuUs: idpTokenFigure(configs, idp), uncachedVerificationUs: idpVerificationUs } }
+  if (idp !== undefined && idpVerificationUs !== undefined) {
+    figures = {
+      ...figures,
+      idpToken: {
+        extraCpuUs: overC(configs, idp, 'cpuPerRequestUs', 'CPU', 'keygate\'s own token on the same requests',
+          'keygate\'s CPU for a signed request whose bearer token is an IdP\'s (i) beyond the same request with keygate\'s own token (c)'),
+        uncachedVerificationUs: idpVerificationUs
+      }
+    }
+  }
+  const agent = configs.find((c) => c.id === 'j')
+  if (agent !== undefined) {
+    const c = 'the same GETs signed by a registered key (RFC 9421, Ed25519)'
+    figures = {
+      ...figures,
+      agentSignature: {
+        extraCpuUs: overC(configs, agent, 'cpuPerRequestUs', 'CPU', c,
+          'keygate\'s CPU for a GET signed by a Web Bot Auth agent whose directory is pinned (j) beyond the same GET signed by a key registered ' +
+          'to a user, with the user\'s token (c): both RFC 9421, both Ed25519'),
+        extraRedisCpuUs: overC(configs, agent, 'redisCpuPerRequestUs', 'Redis', c,
+          'Redis\'s CPU for an agent\'s GET (j: its nonce remembered, one request per signature) beyond a registered key\'s GET (c)')
+      }
+    }
+  }
+  return figures
 }
 
-/** i's CPU us/req - c's, the medians and each round's */
-function idpTokenFigure (configs: ConfigResult[], idp: ConfigResult): Figure | NoFigure {
+/** x's `measure` (us/req) - c's, the medians and each round's: what x costs beyond (c) on the same load */
+function overC (configs: ConfigResult[], x: ConfigResult, measure: 'cpuPerRequestUs' | 'redisCpuPerRequestUs', what: string, cDoes: string,
+  meaning: string): Figure | NoFigure {
   const own = configs.find((c) => c.id === 'c')
-  if (own === undefined) return { value: null, why: 'it needs c, keygate\'s own token on the same requests, measured beside i: add c to --only' }
-  const ownCpu = own.median.cpuPerRequestUs
-  const idpCpu = idp.median.cpuPerRequestUs
-  if (ownCpu === null || idpCpu === null) return { value: null, why: 'c or i has no CPU per request: a measurement completed no request' }
-  const differences = idp.rounds.flatMap((r) => {
+  if (own === undefined) return { value: null, why: `it needs c, ${cDoes}, measured beside ${x.id}: add c to --only` }
+  const ownValue = own.median[measure]
+  const xValue = x.median[measure]
+  if (ownValue === null || xValue === null) return { value: null, why: `c or ${x.id} has no ${what} per request: a measurement completed no request` }
+  const differences = x.rounds.flatMap((r) => {
     const same = own.rounds.find((o) => o.round === r.round)
-    return same?.cpuPerRequestUs == null || r.cpuPerRequestUs === null ? [] : [oneDecimal(r.cpuPerRequestUs - same.cpuPerRequestUs)]
+    const mine = r[measure]
+    const theirs = same?.[measure]
+    return theirs == null || mine === null ? [] : [oneDecimal(mine - theirs)]
   })
-  if (differences.length === 0) return { value: null, why: 'no round measured both c and i' }
-  return figure(oneDecimal(idpCpu - ownCpu), differences, 'i\'s CPU us/req - c\'s (the medians; the range: that difference in each round): ' +
-    'keygate\'s CPU for a signed request whose bearer token is an IdP\'s (i) beyond the same request with keygate\'s own token (c)')
+  if (differences.length === 0) return { value: null, why: `no round measured both c and ${x.id}` }
+  const column = measure === 'cpuPerRequestUs' ? 'CPU us/req' : 'Redis us/req'
+  return figure(oneDecimal(xValue - ownValue), differences, `${x.id}'s ${column} - c's (the medians; the range: that difference in each round): ${meaning}`)
 }
 
 function ownFiguresOf (configs: ConfigResult[], run: { scenario: string; scheme: string; keyType: string }): Figures {
@@ -360,6 +400,7 @@ export function headlineLines (report: Pick<BenchReport, 'figures' | 'machine' |
     return { figures: [...decision.figures, machine], how: decision.how }
   }
   const idp = f.idpToken
+  const agent = f.agentSignature
   return {
     figures: [
       figureLine(`auth layer, ${run}`, f.authLayerCpuUs, 'us of gateway CPU per signed request'),
@@ -371,12 +412,19 @@ export function headlineLines (report: Pick<BenchReport, 'figures' | 'machine' |
             `verifying an IdP token not seen before (RS256): ${fmt(idp.uncachedVerificationUs, 1)} us of CPU, once per token: ` +
               'keygate then holds it verified until it expires, while its key is still published'
           ]),
+      ...(agent === undefined
+        ? []
+        : [
+            figureLine('a signed agent (j) over a registered key (c), RFC 9421 Ed25519 GETs', agent.extraCpuUs, 'us of gateway CPU per signed GET', 1),
+            figureLine('a signed agent (j) over a registered key (c), Redis', agent.extraRedisCpuUs, 'us of Redis CPU per signed GET (its nonce remembered)', 1)
+          ]),
       machine
     ],
     how: [
       ...(f.authLayerCpuUs.value === null ? [] : [`how: auth layer = ${f.authLayerCpuUs.how}`]),
       ...(f.signedRequestsPerSecondPerCore.value === null ? [] : [`how: per gateway core = ${f.signedRequestsPerSecondPerCore.how}`]),
-      ...(idp === undefined || idp.extraCpuUs.value === null ? [] : [`how: IdP token = ${idp.extraCpuUs.how}`])
+      ...(idp === undefined || idp.extraCpuUs.value === null ? [] : [`how: IdP token = ${idp.extraCpuUs.how}`]),
+      ...(agent === undefined || agent.extraCpuUs.value === null ? [] : [`how: signed agent = ${agent.extraCpuUs.how}`])
     ]
   }
 }

@@ -1,11 +1,14 @@
 // What the load generator sends: autocannon request lists per scenario and target, built from
 // requests signed beforehand. GETs may repeat (replay protection covers only POST, PUT, PATCH,
 // DELETE), so a fixed pool of distinct signed GETs is rotated; every signed POST is used once per
-// store, taken from a pool signed ahead of each measurement.
+// store, taken from a pool signed ahead of each measurement. A signed agent's GETs (j) are good for
+// one request each (keygate remembers every agent signature's nonce), so they are taken like POSTs.
 import { randomBytes, randomInt } from 'node:crypto'
 import type autocannon from 'autocannon'
 import type { RejectKind, Scenario } from './args.js'
-import { encodingOf, generateBenchKey, signOne, toSign, unknownApiKey, type BenchKey, type BenchScheme, type SigningPool } from './signing.js'
+import {
+  agentToSign, encodingOf, generateBenchKey, signOne, toSign, unknownApiKey, type BenchKey, type BenchScheme, type SigningPool
+} from './signing.js'
 
 export const CLIENTS_PATH = '/v1/clients/'
 export const TOKEN_PATH = '/v1/auth/token'
@@ -24,7 +27,8 @@ const REJECT_KIND_ORDER: RejectKind[] = ['bad-signature', 'stale', 'unknown-key'
 
 /** What a target needs to be sent a request. */
 export interface Destination {
-  kind: 'direct' | 'bare' | 'keygate'
+  /** agent: keygate, its route taking signed agents (j): no token, each GET signed by the agent for one request */
+  kind: 'direct' | 'bare' | 'keygate' | 'agent'
   /** a bearer token (keygate), or a stand-in of the same size */
   token: string
   /** direct and bare: the identity header keygate would have set, which the example service requires */
@@ -33,6 +37,16 @@ export interface Destination {
   credentials: { username: string; password: string } | undefined
   /** keygate: how far this store has used the POST pool (each signed POST is accepted once per store) */
   postCursor: number
+  /** agent: its GETs to this gateway, signed ahead */
+  agent?: AgentGets
+}
+
+/** (j): the agent's GETs to one gateway (signed for its host:port), each used once, taken in turn from `cursor` */
+export interface AgentGets {
+  authority: string
+  keyid: string
+  signed: Signed[]
+  cursor: number
 }
 
 interface Signed {
@@ -140,6 +154,43 @@ export async function ensurePosts (material: SignedMaterial, pool: SigningPool, 
   requests.forEach((request, i) => material.posts.push({ headers: request.headers(signatures[i] as string), body: bodies[i] as string, signedAt: now }))
 }
 
+/** Before a measurement of (j): at least `count` unused, fresh agent-signed GETs for `destination`. */
+export async function ensureAgentGets (material: SignedMaterial, pool: SigningPool, destination: Destination, count: number): Promise<void> {
+  const agent = destination.agent
+  if (agent === undefined) throw new Error('agent-signed GETs go to an agent route (j)')
+  const now = Date.now()
+  // the used ones are spent: drop them, and any too old to send
+  agent.signed = agent.signed.slice(agent.cursor).filter((signed) => now - signed.signedAt <= MAX_SIGNATURE_AGE_MS)
+  agent.cursor = 0
+  const missing = count - agent.signed.length
+  if (missing <= 0) return
+  const requests = Array.from({ length: missing }, () => agentToSign(material.key, agent.keyid, agent.authority, now, nonce()))
+  const signatures = await pool.sign(requests.map((request) => request.data))
+  requests.forEach((request, i) => agent.signed.push({ headers: request.headers(signatures[i] as string), signedAt: now }))
+}
+
+function takeAgentGet (material: SignedMaterial, agent: AgentGets): Signed {
+  const next = agent.signed[agent.cursor]
+  if (next !== undefined) {
+    agent.cursor++
+    return next
+  }
+  // the pool ran out: sign here (slow, but a signature sent twice would be refused as a replay)
+  material.inlineSigned++
+  const request = agentToSign(material.key, agent.keyid, agent.authority, Date.now(), nonce())
+  return { headers: request.headers(signOne(material.key, request.data, encodingOf(material.scheme))), signedAt: Date.now() }
+}
+
+function agentGetRequest (destination: Destination, material: SignedMaterial): autocannon.Request {
+  const agent = destination.agent
+  if (agent === undefined) throw new Error('agent-signed GETs go to an agent route (j)')
+  return {
+    method: 'GET',
+    path: CLIENTS_PATH,
+    setupRequest: (request) => ({ ...request, headers: { ...takeAgentGet(material, agent).headers } })
+  }
+}
+
 function takePost (material: SignedMaterial, destination: Destination): SignedPost {
   const next = material.posts[destination.postCursor]
   if (next !== undefined) {
@@ -198,6 +249,10 @@ export function buildRequests (
 ): autocannon.Request[] {
   const gets = material.gets
   const get = (i: number): autocannon.Request => getRequest(destination, gets[i % gets.length] as Signed)
+  if (destination.kind === 'agent') {
+    if (scenario !== 'get') throw new Error(`an agent route (j) is sent agent-signed GETs, not --scenario ${scenario}`)
+    return [agentGetRequest(destination, material)]
+  }
   switch (scenario) {
     case 'get':
       return gets.map((_, i) => get(i))

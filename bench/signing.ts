@@ -3,7 +3,7 @@
 // RSA-2048 PKCS#1 v1.5 with SHA-256, Ed25519, or ECDSA P-256 with SHA-256 (DER in the seed
 // scheme, raw r||s in RFC 9421). One RSA signature costs the client about 1.4 ms here, so requests
 // are signed before a measurement, never during one, and large batches are spread over worker threads.
-import { createHash, generateKeyPair, randomBytes, sign, type KeyObject } from 'node:crypto'
+import { createHash, createPublicKey, generateKeyPair, randomBytes, sign, type KeyObject } from 'node:crypto'
 import { promisify } from 'node:util'
 import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
@@ -94,6 +94,46 @@ export function toSign (scheme: BenchScheme, key: BenchKey, apiKey: string, meth
       'signature-input': `sig1=${params}`,
       signature: `sig1=:${signature}:`
     })
+  }
+}
+
+/** (j): the bench's Web Bot Auth agent, its directory's origin: pinned with its key in the agents file, never fetched */
+export const BENCH_AGENT_ORIGIN = 'https://agent.keygate-bench.test'
+/** Signature-Agent as the current draft has it: a dictionary keyed by the signature's label, an HTTPS origin */
+export const BENCH_SIGNATURE_AGENT = `sig1="${BENCH_AGENT_ORIGIN}"`
+const AGENT_COMPONENTS: ComponentId[] = [{ name: '@authority' }, { name: 'signature-agent' }]
+/** created to expires: as long as the bench uses any signature (it re-signs after 10 minutes); keygate allows an hour */
+const AGENT_SIGNATURE_SECONDS = 15 * 60
+
+/** The agent's public key as a JWK (Ed25519: kty, crv, x), as its directory publishes it. */
+export function agentPublicJwk (key: BenchKey): { kty: string; crv: string; x: string } {
+  const { kty, crv, x } = createPublicKey(key.privateKey).export({ format: 'jwk' })
+  if (kty !== 'OKP' || crv !== 'Ed25519' || x === undefined) throw new Error('the bench\'s agent signs with an Ed25519 key')
+  return { kty, crv, x }
+}
+
+/** The agent's keyid: its key's JWK thumbprint (RFC 7638: SHA-256 of the required members in order, base64url). */
+export function agentKeyId (key: BenchKey): string {
+  const { crv, kty, x } = agentPublicJwk(key)
+  return createHash('sha256').update(JSON.stringify({ crv, kty, x })).digest('base64url')
+}
+
+/**
+ * (j): what to sign for one GET by the bench's Web Bot Auth agent to a gateway at `authority`
+ * (host:port, the Host autocannon sends): RFC 9421 over @authority and signature-agent, created,
+ * expires, keyid the key's JWK thumbprint, alg, a nonce (each signature good for one request), and
+ * tag="web-bot-auth"; Signature-Agent names the agent's directory.
+ */
+export function agentToSign (key: BenchKey, keyid: string, authority: string, timeMs: number, nonce: string): ToSign {
+  const created = Math.floor(timeMs / 1000)
+  const params = serializeSignatureParams(AGENT_COMPONENTS, [
+    ['created', created], ['expires', created + AGENT_SIGNATURE_SECONDS], ['keyid', keyid], ['alg', 'ed25519'], ['nonce', nonce], ['tag', 'web-bot-auth']
+  ])
+  const fields: Record<string, string[]> = { 'signature-agent': [BENCH_SIGNATURE_AGENT] }
+  const message = { method: 'GET', target: '/', scheme: 'http', authority, field: (name: string) => fields[name] }
+  return {
+    data: signatureBase(AGENT_COMPONENTS.map((component) => [component, requestComponentValue(message, component)] as const), params),
+    headers: (signature) => ({ 'signature-agent': BENCH_SIGNATURE_AGENT, 'signature-input': `sig1=${params}`, signature: `sig1=:${signature}:` })
   }
 }
 

@@ -5,7 +5,8 @@
 // block's comment says. The runs themselves, with tiny durations, are bench*.test.ts's:
 // bench.test.ts (the comparison, --scenario post, --rate half, --cpu-prof), bench-scenarios
 // (reject, --reject-kind), bench-flood (flood, --env), bench-rate-limits (f), bench-schemes
-// (--scheme rfc9421 --key), bench-workers (--workers), bench-decision (decision), bench-trace (--trace).
+// (--scheme rfc9421 --key), bench-workers (--workers), bench-decision (decision), bench-trace (--trace);
+// (i) and (j) are bench.test.ts's.
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import t from 'tap'
@@ -34,7 +35,9 @@ t.test('every command of the block is one the bench accepts, meaning what its co
   const all = await commands()
   t.equal(all.length, block.split('\n').filter((line) => line.startsWith('npm run bench')).length, 'one per line')
   const options = all.map((args) => parseBenchArgs(args, '/nonexistent'))
-  const [comparison, post, half, reject, rejectOne, flood, floodNoBudget, decision, withF, withI, rfc9421, workers, cpuProf, traced, target, help] = options
+  const [
+    comparison, post, half, reject, rejectOne, flood, floodNoBudget, decision, withF, withI, withJ, rfc9421, workers, cpuProf, traced, target, help
+  ] = options
   t.match(comparison, { scenario: 'get', only: ['a', 'b', 'c', 'd', 'e'], target: undefined }, 'the comparison')
   t.match(post, { scenario: 'post', rounds: 5 })
   t.match(half, { only: ['b', 'c', 'e'], rate: 'half' })
@@ -45,6 +48,8 @@ t.test('every command of the block is one the bench accepts, meaning what its co
   t.match(decision, { scenario: 'decision', only: ['d', 'g', 'h'] }, 'nginx alone, nginx asking keygate, keygate inline')
   t.match(withF, { only: ['c', 'f'] })
   t.match(withI, { only: ['c', 'e', 'i'] }, '(i): an identity provider\'s token, beside c and e')
+  t.match(withJ, { scenario: 'get', only: ['c', 'e', 'j'], scheme: 'rfc9421', keyType: 'ed25519' },
+    '(j): a signed agent\'s GETs, beside c and e, all signing RFC 9421 with Ed25519 without being told')
   t.match(rfc9421, { only: ['c'], scheme: 'rfc9421', keyType: 'ed25519' })
   t.match(workers, { workers: 2, warmup: 5 })
   t.match(cpuProf, { only: ['c'], cpuProf: true })

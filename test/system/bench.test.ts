@@ -169,6 +169,55 @@ t.test('signed POSTs: each signed once per store, none refused as a replay, on b
   for (const service of report.services) t.notOk(alive(service.pid), `${service.name} (pid ${service.pid}) is gone`)
 })
 
+t.test('(j): GETs signed by a Web Bot Auth agent, its key pinned, beside the same GETs by a registered key (c), RFC 9421 and Ed25519 both', async (t) => {
+  const redisUrl = await testRedisUrl()
+  const run = await bench([...TINY, '--only', 'c,j', '--out', outDir(t)], { REDIS_URL: redisUrl })
+  t.equal(run.code, 0, `exit 0\n${run.stderr}`)
+  const lines = run.stdout.split('\n')
+  t.ok(lines.some((line) => line.startsWith('keygate bench: scenario get, rfc9421 scheme, ed25519 key, ')), 'with j, the run signs RFC 9421 with Ed25519')
+  const jsonPath = /^JSON: (.+)$/m.exec(run.stdout)?.[1]
+  const report = JSON.parse(readFileSync(jsonPath as string, 'utf8')) as BenchReport
+  t.same(report.configs.map((c) => c.id), ['c', 'j'])
+  t.match(report.figures, { scheme: 'rfc9421', keyType: 'ed25519' })
+  const j = report.configs.find((c) => c.id === 'j')
+  t.equal(j?.label, 'keygate, Redis store, a signed agent')
+  // every agent signature is good for one request: a repeat would be 401 REPLAYED_REQUEST
+  t.ok((j?.median.statuses['200'] ?? 0) > 0, `j: GETs answered 200: ${JSON.stringify(j?.median.statuses)}`)
+  t.equal(j?.median.non2xx, 0, `j: every request 2xx, none refused as a replay: ${JSON.stringify(j?.median.codes)}`)
+  t.equal(j?.rounds[0]?.inlineSignedPosts, 0, 'j: every agent GET signed ahead')
+  const agent = report.figures.agentSignature
+  t.ok(agent !== undefined, 'the signed agent\'s figures are in the JSON')
+  const extra = measured(t, agent?.extraCpuUs ?? { value: null, why: 'absent' }, 'an agent\'s signature over a registered key\'s')
+  const [cCpu, jCpu] = (['c', 'j'] as const).map((id) => report.configs.find((c) => c.id === id)?.median.cpuPerRequestUs ?? NaN)
+  t.ok(Math.abs(extra.value - ((jCpu ?? NaN) - (cCpu ?? NaN))) < 0.06, `it is j - c: ${extra.value} against ${jCpu} - ${cCpu}`)
+  t.match(extra.how, /^j's CPU us\/req - c's/)
+  t.ok(agent?.extraRedisCpuUs.value !== null, 'and j - c of Redis\'s CPU')
+  // in the first lines, as the table has it (whole microseconds there), and how it is computed
+  const cpuColumn = (lines.find((l) => l.startsWith('config')) ?? '').split(/\s{2,}/).indexOf('CPU us/req')
+  const row = (id: 'c' | 'j'): number => {
+    const start = `${id}  ${report.configs.find((c) => c.id === id)?.label ?? ''}`
+    const cells = (lines.find((l) => l.startsWith(start)) ?? '').slice(start.length).trim().split(/\s{2,}/)
+    return Number((cells[cpuColumn - 1] ?? '').replace(/,/g, ''))
+  }
+  const prefix = 'a signed agent (j) over a registered key (c), RFC 9421 Ed25519 GETs: '
+  const printed = numberAfter(lines.find((line) => line.startsWith(prefix)) ?? '', prefix)
+  t.ok(Math.abs(printed - (row('j') - row('c'))) <= 1, `the first lines: j - c of the table: ${printed} against ${row('j')} - ${row('c')}`)
+  t.ok(lines.some((line) => line.startsWith('how: signed agent = j\'s CPU us/req - c\'s')), 'how it is computed')
+  for (const service of report.services) t.notOk(alive(service.pid), `${service.name} (pid ${service.pid}) is gone`)
+  t.same(await keysUnder(redisUrl, report.options.redisPrefix as string), [], 'no Redis key left under the run\'s prefix')
+})
+
+t.test('(j) sends agent-signed GETs: scenarios and signatures that are not its own are refused', async (t) => {
+  for (const scenario of ['token', 'register', 'post']) {
+    const bad = await bench(['--scenario', scenario, '--only', 'c,j'])
+    t.equal(bad.code, 2, `--scenario ${scenario}`)
+    t.match(bad.stderr, new RegExp(`--scenario ${scenario}: j sends GETs signed by a Web Bot Auth agent .*run j with --scenario get`))
+  }
+  const rsa = await bench(['--only', 'c,j', '--key', 'rsa'])
+  t.equal(rsa.code, 2)
+  t.match(rsa.stderr, /--only \.\.\.,j: j's agent signs RFC 9421 with an Ed25519 key, .*--scheme rfc9421 --key ed25519/)
+})
+
 t.test('(i) takes an IdP\'s token: --scenario token, a password login, cannot run it', async (t) => {
   const bad = await bench(['--scenario', 'token', '--only', 'c,i'])
   t.equal(bad.code, 2)

@@ -107,3 +107,21 @@ t.test('the first lines: each figure with its range, the machine and how busy it
   t.match(without.figures[2], /; what other work used is unknown here \(no \/proc\/stat\)$/)
   t.equal(without.how.length, 1, 'how, for the figure given only')
 })
+
+t.test('a signed agent (j): j - c from the medians, in gateway CPU and in Redis\'s; its range, j - c in each round; without c, why', async (t) => {
+  const withRedis = (c: ConfigResult, redis: number[]): ConfigResult => {
+    const rounds = c.rounds.map((r, i) => ({ ...r, redisCpuPerRequestUs: redis[i] ?? null }))
+    return { ...c, rounds, median: { ...medianOf(rounds), ratioToBare: null } }
+  }
+  const c = withRedis(config('c', 'keygate, Redis store', [100, 110, 90]), [2, 3, 1])
+  const j = withRedis(config('j', 'keygate, Redis store, a signed agent', [130, 125, 150]), [20, 25, 21])
+  const run = { scenario: 'get', scheme: 'rfc9421', keyType: 'ed25519' }
+  const agent = figuresOf([c, j], run).agentSignature
+  // medians: j 130 - c 100; per round 130 - 100, 125 - 110, 150 - 90
+  t.match(agent?.extraCpuUs, { value: 30, perRound: [30, 15, 60], min: 15, max: 60 })
+  t.match(measured(agent?.extraCpuUs ?? { value: null, why: 'absent' }).how, /^j's CPU us\/req - c's .*Web Bot Auth agent/)
+  t.match(agent?.extraRedisCpuUs, { value: 19, perRound: [18, 22, 20] })
+  t.match(measured(agent?.extraRedisCpuUs ?? { value: null, why: 'absent' }).how, /^j's Redis us\/req - c's/)
+  t.equal(figuresOf([c], run).agentSignature, undefined, 'no j: no such figure')
+  t.match(figuresOf([j], run).agentSignature?.extraCpuUs, { value: null, why: /needs c, .* add c to --only/ })
+})
