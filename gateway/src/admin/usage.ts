@@ -28,8 +28,9 @@ export const adminUsageRoutes: FastifyPluginAsyncTypebox<AdminUsageOptions> = as
   app.get('/v1/usage', {
     config: { problems: ['VALIDATION_FAILED', 'API_KEY_NOT_FOUND', 'USER_NOT_FOUND', 'STORE_UNAVAILABLE'] },
     schema: {
-      summary: 'Where a key or a user stands against its rate limits and quotas',
-      description: 'Exactly one of `key` and `user`. Lists every limit of the routes in force that counts per key (or per user), ' +
+      summary: 'Where a key, a user or a signed agent stands against its rate limits and quotas',
+      description: 'Exactly one of `key`, `user` and `agent` (a directory origin). Lists every limit of the routes in force that counts ' +
+        'per key (per user, per agent), ' +
         'with what is used and what remains now; reading counts nothing. A limit shared through a `bucket` is listed once, with ' +
         'every route that shares it. Limits by address are not listed.',
       tags: ['usage'],
@@ -37,12 +38,14 @@ export const adminUsageRoutes: FastifyPluginAsyncTypebox<AdminUsageOptions> = as
       response: { 200: Usage }
     }
   }, async (request) => {
-    const { key, user } = request.query
-    if ((key === undefined) === (user === undefined)) {
-      throw new GatewayError('VALIDATION_FAILED', 'Give exactly one of ?key=APIKEY and ?user=NAME', {
-        extra: { errors: [{ field: key === undefined ? 'key' : 'user', message: 'give exactly one of key and user' }] }
+    const { key, user, agent } = request.query
+    if ([key, user, agent].filter((given) => given !== undefined).length !== 1) {
+      throw new GatewayError('VALIDATION_FAILED', 'Give exactly one of ?key=APIKEY, ?user=NAME and ?agent=ORIGIN', {
+        extra: { errors: [{ field: key === undefined ? 'key' : 'user', message: 'give exactly one of key, user and agent' }] }
       })
     }
+    // an agent has no account: any origin is read (an agent never seen has used nothing)
+    if (agent !== undefined) return { agent, items: await usage({ agent }) }
     if (key !== undefined) {
       if (await operations.getKey(key) === null) throw noSuchKey(key)
       return { key, items: await usage({ key }) }
