@@ -84,7 +84,8 @@ export const adminUsageRoutes: FastifyPluginAsyncTypebox<AdminUsageOptions> = as
     }
   }, async (request) => {
     const { key, user, route, agent, since = '6h' } = request.query
-    const given = [['key', key], ['user', user], ['route', route], ['agent', agent]].filter(([, value]) => value !== undefined) as Array<[UsageDimension, string]>
+    const given = [['key', key], ['user', user], ['route', route], ['agent', agent]]
+      .filter(([, value]) => value !== undefined) as Array<[UsageDimension, string]>
     const [subject] = given
     if (subject === undefined || given.length > 1) {
       throw new GatewayError('VALIDATION_FAILED', 'Give exactly one of ?key=APIKEY, ?user=NAME, ?route=NAME and ?agent=ORIGIN', {

@@ -31,7 +31,8 @@ t.test('a valid file: each limit with its counter and policy name; onStoreDown d
       '/assist/')
   ))
   const [get, post, status, other, agents, assist] = routes
-  t.match(agents?.rateLimits, [{ by: 'agent', limit: 3, window: '1m', policy: 'agent-1m' }, { by: 'address', policy: 'address-1m' }], 'an agent route counts by agent')
+  t.match(agents?.rateLimits, [{ by: 'agent', limit: 3, window: '1m', policy: 'agent-1m' }, { by: 'address', policy: 'address-1m' }],
+    'an agent route counts by agent')
   t.match(assist?.rateLimits, [{ by: 'agent', policy: 'agents-agent-1h' }, { by: 'user' }], 'a bearer route naming agents counts by agent or user')
   t.match(get?.rateLimits, [
     { by: 'key', limit: 20, window: '10s', windowMs: 10_000, bucket: undefined, policy: 'key-10s' },
