@@ -58,8 +58,8 @@ export interface GatewayMetrics {
   /**
    * one answered request on a route that takes signed agents: `agent` is the verified agent's
    * directory origin when an operator pinned it, `other` for any other verified agent, `none` when
-   * none was verified (agents can be anyone: never an unpinned origin as a label); `outcome` `ok`
-   * or the error code that refused it
+   * none was verified (agents can be anyone: never an unpinned origin as a label); `outcome` how
+   * its authentication ended: `ok`, or the error code that refused it
    */
   countAgentRequest: (agent: string, outcome: string) => void
   /** one fetch of a signed agent's key directory */
@@ -308,7 +308,7 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
   })
   const agentRequests = new Counter({
     name: METRIC_NAMES.agentRequests,
-    help: 'Requests on routes that take signed agents, by agent (a pinned directory origin, other, or none verified) and outcome (ok or the error code)',
+    help: 'Requests on routes that take signed agents, by agent (a pinned directory origin, other, or none verified) and authentication outcome',
     labelNames: ['agent', 'outcome'] as const,
     registers: [registry]
   })
