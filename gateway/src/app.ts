@@ -204,6 +204,11 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     pinned: agentSettings.pinned,
     ...(options.now && { now: options.now }),
     onFetch: (agent, outcome) => {
+      services.metrics.observeAgentDirectoryFetch(outcome.ok, outcome.seconds)
+      tracing?.fetched('keygate.agent_directory_fetch', outcome.seconds, {
+        'keygate.agent': agent.origin,
+        ...(outcome.keys !== undefined && { 'keygate.keys': outcome.keys })
+      }, outcome.error)
       if (!outcome.ok) app.log.info({ agent: agent.origin, error: outcome.error }, 'a signed agent\'s directory could not be used')
     }
   })

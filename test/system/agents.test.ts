@@ -2,23 +2,25 @@
 // web-bot-auth package, their directory served over HTTPS by the test (its own CA, which keygate
 // is given) at agent.test, a name only the test's resolver knows (127.0.0.1; nothing is asked of
 // the machine's DNS). The agents file lets agent.test be fetched on a loopback address (an
-// operator's privateAddress); any other name fails to resolve. What a recorder upstream sees of
-// each request, what each refusal answers, the bounds on what made-up directories cost, and one
-// signature spent across two gateways on one Redis.
+// operator's privateAddress; other.test, a second agent, is pinned with its keys); any other name
+// fails to resolve. What a recorder upstream sees of each request, what each refusal
+// answers, the bounds on what made-up directories cost, one signature spent across two gateways
+// on one Redis; and per agent: its rate limit, its usage read-out, its identity token.
 import { generateKeyPairSync } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
 import { join } from 'node:path'
-import { exportJWK, type JWK } from 'jose'
+import { createRemoteJWKSet, exportJWK, jwtVerify, type JWK } from 'jose'
 import t from 'tap'
 import { directoryResponseHeaders, HTTP_MESSAGE_SIGNATURES_DIRECTORY, helpers, jwkToKeyID, MediaType, signatureHeaders } from 'web-bot-auth'
 import { signerFromJWK } from 'web-bot-auth/crypto'
+import { keygateCli } from '../helpers/cli.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
 import { login, addUser, startStack } from '../helpers/stack.js'
 import { testCertificates } from '../helpers/test-ca.js'
 import { startHttpsServer } from '../unit/gateway/net/servers.js'
-import { uniquePrefix } from '../helpers/redis.js'
+import { testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 
 interface AgentKey { privateJwk: JWK, publicJwk: JWK, keyid: string }
 async function agentKey (): Promise<AgentKey> {
@@ -55,6 +57,8 @@ const directory = await startHttpsServer('127.0.0.1', 0, (req, res) => {
 })
 t.teardown(directory.close)
 const AGENT = `https://agent.test:${directory.port}`
+/** a second agent, with the same key: pinned in the agents file, so never fetched (whatever the made-up directories below cost) */
+const OTHER_AGENT = `https://other.test:${directory.port}`
 /** what keygate asked to resolve: only agent.test has an address */
 const resolved: string[] = []
 const resolver = async (hostname: string): Promise<Array<{ address: string, family: 4 | 6 }>> => {
@@ -67,10 +71,19 @@ const recorder = await startRecorder(t)
 const routes = routeFile(t, `routes:
   - { name: agents, prefix: /v1/agents/, upstream: ${recorder.url}, auth: agent, agents: any, methods: [GET, POST] }
   - { name: named, prefix: /v1/named/, upstream: ${recorder.url}, auth: agent, agents: [https://other.test], methods: [GET] }
-  - { name: assist, prefix: /v1/assist/, upstream: ${recorder.url}, auth: bearer, agents: any, methods: [GET] }
+  - { name: assist, prefix: /v1/assist/, upstream: ${recorder.url}, auth: bearer, agents: any, methods: [GET], identityToken: { audience: https://assist.test } }
+  - name: limited
+    prefix: /v1/limited/
+    upstream: ${recorder.url}
+    auth: agent
+    agents: any
+    methods: [GET]
+    rateLimits: [{ by: agent, limit: 2, window: 1m }]
+    identityToken: { audience: https://backend.test }
 `)
 const agentsFile = join(routes.path, '..', 'agents.yaml')
-writeFileSync(agentsFile, `directories:\n  - { origin: ${AGENT}, privateAddress: true }\n`)
+writeFileSync(agentsFile, `directories:\n  - { origin: ${AGENT}, privateAddress: true }\n` +
+  `  - { origin: ${OTHER_AGENT}, keys: [${JSON.stringify(key.publicJwk)}] }\n`)
 const prefix = uniquePrefix()
 const stackOptions = {
   store: 'redis' as const,
@@ -92,7 +105,8 @@ async function agentRequest (path: string, options: { signer?: AgentKey, agent?:
   return { headers: { ...headers, signature: signed.Signature, 'signature-input': signed['Signature-Input'] }, target }
 }
 /** Sends it to `to` (the first gateway by default), its Host the one it was signed for: behind one name, as a balancer's gateways are. */
-async function send (request: { headers: Record<string, string>, target: string }, to = gw.url): Promise<{ status: number, body: Record<string, unknown> }> {
+async function send (request: { headers: Record<string, string>, target: string }, to = gw.url):
+Promise<{ status: number, body: Record<string, unknown>, headers: Record<string, string | string[] | undefined> }> {
   const url = new URL(to)
   return await new Promise((resolve, reject) => {
     const outgoing = httpRequest({
@@ -101,7 +115,9 @@ async function send (request: { headers: Record<string, string>, target: string 
       const chunks: Buffer[] = []
       response.on('data', (chunk: Buffer) => chunks.push(chunk))
       response.on('end', () => {
-        resolve({ status: response.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString() || '{}') as Record<string, unknown> })
+        resolve({
+          status: response.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString() || '{}') as Record<string, unknown>, headers: response.headers
+        })
       })
     })
     outgoing.on('error', reject)
@@ -185,4 +201,67 @@ t.test('one signature, two gateways on one Redis: the second refuses it', async 
   t.equal(replayed.status, 401)
   t.equal(replayed.body.code, 'REPLAYED_REQUEST', 'its nonce is remembered across gateways')
   t.ok(directoryRequests >= 1)
+})
+
+t.test('limits by agent: the third request of an agent in the minute is refused with the RateLimit fields; another agent still passes', async (t) => {
+  const answers = []
+  for (let i = 0; i < 3; i++) answers.push(await send(await agentRequest(`/v1/limited/${i}`)))
+  t.same(answers.map((a) => a.status), [200, 200, 429], JSON.stringify(answers.at(-1)?.body))
+  t.equal(answers[0]?.headers['ratelimit-policy'], '"agent-1m";q=2;w=60')
+  t.equal(answers[0]?.headers.ratelimit, '"agent-1m";r=1;t=30')
+  const refused = answers[2]
+  t.match(refused?.body, { code: 'RATE_LIMITED', by: 'agent', policy: 'agent-1m', limit: 2 })
+  t.equal(refused?.headers['retry-after'], '30')
+  t.equal(refused?.headers.ratelimit, '"agent-1m";r=0;t=30')
+  const other = await send(await agentRequest('/v1/limited/other', { agent: OTHER_AGENT }))
+  t.equal(other.status, 200, `${OTHER_AGENT} counts apart: ${JSON.stringify(other.body)}`)
+  t.equal(other.headers.ratelimit, '"agent-1m";r=1;t=30')
+  t.equal(recorder.requests.at(-1)?.headers['x-gateway-agent'], OTHER_AGENT)
+})
+
+t.test('the identity token: verified with keygate\'s JWKS, it names the agent (on an agent route, as its subject)', async (t) => {
+  const jwks = createRemoteJWKSet(new URL(`${gw.url}/.well-known/jwks.json`))
+  t.equal((await send(await agentRequest('/v1/limited/token', { agent: OTHER_AGENT }))).status, 200)
+  const token = recorder.requests.at(-1)?.headers['x-keygate-identity'] as string
+  const { payload, protectedHeader } = await jwtVerify(token, jwks, { audience: 'https://backend.test', typ: 'keygate-identity+jwt' })
+  t.equal(payload.sub, OTHER_AGENT, 'no user: the agent is the subject')
+  t.same(payload.agent, { origin: OTHER_AGENT, jkt: key.keyid }, 'the agent claim: its origin and its key\'s thumbprint')
+  t.equal(payload.scope, undefined)
+  t.ok(protectedHeader.kid)
+
+  await addUser(gw, 'dave')
+  const bearer = await login(gw.url, 'dave')
+  t.equal((await send(await agentRequest('/v1/assist/token', { headers: { authorization: `Bearer ${bearer}` } }))).status, 200)
+  const users = await jwtVerify(recorder.requests.at(-1)?.headers['x-keygate-identity'] as string, jwks, { audience: 'https://assist.test' })
+  t.equal(users.payload.sub, 'dave', 'a user\'s agent: the user is the subject')
+  t.same(users.payload.agent, { origin: AGENT, jkt: key.keyid }, 'and the agent acting for them its claim')
+})
+
+t.test('usage over time by agent: keygate usage top --by agent and series --agent, from the Redis', async (t) => {
+  await gw.app.keygate.usage?.flush()
+  const env = { REDIS_URL: await testRedisUrl(), KEYGATE_REDIS_PREFIX: prefix }
+  const top = await keygateCli(['usage', 'top', '--by', 'agent', '--json'], '', env)
+  t.equal(top.code, 0, top.stderr)
+  interface Item { name: string | null, requests: number, refusals: number, codes: Record<string, number> }
+  const { items } = JSON.parse(top.stdout) as { by: string, items: Item[] }
+  const agent = items.find((item) => item.name === AGENT)
+  t.ok((agent?.requests ?? 0) >= 4, `${AGENT}: its requests counted (${agent?.requests ?? 0})`)
+  t.ok((agent?.codes.RATE_LIMITED ?? 0) >= 1, 'with the 429 among its refusals')
+  t.match(items.find((item) => item.name === OTHER_AGENT), { requests: 2, refusals: 0 }, `${OTHER_AGENT}: its two requests`)
+  const series = await keygateCli(['usage', 'series', '--agent', OTHER_AGENT, '--since', '1h', '--json'], '', env)
+  t.equal(series.code, 0, series.stderr)
+  const points = JSON.parse(series.stdout) as { by: string, name: string, points: Array<{ requests: number }> }
+  t.match(points, { by: 'agent', name: OTHER_AGENT })
+  t.equal(points.points.reduce((sum, point) => sum + point.requests, 0), 2)
+})
+
+t.test('the metrics: agent requests by pinned origin or other, and directory fetches, never an unpinned origin as a label', async (t) => {
+  const { body } = await gw.app.keygate.metrics.scrape()
+  t.match(body, new RegExp(`keygate_agent_requests_total\\{agent="${OTHER_AGENT}",outcome="ok"\\} [1-9]`), 'the pinned agent by its origin')
+  t.match(body, /keygate_agent_requests_total\{agent="other",outcome="REPLAYED_REQUEST"\} [1-9]/, 'another agent as other')
+  t.match(body, /keygate_agent_requests_total\{agent="none",outcome="MISSING_AGENT_SIGNATURE"\} [1-9]/, 'no agent verified: none')
+  t.notMatch(body, /keygate_agent_requests_total\{[^}]*outcome="RATE_LIMITED"/, 'a rate limit is not an authentication outcome: those 429s counted ok')
+  t.notMatch(body, /agent="https:\/\/(agent|made-up)/, 'no unpinned origin')
+  t.match(body, /keygate_agent_directory_fetches_total\{outcome="ok"\} [1-9]/)
+  t.match(body, /keygate_agent_directory_fetches_total\{outcome="error"\} [1-9]/)
 })

@@ -106,7 +106,7 @@ t.test('two gateways on one Redis prefix: counts by key, user, route and outcome
     t.match(series.stdout, /^MINUTE +REQUESTS +REFUSALS +2XX +3XX +4XX +5XX +CODES\n\d{4}-\d\d-\d\d \d\d:\d\dZ +6 +1 +5 +0 +1 +0 +\S+ 1\n1 of 360 minute buckets had requests\n$/)
     const wrong = await keygateCli(['usage', 'top'], '', env)
     t.equal(wrong.code, 2)
-    t.match(wrong.stderr, /usage top needs --by key, user or route/)
+    t.match(wrong.stderr, /usage top needs --by key, user, route or agent/)
   })
 
   await t.test('the bearer endpoint: your own key\'s series; another\'s 404; no token 401', async (t) => {

@@ -109,7 +109,10 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
         { name: 'users', description: 'Users: their passwords and their keys' },
         { name: 'keys', description: 'Registered API keys: list, show, revoke' },
         { name: 'routes', description: 'The route table in force, and reloading the route file' },
-        { name: 'usage', description: 'Rate limits and quotas: what a key or a user has used, and what remains; requests over time by key, user and route' }
+        {
+          name: 'usage',
+          description: 'Rate limits and quotas: what a key, a user or an agent has used, and what remains; requests over time by key, user, route and agent'
+        }
       ],
       components: {
         securitySchemes: {

@@ -1,7 +1,7 @@
 // The admin API's usage: where one API key (?key=) or one user (?user=) stands against every rate
 // limit and quota of the routes in force that counts per key or per user, read without counting
 // (limits/usage.ts). An unknown key or user is a 404, so a typo is not read as "nothing used".
-// And usage over time (analytics/): the top keys, users or routes over a window, and one's series.
+// And usage over time (analytics/): the top keys, users, routes or agents over a window, and one's series.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { topUsage, usageSeries, windowOf, type UsageDimension } from '../analytics/read.js'
 import { GatewayError } from '../errors.js'
@@ -28,8 +28,9 @@ export const adminUsageRoutes: FastifyPluginAsyncTypebox<AdminUsageOptions> = as
   app.get('/v1/usage', {
     config: { problems: ['VALIDATION_FAILED', 'API_KEY_NOT_FOUND', 'USER_NOT_FOUND', 'STORE_UNAVAILABLE'] },
     schema: {
-      summary: 'Where a key or a user stands against its rate limits and quotas',
-      description: 'Exactly one of `key` and `user`. Lists every limit of the routes in force that counts per key (or per user), ' +
+      summary: 'Where a key, a user or a signed agent stands against its rate limits and quotas',
+      description: 'Exactly one of `key`, `user` and `agent` (a directory origin). Lists every limit of the routes in force that counts ' +
+        'per key (per user, per agent), ' +
         'with what is used and what remains now; reading counts nothing. A limit shared through a `bucket` is listed once, with ' +
         'every route that shares it. Limits by address are not listed.',
       tags: ['usage'],
@@ -37,12 +38,14 @@ export const adminUsageRoutes: FastifyPluginAsyncTypebox<AdminUsageOptions> = as
       response: { 200: Usage }
     }
   }, async (request) => {
-    const { key, user } = request.query
-    if ((key === undefined) === (user === undefined)) {
-      throw new GatewayError('VALIDATION_FAILED', 'Give exactly one of ?key=APIKEY and ?user=NAME', {
-        extra: { errors: [{ field: key === undefined ? 'key' : 'user', message: 'give exactly one of key and user' }] }
+    const { key, user, agent } = request.query
+    if ([key, user, agent].filter((given) => given !== undefined).length !== 1) {
+      throw new GatewayError('VALIDATION_FAILED', 'Give exactly one of ?key=APIKEY, ?user=NAME and ?agent=ORIGIN', {
+        extra: { errors: [{ field: key === undefined ? 'key' : 'user', message: 'give exactly one of key, user and agent' }] }
       })
     }
+    // an agent has no account: any origin is read (an agent never seen has used nothing)
+    if (agent !== undefined) return { agent, items: await usage({ agent }) }
     if (key !== undefined) {
       if (await operations.getKey(key) === null) throw noSuchKey(key)
       return { key, items: await usage({ key }) }
@@ -55,7 +58,7 @@ export const adminUsageRoutes: FastifyPluginAsyncTypebox<AdminUsageOptions> = as
   app.get('/v1/usage/top', {
     config: { problems: ['VALIDATION_FAILED', 'STORE_UNAVAILABLE'] },
     schema: {
-      summary: 'The keys, users or routes with the most requests, or the most refusals, over a window',
+      summary: 'The keys, users, routes or signed agents with the most requests, or the most refusals, over a window',
       description: 'Counted by every gateway on the store (KEYGATE_USAGE_ANALYTICS), business routes only, flushed every ' +
         'KEYGATE_USAGE_FLUSH_MS: the last seconds may not be in yet. Windows up to 6h are read in minute buckets, longer ones ' +
         '(up to 14d) in hour buckets, the current one included.',
@@ -71,21 +74,22 @@ export const adminUsageRoutes: FastifyPluginAsyncTypebox<AdminUsageOptions> = as
   app.get('/v1/usage/series', {
     config: { problems: ['VALIDATION_FAILED', 'API_KEY_NOT_FOUND', 'USER_NOT_FOUND', 'STORE_UNAVAILABLE'] },
     schema: {
-      summary: 'One key\'s, user\'s or route\'s requests over a window, bucket by bucket',
-      description: 'Exactly one of `key`, `user` and `route`. Every bucket of the window, zeros included: minute buckets for ' +
+      summary: 'One key\'s, user\'s, route\'s or signed agent\'s requests over a window, bucket by bucket',
+      description: 'Exactly one of `key`, `user`, `route` and `agent` (a directory origin). Every bucket of the window, zeros included: minute buckets for ' +
         'windows up to 6h, hour buckets beyond (up to 14d). An unknown key or user is a 404; a route is any name (a route ' +
-        'removed from the file keeps its history).',
+        'removed from the file keeps its history), and so is an agent.',
       tags: ['usage'],
       querystring: SeriesQuery,
       response: { 200: UsageSeries }
     }
   }, async (request) => {
-    const { key, user, route, since = '6h' } = request.query
-    const given = [['key', key], ['user', user], ['route', route]].filter(([, value]) => value !== undefined) as Array<[UsageDimension, string]>
+    const { key, user, route, agent, since = '6h' } = request.query
+    const given = [['key', key], ['user', user], ['route', route], ['agent', agent]]
+      .filter(([, value]) => value !== undefined) as Array<[UsageDimension, string]>
     const [subject] = given
     if (subject === undefined || given.length > 1) {
-      throw new GatewayError('VALIDATION_FAILED', 'Give exactly one of ?key=APIKEY, ?user=NAME and ?route=NAME', {
-        extra: { errors: [{ field: subject?.[0] ?? 'key', message: 'give exactly one of key, user and route' }] }
+      throw new GatewayError('VALIDATION_FAILED', 'Give exactly one of ?key=APIKEY, ?user=NAME, ?route=NAME and ?agent=ORIGIN', {
+        extra: { errors: [{ field: subject?.[0] ?? 'key', message: 'give exactly one of key, user, route and agent' }] }
       })
     }
     const windowMs = windowOf(since)

@@ -1,5 +1,5 @@
 // The shape of usage analytics in the store: counts of requests in time buckets, one hash per
-// bucket, one field per (key, user, route, status class, error code). Two resolutions: a minute
+// bucket, one field per (key, user, route, status class, error code, signed agent). Two resolutions: a minute
 // for the recent hours, an hour for the recent days. Every flush adds to both, so a window is
 // read from one resolution alone.
 
@@ -58,11 +58,11 @@ export function bucketStarts (resolution: Resolution, windowMs: number, nowMs: n
   return starts
 }
 
-/** what no request had: no key (bearer, public route, refused before a key was found), no user */
+/** what no request had: no key (bearer, public route, refused before a key was found), no user, no signed agent */
 export const NONE = '-'
 /** the dimensions of the requests past the in-process bound (counter.ts) */
 export const OTHER = 'other'
-/** between the dimensions of a field; never in an apiKey, a username or a status class, taken out of route names */
+/** between the dimensions of a field; never in an apiKey, a username, an origin or a status class, taken out of route names */
 const SEP = '\u001f'
 
 export interface UsageDimensions {
@@ -73,17 +73,21 @@ export interface UsageDimensions {
   status: string
   /** keygate's error code when it refused the request, else NONE */
   code: string
+  /** the signed agent's directory origin (Web Bot Auth), else NONE */
+  agent: string
 }
 
-export function encodeField (key: string, user: string, route: string, status: string, code: string): string {
-  return key + SEP + user + SEP + (route.includes(SEP) ? route.replaceAll(SEP, ' ') : route) + SEP + status + SEP + code
+/** The field of one series; a request without an agent keeps the five-part field counted before agents were (one series, not two). */
+export function encodeField (key: string, user: string, route: string, status: string, code: string, agent: string = NONE): string {
+  const field = key + SEP + user + SEP + (route.includes(SEP) ? route.replaceAll(SEP, ' ') : route) + SEP + status + SEP + code
+  return agent === NONE ? field : field + SEP + agent
 }
 
 export function decodeField (field: string): UsageDimensions | undefined {
   const parts = field.split(SEP)
-  if (parts.length !== 5) return undefined
-  const [key, user, route, status, code] = parts as [string, string, string, string, string]
-  return { key, user, route, status, code }
+  if (parts.length !== 5 && parts.length !== 6) return undefined
+  const [key, user, route, status, code, agent = NONE] = parts as [string, string, string, string, string, string?]
+  return { key, user, route, status, code, agent }
 }
 
 /** 200 -> '2xx'; a table, not a string built per request */

@@ -3,12 +3,12 @@
 // (KEYGATE_USAGE_FLUSH_MS, and on close) adds what was counted to the store's minute and hour
 // buckets in one batch, so every gateway on a Redis adds to the same counts.
 import type { Store, UsageBucketWrite } from '../store/index.js'
-import { bucketName, bucketStart, bucketTtlSeconds, encodeField, OTHER, RESOLUTIONS, statusClass } from './buckets.js'
+import { bucketName, bucketStart, bucketTtlSeconds, encodeField, NONE, OTHER, RESOLUTIONS, statusClass } from './buckets.js'
 
 export interface UsageCounterOptions {
   store: Pick<Store, 'addUsageCounts'>
   flushMs: number
-  /** distinct (key, user, route, outcome) per flush interval; past it, requests count as `other` */
+  /** distinct (key, user, route, outcome, agent) per flush interval; past it, requests count as `other` */
   maxSeries: number
   now?: () => number
   /** a flush the store refused: its counts are lost */
@@ -26,8 +26,8 @@ export interface UsageStats {
 
 export interface UsageCounter {
   readonly stats: UsageStats
-  /** one answered request; `code` is keygate's error code when it refused it, else NONE (buckets.ts) */
-  count: (key: string, user: string, route: string, status: number, code: string) => void
+  /** one answered request; `code` is keygate's error code when it refused it, else NONE; `agent` its signed agent's origin, else NONE (buckets.ts) */
+  count: (key: string, user: string, route: string, status: number, code: string, agent?: string) => void
   /** writes what was counted so far; resolves when the store has it (or refused it) */
   flush: () => Promise<void>
   /** a last flush, and no more */
@@ -50,7 +50,7 @@ export function createUsageCounter (options: UsageCounterOptions): UsageCounter 
   const stats = { overflowed: 0, flushFailures: 0 }
   let flushing: Promise<void> = Promise.resolve()
 
-  const count = (key: string, user: string, route: string, status: number, code: string): void => {
+  const count = (key: string, user: string, route: string, status: number, code: string, agent?: string): void => {
     const at = now()
     const start = at - (at % minuteMs)
     if (start !== currentStart) {
@@ -59,11 +59,11 @@ export function createUsageCounter (options: UsageCounterOptions): UsageCounter 
       currentStart = start
     }
     const cls = statusClass(status)
-    let field = encodeField(key, user, route, cls, code)
+    let field = encodeField(key, user, route, cls, code, agent)
     let value = current.get(field)
     if (value === undefined) {
       if (seriesNow >= maxSeries) {
-        field = encodeField(OTHER, OTHER, OTHER, cls, code)
+        field = encodeField(OTHER, OTHER, OTHER, cls, code, agent === undefined || agent === NONE ? NONE : OTHER)
         value = current.get(field)
         overflowNow++
         stats.overflowed++

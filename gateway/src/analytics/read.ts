@@ -1,11 +1,11 @@
 // Usage analytics, the reading side: the buckets that cover a window (minutes while they are
-// kept, hours beyond: buckets.ts), added up into the top keys, users or routes, or into one
-// key's, user's or route's series. Read by the admin API and by a user for their own keys.
+// kept, hours beyond: buckets.ts), added up into the top keys, users, routes or signed agents, or
+// into one key's, user's, route's or agent's series. Read by the admin API and by a user for their own keys.
 import { GatewayError } from '../errors.js'
 import type { Store } from '../store/index.js'
 import { bucketStarts, decodeField, MAX_WINDOW_MS, NONE, RESOLUTIONS, resolutionFor, type Resolution, type UsageDimensions } from './buckets.js'
 
-export type UsageDimension = 'key' | 'user' | 'route'
+export type UsageDimension = 'key' | 'user' | 'route' | 'agent'
 export type UsageOrder = 'requests' | 'refusals'
 
 /** what a set of requests came to */

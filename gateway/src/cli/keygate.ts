@@ -44,8 +44,8 @@ const USAGE = `usage: ${CMD} serve
        ${CMD} keys list [--user NAME] [--limit N] [--cursor C] [--json]
        ${CMD} keys show|revoke APIKEY
        ${CMD} keys update APIKEY [--scopes A,B | --no-scopes] [--expires-at ISO | never]
-       ${CMD} usage top --by key|user|route [--order requests|refusals] [--since 1h] [--limit N] [--json]
-       ${CMD} usage series --key APIKEY | --user NAME | --route NAME [--since 6h] [--json]
+       ${CMD} usage top --by key|user|route|agent [--order requests|refusals] [--since 1h] [--limit N] [--json]
+       ${CMD} usage series --key APIKEY | --user NAME | --route NAME | --agent ORIGIN [--since 6h] [--json]
        ${CMD} routes check FILE
        ${CMD} tokens rotate
        ${CMD} bench [--url URL --user USER --password PASSWORD] [options]

@@ -48,7 +48,7 @@ export async function directUsageSource (config: GatewayConfig): Promise<UsageSo
   }
 }
 
-const DIMENSIONS = ['key', 'user', 'route']
+const DIMENSIONS = ['key', 'user', 'route', 'agent']
 const ORDERS = ['requests', 'refusals']
 const CLASSES = ['2xx', '3xx', '4xx', '5xx']
 
@@ -64,7 +64,7 @@ export function parseUsageArgs (command: string | undefined, args: string[]): { 
         since: { type: 'string' },
         ...(command === 'top'
           ? { by: { type: 'string' as const }, order: { type: 'string' as const }, limit: { type: 'string' as const } }
-          : { key: { type: 'string' as const }, user: { type: 'string' as const }, route: { type: 'string' as const } })
+          : { key: { type: 'string' as const }, user: { type: 'string' as const }, route: { type: 'string' as const }, agent: { type: 'string' as const } })
       }
     }).values as Record<string, string | boolean | undefined>
   } catch (err) {
@@ -76,13 +76,13 @@ export function parseUsageArgs (command: string | undefined, args: string[]): { 
     const by = values.by as string | undefined
     const order = (values.order as string | undefined) ?? 'requests'
     const limit = (values.limit as string | undefined) ?? '10'
-    if (by === undefined || !DIMENSIONS.includes(by)) throw new UsageCommandError('usage top needs --by key, user or route')
+    if (by === undefined || !DIMENSIONS.includes(by)) throw new UsageCommandError('usage top needs --by key, user, route or agent')
     if (!ORDERS.includes(order)) throw new UsageCommandError('usage top: --order is requests or refusals')
     if (!/^(?:[1-9][0-9]{0,2}|1000)$/.test(limit)) throw new UsageCommandError('usage top: --limit is 1 to 1000')
     return { json, top: { by: by as UsageDimension, order: order as UsageOrder, since: since ?? '1h', limit: Number(limit) } }
   }
   const given = DIMENSIONS.filter((dimension) => values[dimension] !== undefined)
-  if (given.length !== 1) throw new UsageCommandError('usage series needs one of --key APIKEY, --user NAME and --route NAME')
+  if (given.length !== 1) throw new UsageCommandError('usage series needs one of --key APIKEY, --user NAME, --route NAME and --agent ORIGIN')
   const by = given[0] as UsageDimension
   return { json, series: { by, name: values[by] as string, since: since ?? '6h' } }
 }
@@ -95,7 +95,7 @@ const counts = (totals: UsageTotals): string[] =>
 
 const COUNT_HEADER = ['REQUESTS', 'REFUSALS', ...CLASSES.map((cls) => cls.toUpperCase()), 'CODES']
 
-/** `usage top` as a person reads it: one line per key, user or route, most first */
+/** `usage top` as a person reads it: one line per key, user, route or agent, most first */
 export function formatTop (top: TopUsage): string {
   if (top.items.length === 0) return `no ${top.order} counted in the last ${top.since}\n`
   return formatTable([[top.by.toUpperCase(), ...COUNT_HEADER], ...top.items.map((item) => [item.name ?? '(none)', ...counts(item)])])

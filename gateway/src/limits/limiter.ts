@@ -16,10 +16,12 @@ import {
   counterKey, remainingRequests as remainingOf, requestShareMs as share, wholeSeconds as seconds, type LimitedRoute, type RateLimit, type StoreDownPolicy
 } from './rate-limit.js'
 
-/** Who a request is, as far as the limits count: its API key and user (once authenticated), and its client address. */
+/** Who a request is, as far as the limits count: its API key, user and signed agent (once authenticated), and its client address. */
 export interface RateLimitSubjects {
   key?: string | undefined
   user?: string | undefined
+  /** the signed agent's directory origin (Web Bot Auth) */
+  agent?: string | undefined
   /** request.ip: already the client behind any trusted proxy; IPv6 counts by its /64 */
   address: string
 }
@@ -55,6 +57,7 @@ function subjectOf (limit: RateLimit, subjects: RateLimitSubjects): string | und
   switch (limit.by) {
     case 'key': return subjects.key
     case 'user': return subjects.user
+    case 'agent': return subjects.agent
     case 'address': return addressBucket(subjects.address)
   }
 }

@@ -1,12 +1,12 @@
 // The rate-limit model: what a route's `rateLimits` entry becomes once checked, and how it names
 // its counter and its policy. Each limit is `limit` requests per `window`, counted per subject
-// (the request's API key, its user, or its client address) in a GCRA counter (store/types.ts:
+// (the request's API key, its user, its signed agent's directory origin, or its client address) in a GCRA counter (store/types.ts:
 // RateCounter). Without a `bucket` a limit counts for its route alone; limits with one bucket name
 // share their counter across every route that lists them (a monthly quota over the whole API).
 import { createHash } from 'node:crypto'
 
-export const RATE_LIMIT_BY = ['key', 'user', 'address'] as const
-/** What a limit counts per: the signed request's API key, the authenticated user, the client address. */
+export const RATE_LIMIT_BY = ['key', 'user', 'agent', 'address'] as const
+/** What a limit counts per: the signed request's API key, the authenticated user, the signed agent (its directory origin), the client address. */
 export type RateLimitBy = typeof RATE_LIMIT_BY[number]
 
 export const STORE_DOWN_POLICIES = ['allow', 'deny'] as const
@@ -81,7 +81,7 @@ export function rateLimit (entry: { by: RateLimitBy; limit: number; window: stri
   }
 }
 
-/** The store key of a limit's counter for one subject (an apiKey, a username, an address bucket). */
+/** The store key of a limit's counter for one subject (an apiKey, a username, an agent's origin, an address bucket). */
 export function counterKey (limit: RateLimit, subject: string): string {
   return `${limit.counter}:${subject}`
 }

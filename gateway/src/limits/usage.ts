@@ -1,11 +1,12 @@
-// The usage read-out (the admin API's GET /v1/usage?key=|user=): for an API key, or a user, every
-// limit of the current routes that counts per key (or per user), with how much of it is used now,
+// The usage read-out (the admin API's GET /v1/usage?key=|user=|agent=): for an API key, a user or a
+// signed agent (its directory origin), every limit of the current routes that counts per key (per
+// user, per agent), with how much of it is used now,
 // read without counting anything (store.peekRate). A counter shared through a bucket is listed
 // once, with every route that shares it.
 import type { Store } from '../store/index.js'
 import { counterKey, remainingRequests, wholeSeconds, type LimitedRoute, type RateLimit } from './rate-limit.js'
 
-export type UsageSubject = { key: string } | { user: string }
+export type UsageSubject = { key: string } | { user: string } | { agent: string }
 
 export interface LimitUsage {
   /** the routes (by name) whose requests count in this counter */
@@ -14,7 +15,7 @@ export interface LimitUsage {
   bucket: string | null
   /** the name RateLimit-Policy gives it */
   policy: string
-  by: 'key' | 'user'
+  by: 'key' | 'user' | 'agent'
   limit: number
   window: string
   /** requests counted and not yet drained (the GCRA's backlog, in requests, rounded up) */
@@ -25,10 +26,9 @@ export interface LimitUsage {
   resetSeconds: number
 }
 
-/** Every per-key (or per-user) limit of `routes` for the subject, in route-file order, counted by nothing. */
+/** Every per-key (per-user, per-agent) limit of `routes` for the subject, in route-file order, counted by nothing. */
 export async function readUsage (routes: readonly LimitedRoute[], store: Pick<Store, 'peekRate'>, subject: UsageSubject): Promise<LimitUsage[]> {
-  const by = 'key' in subject ? 'key' : 'user'
-  const name = 'key' in subject ? subject.key : subject.user
+  const [by, name] = 'key' in subject ? ['key', subject.key] as const : 'user' in subject ? ['user', subject.user] as const : ['agent', subject.agent] as const
   const counters = new Map<string, { limit: RateLimit; routes: string[] }>()
   for (const route of routes) {
     for (const limit of route.rateLimits) {

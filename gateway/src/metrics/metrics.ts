@@ -55,6 +55,15 @@ export interface GatewayMetrics {
   watchUpstreams: (queues: () => Iterable<UpstreamQueueCounts>) => void
   /** one fetch of a trusted identity provider's keys (`jwks`) or discovery document (`discovery`) */
   observeIdpFetch: (issuer: string, what: 'jwks' | 'discovery', ok: boolean, seconds: number) => void
+  /**
+   * one answered request on a route that takes signed agents: `agent` is the verified agent's
+   * directory origin when an operator pinned it, `other` for any other verified agent, `none` when
+   * none was verified (agents can be anyone: never an unpinned origin as a label); `outcome` how
+   * its authentication ended: `ok`, or the error code that refused it
+   */
+  countAgentRequest: (agent: string, outcome: string) => void
+  /** one fetch of a signed agent's key directory */
+  observeAgentDirectoryFetch: (ok: boolean, seconds: number) => void
   /** where each trusted issuer's keys are: their age and whether they are usable, read at scrape time */
   watchIdpKeys: (issuers: readonly IdpKeysState[]) => void
   /** process metrics (CPU, memory, event loop, GC) too; once per registry, for the metrics listener */
@@ -81,7 +90,9 @@ export const METRIC_NAMES = {
   workerRestarts: 'keygate_worker_restarts_total',
   idpKeyFetches: 'keygate_idp_key_fetches_total',
   idpKeysAge: 'keygate_idp_keys_age_seconds',
-  idpKeysUsable: 'keygate_idp_keys_usable'
+  idpKeysUsable: 'keygate_idp_keys_usable',
+  agentRequests: 'keygate_agent_requests_total',
+  agentDirectoryFetches: 'keygate_agent_directory_fetches_total'
 } as const
 
 /** What the metrics read of one trusted issuer's keys (idp/issuer-keys.ts). */
@@ -295,6 +306,18 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     labelNames: ['issuer', 'what', 'outcome'] as const,
     registers: [registry]
   })
+  const agentRequests = new Counter({
+    name: METRIC_NAMES.agentRequests,
+    help: 'Requests on routes that take signed agents, by agent (a pinned directory origin, other, or none verified) and authentication outcome',
+    labelNames: ['agent', 'outcome'] as const,
+    registers: [registry]
+  })
+  const agentDirectoryFetches = new Counter({
+    name: METRIC_NAMES.agentDirectoryFetches,
+    help: 'Fetches of signed agents\' key directories, by outcome (ok, error)',
+    labelNames: ['outcome'] as const,
+    registers: [registry]
+  })
   let idpKeys: readonly IdpKeysState[] = []
   // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Gauge({
@@ -343,6 +366,12 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     },
     observeIdpFetch (issuer, what, ok, _seconds) {
       idpFetches.inc({ issuer, what, outcome: ok ? 'ok' : 'error' })
+    },
+    countAgentRequest (agent, outcome) {
+      agentRequests.inc({ agent, outcome })
+    },
+    observeAgentDirectoryFetch (ok, _seconds) {
+      agentDirectoryFetches.inc({ outcome: ok ? 'ok' : 'error' })
     },
     watchIdpKeys (issuers) {
       idpKeys = issuers

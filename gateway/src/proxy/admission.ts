@@ -96,7 +96,7 @@ export function limitAndIdentify (
   try {
     pending = route.rateLimits.length === 0
       ? identify()
-      : limiter.check(route, { key: auth.key?.apiKey, user: auth.user, address: request.ip }).then((headers) => {
+      : limiter.check(route, { key: auth.key?.apiKey, user: auth.user, agent: auth.agent?.origin, address: request.ip }).then((headers) => {
         out.answerHeaders = headers
         return identify()
       })

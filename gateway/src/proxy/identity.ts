@@ -2,11 +2,13 @@
 // request. The identity headers (user, apiKey, key name, scopes; client-sent ones never get through), and
 // on routes that ask for it an identity token: a short-lived JWT, signed with the gateway's token
 // key (so verifiable with its JWKS), with which a backend reachable by others can check that
-// keygate made the request. Tokens are cached per identity (user, key and scopes) and reused for
+// keygate made the request; with a signed agent, its `agent` claim names it (on an agent route,
+// which has no user, the agent's origin is the subject). Tokens are cached per identity (user,
+// key, scopes and agent) and reused for
 // most of their lifetime, so forwarding costs a signature only once every few minutes per user and
 // key, not per request; a change of scopes makes a new one at once.
 import type { IncomingHttpHeaders } from 'node:http'
-import type { AuthState } from '../auth/stage.js'
+import type { AuthState, VerifiedAgent } from '../auth/stage.js'
 import type { ScopeSet } from '../users/scopes.js'
 import { LruCache } from '../lib/lru-cache.js'
 import type { TokenService } from '../tokens/token-service.js'
@@ -17,30 +19,48 @@ const REUSE_SHARE = 0.75
 const CACHE_SIZE = 10_000
 
 export interface IdentityTokenIssuer {
-  /** `scopes`: what the request may do, the token's `scope` claim (none when unknown or empty) */
-  tokenFor: (config: IdentityTokenConfig, user: string, apiKey: string | undefined, scopes?: ScopeSet) => Promise<string>
+  /**
+   * `subject`: the user, or on an agent route the agent's origin; `scopes`: what the request may do,
+   * the token's `scope` claim (none when unknown or empty); `agent`: the signed agent, the `agent` claim
+   */
+  tokenFor: (config: IdentityTokenConfig, subject: string, apiKey: string | undefined, scopes?: ScopeSet, agent?: VerifiedAgent) => Promise<string>
 }
 
 export function createIdentityTokenIssuer (tokens: TokenService, now: () => number = Date.now): IdentityTokenIssuer {
   const cache = new LruCache<string, { token: string; reuseUntil: number }>(CACHE_SIZE)
   return {
-    async tokenFor (config, user, apiKey, scopes) {
-      // the scopes are part of the identity: a token must never claim scopes taken away since
+    async tokenFor (config, subject, apiKey, scopes, agent) {
+      // the scopes are part of the identity: a token must never claim scopes taken away since; and
+      // so is the agent, with the key it signed with
       const scope = scopes === undefined || scopes.text === '' ? undefined : scopes.text
-      const cacheKey = `${config.audience}\n${config.ttlSeconds}\n${user}\n${apiKey ?? ''}\n${scope ?? ''}`
+      const cacheKey = `${config.audience}\n${config.ttlSeconds}\n${subject}\n${apiKey ?? ''}\n${scope ?? ''}\n` +
+        `${agent?.origin ?? ''}\n${agent?.thumbprint ?? ''}`
       const hit = cache.get(cacheKey)
       if (hit !== undefined && hit.reuseUntil > now()) return hit.token
-      const token = await tokens.issueIdentity({ subject: user, audience: config.audience, apiKey, ttlSeconds: config.ttlSeconds, scope })
+      const token = await tokens.issueIdentity({
+        subject,
+        audience: config.audience,
+        apiKey,
+        ttlSeconds: config.ttlSeconds,
+        scope,
+        ...(agent !== undefined && { agent: { origin: agent.origin, jkt: agent.thumbprint } })
+      })
       cache.set(cacheKey, { token, reuseUntil: now() + config.ttlSeconds * 1000 * REUSE_SHARE })
       return token
     }
   }
 }
 
-/** The route's identity token for this identity; undefined when the route sends none or no user is known. */
+/**
+ * The route's identity token for this identity: its user's, with the signed agent's claim when
+ * there is one; on an agent route, the agent's (the subject its origin). Undefined when the route
+ * sends none or neither a user nor an agent is known.
+ */
 export function identityTokenFor (issuer: IdentityTokenIssuer, route: RouteConfig, auth: AuthState | null): Promise<string> | undefined {
-  if (route.identityToken === undefined || auth?.user === undefined) return undefined
-  return issuer.tokenFor(route.identityToken, auth.user, auth.key?.apiKey, auth.scopes)
+  if (route.identityToken === undefined) return undefined
+  const subject = auth?.user ?? auth?.agent?.origin
+  if (subject === undefined) return undefined
+  return issuer.tokenFor(route.identityToken, subject, auth?.key?.apiKey, auth?.scopes, auth?.agent)
 }
 
 /** The headers that carry the gateway's word on this route: a client's copy of one is never forwarded. */

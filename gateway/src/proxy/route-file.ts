@@ -370,7 +370,7 @@ function routePathProblems (r: RouteConfig, i: number): Problem[] {
 
 /**
  * The rules of one route's rate limits: windows within a year, each counted per something its
- * tier knows (an API key only on signed routes, a user not on public ones), one limit per counter,
+ * tier knows (an API key only on signed routes, a user not on public or agent ones, an agent only on routes that take agents), one limit per counter,
  * onStoreDown only with limits.
  */
 function rateLimitProblems (r: RouteConfig, i: number, hasOnStoreDown: boolean): Problem[] {
@@ -383,11 +383,25 @@ function rateLimitProblems (r: RouteConfig, i: number, hasOnStoreDown: boolean):
     if (limit.by === 'key' && r.auth !== 'signed') {
       problems.push({
         route: i,
-        text: `${at}[${j}].by: "key" counts per API key, which only a signed route knows; this route is ${r.auth} (count by user or address)`
+        text: `${at}[${j}].by: "key" counts per API key, which only a signed route knows; this route is ${r.auth} ` +
+          `(count by ${r.auth === 'agent' ? 'agent or address' : r.auth === 'public' ? 'address' : 'user or address'})`
       })
     }
     if (limit.by === 'user' && r.auth === 'public') {
       problems.push({ route: i, text: `${at}[${j}].by: "user" counts per user, which a public route does not know (count by address)` })
+    }
+    if (limit.by === 'user' && r.auth === 'agent') {
+      problems.push({
+        route: i,
+        text: `${at}[${j}].by: "user" counts per user, and an agent route has none: it knows the signed agent (count by agent or address)`
+      })
+    }
+    if (limit.by === 'agent' && r.agents === undefined) {
+      problems.push({
+        route: i,
+        text: `${at}[${j}].by: "agent" counts per signed agent, which only a route that takes agents knows (auth: agent, or a bearer or ` +
+          `signed route naming agents); this route is ${r.auth} without agents (count by ${r.auth === 'public' ? 'address' : 'user or address'})`
+      })
     }
     const earlier = r.rateLimits.findIndex((other) => other.counter === limit.counter)
     if (earlier < j) {

@@ -87,6 +87,8 @@ export interface IdentityClaims {
   ttlSeconds: number
   /** the request's scopes, space-separated (RFC 9068's `scope`); absent: none */
   scope?: string | undefined
+  /** the signed agent the request was verified as (Web Bot Auth): the `agent` claim, `{ origin, jkt }` */
+  agent?: { origin: string; jkt: string } | undefined
 }
 
 /** Explicit types (RFC 8725 §3.11): a bearer token and an upstream identity token never pass for each other. */
@@ -346,11 +348,15 @@ export async function createTokenService (settings: TokenSettings, store: Store,
         .sign(key.privateKey)
       return { token, tokenType: 'Bearer', expiresIn: settings.ttlSeconds }
     },
-    async issueIdentity ({ subject, audience, apiKey, ttlSeconds, scope }) {
+    async issueIdentity ({ subject, audience, apiKey, ttlSeconds, scope, agent }) {
       const key = ring.current
       if (ttlSeconds > longestTtlSeconds) longestTtlSeconds = ttlSeconds
       const issuedAt = Math.floor(now() / 1000)
-      return await new SignJWT({ ...(apiKey !== undefined && { api_key: apiKey }), ...(scope !== undefined && { scope }) })
+      return await new SignJWT({
+        ...(apiKey !== undefined && { api_key: apiKey }),
+        ...(scope !== undefined && { scope }),
+        ...(agent !== undefined && { agent: { origin: agent.origin, jkt: agent.jkt } })
+      })
         .setProtectedHeader({ alg: key.algorithm, kid: key.kid, typ: IDENTITY_TOKEN_TYPE })
         .setIssuer(settings.issuer)
         .setAudience(audience)

@@ -193,6 +193,8 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
       }
       const signature = auth.messageSignature
       if (signature !== undefined) span.setAttribute('keygate.covered_components', signature.components.map((component) => component.name))
+      // a signed agent (Web Bot Auth): its directory's origin and its key's thumbprint
+      if (auth.agent !== undefined) span.setAttributes({ 'keygate.agent': auth.agent.origin, 'keygate.agent_key': auth.agent.thumbprint })
     }
     if (request.denialReason !== null) span.setAttribute('keygate.error_code', request.denialReason)
     // OpenTelemetry's HTTP conventions: a SERVER span is an error on 5xx only (a 4xx is the client's)

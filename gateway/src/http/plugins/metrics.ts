@@ -1,5 +1,6 @@
 // Counts every answered request for the metrics (metrics/metrics.ts): by route, method and status,
-// and, where the route authenticates, how authentication ended. Labels come from the route table
+// and, where the route authenticates, how authentication ended (and on routes that take signed
+// agents, by agent: a pinned one by origin, any other as `other`). Labels come from the route table
 // or keygate's own route paths, never from the URL a client sent, so their number stays bounded.
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
@@ -34,6 +35,11 @@ const metricsHooks: FastifyPluginAsync<{ metrics: GatewayMetrics }> = async (app
     // A request that ended before authentication finished without a denial (the client went away) counts nowhere.
     const reason = request.authenticated ? 'ok' : request.denialReason
     if (authenticates && reason !== null) metrics.countAuthOutcome(route, reason)
+    // routes that take signed agents: by agent, an unpinned one only as `other` (agents can be anyone)
+    if (request.forward?.route.agents !== undefined && reason !== null) {
+      const agent = request.auth?.agent
+      metrics.countAgentRequest(agent === undefined ? 'none' : agent.pinned ? agent.origin : 'other', reason)
+    }
     done()
   })
 }

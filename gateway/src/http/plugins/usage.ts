@@ -1,5 +1,5 @@
 // Usage analytics (analytics/): every answered request a business route took is one more in the
-// in-process counts, by key, user, route, status class and keygate's error code. keygate's own
+// in-process counts, by key, user, route, status class, keygate's error code and signed agent. keygate's own
 // endpoints (token, keys, usage, docs) and requests no route took are not counted. Registered only
 // when KEYGATE_USAGE_ANALYTICS is on: off, no hook runs.
 import type { FastifyPluginAsync } from 'fastify'
@@ -14,7 +14,8 @@ const usageHooks: FastifyPluginAsync<{ counter: UsageCounter }> = async (app, { 
       const auth = request.auth
       // a refused signature still names its key once the key was found: "which keys made the most 401s"
       const key = auth?.key
-      counter.count(key?.apiKey ?? NONE, auth?.user ?? key?.owner ?? NONE, route.name, reply.statusCode, request.denialReason ?? NONE)
+      counter.count(key?.apiKey ?? NONE, auth?.user ?? key?.owner ?? NONE, route.name, reply.statusCode, request.denialReason ?? NONE,
+        auth?.agent?.origin ?? NONE)
     }
     done()
   })

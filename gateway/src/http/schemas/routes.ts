@@ -18,7 +18,9 @@ export const OfferedRoute = Type.Object({
   })),
   signatureLabel: Type.Optional(Type.String({ description: 'signed routes taking RFC 9421: the one signature label verified (absent: any label)' })),
   rateLimits: Type.Array(Type.Object({
-    by: Type.Union([Type.Literal('key'), Type.Literal('user'), Type.Literal('address')], { description: 'what the limit counts per' }),
+    by: Type.Union([Type.Literal('key'), Type.Literal('user'), Type.Literal('agent'), Type.Literal('address')], {
+      description: 'what the limit counts per (agent: the signed agent, by its directory origin)'
+    }),
     limit: Type.Integer({ description: 'requests per window' }),
     window: Type.String({ description: '10s, 1m, 30d, ...' }),
     policy: Type.String({ description: 'its name in RateLimit-Policy, 429 answers and the usage read-outs' })

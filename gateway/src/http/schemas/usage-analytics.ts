@@ -23,7 +23,9 @@ const Window = {
   to: Type.String({ format: 'date-time', description: 'the end of the last bucket read (the current bucket, still counting)' })
 }
 
-export const Dimension = Type.Union([Type.Literal('key'), Type.Literal('user'), Type.Literal('route')])
+export const Dimension = Type.Union([Type.Literal('key'), Type.Literal('user'), Type.Literal('route'), Type.Literal('agent')], {
+  description: 'agent: a signed agent, by its directory origin'
+})
 
 export const TopUsage = Type.Object({
   by: Dimension,
@@ -31,8 +33,8 @@ export const TopUsage = Type.Object({
   ...Window,
   items: Type.Array(Type.Object({
     name: Type.Union([Type.String(), Type.Null()], {
-      description: 'the apiKey, username or route; null for requests without one (no key: a bearer token, a public route, ' +
-        'a refusal before a key was found; no user), and "other" for requests past KEYGATE_USAGE_MAX_SERIES'
+      description: 'the apiKey, username, route or agent\'s origin; null for requests without one (no key: a bearer token, a public route, ' +
+        'a refusal before a key was found; no user; no signed agent), and "other" for requests past KEYGATE_USAGE_MAX_SERIES'
     }),
     ...Totals
   }), { description: 'most first; only those with at least one request (or refusal) in the window' })

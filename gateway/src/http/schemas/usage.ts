@@ -6,7 +6,7 @@ export const LimitUsage = Type.Object({
   routes: Type.Array(Type.String(), { description: 'the routes (by name) whose requests count in this counter' }),
   bucket: Type.Union([Type.String(), Type.Null()], { description: 'the shared counter\'s name; null: one route\'s own limit' }),
   policy: Type.String({ description: 'the name RateLimit-Policy gives this limit' }),
-  by: Type.Union([Type.Literal('key'), Type.Literal('user')]),
+  by: Type.Union([Type.Literal('key'), Type.Literal('user'), Type.Literal('agent')]),
   limit: Type.Integer(),
   window: Type.String({ description: 'as the route file says it: 10s, 1m, 30d, ...' }),
   used: Type.Integer({ description: 'requests counted that have not drained yet' }),

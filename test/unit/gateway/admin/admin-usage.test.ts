@@ -80,11 +80,12 @@ t.test('usage of a key and of a user: what passed, read without counting', async
   t.match((await usage(`key=${keys.apiKey}`)).items, [{ used: 5, remaining: 0 }], 'a refused request is not counted')
 })
 
-t.test('usage: exactly one of key and user; unknown ones are 404', async (t) => {
+t.test('usage: exactly one of key, user and agent; unknown keys and users are 404', async (t) => {
   const upstream = await startUpstreamStub(t)
   const gw = await startAdminGateway(t, { upstreamUrl: upstream })
   t.equal((await admin(gw, 'PUT', '/v1/users/bob', { body: { password: PASSWORD } })).status, 201)
-  for (const query of ['', `?key=${'a'.repeat(64)}&user=bob`, '?key=not-an-api-key', '?owner=bob']) {
+  for (const query of ['', `?key=${'a'.repeat(64)}&user=bob`, '?key=not-an-api-key', '?owner=bob', '?agent=http://agent.example',
+    '?agent=https://agent.example&user=bob']) {
     const res = await admin(gw, 'GET', `/v1/usage${query}`)
     t.equal(res.status, 400, `GET /v1/usage${query}`)
     t.equal(res.json().code, 'VALIDATION_FAILED')
@@ -92,5 +93,7 @@ t.test('usage: exactly one of key and user; unknown ones are 404', async (t) => 
   t.equal((await admin(gw, 'GET', `/v1/usage?key=${'f'.repeat(64)}`)).json().code, 'API_KEY_NOT_FOUND')
   t.equal((await admin(gw, 'GET', '/v1/usage?user=nobody')).json().code, 'USER_NOT_FOUND')
   t.same((await admin(gw, 'GET', '/v1/usage?user=bob')).json(), { user: 'bob', items: [] }, 'no route limits bob: nothing to list')
+  t.same((await admin(gw, 'GET', '/v1/usage?agent=https://agent.example')).json(), { agent: 'https://agent.example', items: [] },
+    'an agent has no account: any origin is read, and none limits it here')
   t.equal((await admin(gw, 'GET', '/v1/usage?user=bob', { token: null })).status, 401, 'the admin token, as everywhere')
 })

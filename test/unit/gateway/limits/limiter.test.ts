@@ -1,6 +1,6 @@
 // The limiter on both stores (the embedded one and a real Redis): exactly the limit passes, a
 // refused request counts nowhere, a request's limits are counted together, counters drain and
-// fill again, per key, user and address (IPv6 by /64); and with the store gone, what each
+// fill again, per key, user, agent and address (IPv6 by /64); and with the store gone, what each
 // onStoreDown does, counted and logged without a line per request.
 import t from 'tap'
 import { isGatewayError, type GatewayError } from '../../../../gateway/src/errors.js'
@@ -106,6 +106,22 @@ for (const [kind, make] of Object.entries(STORES)) {
     await limiter.check(route, { address: '198.51.100.1' })
     await limiter.check(route, { address: '::ffff:198.51.100.1' })
     t.equal((await refusal(limiter.check(route, { address: '198.51.100.1' }))).code, 'RATE_LIMITED', 'an IPv4-mapped address is its IPv4 address')
+  })
+
+  t.test(`${kind}: by agent, each directory origin its own counter; the usage read-out by agent`, async (t) => {
+    const store = await make(t)
+    const limiter = createRateLimiter({ store })
+    const route = limitedRoute('agents', [{ by: 'agent', limit: 2, window: '1m' }, { by: 'address', limit: 100, window: '1m' }])
+    const agent = { agent: 'https://agent.example', address: '203.0.113.7' }
+    await limiter.check(route, agent)
+    t.same([...rateLimitFields(await limiter.check(route, agent)).limits], [['agent-1m', { r: 0, t: 60 }], ['address-1m', { r: 98, t: 2 }]])
+    const error = await refusal(limiter.check(route, agent))
+    t.match(error.toProblem(), { code: 'RATE_LIMITED', policy: 'agent-1m', by: 'agent', limit: 2 }, 'the agent is used up')
+    const other = rateLimitFields(await limiter.check(route, { ...agent, agent: 'https://other.example' }))
+    t.same(other.limits.get('agent-1m'), { r: 1, t: 30 }, 'another agent, from the same address, counts apart')
+    t.match(await readUsage([route], store, { agent: 'https://agent.example' }), [{ by: 'agent', policy: 'agent-1m', used: 2, remaining: 0 }])
+    const unsigned = rateLimitFields(await limiter.check(route, { address: '203.0.113.8' }))
+    t.same([...unsigned.limits.keys()], ['address-1m'], 'without an agent, only the address limit applies')
   })
 
   t.test(`${kind}: a counter drains as it goes and is full again after its window`, async (t) => {

@@ -25,9 +25,15 @@ t.test('a valid file: each limit with its counter and policy name; onStoreDown d
       'onStoreDown: deny', '/v1/things/', 'GET'),
     route('signed', 'rateLimits:\n  - { by: user, limit: 100000, window: 30d, bucket: monthly }', '/v1/things/', 'POST'),
     route('public', 'rateLimits:\n  - { by: address, limit: 5, window: 1s }', '/status/'),
-    route('bearer', '', '/other/')
+    route('bearer', '', '/other/'),
+    route('agent', 'agents: any\nrateLimits:\n  - { by: agent, limit: 3, window: 1m }\n  - { by: address, limit: 10, window: 1m }', '/agents/'),
+    route('bearer', 'agents: [https://agent.example]\nrateLimits:\n  - { by: agent, limit: 5, window: 1h, bucket: agents }\n  - { by: user, limit: 5, window: 1h }',
+      '/assist/')
   ))
-  const [get, post, status, other] = routes
+  const [get, post, status, other, agents, assist] = routes
+  t.match(agents?.rateLimits, [{ by: 'agent', limit: 3, window: '1m', policy: 'agent-1m' }, { by: 'address', policy: 'address-1m' }],
+    'an agent route counts by agent')
+  t.match(assist?.rateLimits, [{ by: 'agent', policy: 'agents-agent-1h' }, { by: 'user' }], 'a bearer route naming agents counts by agent or user')
   t.match(get?.rateLimits, [
     { by: 'key', limit: 20, window: '10s', windowMs: 10_000, bucket: undefined, policy: 'key-10s' },
     { by: 'user', limit: 100_000, window: '30d', windowMs: 2_592_000_000, bucket: 'monthly', policy: 'monthly-user-30d' }
@@ -56,11 +62,21 @@ const CASES: Array<[string, string, string[]]> = [
   ['by key on a bearer route', file(route('bearer', 'rateLimits:\n  - { by: key, limit: 1, window: 1s }')),
     ['routes.yaml: routes[0].rateLimits[0].by: "key" counts per API key, which only a signed route knows; this route is bearer (count by user or address)']],
   ['by key on a public route', file(route('public', 'rateLimits:\n  - { by: key, limit: 1, window: 1s }')),
-    ['routes.yaml: routes[0].rateLimits[0].by: "key" counts per API key, which only a signed route knows; this route is public (count by user or address)']],
+    ['routes.yaml: routes[0].rateLimits[0].by: "key" counts per API key, which only a signed route knows; this route is public (count by address)']],
   ['by user on a public route', file(route('public', 'rateLimits:\n  - { by: user, limit: 1, window: 1s }')),
     ['routes.yaml: routes[0].rateLimits[0].by: "user" counts per user, which a public route does not know (count by address)']],
   ['an unknown by', file(route('signed', 'rateLimits:\n  - { by: ip, limit: 1, window: 1s }')),
-    ['routes.yaml: routes[0].rateLimits[0].by: "ip" is not one of key, user, address']],
+    ['routes.yaml: routes[0].rateLimits[0].by: "ip" is not one of key, user, agent, address']],
+  ['by key on an agent route', file(route('agent', 'agents: any\nrateLimits:\n  - { by: key, limit: 1, window: 1s }')),
+    ['routes.yaml: routes[0].rateLimits[0].by: "key" counts per API key, which only a signed route knows; this route is agent (count by agent or address)']],
+  ['by user on an agent route', file(route('agent', 'agents: any\nrateLimits:\n  - { by: user, limit: 1, window: 1s }')),
+    ['routes.yaml: routes[0].rateLimits[0].by: "user" counts per user, and an agent route has none: it knows the signed agent (count by agent or address)']],
+  ['by agent on a bearer route without agents', file(route('bearer', 'rateLimits:\n  - { by: agent, limit: 1, window: 1s }')),
+    ['routes.yaml: routes[0].rateLimits[0].by: "agent" counts per signed agent, which only a route that takes agents knows (auth: agent, or a bearer or ' +
+      'signed route naming agents); this route is bearer without agents (count by user or address)']],
+  ['by agent on a public route', file(route('public', 'rateLimits:\n  - { by: agent, limit: 1, window: 1s }')),
+    ['routes.yaml: routes[0].rateLimits[0].by: "agent" counts per signed agent, which only a route that takes agents knows (auth: agent, or a bearer or ' +
+      'signed route naming agents); this route is public without agents (count by address)']],
   ['a window with a unit keygate does not take', file(route('signed', 'rateLimits:\n  - { by: key, limit: 1, window: 1w }')),
     ['routes.yaml: routes[0].rateLimits[0].window: "1w" is not a whole number and s, m, h or d (1s, 10s, 1m, 1h, 1d, 30d)']],
   ['a window over a year', file(route('signed', 'rateLimits:\n  - { by: key, limit: 1, window: 367d }')),
