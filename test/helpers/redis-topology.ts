@@ -142,7 +142,10 @@ export async function startRedisSentinel (t: Teardown): Promise<TestRedisSentine
   const password = randomBytes(12).toString('hex')
   const sentinelPassword = randomBytes(12).toString('hex')
   const [masterPort, replicaPort, sentinelPort] = [await freePort(), await freePort(), await freePort()] as [number, number, number]
-  const auth = ['--requirepass', password, '--masterauth', password]
+  // a replica's full sync starts at once: Redis 7's master otherwise waits 5 s
+  // (repl-diskless-sync-delay) for more replicas to share the transfer, at the start and again after
+  // the failover, when the old master syncs from the new one
+  const auth = ['--requirepass', password, '--masterauth', password, '--repl-diskless-sync-delay', '0']
   start([...serverArgs(masterPort, dir), ...auth])
   start([...serverArgs(replicaPort, dir), ...auth, '--replicaof', HOST, String(masterPort)])
   const clients = new Map([masterPort, replicaPort].map((port) => [port, client(t, port, { password })]))

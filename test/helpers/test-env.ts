@@ -7,4 +7,8 @@
 import { SCRYPT_LOG_N_MIN } from '../../gateway/src/config/env.js'
 
 export const TEST_SCRYPT_LOG_N = SCRYPT_LOG_N_MIN
-export const TEST_ENV: Record<string, string> = { KEYGATE_PASSWORD_SCRYPT_LOG_N: String(TEST_SCRYPT_LOG_N) }
+export const TEST_ENV: Record<string, string> = {
+  KEYGATE_PASSWORD_SCRYPT_LOG_N: String(TEST_SCRYPT_LOG_N),
+  // Node's compile cache (test/helpers/compile-cache.mjs), for processes started with an env of their own
+  ...(process.env.NODE_COMPILE_CACHE !== undefined && { NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE })
+}

@@ -31,12 +31,14 @@ async function listed (line: string): Promise<string[]> {
 
 t.test('the npm scripts the block names do what its comments say', async (t) => {
   t.same(lines.filter((line) => line.startsWith('npm ')), ['npm test', 'npm run test:fast', 'npm run lint', 'npm run test:chaos'])
-  t.equal(scripts.test, 'npm run typecheck && tap', 'npm test: typecheck, then every test (tap\'s include)')
-  t.equal(scripts['test:fast'], "npm run typecheck && tap 'test/unit/**/*.test.ts' 'test/security/*.test.ts'", 'test:fast: typecheck, unit and security')
+  t.equal(scripts.test, 'npm run typecheck && npm run tap:plugins && tap', 'npm test: typecheck, tap\'s plugin set, then every test (tap\'s include)')
+  t.equal(scripts['test:fast'], "npm run typecheck && npm run tap:plugins && tap 'test/unit/**/*.test.ts' 'test/security/*.test.ts'",
+    'test:fast: typecheck, tap\'s plugin set, unit and security')
+  t.equal(scripts['tap:plugins'], 'node --import tsx scripts/tap-plugins.ts', 'tap:plugins: tap build when package.json\'s plugin set is not built')
   t.equal(scripts.lint, 'eslint .', 'lint: the whole repository')
   t.equal(scripts['lint:fix'], 'eslint . --fix', 'and lint:fix')
   t.match(readFileSync(join(ROOT, 'eslint.config.js'), 'utf8'), /neostandard/, 'neostandard')
-  t.match(scripts['test:chaos'], /^tap .*test\/chaos\/\*\.chaos\.ts$/, 'test:chaos: the chaos files')
+  t.match(scripts['test:chaos'], /^npm run tap:plugins && tap .*test\/chaos\/\*\.chaos\.ts$/, 'test:chaos: the chaos files')
   t.ok(readdirSync(join(ROOT, 'test/chaos')).some((name) => name.endsWith('.chaos.ts')), 'and there are some')
   const ci = readFileSync(join(ROOT, '.ci/run'), 'utf8')
   for (const command of ['npm run lint', 'npm test', 'npm run test:chaos']) t.match(ci, new RegExp(`^ *${command}\\b`, 'm'), `.ci/run runs ${command}`)
@@ -54,4 +56,11 @@ t.test('the npx tap lines name the files their comments say', async (t) => {
   t.ok((deep?.length ?? 0) > testFiles('test/unit', false).length, '(there are folders inside it)')
   const bare = await bareFolder
   t.match(bare, { code: 1, stdout: '', stderr: /No files found/ }, 'a folder\'s name alone finds no file')
+})
+
+t.test('tap:plugins (before tap in npm test) builds nothing when tap\'s plugin set is package.json\'s', async (t) => {
+  // this run's tap is built with package.json's set (tap builds it itself on a first `npx tap`),
+  // so the script only compares; after npm ci on a fresh clone it runs `tap build`, once
+  const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'scripts/tap-plugins.ts'], { cwd: ROOT })
+  t.equal(stdout + stderr, '', 'nothing built, nothing said')
 })
