@@ -6,6 +6,7 @@
 // discovery that fails is tried again at most once per interval, and until it succeeds the
 // issuer's tokens get IDP_KEYS_UNAVAILABLE (503): keygate never blames the client for its IdP.
 import { GatewayError } from '../errors.js'
+import { readBounded } from '../lib/read-bounded.js'
 import {
   createRemoteKeySet, remoteUrlProblem, type RemoteKeySet, type RemoteKeySetFetchOutcome, type RemoteKeySetOptions
 } from '../remote-keys/remote-key-set.js'
@@ -69,11 +70,14 @@ export async function discoverProvider (issuer: IssuerConfig, fetchImpl: typeof 
     await response.body?.cancel()
     throw fail(`is ${length} bytes; at most ${DISCOVERY_MAX_BYTES}`)
   }
-  const text = await response.text()
-  if (text.length > DISCOVERY_MAX_BYTES) throw fail(`is over ${DISCOVERY_MAX_BYTES} bytes`)
+  // counted as it is read, not after: a chunked answer says no length
+  const body = await readBounded(response, DISCOVERY_MAX_BYTES).catch((err: unknown) => {
+    throw fail(`cannot be read (${(err as Error).message})`)
+  })
+  if (body === undefined) throw fail(`is over ${DISCOVERY_MAX_BYTES} bytes`)
   let document: unknown
   try {
-    document = JSON.parse(text)
+    document = JSON.parse(Buffer.from(body).toString('utf8'))
   } catch {
     throw fail('is not JSON')
   }

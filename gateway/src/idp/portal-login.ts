@@ -23,6 +23,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
 import { GatewayError, isGatewayError, type ErrorCode } from '../errors.js'
 import type { Store } from '../store/index.js'
+import { readBounded } from '../lib/read-bounded.js'
 import type { IdpVerifier, KeySource } from './idp-tokens.js'
 import { discoverProvider, type ProviderMetadata } from './issuer-keys.js'
 import { TOKEN_REQUEST_PARAMS, type IssuerConfig, type PortalLoginConfig } from './issuers.js'
@@ -138,25 +139,6 @@ function basicAuthorization (login: PortalLoginConfig, secret: string): string {
   return `Basic ${Buffer.from(`${encode(login.clientId)}:${encode(secret)}`).toString('base64')}`
 }
 
-/** A body read until it ends or passes `maxBytes`. */
-async function readBounded (response: Response, maxBytes: number): Promise<string | undefined> {
-  if (response.body === null) return ''
-  const reader = response.body.getReader()
-  const chunks: Uint8Array[] = []
-  let size = 0
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    size += value.byteLength
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => undefined)
-      return undefined
-    }
-    chunks.push(value)
-  }
-  return Buffer.concat(chunks).toString('utf8')
-}
-
 export function createPortalLogin (options: PortalLoginOptions): PortalLogin {
   const { store, keysOf, verifier } = options
   const fetchImpl = options.fetch ?? globalThis.fetch
@@ -227,7 +209,8 @@ export function createPortalLogin (options: PortalLoginOptions): PortalLogin {
       await response.body?.cancel().catch(() => undefined)
       throw loginFailed(`${issuer.name}'s token endpoint answered ${response.status}, a redirect: keygate follows none; check its discovery document`, 502)
     }
-    const text = await readBounded(response, TOKEN_ENDPOINT_MAX_BYTES).catch(() => undefined)
+    const bytes = await readBounded(response, TOKEN_ENDPOINT_MAX_BYTES).catch(() => undefined)
+    const text = bytes === undefined ? undefined : Buffer.from(bytes).toString('utf8')
     if (text === undefined) throw loginFailed(`${issuer.name}'s token endpoint answered over ${TOKEN_ENDPOINT_MAX_BYTES} bytes, or cut its answer short`, 502)
     let answer: unknown
     try {

@@ -19,6 +19,7 @@
 import { createHash, createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto'
 import { importJWK, type CryptoKey, type JWK } from 'jose'
 import { GatewayError } from '../errors.js'
+import { readBounded } from '../lib/read-bounded.js'
 
 export const DEFAULT_MIN_REFRESH_MS = 60_000
 export const DEFAULT_MAX_REFRESH_MS = 86_400_000
@@ -429,14 +430,14 @@ export function createRemoteKeySet (options: RemoteKeySetOptions): RemoteKeySet 
       if (response.status < 200 || response.status > 299) throw new Error(`${where} answered ${response.status}`)
       const declared = Number(response.headers.get('content-length') ?? Number.NaN)
       if (declared > maxBytes) throw new Error(`${where} is ${declared} bytes (Content-Length), over the ${maxBytes} allowed`)
-      let body: Uint8Array
+      let body: Uint8Array | undefined
       try {
         body = await readBounded(response, maxBytes)
       } catch (err) {
         if (signal.aborted) throw interrupted(err)
-        if (err instanceof BodyTooLarge) throw new Error(`${where} is over the ${maxBytes} bytes allowed`)
         throw new Error(`${where}: its body could not be read: ${(err as Error).message}`, { cause: err })
       }
+      if (body === undefined) throw new Error(`${where} is over the ${maxBytes} bytes allowed`)
       let document: unknown
       try {
         document = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body))
@@ -611,25 +612,4 @@ export function createRemoteKeySet (options: RemoteKeySetOptions): RemoteKeySet 
       closing.abort()
     }
   }
-}
-
-class BodyTooLarge extends Error {}
-
-/** The body, read until it ends or passes `maxBytes` (then the stream is cancelled: nothing more is read). */
-async function readBounded (response: Response, maxBytes: number): Promise<Uint8Array> {
-  if (response.body === null) return new Uint8Array()
-  const reader = response.body.getReader()
-  const chunks: Uint8Array[] = []
-  let size = 0
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    size += value.byteLength
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => undefined)
-      throw new BodyTooLarge()
-    }
-    chunks.push(value)
-  }
-  return Buffer.concat(chunks)
 }
