@@ -3,13 +3,13 @@
 // and its directory's outage nothing), and origins that may be fetched although they resolve to
 // a private address (an agent inside the operator's network). YAML or JSON, one schema, every
 // mistake reported at once, like the route and issuers files.
-import { readFile } from 'node:fs/promises'
 import { basename } from 'node:path'
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
-import { parse as parseYaml } from 'yaml'
+import { readDocumentFile, schemaProblems } from '../config/document-file.js'
 import { ConfigError } from '../config/env.js'
 import { publishedKeysOf } from '../remote-keys/remote-key-set.js'
+import { agentOriginProblem } from './signature-agent.js'
 import { AGENT_KEY_ALGORITHMS, DIRECTORY_MAX_KEYS, type PinnedDirectory } from './agent-directories.js'
 
 const DirectorySchema = Type.Object({
@@ -38,23 +38,15 @@ export class AgentsFileError extends ConfigError {
 /** A parsed agents document -> the settings; AgentsFileError with every problem. */
 export async function agentsFromDocument (document: unknown, file: string): Promise<AgentsSettings> {
   const problems: string[] = []
-  if (!Value.Check(AgentsFileSchema, document)) {
-    for (const error of Value.Errors(AgentsFileSchema, document)) {
-      const field = error.path === '' ? 'the file' : error.path.slice(1).replaceAll('/', '.').replace(/\.(\d+)(?=\.|$)/g, '[$1]')
-      problems.push(`${field}: ${error.schema.description ?? error.message}`)
-      if (problems.length >= 20) break
-    }
-    throw new AgentsFileError(file, problems)
-  }
+  if (!Value.Check(AgentsFileSchema, document)) throw new AgentsFileError(file, schemaProblems(AgentsFileSchema, document))
   const pinned: PinnedDirectory[] = []
   const privateOrigins = new Set<string>()
   const seen = new Set<string>()
   for (const [i, entry] of (document as Static<typeof AgentsFileSchema>).directories.entries()) {
     const at = `directories[${i}]`
-    let url: URL | undefined
-    try { url = new URL(entry.origin) } catch {}
-    if (url?.protocol !== 'https:' || url.origin !== entry.origin) {
-      problems.push(`${at}.origin: ${JSON.stringify(entry.origin)} is not an origin as https://host[:port] (lower case, no path, no trailing /)`)
+    const originProblem = agentOriginProblem(entry.origin)
+    if (originProblem !== undefined) {
+      problems.push(`${at}.origin: ${originProblem}`)
       continue
     }
     if (seen.has(entry.origin)) problems.push(`${at}.origin: ${entry.origin} is named twice; each directory once`)
@@ -76,17 +68,6 @@ export async function agentsFromDocument (document: unknown, file: string): Prom
 /** Reads and checks an agents file (YAML or JSON); none: no pinned directory. */
 export async function loadAgentsFile (path: string | undefined): Promise<AgentsSettings> {
   if (path === undefined) return NO_AGENT_SETTINGS
-  let text: string
-  try {
-    text = await readFile(path, 'utf8')
-  } catch (err) {
-    throw new AgentsFileError(path, [`cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`])
-  }
-  let document: unknown
-  try {
-    document = parseYaml(text, { uniqueKeys: true, prettyErrors: true })
-  } catch (err) {
-    throw new AgentsFileError(basename(path), [`cannot be parsed: ${((err as Error).message.split('\n')[0] ?? '').replace(/:$/, '')}`])
-  }
+  const document = await readDocumentFile(path, (where, problem) => new AgentsFileError(where, [problem]))
   return await agentsFromDocument(document, basename(path))
 }

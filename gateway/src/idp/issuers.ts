@@ -6,11 +6,10 @@
 // secret (algorithm confusion) has no algorithm to pass under. An issuer may also log users in to
 // the developer portal (`portalLogin`, idp/portal-login.ts): keygate is then an OpenID client of
 // it, whose secret (if any) is named by an environment variable, never written in the file.
-import { readFile } from 'node:fs/promises'
 import { basename } from 'node:path'
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
-import { parse as parseYaml } from 'yaml'
+import { readDocumentFile, schemaProblems } from '../config/document-file.js'
 import { ConfigError, ISSUER_NAME, ISSUER_NAME_RULE } from '../config/env.js'
 import { remoteUrlProblem } from '../remote-keys/remote-key-set.js'
 import { SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
@@ -225,13 +224,7 @@ function toIssuer (entry: IssuerEntry, at: string, problems: string[], env: Env)
 export function issuersFromDocument (document: unknown, file: string, env: Env = process.env): IssuerConfig[] {
   const problems: string[] = []
   if (!Value.Check(IssuersFileSchema, document)) {
-    for (const error of Value.Errors(IssuersFileSchema, document)) {
-      const field = error.path === '' ? 'the file' : error.path.slice(1).replaceAll('/', '.').replace(/\.(\d+)(?=\.|$)/g, '[$1]')
-      const rule = error.schema.description ?? error.message
-      problems.push(`${field}: ${rule}${error.schema.pattern === SCOPE_PATTERN ? ` (${SCOPE_RULE})` : ''}`)
-      if (problems.length >= 20) break
-    }
-    throw new IssuersFileError(file, problems)
+    throw new IssuersFileError(file, schemaProblems(IssuersFileSchema, document, (error) => error.schema.pattern === SCOPE_PATTERN ? ` (${SCOPE_RULE})` : ''))
   }
   const issuers = document.issuers.map((entry, i) => toIssuer(entry, `issuers[${i}]`, problems, env))
   const seen = new Map<string, number>()
@@ -249,20 +242,8 @@ export function issuersFromDocument (document: unknown, file: string, env: Env =
 
 /** Reads and checks an issuers file (YAML or JSON); `env`: where portalLogin's clientSecretEnv is read. */
 export async function loadIssuersFile (path: string, env: Env = process.env): Promise<IssuerConfig[]> {
-  const file = basename(path)
-  let text: string
-  try {
-    text = await readFile(path, 'utf8')
-  } catch (err) {
-    throw new IssuersFileError(path, [`cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`])
-  }
-  let document: unknown
-  try {
-    document = parseYaml(text, { uniqueKeys: true, prettyErrors: true })
-  } catch (err) {
-    throw new IssuersFileError(file, [`cannot be parsed: ${((err as Error).message.split('\n')[0] ?? '').replace(/:$/, '')}`])
-  }
-  return issuersFromDocument(document, file, env)
+  const document = await readDocumentFile(path, (where, problem) => new IssuersFileError(where, [problem]))
+  return issuersFromDocument(document, basename(path), env)
 }
 
 /** What the configuration says of trusted issuers: a file, or one issuer from the environment, or none. */
