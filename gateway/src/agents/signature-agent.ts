@@ -19,6 +19,18 @@ const MAX_URL_LENGTH = 1024
 
 export type SignatureAgentType = 'directory' | 'jwks_uri'
 
+/**
+ * Why `value` is not an agent's identity as an operator names it (a route's `agents`, the agents
+ * file), or undefined: exactly the origin keygate derives from a Signature-Agent, https://host[:port].
+ */
+export function agentOriginProblem (value: string): string | undefined {
+  let url: URL | undefined
+  try { url = new URL(value) } catch {}
+  return url?.protocol === 'https:' && url.origin === value
+    ? undefined
+    : `${JSON.stringify(value)} is not an origin as https://host[:port] (lower case, no path, no trailing /)`
+}
+
 /** Where one signature's keys are published. */
 export interface SignatureAgent {
   /** the Signature-Agent form: the dictionary member of this label, or the earlier single URI */

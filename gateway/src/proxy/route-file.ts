@@ -7,6 +7,7 @@
 import { readFile } from 'node:fs/promises'
 import { basename } from 'node:path'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { agentOriginProblem } from '../agents/signature-agent.js'
 import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value'
 import { parse as parseYaml } from 'yaml'
 import { routeMatchesPath as matches } from './route-table.js'
@@ -211,10 +212,9 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     problems.push({ route: index, text: `${at}.agents: a public route asks for nothing; give it auth: agent (or bearer or signed, for a user's agent)` })
   }
   for (const [i, origin] of (Array.isArray(entry.agents) ? entry.agents : []).entries()) {
-    let parsed: URL | undefined
-    try { parsed = new URL(origin) } catch {}
-    if (parsed?.protocol !== 'https:' || parsed.origin !== origin) {
-      problems.push({ route: index, text: `${at}.agents[${i}]: ${JSON.stringify(origin)} is not an origin as https://host[:port] (lower case, no path, no trailing /)` })
+    const originProblem = agentOriginProblem(origin)
+    if (originProblem !== undefined) {
+      problems.push({ route: index, text: `${at}.agents[${i}]: ${originProblem}` })
     }
   }
   if (entry.scopes !== undefined && entry.auth === 'agent') {
