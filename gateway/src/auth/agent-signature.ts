@@ -14,7 +14,7 @@
 // a signature over the authority alone from being spent on another request.
 import { createHash } from 'node:crypto'
 import { serializeItem, type Item } from 'structured-headers'
-import { ComponentError, requestComponentValue, signatureBase, type ComponentId } from '#client/protocol'
+import { ComponentError, requestComponentValue, signatureBase, type ComponentId, type SignedMessage } from '#client/protocol'
 import type { AgentDirectories } from '../agents/agent-directories.js'
 import { signatureAgentOf, SignatureAgentError, type SignatureAgent } from '../agents/signature-agent.js'
 import { GatewayError, isGatewayError } from '../errors.js'
@@ -23,6 +23,8 @@ import { checkContentDigest } from './content-digest.js'
 import { bodyBytes, hasBody, UNSEEN_BODY, type DescribedRequest } from './described-request.js'
 import { parseSignatureField, signatureInput } from './message-signature-headers.js'
 import { algorithmFor, signedMessage, signatureLength, verifyMessageSignature } from './message-signature.js'
+// a replay mark outlives the signature's expiry by the replay guard's margin: gateways' clocks differ a little
+import { CLOCK_MARGIN_MS } from './replay.js'
 import { required, type AgentAllowance, type AuthStage, type MessageSignatureInput } from './stage.js'
 
 export type { AgentAllowance, AgentSignatureState, VerifiedAgent } from './stage.js'
@@ -31,8 +33,6 @@ export const AGENT_SIGNATURE_TAG = 'web-bot-auth'
 /** the longest span from created to expires an agent's signature may have */
 export const MAX_AGENT_SIGNATURE_SECONDS = 3600
 const CREATED_SKEW_SECONDS = 60
-/** a replay mark outlives the signature's expiry by this: gateways' clocks differ a little */
-const CLOCK_MARGIN_MS = 60_000
 
 const invalid = (detail: string, extra: Record<string, unknown> = {}): GatewayError =>
   new GatewayError('INVALID_AGENT_SIGNATURE', detail, { extra })
@@ -153,9 +153,9 @@ export function agentKeyStage (directories: AgentDirectories): AuthStage {
 }
 
 /** A component's value: RFC 9421 §2.1.2's dictionary member (`;key`) of Signature-Agent, else as any signed request's. */
-function componentValue (request: DescribedRequest, component: ComponentId): string {
+function componentValue (request: DescribedRequest, message: SignedMessage, component: ComponentId): string {
   const key = component.params?.find(([name]) => name === 'key')?.[1]
-  if (component.name !== 'signature-agent' || key === undefined) return requestComponentValue(signedMessage(request), component)
+  if (component.name !== 'signature-agent' || key === undefined) return requestComponentValue(message, component)
   if (typeof key !== 'string' || component.params?.length !== 1) throw new ComponentError('"signature-agent"', 'takes ;key="<label>" alone')
   const member = parseSignatureField('Signature-Agent', field(request, 'signature-agent') ?? '').get(key)
   if (member === undefined) throw new ComponentError(`"signature-agent";key="${key}"`, `Signature-Agent has no member ${key}`)
@@ -180,7 +180,8 @@ export function agentVerificationStage (store: Store, now: () => number = Date.n
       if (digest !== undefined) checkContentDigest(digest.join(', '), bodyBytes(request))
       let base: string
       try {
-        base = signatureBase(input.components.map((component) => [component, componentValue(request, component)] as const), input.signatureParams)
+        const message = signedMessage(request)
+        base = signatureBase(input.components.map((component) => [component, componentValue(request, message, component)] as const), input.signatureParams)
       } catch (err) {
         if (!(err instanceof ComponentError)) throw err
         throw invalid(`Signature-Input ${input.label} covers ${err.component}, which cannot be verified: ${err.message}`, { label: input.label })

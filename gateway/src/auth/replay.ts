@@ -6,7 +6,7 @@ import type { Store } from '../store/index.js'
 import { required, type AuthStage, type AuthState } from './stage.js'
 
 /** Gateways' clocks differ a little: remember a signature a minute past its window. */
-const CLOCK_MARGIN_MS = 60_000
+export const CLOCK_MARGIN_MS = 60_000
 
 /**
  * A signed request that changes something is accepted once. Its signature is remembered in the
