@@ -189,6 +189,7 @@ t.test('1,000 requests naming 1,000 made-up directories: a bounded number of fet
   }
   t.same([...codes.keys()], ['AGENT_DIRECTORY_UNAVAILABLE'], 'each refused, saying why')
   const fetched = resolved.length - resolvedBefore
+  t.ok(fetched > 0, 'made-up directories are fetched (within the budget), not refused before')
   t.ok(fetched <= 60, `at most 60 new directories a minute are fetched: ${fetched} names resolved for 1,000 requests`)
   t.equal((await send(await agentRequest('/v1/agents/after'))).status, 200, 'and the known agent still gets in')
 })

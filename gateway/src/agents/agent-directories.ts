@@ -92,8 +92,8 @@ export function publicReason (error: string): string {
   if (/did not answer within (\d+) ms/.test(error)) return `it did not answer within ${DIRECTORY_TIMEOUT_MS} ms`
   const status = /answered (\d{3})$/.exec(error)
   if (status !== null) return `it answered ${status[1] as string}`
-  if (/over the \d+ (bytes )?allowed|bytes allowed/.test(error)) return `it is over the ${DIRECTORY_MAX_BYTES} bytes allowed`
   if (/holds \d+ keys, over/.test(error)) return `it holds more than the ${DIRECTORY_MAX_KEYS} keys allowed`
+  if (/bytes.*allowed/.test(error)) return `it is over the ${DIRECTORY_MAX_BYTES} bytes allowed`
   if (/is not JSON|is not a JWK Set|holds no key usable/.test(error)) return 'it is not a key directory keygate can use (JSON, a JWK Set with a key for Ed25519, RSA or P-256)'
   return 'it could not be fetched from a public address over HTTPS'
 }
