@@ -1,6 +1,6 @@
 // The routes as the admin API reaches them: the table in force, and a reload of the route file.
 // A single gateway answers from its own route registry (routeControlOf); a cluster's primary,
-// which loads no routes itself, asks its workers over IPC (process/cluster.ts), each of which
+// which loads no routes itself, asks its workers over IPC (process/worker-requests.ts), each of which
 // answers from its registry with what reloadOutcome makes of a reload.
 import type { RouteConfig } from '../proxy/route.js'
 import { RouteFileError } from '../proxy/route-file.js'

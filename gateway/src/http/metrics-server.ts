@@ -2,7 +2,7 @@
 // unless KEYGATE_METRICS_HOST says otherwise. A scraper needs no keygate credentials, and the
 // metrics never share the public port: what reaches them is decided by where this one listens.
 // It serves whatever `scrape` produces: one gateway's registry, or, in a cluster's primary, every
-// worker's added up (process/cluster.ts).
+// worker's added up (process/primary.ts).
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify'
 import { problemsPlugin } from './plugins/problems.js'
 

@@ -418,7 +418,7 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
 }
 
 /**
- * The primary's own metrics when there are workers (process/cluster.ts): one counter, read at
+ * The primary's own metrics when there are workers (process/primary.ts): one counter, read at
  * scrape time and served with the workers' added up. A worker's death takes its counts with it,
  * so only the primary can count the deaths.
  */

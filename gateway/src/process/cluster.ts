@@ -1,60 +1,18 @@
 // KEYGATE_WORKERS > 1: the primary of a node:cluster. It serves no requests itself: it forks the
 // workers, each a whole gateway as main.ts runs it alone, on one shared port (Node hands the
 // connections out round-robin on Linux). Workers share nothing but the store, exactly as several
-// gateways on one Redis do. The primary forwards SIGHUP (reload the route file) and
-// SIGTERM/SIGINT (finish in-flight requests, then exit) to every worker, replaces a worker that
-// dies unexpectedly (after a growing delay, so a crash loop does not spin), and, when shutting
-// down, exits once every worker has. With KEYGATE_METRICS_PORT, the primary holds the one metrics
-// listener: a scrape asks every worker for its registry over IPC and serves them added up. With
-// KEYGATE_ADMIN_PORT, the primary serves the admin API, on a store connection of its own; its
-// route endpoints ask the workers over IPC (the table in force: one worker's; a reload: every
-// worker reloads, and the answer is theirs together).
+// gateways on one Redis do. This file minds the workers: it replaces a worker that dies
+// unexpectedly (after a growing delay, so a crash loop does not spin), passes a route reload on
+// to every worker, and, when shutting down, exits once every worker has. What the primary's
+// process does around it (signals, the metrics listener, the admin API) is primary.ts; a worker's
+// side is worker.ts; the questions the primary asks its workers over IPC are worker-requests.ts.
 import cluster, { type Worker } from 'node:cluster'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
-import { pino } from 'pino'
-import { createOperations } from '../admin/operations.js'
-import { reloadOutcome, type RouteControl, type RoutesInForce, type RoutesReload } from '../admin/route-control.js'
-import { startAdminServer, type AdminServer } from '../admin/server.js'
-import type { UsageReader } from '../admin/usage.js'
-import { readUsage } from '../limits/usage.js'
-import type { GatewayConfig } from '../config/env.js'
-import { startMetricsServer, type MetricsServer } from '../http/metrics-server.js'
-import { createKeyRegistry, keyPolicy } from '../keys/key-registry.js'
-import { logDestination } from '../lib/log-format.js'
-import { REDACTED, REDACTED_PATHS } from '../lib/redact-url.js'
-import { aggregateMetrics, type MetricsSnapshot } from '../metrics/aggregate.js'
-import { createClusterMetrics } from '../metrics/metrics.js'
-import { createStore } from '../store/index.js'
-import { createUserService } from '../users/user-service.js'
-import { startGateway, type RunningGateway } from './start.js'
-import { closeOnSignals, reloadRoutes, reloadRoutesOnSighup } from './signals.js'
-import { countRoutes, startupLine } from './startup-line.js'
-
-/**
- * primary -> worker, over the cluster's IPC channel. A reload with an `id` (the admin API's) is
- * answered with what it did; without one (SIGHUP), it is not.
- */
-export type WorkerMessage =
-  | { type: 'keygate:reload-routes'; id?: number }
-  | { type: 'keygate:metrics-request'; id: number }
-  | { type: 'keygate:routes-request'; id: number }
-export const RELOAD_ROUTES: WorkerMessage = { type: 'keygate:reload-routes' }
-export const METRICS_REQUEST = 'keygate:metrics-request'
-export const ROUTES_REQUEST = 'keygate:routes-request'
-
-/** worker -> primary: its registry, or why it could not read it */
-export type MetricsAnswer = { type: 'keygate:metrics'; id: number } & ({ metrics: MetricsSnapshot } | { error: string })
-export const METRICS_ANSWER = 'keygate:metrics'
-
-/** worker -> primary: its routes in force, or what a reload did, or why it could not say */
-export type RoutesAnswer = { type: 'keygate:routes'; id: number } & ({ routes: RoutesInForce } | { reload: RoutesReload } | { error: string })
-export const ROUTES_ANSWER = 'keygate:routes'
-
-/** a scrape fails when a worker has not sent its metrics within this (Prometheus's own timeout is 10 s) */
-export const METRICS_TIMEOUT_MS = 5000
-/** an admin request about routes fails when a worker has not answered within this */
-export const ROUTES_TIMEOUT_MS = 10_000
+import type { RouteControl } from '../admin/route-control.js'
+import type { MetricsSnapshot } from '../metrics/aggregate.js'
+import { RELOAD_ROUTES } from './worker-messages.js'
+import { createWorkerRequests, workersMetrics, workersRoutes } from './worker-requests.js'
 
 /** a worker that dies within this of its start counts as crashing, and its replacement waits */
 export const STABLE_AFTER_MS = 10_000
@@ -142,9 +100,8 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
   let onAllExited: (() => void) | undefined
   let startup!: { resolve: (url: string) => void; reject: (err: Error) => void }
   const started = new Promise<string>((resolve, reject) => { startup = { resolve, reject } })
-  /** requests to workers in flight (metrics, routes): the workers yet to answer, and what those that did sent */
-  const requests = new Map<number, { waiting: Set<Worker>; answers: unknown[]; finish: (err?: Error) => void }>()
-  let requestId = 0
+  // a worker still starting has nothing to say yet, and may not hear the request
+  const requests = createWorkerRequests(() => [...slots].filter(([worker, slot]) => slot.listening && worker.isConnected()).map(([worker]) => worker))
   let restarts = 0
 
   const kill = (): void => {
@@ -173,7 +130,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
       }
     })
     worker.on('exit', (code, signal) => { onExit(worker, slot, code, signal) })
-    worker.on('message', (message: unknown) => { onMessage(worker, message) })
+    worker.on('message', (message: unknown) => { requests.onMessage(worker, message) })
     // a message to a worker that has just died: its exit is handled above
     worker.on('error', (err) => { log.warn({ worker: worker.process.pid, err: { message: err.message } }, 'worker IPC error') })
   }
@@ -181,74 +138,9 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
     if (worker.isConnected()) worker.send(RELOAD_ROUTES)
   }
 
-  const onMessage = (worker: Worker, message: unknown): void => {
-    const answer = message as { type?: unknown; id?: unknown; error?: unknown } | null
-    if ((answer?.type !== METRICS_ANSWER && answer?.type !== ROUTES_ANSWER) || typeof answer.id !== 'number') return
-    const request = requests.get(answer.id)
-    if (request === undefined || !request.waiting.delete(worker)) return
-    if ('error' in answer) {
-      request.finish(new Error(`worker ${worker.process.pid ?? '?'} could not answer: ${String(answer.error)}`))
-      return
-    }
-    request.answers.push(answer)
-    if (request.waiting.size === 0) request.finish()
-  }
-
-  /**
-   * Sends `build(id)` to every worker that listens (`one`: to one of them) and resolves with their
-   * answers; a worker that exits meanwhile is left out; one that fails to answer, or does not
-   * within `timeoutMs`, fails the whole.
-   */
-  const ask = async <T>(build: (id: number) => WorkerMessage, options: { one?: boolean; timeoutMs: number; what: string }): Promise<T[]> =>
-    await new Promise((resolve, reject) => {
-      const id = requestId++
-      // a worker still starting has nothing to say yet, and may not hear the request
-      const listening = [...slots].filter(([worker, slot]) => slot.listening && worker.isConnected()).map(([worker]) => worker)
-      const asked = options.one === true ? listening.slice(0, 1) : listening
-      const answers: unknown[] = []
-      const waiting = new Set(asked)
-      const timer = setTimeout(() => {
-        finish(new Error(`${waiting.size} of ${asked.length} workers did not send ${options.what} within ${options.timeoutMs} ms`))
-      }, options.timeoutMs)
-      const finish = (err?: Error): void => {
-        clearTimeout(timer)
-        requests.delete(id)
-        if (err === undefined) resolve(answers as T[])
-        else reject(err)
-      }
-      requests.set(id, { waiting, answers, finish })
-      if (asked.length === 0) finish()
-      for (const worker of asked) worker.send(build(id))
-    })
-
-  const metrics = async (): Promise<MetricsSnapshot[]> =>
-    (await ask<{ metrics: MetricsSnapshot }>((id) => ({ type: METRICS_REQUEST, id }), { timeoutMs: METRICS_TIMEOUT_MS, what: 'their metrics' }))
-      .map((answer) => answer.metrics)
-
-  const routes: RouteControl = {
-    async current () {
-      const [answer] = await ask<{ routes: RoutesInForce }>((id) => ({ type: ROUTES_REQUEST, id }),
-        { one: true, timeoutMs: ROUTES_TIMEOUT_MS, what: 'their routes' })
-      if (answer === undefined) throw new Error('no worker listens yet to say which routes are in force')
-      return answer.routes
-    },
-    async reload () {
-      // a worker still starting reloads once it listens, as on SIGHUP; those that listen answer
-      for (const slot of slots.values()) if (!slot.listening) slot.reloadPending = true
-      const answers = (await ask<{ reload: RoutesReload }>((id) => ({ type: RELOAD_ROUTES.type, id }),
-        { timeoutMs: ROUTES_TIMEOUT_MS, what: 'a reload\'s outcome' })).map((answer) => answer.reload)
-      // every worker read the same file: the first refusal speaks for them (a file changed between two reads aside)
-      const outcome = answers.find((answer) => answer.outcome !== 'reloaded') ?? answers[0]
-      if (outcome === undefined) throw new Error('no worker listens yet to reload its routes')
-      return { ...outcome, workers: answers.filter((answer) => answer.outcome === 'reloaded').length }
-    }
-  }
-
   const onExit = (worker: Worker, slot: Slot, code: number | null, signal: string | null): void => {
     slots.delete(worker)
-    for (const request of requests.values()) {
-      if (request.waiting.delete(worker) && request.waiting.size === 0) request.finish()
-    }
+    requests.workerExited(worker)
     const pid = worker.process.pid
     if (state === 'failed') return
     if (state === 'closing') {
@@ -292,8 +184,10 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
         else slot.reloadPending = true
       }
     },
-    metrics,
-    routes,
+    metrics: async () => await workersMetrics(requests),
+    routes: workersRoutes(requests, () => {
+      for (const slot of slots.values()) if (!slot.listening) slot.reloadPending = true
+    }),
     async close () {
       closing ??= new Promise<boolean>((resolve) => {
         state = 'closing'
@@ -309,141 +203,4 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
     },
     kill
   }
-}
-
-/** the primary waits this much longer than its workers' grace period before it kills them */
-const PRIMARY_GRACE_MARGIN_MS = 2000
-
-/**
- * KEYGATE_WORKERS > 1: fork the workers and mind them (startCluster). SIGHUP goes on to every
- * worker; SIGTERM or Ctrl-C makes every worker finish its requests, and the primary exits 0 once
- * all have exited cleanly.
- */
-export async function runPrimary (config: GatewayConfig): Promise<void> {
-  // the primary logs its own events (workers starting, exiting, signals) and the admin API's;
-  // redacted as a gateway's log is, should anything log a request's credentials
-  const log = pino({ level: config.logLevel, name: 'keygate-primary', redact: { paths: REDACTED_PATHS, censor: REDACTED } }, logDestination(config.logFormat))
-  const workers = await startCluster({ workers: config.workers.count, log })
-  let metricsServer: MetricsServer | undefined
-  let admin: { server: AdminServer; close: () => Promise<void> } | undefined
-  try {
-    if (config.metrics.port !== undefined) {
-      // the workers' registries and the primary's own (its count of worker restarts), added up
-      const own = createClusterMetrics(workers)
-      const scrape = async (openMetrics: boolean): Promise<{ contentType: string; body: string }> =>
-        await aggregateMetrics([...await workers.metrics(), await own.getMetricsAsJSON()], openMetrics)
-      metricsServer = await startMetricsServer(scrape,
-        { port: config.metrics.port, host: config.metrics.host, log })
-      log.info(`metrics for Prometheus at ${metricsServer.url}/metrics, every worker's added up`)
-    }
-    if (config.admin.port !== undefined && config.admin.token !== undefined) admin = await startPrimaryAdmin(config, workers, log)
-  } catch (err) {
-    // as a single gateway does: a metrics or admin port that cannot be had stops the start
-    await metricsServer?.close()
-    await workers.close()
-    throw err
-  }
-  const line = startupLine(config, {
-    url: workers.url,
-    routes: await countRoutes(config),
-    workers: config.workers.count,
-    metricsUrl: metricsServer?.url,
-    adminUrl: admin?.server.url,
-    // every worker listens on the decision port (a port 0 of each would differ: then unknown here)
-    decisionUrl: config.decision.port === undefined || config.decision.port === 0 ? undefined : `http://${config.decision.host}:${config.decision.port}`
-  })
-  log.info({ ...line.fields, workers: workers.pids() }, line.message)
-  process.on('SIGHUP', () => {
-    log.info({ workers: workers.pids() }, 'SIGHUP: every worker reloads its routes')
-    workers.reloadRoutes()
-  })
-  closeOnSignals(async () => {
-    await admin?.close()
-    await metricsServer?.close()
-    if (!await workers.close()) throw new Error('a worker did not shut down cleanly')
-  }, (message, err) => { log.info({ err }, message) }, config.server.shutdownGraceMs + PRIMARY_GRACE_MARGIN_MS, {
-    announce: (signal) => `${signal}: shutting down; every worker's in-flight requests have ${config.server.shutdownGraceMs} ms to finish`
-  })
-}
-
-/**
- * The primary's admin API: users and keys on a store connection of its own (the workers' store:
- * revocations reach them as any gateway's do), routes through the workers.
- */
-async function startPrimaryAdmin (config: GatewayConfig, workers: RunningCluster, log: pino.Logger):
-Promise<{ server: AdminServer; close: () => Promise<void> }> {
-  const store = await createStore(config)
-  try {
-    // it serves no signed request: no key cache, and no need to hear of revocations
-    const keys = createKeyRegistry(store, { cacheSize: 0, ...keyPolicy(config), watch: false })
-    const operations = createOperations({ users: createUserService(store, { scryptLogN: config.passwordScryptLogN }), keys })
-    const { port, host, token } = config.admin as { port: number; host: string; token: string }
-    // the workers' routes (they load them; the primary does not), counted in the shared store
-    const usage: UsageReader = async (subject) => await readUsage((await workers.routes.current()).routes, store, subject)
-    const server = await startAdminServer({ operations, routes: workers.routes, usage, analytics: store }, { port, host, token, log })
-    log.info(`admin API at ${server.url}, for every worker`)
-    return {
-      server,
-      close: async () => {
-        await server.close()
-        await keys.close()
-        await store.close()
-      }
-    }
-  } catch (err) {
-    await store.close()
-    throw err
-  }
-}
-
-/** A cluster worker: the gateway as a single process runs it, told what to do by the primary. */
-export async function runWorker (config: GatewayConfig): Promise<void> {
-  // Both handlers are in place before the gateway starts: a shutdown or a reload may come meanwhile.
-  let gateway: RunningGateway | undefined
-  let reloadPending = false
-  process.on('message', (message: unknown) => {
-    const request = message as Partial<WorkerMessage> | null
-    if (request?.type === METRICS_REQUEST && 'id' in request && request.id !== undefined) {
-      void sendMetrics(request.id)
-      return
-    }
-    if ((request?.type === ROUTES_REQUEST || request?.type === RELOAD_ROUTES.type) && typeof request.id === 'number') {
-      void answerRoutes(request.type, request.id)
-      return
-    }
-    if (request?.type !== RELOAD_ROUTES.type) return
-    if (gateway === undefined) reloadPending = true
-    else reloadRoutes(gateway.app, 'reload from the primary')
-  })
-  // the primary serves KEYGATE_METRICS_PORT for all workers
-  const starting = startGateway({ config, metricsListener: false, adminListener: false })
-  // The primary asks only workers that listen, so `starting` has all but resolved by then.
-  const sendMetrics = async (id: number): Promise<void> => {
-    let answer: MetricsAnswer
-    try {
-      answer = { type: METRICS_ANSWER, id, metrics: await (await starting).app.keygate.metrics.registry.getMetricsAsJSON() }
-    } catch (err) {
-      answer = { type: METRICS_ANSWER, id, error: (err as Error).message }
-    }
-    // the callback takes the error of a channel the primary closed meanwhile: this worker is exiting then
-    process.send?.(answer, undefined, undefined, () => {})
-  }
-  // The admin API's route requests, from the primary, which asks only workers that listen.
-  const answerRoutes = async (type: string, id: number): Promise<void> => {
-    let answer: RoutesAnswer
-    try {
-      const { routes } = (await starting).app.keygate
-      answer = type === ROUTES_REQUEST
-        ? { type: ROUTES_ANSWER, id, routes: { file: routes.file, routes: routes.current.routes } }
-        : { type: ROUTES_ANSWER, id, reload: routes.file === undefined ? { outcome: 'no-file' } : reloadOutcome(routes.file, await routes.reload()) }
-    } catch (err) {
-      answer = { type: ROUTES_ANSWER, id, error: (err as Error).message }
-    }
-    process.send?.(answer, undefined, undefined, () => {})
-  }
-  closeOnSignals(async () => { await (await starting).close() }, (message, err) => { gateway?.app.log.info({ err }, message) },
-    config.server.shutdownGraceMs, { secondSignalExits: false })
-  gateway = await starting
-  reloadRoutesOnSighup(gateway.app)
-  if (reloadPending) reloadRoutes(gateway.app, 'reload from the primary')
 }

@@ -4,7 +4,8 @@
 // in-flight requests, SIGHUP reloads the route file.
 import cluster from 'node:cluster'
 import { loadConfig, type GatewayConfig } from '../config/env.js'
-import { runPrimary, runWorker } from './cluster.js'
+import { runPrimary } from './primary.js'
+import { runWorker } from './worker.js'
 import { closeOnSignals, reloadRoutesOnSighup } from './signals.js'
 import { startGateway } from './start.js'
 import { startupLine } from './startup-line.js'
