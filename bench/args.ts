@@ -179,58 +179,46 @@ function traceOption (raw: string | undefined, remote: boolean): BenchOptions['t
   return share
 }
 
-/** null: --help was asked for. */
-export function parseBenchArgs (argv: string[], defaultOut: string): BenchOptions | null {
-  let values
+/** the options parseArgs reads, each a string but the flags */
+const OPTIONS = {
+  duration: { type: 'string' },
+  warmup: { type: 'string' },
+  connections: { type: 'string' },
+  rounds: { type: 'string' },
+  rate: { type: 'string' },
+  scenario: { type: 'string' },
+  'reject-share': { type: 'string' },
+  'reject-kind': { type: 'string' },
+  scheme: { type: 'string' },
+  key: { type: 'string' },
+  only: { type: 'string' },
+  json: { type: 'boolean' },
+  url: { type: 'string' },
+  user: { type: 'string' },
+  password: { type: 'string' },
+  out: { type: 'string' },
+  'log-level': { type: 'string' },
+  'cpu-prof': { type: 'boolean' },
+  trace: { type: 'string' },
+  workers: { type: 'string' },
+  env: { type: 'string', multiple: true },
+  nginx: { type: 'string' },
+  help: { type: 'boolean', short: 'h' }
+} as const
+
+type Values = ReturnType<typeof parseArgs<{ args: string[]; strict: true; allowPositionals: false; options: typeof OPTIONS }>>['values']
+
+function parseValues (argv: string[]): Values {
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        duration: { type: 'string' },
-        warmup: { type: 'string' },
-        connections: { type: 'string' },
-        rounds: { type: 'string' },
-        rate: { type: 'string' },
-        scenario: { type: 'string' },
-        'reject-share': { type: 'string' },
-        'reject-kind': { type: 'string' },
-        scheme: { type: 'string' },
-        key: { type: 'string' },
-        only: { type: 'string' },
-        json: { type: 'boolean' },
-        url: { type: 'string' },
-        user: { type: 'string' },
-        password: { type: 'string' },
-        out: { type: 'string' },
-        'log-level': { type: 'string' },
-        'cpu-prof': { type: 'boolean' },
-        trace: { type: 'string' },
-        workers: { type: 'string' },
-        env: { type: 'string', multiple: true },
-        nginx: { type: 'string' },
-        help: { type: 'boolean', short: 'h' }
-      }
-    }))
+    return parseArgs({ args: argv, strict: true, allowPositionals: false, options: OPTIONS }).values
   } catch (err) {
     throw new UsageError((err as Error).message)
   }
-  if (values.help === true) return null
-
-  const scenario = values.scenario ?? 'get'
-  if (!(SCENARIOS as readonly string[]).includes(scenario)) throw new UsageError(`--scenario: "${scenario}" is not one of ${SCENARIOS.join(', ')}`)
-  const rejectShare = number('reject-share', values['reject-share'], 0.5, { min: 0, integer: false })
-  if (rejectShare > 1) throw new UsageError('--reject-share: must be from 0 to 1')
-  const rejectKind = values['reject-kind'] ?? 'all'
-  if (!(REJECT_KINDS as readonly string[]).includes(rejectKind)) throw new UsageError(`--reject-kind: "${rejectKind}" is not one of ${REJECT_KINDS.join(', ')}`)
-
-  const scheme = values.scheme ?? 'seed'
-  if (!(BENCH_SCHEMES as readonly string[]).includes(scheme)) throw new UsageError(`--scheme: "${scheme}" is not one of ${BENCH_SCHEMES.join(', ')}`)
-  const keyType = values.key ?? 'rsa'
-  if (!(KEY_TYPES as readonly string[]).includes(keyType)) throw new UsageError(`--key: "${keyType}" is not one of ${KEY_TYPES.join(', ')}`)
+}
+/** --only, checked against the scenario; with j, the signing j's agent does (RFC 9421, Ed25519) */
+function configsOf (values: Values, scenario: string, scheme: string, keyType: string):
+{ configs: ConfigId[]; signing: { scheme: BenchScheme; keyType: KeyType } } {
   let signing = { scheme: scheme as BenchScheme, keyType: keyType as KeyType }
-
   const onlyGiven = values.only !== undefined
   const only = (values.only ?? (scenario === 'decision' ? DECISION_CONFIG_IDS : DEFAULT_CONFIG_IDS).join(','))
     .split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
@@ -267,38 +255,40 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
     }
     configs = configs.filter((id) => id === 'c' || id === 'd' || id === 'f' || id === 'i')
   }
+  return { configs, signing }
+}
 
-  let target: BenchOptions['target']
+/** --url, --user and --password: an existing keygate instead of the configurations */
+function targetOf (values: Values): BenchOptions['target'] {
   if (values.url !== undefined) {
-    if (onlyGiven) throw new UsageError('--url runs only that target; --only does not apply')
+    if (values.only !== undefined) throw new UsageError('--url runs only that target; --only does not apply')
     if (values.user === undefined || values.password === undefined) throw new UsageError('--url needs --user and --password')
     let url: URL
     try { url = new URL(values.url) } catch { throw new UsageError(`--url: "${values.url}" is not a URL`) }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--url: must be http:// or https://')
-    target = { url: url.origin, user: values.user, password: values.password }
+    return { url: url.origin, user: values.user, password: values.password }
   } else if (values.user !== undefined || values.password !== undefined) {
     throw new UsageError('--user and --password go with --url')
   }
+  return undefined
+}
 
-  let rate: BenchOptions['rate']
+function rateOf (values: Values, target: BenchOptions['target'], configs: ConfigId[]): BenchOptions['rate'] {
   if (values.rate === 'half') {
     if (target !== undefined || !configs.includes('b')) {
       throw new UsageError('--rate half: needs configuration b, whose peak it halves (not with --url, and keep b in --only)')
     }
-    rate = 'half'
+    return 'half'
   } else if (values.rate !== undefined) {
-    rate = number('rate', values.rate, 0, { min: 1, integer: true })
+    return number('rate', values.rate, 0, { min: 1, integer: true })
   }
-  const workers = number('workers', values.workers, 1, { min: 1, integer: true })
-  if (target !== undefined && values.workers !== undefined) {
-    throw new UsageError('--workers sets the keygate started here; with --url, set KEYGATE_WORKERS on that keygate')
-  }
+  return undefined
+}
 
-  if (scenario === 'flood' && target !== undefined) throw new UsageError('--scenario flood: runs against the gateways started here, not --url')
-  if (scenario === 'decision' && target !== undefined) throw new UsageError('--scenario decision: runs nginx and the gateways started here, not --url')
-  if (values.nginx !== undefined && scenario !== 'decision') throw new UsageError('--nginx goes with --scenario decision')
+/** --env NAME=VALUE, each a keygate variable the bench does not set itself */
+function gatewayEnvOf (settings: string[] | undefined, target: BenchOptions['target']): Record<string, string> {
   const gatewayEnv: Record<string, string> = {}
-  for (const setting of values.env ?? []) {
+  for (const setting of settings ?? []) {
     const eq = setting.indexOf('=')
     const name = setting.slice(0, Math.max(0, eq))
     if (eq <= 0 || !(ENV_VARIABLES as readonly string[]).includes(name)) {
@@ -310,6 +300,37 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
   if (target !== undefined && Object.keys(gatewayEnv).length > 0) {
     throw new UsageError('--env sets the gateways started here; with --url, configure that keygate')
   }
+  return gatewayEnv
+}
+
+/** null: --help was asked for. */
+export function parseBenchArgs (argv: string[], defaultOut: string): BenchOptions | null {
+  const values = parseValues(argv)
+  if (values.help === true) return null
+
+  const scenario = values.scenario ?? 'get'
+  if (!(SCENARIOS as readonly string[]).includes(scenario)) throw new UsageError(`--scenario: "${scenario}" is not one of ${SCENARIOS.join(', ')}`)
+  const rejectShare = number('reject-share', values['reject-share'], 0.5, { min: 0, integer: false })
+  if (rejectShare > 1) throw new UsageError('--reject-share: must be from 0 to 1')
+  const rejectKind = values['reject-kind'] ?? 'all'
+  if (!(REJECT_KINDS as readonly string[]).includes(rejectKind)) throw new UsageError(`--reject-kind: "${rejectKind}" is not one of ${REJECT_KINDS.join(', ')}`)
+
+  const scheme = values.scheme ?? 'seed'
+  if (!(BENCH_SCHEMES as readonly string[]).includes(scheme)) throw new UsageError(`--scheme: "${scheme}" is not one of ${BENCH_SCHEMES.join(', ')}`)
+  const keyType = values.key ?? 'rsa'
+  if (!(KEY_TYPES as readonly string[]).includes(keyType)) throw new UsageError(`--key: "${keyType}" is not one of ${KEY_TYPES.join(', ')}`)
+  const { configs, signing } = configsOf(values, scenario, scheme, keyType)
+  const target = targetOf(values)
+  const rate = rateOf(values, target, configs)
+  const workers = number('workers', values.workers, 1, { min: 1, integer: true })
+  if (target !== undefined && values.workers !== undefined) {
+    throw new UsageError('--workers sets the keygate started here; with --url, set KEYGATE_WORKERS on that keygate')
+  }
+
+  if (scenario === 'flood' && target !== undefined) throw new UsageError('--scenario flood: runs against the gateways started here, not --url')
+  if (scenario === 'decision' && target !== undefined) throw new UsageError('--scenario decision: runs nginx and the gateways started here, not --url')
+  if (values.nginx !== undefined && scenario !== 'decision') throw new UsageError('--nginx goes with --scenario decision')
+  const gatewayEnv = gatewayEnvOf(values.env, target)
 
   const logLevel = values['log-level'] ?? 'warn'
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new UsageError(`--log-level: "${logLevel}" is not a log level`)

@@ -9,7 +9,9 @@ import { join } from 'node:path'
 import t from 'tap'
 import type { Measurement } from '../../../bench/measure.js'
 import { loadDecisionConfig } from '../../../bench/nginx.js'
-import { decisionFiguresOf, headlineLines, medianOf, type ConfigResult, type Figure, type Machine } from '../../../bench/report.js'
+import { decisionFiguresOf } from '../../../bench/figures.js'
+import { medianOf, type ConfigResult, type Figure, type Machine } from '../../../bench/report.js'
+import { headlineLines } from '../../../bench/report-text.js'
 
 const RUN = { scheme: 'seed', keyType: 'rsa' }
 

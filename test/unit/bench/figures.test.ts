@@ -4,7 +4,9 @@
 // run cannot give them, why. The end-to-end runs (test/system/bench*.test.ts) have one round each.
 import t from 'tap'
 import type { Measurement } from '../../../bench/measure.js'
-import { figuresOf, headlineLines, medianOf, type ConfigResult, type Figure, type Machine } from '../../../bench/report.js'
+import { figuresOf } from '../../../bench/figures.js'
+import { medianOf, type ConfigResult, type Figure, type Machine } from '../../../bench/report.js'
+import { headlineLines } from '../../../bench/report-text.js'
 
 const SEED_RSA = { scenario: 'get', scheme: 'seed', keyType: 'rsa' }
 
