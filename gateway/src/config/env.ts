@@ -3,19 +3,23 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { CLIENT_ADDRESS_HEADERS } from '../lib/client-address.js'
-import { LOG_FORMATS, type LogFormat } from '../lib/log-format.js'
-import { parseBootstrapUsers, type BootstrapUser } from './bootstrap-users.js'
+import { LOG_FORMATS } from '../lib/log-format.js'
+import { parseBootstrapUsers } from './bootstrap-users.js'
 import { ConfigError } from './config-error.js'
-import { redisTopologyFrom, type RedisTopology } from './redis.js'
-import { clientAddressFrom, type ClientAddressConfig } from './trusted-proxies.js'
-import { MAX_WORKERS, resolveWorkers, type WorkerCount } from './workers.js'
-import { TRACE_PARENT_POLICIES, tracingSettingsFrom, type TracingSettings } from '../tracing/settings.js'
+import type { GatewayConfig } from './gateway-config.js'
+import { adminConfigFrom, decisionConfigFrom, DEFAULT_HOST, MAX_ADMIN_TOKEN_LENGTH, MIN_ADMIN_TOKEN_LENGTH } from './listeners.js'
+import { redisTopologyFrom } from './redis.js'
+import { clientAddressFrom } from './trusted-proxies.js'
+import { MAX_WORKERS, resolveWorkers } from './workers.js'
+import { TRACE_PARENT_POLICIES, tracingSettingsFrom } from '../tracing/settings.js'
 
+// what the rest of keygate imports from here: the configuration's types and its error
 export { ConfigError } from './config-error.js'
+export type { GatewayConfig, RouteDefaults, ServerLimits, UpstreamLimits } from './gateway-config.js'
+export type { AdminConfig, DecisionConfig } from './listeners.js'
 
 export const DEFAULT_PORT = 8080
 export const DEFAULT_UPSTREAM_PORT = 8081
-export const DEFAULT_HOST = '127.0.0.1'
 export const DEFAULT_BODY_LIMIT = 1024 * 1024
 /**
  * request bodies buffered at once, all requests of a process together: by default this many
@@ -68,9 +72,6 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 72_000
 /** on SIGTERM, in-flight requests get this long to finish before the process exits anyway */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
-/** the admin API's bearer token: long enough that guessing it is hopeless, short enough for a header */
-export const MIN_ADMIN_TOKEN_LENGTH = 32
-export const MAX_ADMIN_TOKEN_LENGTH = 1024
 /** Node's own limit, stated here so docs/errors.md and the 431 answer agree */
 export const MAX_HEADER_BYTES = 16 * 1024
 /** the largest body limit a route (or KEYGATE_BODY_LIMIT) may set: 1 GiB */
@@ -179,152 +180,6 @@ export const EnvSchema = Type.Object({
 })
 export type Env = Static<typeof EnvSchema>
 export const ENV_VARIABLES = Object.keys(EnvSchema.properties) as Array<keyof Env>
-
-export interface GatewayConfig {
-  port: number
-  host: string
-  /** KEYGATE_TRUSTED_PROXIES, KEYGATE_TRUSTED_PROXY_HEADER: who may say who the client is */
-  clientAddress: ClientAddressConfig
-  /** one Redis node; unset (and no redisTopology): the embedded in-memory store */
-  redisUrl: string | undefined
-  /** Redis through Sentinel or a Redis Cluster; set only when redisUrl is not */
-  redisTopology: RedisTopology | undefined
-  redisPrefix: string
-  redisCommandTimeoutMs: number
-  bootstrapUsers: BootstrapUser[]
-  jwt: { keyFile: string | undefined; issuer: string; audience: string; ttlSeconds: number }
-  bodyLimit: number
-  /**
-   * KEYGATE_BODY_MEMORY_LIMIT: bytes of request bodies buffered at once, every request of this
-   * process together; past it, 503 BODY_MEMORY_EXHAUSTED at once
-   */
-  bodyMemoryLimit: number
-  keyCacheSize: number
-  /** KEYGATE_MAX_KEYS_PER_USER: active (neither revoked nor expired) keys a user may hold */
-  maxKeysPerUser: number
-  /** KEYGATE_KEY_REGISTRATIONS_PER_HOUR and _PER_DAY: key registrations per user, at every gateway together */
-  keyRegistrationsPerHour: number
-  keyRegistrationsPerDay: number
-  /** KEYGATE_REVOKED_KEY_RETENTION_DAYS: a revoked key is kept whole this long, then as a tombstone */
-  revokedKeyRetentionDays: number
-  /** KEYGATE_PASSWORD_SCRYPT_LOG_N: the cost of the password hashes this process writes (scrypt's N = 2^this) */
-  passwordScryptLogN: number
-  logLevel: string
-  /** LOG_FORMAT: json or pretty; unset, pretty when stdout is a terminal (lib/log-format.ts) */
-  logFormat: LogFormat | undefined
-  server: ServerLimits
-  /** login brute-force limits and concurrency; unset fields take users/login-guard.ts's defaults */
-  login: {
-    maxFailuresPerUser?: number
-    maxFailuresPerAddress?: number
-    windowSeconds?: number
-    concurrency?: number
-    queue?: number
-  }
-  /** failed signature checks per client address; unset fields take auth/signature-budget.ts's defaults */
-  signatureFailures: {
-    limit?: number
-    windowSeconds?: number
-    delayMs?: number
-  }
-  /** route defaults from the environment, for route files */
-  routeDefaults: RouteDefaults
-  /** the upstream queue, per upstream origin and per process (each worker has its own) */
-  upstreams: UpstreamLimits
-  /** KEYGATE_ROUTES: the route file; unset: the built-in routes (proxy/route.ts) */
-  routesFile: string | undefined
-  /** KEYGATE_AGENT_DIRECTORIES: signed agents' directories pinned, or allowed on a private address (agents/agents-file.ts) */
-  agentDirectoriesFile: string | undefined
-  /**
-   * Trusted identity providers (idp/issuers.ts reads and checks them): KEYGATE_ISSUERS, an issuers
-   * file, or one issuer from KEYGATE_OIDC_ISSUER and KEYGATE_OIDC_AUDIENCE; neither: none
-   */
-  identityProviders: {
-    file: string | undefined
-    oidc: {
-      issuer: string
-      audience: string
-      name: string | undefined
-      jwksUri: string | undefined
-      /** KEYGATE_OIDC_PORTAL_CLIENT_ID: the portal logs in through this issuer */
-      portalClientId?: string
-      /** KEYGATE_OIDC_PORTAL_CLIENT_SECRET, as a function: in no JSON or log line of the configuration */
-      portalClientSecret?: () => string | undefined
-    } | undefined
-  }
-  /** reload the route file when it changes (SIGHUP always reloads) */
-  watchRoutes: boolean
-  /** KEYGATE_DOCS: serve the OpenAPI document at /docs/json and its page at /docs */
-  docs: boolean
-  /**
-   * usage analytics (analytics/): KEYGATE_USAGE_ANALYTICS counts business requests by key, user,
-   * route and outcome, flushed to the store every KEYGATE_USAGE_FLUSH_MS, at most
-   * KEYGATE_USAGE_MAX_SERIES distinct ones per flush interval
-   */
-  usageAnalytics: { enabled: boolean; flushMs: number; maxSeries: number }
-  /** KEYGATE_PORTAL_PREFIX: the developer portal's path on the public port (default /portal); undefined: off */
-  portalPrefix: string | undefined
-  /**
-   * the Prometheus listener: none unless KEYGATE_METRICS_PORT is set; on 127.0.0.1 by default.
-   * With workers, the primary holds it and serves every worker's metrics added up.
-   */
-  metrics: { port: number | undefined; host: string }
-  /**
-   * the admin API (admin/server.ts): none unless KEYGATE_ADMIN_PORT is set; on 127.0.0.1 by
-   * default; every request needs KEYGATE_ADMIN_TOKEN. With workers, the primary holds it.
-   */
-  admin: AdminConfig
-  /**
-   * decision mode (decision/server.ts): none unless KEYGATE_DECISION_PORT is set; on 127.0.0.1 by
-   * default; it believes the proxies of KEYGATE_DECISION_TRUSTED_PROXIES (else KEYGATE_TRUSTED_PROXIES)
-   * only. With workers, every worker serves it.
-   */
-  decision: DecisionConfig
-  /** KEYGATE_WORKERS: how many gateway processes serve the port (1: this process alone) */
-  workers: WorkerCount
-  /** OpenTelemetry traces: on only when the OTEL_* variables ask for them (tracing/settings.ts) */
-  tracing?: TracingSettings | undefined
-}
-
-export interface DecisionConfig {
-  port: number | undefined
-  host: string
-  /** addresses and CIDRs of the proxies that ask for decisions */
-  trustedProxies: string[]
-}
-
-export interface AdminConfig {
-  port: number | undefined
-  host: string
-  /** a secret: never in a log line or an error message */
-  token: string | undefined
-}
-
-export interface ServerLimits {
-  headersTimeoutMs: number
-  requestTimeoutMs: number
-  keepAliveTimeoutMs: number
-  shutdownGraceMs: number
-  /** refuse a request line with runs of spaces (lib/request-line-tracker.ts): costs a few us per request */
-  strictRequestLine: boolean
-}
-
-export interface UpstreamLimits {
-  /** keep-alive connections per origin: requests sent at once */
-  connections: number
-  /** requests waiting for a connection, per origin; past it, 503 UPSTREAM_BUSY */
-  maxPending: number
-  /** an upstream that accepts no connection within this: 502 UPSTREAM_UNAVAILABLE */
-  connectTimeoutMs: number
-}
-
-export interface RouteDefaults {
-  upstream: string
-  bodyLimit: number
-  timeoutMs: number
-  /** keygate's own subtrees that this configuration serves beyond the fixed ones (the portal's prefix): no route may cover one */
-  ownPrefixes?: readonly string[]
-}
 
 export const DEFAULT_PORTAL_PREFIX = '/portal'
 /** A path of plain segments: no dots alone, no encoded characters, no trailing slash */
@@ -496,59 +351,4 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     workers,
     tracing: tracingSettingsFrom(env, e.KEYGATE_TRACE_PARENT)
   }
-}
-
-/** Addresses that take every interface: a port there clashes with that port on any host. */
-const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]', '::0'])
-
-/** Two listeners on one port of one interface: port 0 (a free one, chosen at start) never clashes. */
-function clashes (a: { port: number | undefined; host: string }, b: { port: number | undefined; host: string }): boolean {
-  if (a.port === undefined || b.port === undefined || a.port === 0 || a.port !== b.port) return false
-  return a.host === b.host || WILDCARD_HOSTS.has(a.host) || WILDCARD_HOSTS.has(b.host)
-}
-
-/**
- * KEYGATE_DECISION_*: off without a port; a port needs the proxies it believes; never another
- * listener's port.
- */
-function decisionConfigFrom (e: Env, others: ReadonlyArray<{ name: string; port: number | undefined; host: string }>): DecisionConfig {
-  const host = e.KEYGATE_DECISION_HOST ?? DEFAULT_HOST
-  const port = e.KEYGATE_DECISION_PORT
-  if (port === undefined) return { port, host, trustedProxies: [] }
-  const own = e.KEYGATE_DECISION_TRUSTED_PROXIES
-  const proxies = own === undefined
-    ? clientAddressFrom(e).trustedProxies
-    : clientAddressFrom({ KEYGATE_TRUSTED_PROXIES: own }, 'KEYGATE_DECISION_TRUSTED_PROXIES').trustedProxies
-  if (proxies.length === 0) {
-    throw new ConfigError('KEYGATE_DECISION_TRUSTED_PROXIES is not set: KEYGATE_DECISION_PORT turns decision mode on, and it believes ' +
-      'what a proxy says about the request it judges only from the proxies named there (or in KEYGATE_TRUSTED_PROXIES): ' +
-      'their addresses and CIDRs, comma-separated (e.g. 127.0.0.1 for an nginx on this machine)')
-  }
-  for (const other of others) {
-    if (clashes({ port, host }, other)) {
-      throw new ConfigError(`KEYGATE_DECISION_PORT: ${port} is not allowed: it is ${other.name} on the same host: use a port of its own`)
-    }
-  }
-  return { port, host, trustedProxies: proxies }
-}
-
-/**
- * KEYGATE_ADMIN_*: off without a port; a port needs a token; never the public or the metrics
- * port. Errors never quote the token.
- */
-function adminConfigFrom (e: Env, gateway: { port: number; host: string }, metrics: { port: number | undefined; host: string }): AdminConfig {
-  const admin = { port: e.KEYGATE_ADMIN_PORT, host: e.KEYGATE_ADMIN_HOST ?? DEFAULT_HOST, token: e.KEYGATE_ADMIN_TOKEN }
-  if (admin.port === undefined) return admin
-  if (admin.token === undefined) {
-    throw new ConfigError('KEYGATE_ADMIN_TOKEN is not set: KEYGATE_ADMIN_PORT turns the admin API on, and every request to it needs that token ' +
-      `(${MIN_ADMIN_TOKEN_LENGTH} to ${MAX_ADMIN_TOKEN_LENGTH} visible ASCII characters, e.g. openssl rand -hex 32)`)
-  }
-  if (clashes(admin, gateway)) {
-    throw new ConfigError(`KEYGATE_ADMIN_PORT: ${admin.port} is not allowed: it is the gateway's PORT on the same host; ` +
-      'the admin API never shares the public port: use a port of its own')
-  }
-  if (clashes(admin, metrics)) {
-    throw new ConfigError(`KEYGATE_ADMIN_PORT: ${admin.port} is not allowed: it is KEYGATE_METRICS_PORT on the same host: use a port of its own`)
-  }
-  return admin
 }
