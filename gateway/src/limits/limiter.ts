@@ -143,7 +143,7 @@ export function createRateLimiter (options: RateLimiterOptions): RateLimiter {
         if (subject !== undefined) counters.push({ key: counterKey(limit, subject), limit: limit.limit, windowMs: limit.windowMs })
       }
       // Only a limit whose subject is unknown (a user on a public route) is left out; the tiers
-      // (route-file.ts) make that rare, so the common case keeps the route's own list.
+      // (route-rules.ts) make that rare, so the common case keeps the route's own list.
       if (counters.length !== limits.length) {
         limits = limits.filter((limit) => subjectOf(limit, subjects) !== undefined)
         if (limits.length === 0) return NO_HEADERS

@@ -2,7 +2,7 @@
 // the same time and the allowed skew.
 import t from 'tap'
 import { MAX_TIMESTAMP_SKEW_MS } from '@keygate/client/protocol'
-import { RESERVED_PATHS } from '../../../../../gateway/src/proxy/route-file.js'
+import { RESERVED_PATHS } from '../../../../../gateway/src/proxy/route-rules.js'
 import { send } from '../../../../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../../../../helpers/keys.js'
 import { addUser, login, registerKey, sendSigned, startStack } from '../../../../helpers/stack.js'
