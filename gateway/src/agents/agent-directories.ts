@@ -12,9 +12,9 @@
 // address, bounded). Directories an operator pins come with their keys and are never fetched.
 import { GatewayError } from '../errors.js'
 import { LruCache } from '../lib/lru-cache.js'
-import {
-  createRemoteKeySet, type DocumentCheck, type PublishedKey, type RemoteKeySet, type RemoteKeySetErrors, type RemoteKeySetFetchOutcome
-} from '../remote-keys/remote-key-set.js'
+import type { DocumentCheck } from '../remote-keys/key-set-fetch.js'
+import type { PublishedKey } from '../remote-keys/published-keys.js'
+import { createRemoteKeySet, type RemoteKeySet, type RemoteKeySetErrors, type RemoteKeySetFetchOutcome } from '../remote-keys/remote-key-set.js'
 import type { SignatureAgent } from './signature-agent.js'
 
 /** the JWS algorithms of the keys an agent may sign with: Ed25519, RSA (RFC 9421's rsa-pss-sha512, rsa-v1_5-sha256), P-256 */

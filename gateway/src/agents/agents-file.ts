@@ -8,7 +8,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { readDocumentFile, schemaProblems } from '../config/document-file.js'
 import { ConfigError } from '../config/env.js'
-import { publishedKeysOf } from '../remote-keys/remote-key-set.js'
+import { publishedKeysOf } from '../remote-keys/published-keys.js'
 import { agentOriginProblem } from './signature-agent.js'
 import { AGENT_KEY_ALGORITHMS, DIRECTORY_MAX_KEYS, type PinnedDirectory } from './agent-directories.js'
 

@@ -9,7 +9,8 @@ import { serializeComponentId, type MessageSignatureAlgorithm } from '#client/pr
 import type { SignatureAgent } from '../agents/signature-agent.js'
 import { DIRECTORY_MEDIA_TYPE } from '../agents/agent-directories.js'
 import { isGatewayError } from '../errors.js'
-import type { DocumentCheck, PublishedKey } from '../remote-keys/remote-key-set.js'
+import type { DocumentCheck } from '../remote-keys/key-set-fetch.js'
+import type { PublishedKey } from '../remote-keys/published-keys.js'
 import { parseSignatureField, signatureInput } from './message-signature-headers.js'
 import { algorithmFor, verifyMessageSignature } from './message-signature.js'
 

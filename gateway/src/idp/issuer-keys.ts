@@ -7,9 +7,8 @@
 // issuer's tokens get IDP_KEYS_UNAVAILABLE (503): keygate never blames the client for its IdP.
 import { GatewayError } from '../errors.js'
 import { readBounded } from '../lib/read-bounded.js'
-import {
-  createRemoteKeySet, remoteUrlProblem, type RemoteKeySet, type RemoteKeySetFetchOutcome, type RemoteKeySetOptions
-} from '../remote-keys/remote-key-set.js'
+import { remoteUrlProblem } from '../remote-keys/key-set-fetch.js'
+import { createRemoteKeySet, type RemoteKeySet, type RemoteKeySetFetchOutcome, type RemoteKeySetOptions } from '../remote-keys/remote-key-set.js'
 import type { KeySource } from './idp-tokens.js'
 import type { IssuerConfig } from './issuers.js'
 

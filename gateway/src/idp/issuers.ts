@@ -11,7 +11,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { readDocumentFile, schemaProblems } from '../config/document-file.js'
 import { ConfigError, ISSUER_NAME, ISSUER_NAME_RULE } from '../config/env.js'
-import { remoteUrlProblem } from '../remote-keys/remote-key-set.js'
+import { remoteUrlProblem } from '../remote-keys/key-set-fetch.js'
 import { SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
 
 /** The JWS algorithms an issuer may use: asymmetric only (RFC 8725 §3.1, §3.2). */

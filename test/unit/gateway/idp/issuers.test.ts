@@ -7,7 +7,7 @@ import t from 'tap'
 import {
   DEFAULT_IDP_ALGORITHMS, issuersFromDocument, loadIssuers, loadIssuersFile, singleIssuer
 } from '../../../../gateway/src/idp/issuers.js'
-import { remoteUrlProblem } from '../../../../gateway/src/remote-keys/remote-key-set.js'
+import { remoteUrlProblem } from '../../../../gateway/src/remote-keys/key-set-fetch.js'
 import { isIdpUsername } from '../../../../gateway/src/users/idp-users.js'
 
 t.test('a minimal issuer: every default filled in', async (t) => {
