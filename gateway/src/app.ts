@@ -1,11 +1,11 @@
 // The composition root: what keygate is made of, in the order a request meets it.
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { createUsageCounter } from './analytics/counter.js'
-import { createAuthenticator } from './auth/authenticate.js'
+import { createUsageCounter, type UsageCounter } from './analytics/counter.js'
+import { createAuthenticator, type Authenticator } from './auth/authenticate.js'
 import type { IdpTokens } from './auth/bearer.js'
 import { agentPipeline, bearerPipeline, signedPipeline } from './auth/pipeline.js'
-import { createSignatureBudget } from './auth/signature-budget.js'
+import { createSignatureBudget, type SignatureBudget } from './auth/signature-budget.js'
 import { buildDecisionApp } from './decision/server.js'
 import { MAX_HEADER_BYTES, SCRYPT_LOG_N, type GatewayConfig } from './config/env.js'
 import { listenerOptions } from './http/listener-options.js'
@@ -37,7 +37,7 @@ import { logDestination, type LogFormat } from './lib/log-format.js'
 import { trackRequestLines } from './lib/request-line-tracker.js'
 import { REDACTED, REDACTED_PATHS, redactUrl } from './lib/redact-url.js'
 import { createRateLimiter } from './limits/limiter.js'
-import { createAgentDirectories } from './agents/agent-directories.js'
+import { createAgentDirectories, type AgentDirectories } from './agents/agent-directories.js'
 import { loadAgentsFile } from './agents/agents-file.js'
 import { directoryFetch, type DirectoryFetchOptions } from './agents/directory-fetch.js'
 import { directoryCheck } from './auth/directory-signature.js'
@@ -47,9 +47,10 @@ import type { RouteConfig } from './proxy/route.js'
 import { createRouteRegistry } from './proxy/route-registry.js'
 import { createStore, type Store } from './store/index.js'
 import { createTokenService } from './tokens/token-service.js'
+import type { Tracing } from './tracing/tracer.js'
 import { createLoginGuard } from './users/login-guard.js'
 import { createUserService } from './users/user-service.js'
-import { createUserScopes } from './users/user-scopes.js'
+import { createUserScopes, type UserScopes } from './users/user-scopes.js'
 import type { KeygateServices } from './types.js'
 import './types.js'
 
@@ -85,31 +86,18 @@ export function loggerOptions (level: string, format?: LogFormat): FastifyServer
   }
 }
 
-export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
-  const { config } = options
-  const app = Fastify({
-    logger: options.logger ?? loggerOptions(config.logLevel, config.logFormat),
-    // the options every listener that judges requests shares (http/listener-options.ts)
-    ...listenerOptions(config.server, MAX_HEADER_BYTES),
-    // JSON endpoints (token, key registration) are small; business routes set their own limit.
-    bodyLimit: OWN_BODY_LIMIT,
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
-  }).withTypeProvider<TypeBoxTypeProvider>()
+/** What the app is built with: its Fastify instance, the options, the store and the tracing (when on). */
+interface Building {
+  app: FastifyInstance
+  options: BuildAppOptions
+  config: GatewayConfig
+  store: Store
+  tracing: Tracing | undefined
+}
 
-  // OpenTelemetry traces: its modules loaded only when the OTEL_* variables turn tracing on (tracing/settings.ts)
-  const tracing = config.tracing === undefined ? undefined : await (await import('./tracing/tracer.js')).startTracing(config.tracing)
-  if (tracing !== undefined) app.addHook('onClose', async () => { await tracing.shutdown() })
-  const store = options.store ?? await createStore(config)
-  if (options.store === undefined) app.addHook('onClose', async () => { await store.close() })
-  if (store.kind === 'memory') {
-    app.log.warn('REDIS_URL is not set: users and keys live in this process only and are lost when it stops; set REDIS_URL for anything but a trial')
-  }
-  if (config.passwordScryptLogN < SCRYPT_LOG_N) {
-    app.log.warn(`KEYGATE_PASSWORD_SCRYPT_LOG_N=${config.passwordScryptLogN}: the password hashes written here cost ` +
-      `${2 ** (SCRYPT_LOG_N - config.passwordScryptLogN)} times less to guess than at OWASP's recommended ${SCRYPT_LOG_N}; for development and tests`)
-  }
-
-  // The services, each built once and handed to the plugins that use it as their options.
+/** The services, each built once and handed to the plugins that use it as their options; the users bootstrapped. */
+async function buildServices ({ app, options, config, store }: Building):
+Promise<{ services: KeygateServices; userScopes: UserScopes; signatureBudget: SignatureBudget; usage: UsageCounter | undefined }> {
   const routes = await createRouteRegistry(config, app.log, options.routes)
   app.addHook('onClose', async () => { routes.close() })
   const tokens = await createTokenService(config.jwt, store)
@@ -154,49 +142,61 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     await userScopes.close()
   })
   await services.users.bootstrap(config.bootstrapUsers)
-  // Trusted identity providers' tokens, beside keygate's own (docs/identity-providers.md): each
-  // issuer's keys fetched now; an issuer whose keys cannot be had yet makes /readyz say so, and its
-  // tokens get 503 IDP_KEYS_UNAVAILABLE until they can
+  return { services, userScopes, signatureBudget, usage }
+}
+
+/**
+ * Trusted identity providers' tokens, beside keygate's own (docs/identity-providers.md): each
+ * issuer's keys fetched now; an issuer whose keys cannot be had yet makes /readyz say so, and its
+ * tokens get 503 IDP_KEYS_UNAVAILABLE until they can. With the portal, its login through those
+ * issuers that have portalLogin.
+ */
+async function trustIdentityProviders ({ app, config, store, tracing }: Building, services: KeygateServices):
+Promise<{ idp: IdpTokens | undefined; portalLogin: PortalLogin | undefined }> {
   const { file: issuersFile, oidc } = config.identityProviders
   const issuers = await loadIssuers({ file: issuersFile, single: oidc === undefined ? undefined : singleIssuer(oidc) })
-  let idp: IdpTokens | undefined
-  let portalLogin: PortalLogin | undefined
-  if (issuers.length > 0) {
-    const issuerKeys = new Map(issuers.map((issuer) => [issuer, createIssuerKeys(issuer, {
-      onFetch: (from, outcome) => {
-        services.metrics.observeIdpFetch(from.name, outcome.what, outcome.ok, outcome.seconds)
-        tracing?.fetched('keygate.idp_key_fetch', outcome.seconds, {
-          'keygate.issuer': from.name,
-          'keygate.fetch': outcome.what,
-          ...(outcome.keys !== undefined && { 'keygate.keys': outcome.keys })
-        }, outcome.error)
-        if (!outcome.ok) app.log.warn({ issuer: from.name, what: outcome.what, error: outcome.error }, 'an identity provider\'s keys could not be fetched')
-      }
-    })]))
-    services.identityProviders = [...issuerKeys.values()]
-    services.metrics.watchIdpKeys(services.identityProviders)
-    app.addHook('onClose', async () => { for (const keys of issuerKeys.values()) keys.close() })
-    await Promise.all([...issuerKeys.values()].map(async (keys) => {
-      await keys.start().catch((err: Error) => { app.log.warn({ issuer: keys.issuer.name, err }, 'an identity provider\'s keys are not usable yet') })
-    }))
-    const keysOf = (issuer: IssuerConfig): IssuerKeys => issuerKeys.get(issuer) as IssuerKeys
-    idp = {
-      verifier: createIdpVerifier(issuers, keysOf),
-      provision: async (username, issuedAt) => await users.provisionIdpUser(username, issuedAt)
+  if (issuers.length === 0) return { idp: undefined, portalLogin: undefined }
+  const issuerKeys = new Map(issuers.map((issuer) => [issuer, createIssuerKeys(issuer, {
+    onFetch: (from, outcome) => {
+      services.metrics.observeIdpFetch(from.name, outcome.what, outcome.ok, outcome.seconds)
+      tracing?.fetched('keygate.idp_key_fetch', outcome.seconds, {
+        'keygate.issuer': from.name,
+        'keygate.fetch': outcome.what,
+        ...(outcome.keys !== undefined && { 'keygate.keys': outcome.keys })
+      }, outcome.error)
+      if (!outcome.ok) app.log.warn({ issuer: from.name, what: outcome.what, error: outcome.error }, 'an identity provider\'s keys could not be fetched')
     }
-    // the developer portal's login through those issuers that have portalLogin (idp/portal-login.ts)
-    if (config.portalPrefix !== undefined && issuers.some((issuer) => issuer.portalLogin !== undefined)) {
-      portalLogin = createPortalLogin({
-        issuers,
-        store,
-        keysOf,
-        verifier: idp.verifier,
-        onError: (err) => { app.log.warn({ err }, 'a portal login through an identity provider failed') }
-      })
-    }
+  })]))
+  services.identityProviders = [...issuerKeys.values()]
+  services.metrics.watchIdpKeys(services.identityProviders)
+  app.addHook('onClose', async () => { for (const keys of issuerKeys.values()) keys.close() })
+  await Promise.all([...issuerKeys.values()].map(async (keys) => {
+    await keys.start().catch((err: Error) => { app.log.warn({ issuer: keys.issuer.name, err }, 'an identity provider\'s keys are not usable yet') })
+  }))
+  const keysOf = (issuer: IssuerConfig): IssuerKeys => issuerKeys.get(issuer) as IssuerKeys
+  const idp: IdpTokens = {
+    verifier: createIdpVerifier(issuers, keysOf),
+    provision: async (username, issuedAt) => await services.users.provisionIdpUser(username, issuedAt)
   }
-  // Signed agents' key directories (docs/agents.md): pinned ones from the agents file, others
-  // fetched when an agent names them, through the address guard, within bounds
+  // the developer portal's login through those issuers that have portalLogin (idp/portal-login.ts)
+  let portalLogin: PortalLogin | undefined
+  if (config.portalPrefix !== undefined && issuers.some((issuer) => issuer.portalLogin !== undefined)) {
+    portalLogin = createPortalLogin({
+      issuers,
+      store,
+      keysOf,
+      verifier: idp.verifier,
+      onError: (err) => { app.log.warn({ err }, 'a portal login through an identity provider failed') }
+    })
+  }
+  return { idp, portalLogin }
+}
+
+/**
+ * Signed agents' key directories (docs/agents.md): pinned ones from the agents file, others
+ * fetched when an agent names them, through the address guard, within bounds.
+ */
+async function agentDirectoriesOf ({ app, options, config, tracing }: Building, services: KeygateServices): Promise<AgentDirectories> {
   const agentSettings = await loadAgentsFile(config.agentDirectoriesFile)
   const agentDirectories = createAgentDirectories({
     fetch: directoryFetch({ privateOrigins: agentSettings.privateOrigins, ...options.agentDirectories }),
@@ -213,16 +213,13 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     }
   })
   app.addHook('onClose', async () => { agentDirectories.close() })
-  app.decorate('keygate', services)
-  app.decorateRequest('auth', null)
-  app.decorateRequest('described', null)
-  app.decorateRequest('authenticated', false)
-  app.addHook('onSend', (request, reply, payload, done) => {
-    reply.header('x-request-id', request.id)
-    // a client that half-closed sends nothing more: its connection closes after this answer, say so
-    if (request.raw.socket?.readableEnded === true) reply.header('connection', 'close')
-    done(null, payload)
-  })
+  return agentDirectories
+}
+
+/** The one way a request is authenticated, per tier: each tier's pipeline, its stages traced when tracing is on. */
+function authenticatorOf ({ options, store, tracing }: Building, services: KeygateServices, userScopes: UserScopes, signatureBudget: SignatureBudget,
+  idp: IdpTokens | undefined, agents: AgentDirectories): Authenticator {
+  const { tokens, keys } = services
   const signed = signedPipeline({
     tokens,
     keys,
@@ -231,16 +228,25 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     observeVerification: services.metrics.observeSignatureVerification,
     signatureBudget,
     idp,
-    agents: agentDirectories,
+    agents,
     ...(options.now && { now: options.now })
   })
-  const bearer = bearerPipeline({ tokens, userScopes, idp, agents: agentDirectories, store, signatureBudget, ...(options.now && { now: options.now }) })
-  const agent = agentPipeline({ tokens, keys, store, userScopes, signatureBudget, agents: agentDirectories, ...(options.now && { now: options.now }) })
+  const bearer = bearerPipeline({ tokens, userScopes, idp, agents, store, signatureBudget, ...(options.now && { now: options.now }) })
+  const agent = agentPipeline({ tokens, keys, store, userScopes, signatureBudget, agents, ...(options.now && { now: options.now }) })
   // with tracing on, the stages where time goes have child spans
-  const authenticator = createAuthenticator(tracing === undefined
+  return createAuthenticator(tracing === undefined
     ? { signed, bearer, agent, public: [] }
     : { signed: tracing.traceStages(signed), bearer: tracing.traceStages(bearer), agent: tracing.traceStages(agent), public: [] })
+}
 
+/**
+ * The plugins every request meets before the routes (client address, problem+json, the request
+ * line's checks, the access log, metrics and usage counts, /docs, the portal), then keygate's own
+ * endpoints, in the order a request meets them.
+ */
+async function registerOwnPlugins ({ app, options, config, store, tracing }: Building, services: KeygateServices, usage: UsageCounter | undefined,
+  portalLogin: PortalLogin | undefined, authenticator: Authenticator): Promise<void> {
+  const { routes, tokens, keys } = services
   // First: every later hook, log line and limit reads the client's address (request.ip) from it.
   await app.register(clientAddressPlugin, config.clientAddress)
   await app.register(problemsPlugin)
@@ -282,6 +288,49 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     await own.register(routeListRoutes, { routes, authenticator })
     await own.register(usageRoutes, { keys, routes, store, authenticator })
   })
+}
+
+export async function buildApp (options: BuildAppOptions): Promise<FastifyInstance> {
+  const { config } = options
+  const app = Fastify({
+    logger: options.logger ?? loggerOptions(config.logLevel, config.logFormat),
+    // the options every listener that judges requests shares (http/listener-options.ts)
+    ...listenerOptions(config.server, MAX_HEADER_BYTES),
+    // JSON endpoints (token, key registration) are small; business routes set their own limit.
+    bodyLimit: OWN_BODY_LIMIT,
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  // OpenTelemetry traces: its modules loaded only when the OTEL_* variables turn tracing on (tracing/settings.ts)
+  const tracing = config.tracing === undefined ? undefined : await (await import('./tracing/tracer.js')).startTracing(config.tracing)
+  if (tracing !== undefined) app.addHook('onClose', async () => { await tracing.shutdown() })
+  const store = options.store ?? await createStore(config)
+  if (options.store === undefined) app.addHook('onClose', async () => { await store.close() })
+  if (store.kind === 'memory') {
+    app.log.warn('REDIS_URL is not set: users and keys live in this process only and are lost when it stops; set REDIS_URL for anything but a trial')
+  }
+  if (config.passwordScryptLogN < SCRYPT_LOG_N) {
+    app.log.warn(`KEYGATE_PASSWORD_SCRYPT_LOG_N=${config.passwordScryptLogN}: the password hashes written here cost ` +
+      `${2 ** (SCRYPT_LOG_N - config.passwordScryptLogN)} times less to guess than at OWASP's recommended ${SCRYPT_LOG_N}; for development and tests`)
+  }
+
+  const building: Building = { app, options, config, store, tracing }
+  const { services, userScopes, signatureBudget, usage } = await buildServices(building)
+  const { idp, portalLogin } = await trustIdentityProviders(building, services)
+  const agentDirectories = await agentDirectoriesOf(building, services)
+  app.decorate('keygate', services)
+  app.decorateRequest('auth', null)
+  app.decorateRequest('described', null)
+  app.decorateRequest('authenticated', false)
+  app.addHook('onSend', (request, reply, payload, done) => {
+    reply.header('x-request-id', request.id)
+    // a client that half-closed sends nothing more: its connection closes after this answer, say so
+    if (request.raw.socket?.readableEnded === true) reply.header('connection', 'close')
+    done(null, payload)
+  })
+  const authenticator = authenticatorOf(building, services, userScopes, signatureBudget, idp, agentDirectories)
+  await registerOwnPlugins(building, services, usage, portalLogin, authenticator)
+  const { routes, tokens } = services
   const limiter = createRateLimiter({
     store,
     onLimited: (route, limit) => { services.metrics.countRateLimited(route.name, limit.by) },
