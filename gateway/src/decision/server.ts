@@ -23,7 +23,7 @@ import { listenerOptions } from '../http/listener-options.js'
 import { problemsPlugin } from '../http/plugins/problems.js'
 import { refuseMalformedRequestLine, targetRefusal } from '../http/plugins/request-target.js'
 import type { ByteBudget } from '../lib/byte-budget.js'
-import { clientAddress, trustedProxies } from '../lib/client-address.js'
+import { clientAddress, trustedProxies, type TrustedProxies } from '../lib/client-address.js'
 import { trackRequestLines } from '../lib/request-line-tracker.js'
 import { admit, limitAndIdentify, routeState, type AfterAuthentication, type Admitted } from '../proxy/admission.js'
 import { identityHeaderNames, writeIdentity } from '../proxy/identity.js'
@@ -79,6 +79,66 @@ declare module 'fastify' {
 /** A header value on one line, ASCII only: JSON's own escapes for the rest. */
 const asciiJson = (text: string): string => text.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 
+// Every answer: never cached (a signed request's decision holds once; docs/decision-mode.md says
+// when a bearer route's may be). A refusal also carries its problem on one header line, and to
+// nginx (which passes only 401 and 403 from an auth request, turns the rest into a 500 with a
+// line in its error log, and drops the body) it is a 403 with the real status in
+// X-Keygate-Status and no body: the shipped nginx config answers the client with both.
+function shapeAnswer (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
+  reply.header('x-request-id', request.id)
+  reply.header('cache-control', 'no-store')
+  if (reply.statusCode < 400 || typeof payload !== 'string') {
+    done(null, payload)
+    return
+  }
+  let problem = asciiJson(payload)
+  if (problem.length > PROBLEM_HEADER_MAX) {
+    const { type, title, status, detail, code } = JSON.parse(payload) as Record<string, unknown>
+    problem = asciiJson(JSON.stringify({ type, title, status, detail, code })).slice(0, PROBLEM_HEADER_MAX)
+  }
+  reply.header(PROBLEM_HEADER, problem)
+  const dialect = request.decision?.dialect ?? dialectOf(request.raw.url ?? '/')
+  if (dialect === undefined || !STATUS_IN_HEADER.has(dialect)) {
+    done(null, payload)
+    return
+  }
+  reply.header(STATUS_HEADER, String(reply.statusCode))
+  reply.code(403)
+  done(null, '')
+}
+
+/** 1. Who asks, for which proxy, about which request; its route; what needs no body. */
+function describeDecision (request: FastifyRequest, proxies: TrustedProxies, routes: DecisionServices['routes']): DecisionState {
+  const peer = request.raw.socket?.remoteAddress ?? ''
+  if (!proxies.trusts(peer)) {
+    throw new GatewayError('UNTRUSTED_PROXY', `${peer} is not a proxy this decision listener trusts: it takes decision requests only from ` +
+      'the addresses of KEYGATE_DECISION_TRUSTED_PROXIES (or KEYGATE_TRUSTED_PROXIES), since they describe the request it judges')
+  }
+  const url = request.raw.url ?? '/'
+  const dialect = dialectOf(url)
+  if (dialect === undefined) {
+    const paths = DIALECTS.map((name) => `${DECISION_PATH_PREFIX}${name}`).join(', ')
+    throw new GatewayError('NOT_FOUND', `No decision dialect at ${pathOf(url)}; ask at ${paths} (docs/decision-mode.md)`)
+  }
+  const ip = clientAddress(peer, request.headers, proxies, 'x-forwarded-for').ip
+  const described = new DecisionRequest(originalRequest(dialect, request.raw), request.raw, ip)
+  // what the public port refuses before routing (http/plugins/request-target.ts), for the original request
+  const refusal = targetRefusal(described.method, described.target, described.declaresBody)
+  if (refusal !== undefined) throw refusal
+  const route = admit(routes.current, described)
+  // a body the proxy cannot say anything about: one not shown, where the request may carry one
+  described.settleUnknownBody(route.bodyOnMethods)
+  if (dialect === 'envoy' && request.headers[ENVOY_PARTIAL_BODY] === 'true') {
+    throw new GatewayError('PAYLOAD_TOO_LARGE', 'Envoy sent only part of the body (x-envoy-auth-partial-body: true): keygate verifies whole ' +
+      `bodies only; make with_request_body.max_request_bytes at least this route's limit (${route.bodyLimit} bytes) and allow_partial_message false`)
+  }
+  // A body keygate is not shown: on a signed route only where the route lets a digest stand for it
+  if (described.body === UNSEEN_BODY && route.auth === 'signed' && route.unseenBody !== 'digest') {
+    throw unseenBodyError(`this route (${route.name}) does not take one (its unseenBody is refuse)`)
+  }
+  return { dialect, route, described, state: routeState(route), admitted: {} }
+}
+
 /** The decision app, not listening yet (tests inject into it). */
 export async function buildDecisionApp (services: DecisionServices, options: DecisionOptions): Promise<FastifyInstance> {
   const { routes, judge } = services
@@ -103,65 +163,10 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
   if (tracing !== undefined) await app.register((await import('../tracing/plugin.js')).tracingPlugin, { tracing, inline: false })
   await app.register(accessLogPlugin, { traceIds: tracing?.ids })
 
-  // Every answer: never cached (a signed request's decision holds once; docs/decision-mode.md says
-  // when a bearer route's may be). A refusal also carries its problem on one header line, and to
-  // nginx (which passes only 401 and 403 from an auth request, turns the rest into a 500 with a
-  // line in its error log, and drops the body) it is a 403 with the real status in
-  // X-Keygate-Status and no body: the shipped nginx config answers the client with both.
-  app.addHook('onSend', (request, reply, payload, done) => {
-    reply.header('x-request-id', request.id)
-    reply.header('cache-control', 'no-store')
-    if (reply.statusCode < 400 || typeof payload !== 'string') {
-      done(null, payload)
-      return
-    }
-    let problem = asciiJson(payload)
-    if (problem.length > PROBLEM_HEADER_MAX) {
-      const { type, title, status, detail, code } = JSON.parse(payload) as Record<string, unknown>
-      problem = asciiJson(JSON.stringify({ type, title, status, detail, code })).slice(0, PROBLEM_HEADER_MAX)
-    }
-    reply.header(PROBLEM_HEADER, problem)
-    const dialect = request.decision?.dialect ?? dialectOf(request.raw.url ?? '/')
-    if (dialect === undefined || !STATUS_IN_HEADER.has(dialect)) {
-      done(null, payload)
-      return
-    }
-    reply.header(STATUS_HEADER, String(reply.statusCode))
-    reply.code(403)
-    done(null, '')
-  })
+  app.addHook('onSend', shapeAnswer)
 
   // 1. Who asks, for which proxy, about which request; its route; what needs no body.
-  const describe = (request: FastifyRequest): DecisionState => {
-    const peer = request.raw.socket?.remoteAddress ?? ''
-    if (!proxies.trusts(peer)) {
-      throw new GatewayError('UNTRUSTED_PROXY', `${peer} is not a proxy this decision listener trusts: it takes decision requests only from ` +
-        'the addresses of KEYGATE_DECISION_TRUSTED_PROXIES (or KEYGATE_TRUSTED_PROXIES), since they describe the request it judges')
-    }
-    const url = request.raw.url ?? '/'
-    const dialect = dialectOf(url)
-    if (dialect === undefined) {
-      const paths = DIALECTS.map((name) => `${DECISION_PATH_PREFIX}${name}`).join(', ')
-      throw new GatewayError('NOT_FOUND', `No decision dialect at ${pathOf(url)}; ask at ${paths} (docs/decision-mode.md)`)
-    }
-    const ip = clientAddress(peer, request.headers, proxies, 'x-forwarded-for').ip
-    const described = new DecisionRequest(originalRequest(dialect, request.raw), request.raw, ip)
-    // what the public port refuses before routing (http/plugins/request-target.ts), for the original request
-    const refusal = targetRefusal(described.method, described.target, described.declaresBody)
-    if (refusal !== undefined) throw refusal
-    const route = admit(routes.current, described)
-    // a body the proxy cannot say anything about: one not shown, where the request may carry one
-    described.settleUnknownBody(route.bodyOnMethods)
-    if (dialect === 'envoy' && request.headers[ENVOY_PARTIAL_BODY] === 'true') {
-      throw new GatewayError('PAYLOAD_TOO_LARGE', 'Envoy sent only part of the body (x-envoy-auth-partial-body: true): keygate verifies whole ' +
-        `bodies only; make with_request_body.max_request_bytes at least this route's limit (${route.bodyLimit} bytes) and allow_partial_message false`)
-    }
-    // A body keygate is not shown: on a signed route only where the route lets a digest stand for it
-    if (described.body === UNSEEN_BODY && route.auth === 'signed' && route.unseenBody !== 'digest') {
-      throw unseenBodyError(`this route (${route.name}) does not take one (its unseenBody is refuse)`)
-    }
-    return { dialect, route, described, state: routeState(route), admitted: {} }
-  }
+  const describe = (request: FastifyRequest): DecisionState => describeDecision(request, proxies, routes)
   const beforeBody = (request: FastifyRequest, reply: FastifyReply): void | Promise<void> => {
     if (headersDeclareBody(request.headers)) rememberAnswer(request, reply.raw)
     const decision = request.decision = describe(request)
