@@ -100,16 +100,24 @@ const isTlsError = (err: unknown): boolean => {
   return typeof code === 'string' && (/^ERR_(SSL|TLS)_/.test(code) || /CERT|ISSUER|SIGNATURE|SELF_SIGNED/.test(code))
 }
 
-/** GETs `url` within the rules above; resolves with a 2xx answer, else throws a GuardedFetchError. */
-export async function guardedFetch (url: string, options: GuardedFetchOptions = {}): Promise<GuardedResponse> {
-  const timeoutMs = nonNegativeInteger('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS)
-  const maxBytes = nonNegativeInteger('maxBytes', options.maxBytes, DEFAULT_MAX_BYTES)
-  const maxRedirects = nonNegativeInteger('maxRedirects', options.maxRedirects, 0)
-  const resolver = options.resolver ?? systemResolver
-  let current = checkedUrl(url)
-  const origin = current.origin
-  const pinned = [...options.allowedPrivateOrigins ?? []].some((entry) => URL.canParse(entry) && new URL(entry).origin === origin)
+/** The guard's side of one fetch: the agent whose sockets connect only where keygate may, and what it found. */
+interface ConnectionGuard {
+  agent: Agent
+  /** why keygate may not connect to `address` for this origin, or undefined */
+  addressProblem: (address: string) => string | undefined
+  /** the first failure the guard itself raised: the request's own error would only say the socket failed */
+  refusal: () => GuardedFetchError | undefined
+  /** the address the last socket connected to */
+  connectedTo: () => string | undefined
+}
 
+/**
+ * The address guard: a lookup that hands the socket only the resolver's answers keygate may
+ * connect to, and a check of the address each socket did connect to. `pinned`: the origin is one
+ * the operator allowed on non-public addresses; `currentUrl`: the URL being fetched, for messages.
+ */
+function connectionGuard (options: GuardedFetchOptions, pinned: boolean, timeoutMs: number, currentUrl: () => string): ConnectionGuard {
+  const resolver = options.resolver ?? systemResolver
   /** why keygate may not connect to `address` for this origin, or undefined */
   const addressProblem = (address: string): string | undefined => {
     const verdict = classifyAddress(address)
@@ -130,15 +138,15 @@ export async function guardedFetch (url: string, options: GuardedFetchOptions = 
     try {
       answers = await resolver(hostname)
     } catch (err) {
-      throw refuse(new GuardedFetchError('resolve', current.href, `${hostname} did not resolve: ${(err as Error).message}`, { cause: err }))
+      throw refuse(new GuardedFetchError('resolve', currentUrl(), `${hostname} did not resolve: ${(err as Error).message}`, { cause: err }))
     }
-    if (!Array.isArray(answers) || answers.length === 0) throw refuse(new GuardedFetchError('resolve', current.href, `${hostname} resolved to no address`))
+    if (!Array.isArray(answers) || answers.length === 0) throw refuse(new GuardedFetchError('resolve', currentUrl(), `${hostname} resolved to no address`))
     const problems = answers.map(({ address }) => ({ address, problem: addressProblem(String(address)) }))
     const allowed = problems.filter(({ problem }) => problem === undefined)
       .map(({ address }) => ({ address, family: isIP(address) === 6 ? 6 as const : 4 as const }))
     if (allowed.length > 0) return allowed
     const [first] = problems
-    throw refuse(new GuardedFetchError('address', current.href,
+    throw refuse(new GuardedFetchError('address', currentUrl(),
       `${hostname} resolves to no address keygate may connect to: ${problems.map(({ problem }) => problem).join('; ')}`, { address: first?.address }))
   }
 
@@ -148,7 +156,7 @@ export async function guardedFetch (url: string, options: GuardedFetchOptions = 
       const fitting = family === 4 || family === 6 ? addresses.filter((candidate) => candidate.family === family) : addresses
       const [chosen] = fitting
       if (chosen === undefined) {
-        callback(refuse(new GuardedFetchError('resolve', current.href, `${hostname} has no allowed IPv${String(family)} address`)), '', 0)
+        callback(refuse(new GuardedFetchError('resolve', currentUrl(), `${hostname} has no allowed IPv${String(family)} address`)), '', 0)
       } else if (lookupOptions.all === true) {
         callback(null, fitting)
       } else {
@@ -172,14 +180,34 @@ export async function guardedFetch (url: string, options: GuardedFetchOptions = 
         const problem = addressProblem(address)
         if (problem !== undefined) {
           socket.destroy()
-          return callback(refuse(new GuardedFetchError('address', current.href, problem, { address })), null)
+          return callback(refuse(new GuardedFetchError('address', currentUrl(), problem, { address })), null)
         }
         connectedTo = address
         callback(null, socket)
       })
     }
   })
+  return { agent, addressProblem, refusal: () => refusal, connectedTo: () => connectedTo }
+}
 
+/** The answer's headers, as fetch's Headers. */
+function headersOf (raw: Record<string, string | string[] | undefined>): Headers {
+  const headers = new Headers()
+  for (const [name, value] of Object.entries(raw)) {
+    for (const one of [value ?? []].flat()) headers.append(name, one)
+  }
+  return headers
+}
+
+/** GETs `url` within the rules above; resolves with a 2xx answer, else throws a GuardedFetchError. */
+export async function guardedFetch (url: string, options: GuardedFetchOptions = {}): Promise<GuardedResponse> {
+  const timeoutMs = nonNegativeInteger('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS)
+  const maxBytes = nonNegativeInteger('maxBytes', options.maxBytes, DEFAULT_MAX_BYTES)
+  const maxRedirects = nonNegativeInteger('maxRedirects', options.maxRedirects, 0)
+  let current = checkedUrl(url)
+  const origin = current.origin
+  const pinned = [...options.allowedPrivateOrigins ?? []].some((entry) => URL.canParse(entry) && new URL(entry).origin === origin)
+  const { agent, addressProblem, refusal, connectedTo } = connectionGuard(options, pinned, timeoutMs, () => current.href)
   const abort = new AbortController()
   const timer = setTimeout(() => abort.abort(), timeoutMs)
   // undici acts on an abort only once a connection is made: the timeout must not wait for that
@@ -188,7 +216,8 @@ export async function guardedFetch (url: string, options: GuardedFetchOptions = 
   })
   timedOut.catch(() => undefined)
   const failure = (err: unknown, doing: string): GuardedFetchError => {
-    if (refusal !== undefined) return refusal
+    const refused = refusal()
+    if (refused !== undefined) return refused
     if (err instanceof GuardedFetchError) return err
     if (abort.signal.aborted) return new GuardedFetchError('timeout', current.href, `did not answer within ${timeoutMs} ms`, { cause: err })
     const message = err instanceof Error ? err.message : String(err)
@@ -220,10 +249,7 @@ export async function guardedFetch (url: string, options: GuardedFetchOptions = 
       const { statusCode: status, body } = answer
       // a body not read (a refusal) is dropped with its connection; its abort error is expected
       body.on('error', () => undefined)
-      const headers = new Headers()
-      for (const [name, value] of Object.entries(answer.headers)) {
-        for (const one of [value ?? []].flat()) headers.append(name, one)
-      }
+      const headers = headersOf(answer.headers)
       if (REDIRECTS.has(status) && headers.has('location')) {
         body.destroy()
         const location = headers.get('location') ?? ''
@@ -260,7 +286,7 @@ export async function guardedFetch (url: string, options: GuardedFetchOptions = 
       } catch (err) {
         throw failure(err, 'its body could not be read')
       }
-      return { status, headers, body: Buffer.concat(chunks, size), url: current.href, address: connectedTo ?? literal }
+      return { status, headers, body: Buffer.concat(chunks, size), url: current.href, address: connectedTo() ?? literal }
     }
   } finally {
     clearTimeout(timer)
