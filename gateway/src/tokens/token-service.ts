@@ -5,21 +5,18 @@
 // Whether the token still acts for its user (the same incarnation, no password change since) is
 // the bearer stage's question (auth/bearer.ts), asked of the user as it is now.
 //
-// Signing keys form a ring (see signing-key-ring.ts): one current key signs, earlier keys keep
+// Signing keys form a ring (see signing-key-ring.ts; ring-keeper.ts holds it): one current key signs, earlier keys keep
 // verifying until every token they signed has expired, and every gateway on one store shares the
 // ring. A rotation made at one gateway (or by `keygate tokens rotate`) reaches the others without
 // a restart: a token with a kid they do not know makes them re-read the ring (at most once a
 // second), and they re-read it every 30 s anyway, so they also start signing with the new key.
-import { createPrivateKey, randomUUID } from 'node:crypto'
-import { readFile } from 'node:fs/promises'
+import { randomUUID } from 'node:crypto'
 import { SignJWT, jwtVerify, errors as joseErrors, type JWK, type JWTHeaderParameters } from 'jose'
 import { GatewayError } from '../errors.js'
 import { LruCache, type CacheStats } from '../lib/lru-cache.js'
 import type { Store } from '../store/types.js'
-import {
-  DEFAULT_RETIRE_MARGIN_MS, REFRESH_INTERVAL_MS, UNKNOWN_KID_REFRESH_MS, generateSigningKeyPem, parseSigningKey,
-  retireAfterMs, rotateStoredSigningKey, type RingKey, type RotationResult, type TokenAlgorithm
-} from './signing-key-ring.js'
+import { keepRing } from './ring-keeper.js'
+import { DEFAULT_RETIRE_MARGIN_MS, retireAfterMs, type RingKey, type RotationResult, type TokenAlgorithm } from './signing-key-ring.js'
 
 export type { TokenAlgorithm } from './signing-key-ring.js'
 
@@ -123,25 +120,8 @@ export interface TokenService {
   readonly stats: Readonly<CacheStats>
 }
 
-interface Ring {
-  current: RingKey
-  /** every key that verifies, current included */
-  byKid: Map<string, RingKey>
-}
-
 const MAX_TOKEN_LENGTH = 4096
 const VERIFIED_CACHE_SIZE = 10_000
-
-async function readKeyFile (keyFile: string): Promise<RingKey> {
-  let pem: string
-  try {
-    pem = await readFile(keyFile, 'utf8')
-    createPrivateKey(pem)
-  } catch (err) {
-    throw new Error(`KEYGATE_JWT_KEY_FILE: cannot read a PEM private key from ${keyFile}: ${(err as Error).message}`, { cause: err })
-  }
-  return await parseSigningKey(pem, undefined)
-}
 
 /** 401 INVALID_TOKEN, with the RFC 6750 challenge a client can act on. */
 export function invalidTokenError (detail: string, cause?: unknown): GatewayError {
@@ -153,108 +133,13 @@ export function invalidTokenError (detail: string, cause?: unknown): GatewayErro
 
 export async function createTokenService (settings: TokenSettings, store: Store, options: TokenServiceOptions = {}): Promise<TokenService> {
   const now = options.now ?? Date.now
-  const refreshIntervalMs = options.refreshIntervalMs ?? REFRESH_INTERVAL_MS
-  const unknownKidRefreshMs = options.unknownKidRefreshMs ?? UNKNOWN_KID_REFRESH_MS
   const verified = new LruCache<string, VerifiedToken & { expiresAt: number; kid: string }>(VERIFIED_CACHE_SIZE)
   const stats: CacheStats = { hits: 0, misses: 0 }
   /** the longest lifetime of a token this service signed: a replaced key verifies at least this long */
   let longestTtlSeconds = settings.ttlSeconds
-  /** parsed keys by PEM, so a re-read of an unchanged ring parses nothing */
-  const parsed = new Map<string, RingKey>()
-
-  const keyOf = async (pem: string, retiresAt: number | undefined): Promise<RingKey> => {
-    const known = parsed.get(pem) ?? await parseSigningKey(pem, undefined)
-    parsed.set(pem, known)
-    return { ...known, retiresAt }
-  }
-
-  const ringFrom = async (stored: { current: string; previous: Array<{ pem: string; retiresAt: number }> }): Promise<Ring> => {
-    const current = await keyOf(stored.current, undefined)
-    const byKid = new Map([[current.kid, current]])
-    for (const { pem, retiresAt } of stored.previous) {
-      const key = await keyOf(pem, retiresAt)
-      if (!byKid.has(key.kid)) byKid.set(key.kid, key)
-    }
-    for (const pem of parsed.keys()) if (pem !== stored.current && !stored.previous.some((p) => p.pem === pem)) parsed.delete(pem)
-    return { current, byKid }
-  }
-
-  // With KEYGATE_JWT_KEY_FILE the ring is that one key, and nothing is shared through the store.
-  // Rotating a file key is a restart with the new file (out of scope here: tokens signed with
-  // the old file's key stop verifying at that restart).
-  let ring: Ring
-  if (settings.keyFile !== undefined) {
-    const key = await readKeyFile(settings.keyFile)
-    ring = { current: key, byKid: new Map([[key.kid, key]]) }
-  } else {
-    // The first gateway on this store generates the key and every other one adopts it.
-    const current = await store.getOrCreateSigningKey(generateSigningKeyPem())
-    ring = await ringFrom(await store.getSigningKeyRing() ?? { current, previous: [] })
-  }
-  const shared = settings.keyFile === undefined
-
-  // Re-reading the ring: one read at a time, and reads caused by unknown kids at most once per
-  // `unknownKidRefreshMs`. A token whose kid is unknown waits for a read that started after it
-  // arrived (so a rotation made just before is seen), rather than being refused while one that
-  // started earlier is still running or the rate limit holds. Reads are numbered in order.
-  let running: { read: number; done: Promise<void> } | undefined
-  let readsStarted = 0
-  let readsCompleted = 0
-  let lastStartedAt = Number.NEGATIVE_INFINITY
-  let scheduled: Promise<void> | undefined
-  let closed = false
-  /** bumped by rotate(): a read that started before a rotation must not undo it */
-  let generation = 0
-
-  const startRefresh = (): Promise<void> => {
-    if (running !== undefined) return running.done
-    const read = ++readsStarted
-    const startedGeneration = generation
-    lastStartedAt = now()
-    const done = (async () => {
-      await null // `running` is set before anything below can clear it
-      try {
-        const stored = await store.getSigningKeyRing()
-        const next = stored === null ? undefined : await ringFrom(stored)
-        if (next !== undefined && generation === startedGeneration) ring = next
-      } catch {
-        // The store is away: keep the ring we have and try again at the next occasion.
-      } finally {
-        readsCompleted = read
-        running = undefined
-      }
-    })()
-    running = { read, done }
-    return done
-  }
-
-  /** Resolves once a read that started after the first `seen` reads has completed. */
-  const refreshAfter = async (seen: number): Promise<void> => {
-    if (readsCompleted > seen) return
-    if (running !== undefined && running.read > seen) return await running.done
-    scheduled ??= (async () => {
-      // First yield, so that `scheduled` is set before this body can clear it. Then loop until
-      // no read runs and the rate limit allows one, and start it in that same tick, so that it
-      // starts after every waiter arrived.
-      await null
-      for (;;) {
-        if (running !== undefined) {
-          await running.done
-          continue
-        }
-        const wait = lastStartedAt + unknownKidRefreshMs - now()
-        if (wait <= 0) break
-        await new Promise((resolve) => setTimeout(resolve, wait).unref())
-      }
-      scheduled = undefined
-      await startRefresh()
-    })()
-    await scheduled
-  }
-
-  const timer = shared ? setInterval(() => { if (!closed) void startRefresh() }, refreshIntervalMs) : undefined
-  timer?.unref()
-
+  const keeper = await keepRing(store, {
+    keyFile: settings.keyFile, refreshIntervalMs: options.refreshIntervalMs, unknownKidRefreshMs: options.unknownKidRefreshMs, now
+  })
   const invalid = invalidTokenError
 
   const live = (key: RingKey | undefined, at: number): key is RingKey => key !== undefined && (key.retiresAt === undefined || key.retiresAt > at)
@@ -263,10 +148,10 @@ export async function createTokenService (settings: TokenSettings, store: Store,
   const verificationKey = async (header: JWTHeaderParameters, readsSeen: number): Promise<RingKey> => {
     const kid = header.kid
     if (typeof kid !== 'string' || kid === '') throw invalid('The bearer token names no signing key')
-    let key = ring.byKid.get(kid)
-    if (key === undefined && shared && !closed) {
-      await refreshAfter(readsSeen)
-      key = ring.byKid.get(kid)
+    let key = keeper.ring.byKid.get(kid)
+    if (key === undefined && keeper.shared && !keeper.closed) {
+      await keeper.refreshAfter(readsSeen)
+      key = keeper.ring.byKid.get(kid)
     }
     if (!live(key, now())) throw invalid('The bearer token was signed with an unknown key')
     if (header.alg !== key.algorithm) throw invalid('The bearer token is not signed with the algorithm of its key')
@@ -276,7 +161,7 @@ export async function createTokenService (settings: TokenSettings, store: Store,
   /** A token not in the cache: jose verifies it against the ring (reading the store for an unknown kid). */
   const verifyFresh = async (token: string): Promise<VerifiedToken> => {
     stats.misses++
-    const readsSeen = readsStarted
+    const readsSeen = keeper.readsStarted()
     if (token.length > MAX_TOKEN_LENGTH) throw invalid('The bearer token is too long')
     let kid = ''
     try {
@@ -317,7 +202,7 @@ export async function createTokenService (settings: TokenSettings, store: Store,
     const hit = verified.get(token)
     if (hit !== undefined) {
       // a cached token is only as good as its key: a retired key verifies nothing
-      if (hit.expiresAt > arrivedAt && live(ring.byKid.get(hit.kid), arrivedAt)) {
+      if (hit.expiresAt > arrivedAt && live(keeper.ring.byKid.get(hit.kid), arrivedAt)) {
         stats.hits++
         return hit
       }
@@ -327,15 +212,16 @@ export async function createTokenService (settings: TokenSettings, store: Store,
   }
 
   return {
-    get algorithm () { return ring.current.algorithm },
-    get currentKid () { return ring.current.kid },
+    get algorithm () { return keeper.ring.current.algorithm },
+    get currentKid () { return keeper.ring.current.kid },
     get jwks () {
       const at = now()
+      const { ring } = keeper
       const keys = [ring.current, ...[...ring.byKid.values()].filter((k) => k !== ring.current && live(k, at))]
       return { keys: keys.map((k) => k.jwk) }
     },
     async issue (subject, user) {
-      const key = ring.current
+      const key = keeper.ring.current
       const issuedAt = Math.floor(now() / 1000)
       const token = await new SignJWT(user === undefined ? {} : { uid: user.id, cred: user.credential })
         .setProtectedHeader({ alg: key.algorithm, kid: key.kid, typ: BEARER_TOKEN_TYPE })
@@ -349,7 +235,7 @@ export async function createTokenService (settings: TokenSettings, store: Store,
       return { token, tokenType: 'Bearer', expiresIn: settings.ttlSeconds }
     },
     async issueIdentity ({ subject, audience, apiKey, ttlSeconds, scope, agent }) {
-      const key = ring.current
+      const key = keeper.ring.current
       if (ttlSeconds > longestTtlSeconds) longestTtlSeconds = ttlSeconds
       const issuedAt = Math.floor(now() / 1000)
       return await new SignJWT({
@@ -371,20 +257,14 @@ export async function createTokenService (settings: TokenSettings, store: Store,
       return checked instanceof Promise ? checked.then((t) => t.subject) : checked.subject
     },
     async rotate (rotateOptions = {}) {
-      if (!shared) throw new Error('the signing key comes from KEYGATE_JWT_KEY_FILE: rotate it by restarting the gateways with a new key file')
+      if (!keeper.shared) throw new Error('the signing key comes from KEYGATE_JWT_KEY_FILE: rotate it by restarting the gateways with a new key file')
       const after = rotateOptions.retireAfterMs ?? retireAfterMs(longestTtlSeconds, rotateOptions.marginMs ?? DEFAULT_RETIRE_MARGIN_MS)
-      const { kid, replaced, rotation } = await rotateStoredSigningKey(store, after)
-      generation++
-      ring = await ringFrom(rotation)
-      return { kid, replaced }
+      return await keeper.rotate(after)
     },
     async refresh () {
-      if (shared) await refreshAfter(readsStarted)
+      if (keeper.shared) await keeper.refreshAfter(keeper.readsStarted())
     },
-    close () {
-      closed = true
-      if (timer !== undefined) clearInterval(timer)
-    },
+    close: keeper.close,
     stats
   }
 }
