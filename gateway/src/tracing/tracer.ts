@@ -80,133 +80,75 @@ function failed (span: Span, err: unknown): void {
   span.end()
 }
 
-export async function startTracing (settings: TracingSettings): Promise<Tracing> {
-  const detected = detectResources({ detectors: [envDetector] })
-  // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the env detector) over keygate's defaults
-  // process.pid: each worker (KEYGATE_WORKERS) exports its own spans, told apart by it
-  const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'keygate', [ATTR_SERVICE_VERSION]: keygateVersion(), 'process.pid': process.pid })
-    .merge(detected)
-  // the endpoint (<OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces, or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as
-  // given), headers and timeout: the exporter reads them; the protocol is keygate's to choose
-  const { OTLPTraceExporter } = settings.protocol === 'http/json'
-    ? await import('@opentelemetry/exporter-trace-otlp-http')
-    : await import('@opentelemetry/exporter-trace-otlp-proto')
-  // the sampler: OTEL_TRACES_SAMPLER and _ARG, which the provider reads (default parentbased_always_on)
-  const provider = new BasicTracerProvider({
-    resource,
-    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())]
+// A request's SERVER span lives on the request itself (Fastify's, and the description the
+// pipeline judges) under a symbol: a WeakMap of every request would cost the garbage collector
+// an ephemeron per request.
+const spanOf = (holder: object): Span | undefined => (holder as Traced)[SPAN]
+const setSpan = (holder: object, span: Span): void => { (holder as Traced)[SPAN] = span }
+
+const under = (parent: Span): Context => trace.setSpan(ROOT_CONTEXT, parent)
+
+/** A request's SERVER span, ended with what the request came to: its route, status, auth decision, user, key and agent. */
+function endServerSpan (request: FastifyRequest, reply: FastifyReply, name: string | undefined, route: string | undefined): void {
+  const span = spanOf(request)
+  if (span === undefined || !span.isRecording()) {
+    span?.end()
+    return
+  }
+  const status = reply.statusCode
+  if (name !== undefined) span.updateName(`${request.method} ${name}`)
+  span.setAttributes({
+    [ATTR_URL_PATH]: pathOf(request.url),
+    [ATTR_URL_SCHEME]: request.protocol,
+    [ATTR_SERVER_ADDRESS]: request.hostname,
+    [ATTR_CLIENT_ADDRESS]: request.ip,
+    [ATTR_HTTP_RESPONSE_STATUS_CODE]: status
   })
-  const tracer: Tracer = provider.getTracer('keygate', keygateVersion())
-  const propagator = new W3CTraceContextPropagator()
-  // A request's SERVER span lives on the request itself (Fastify's, and the description the
-  // pipeline judges) under a symbol: a WeakMap of every request would cost the garbage collector
-  // an ephemeron per request.
-  const spanOf = (holder: object): Span | undefined => (holder as Traced)[SPAN]
-  const setSpan = (holder: object, span: Span): void => { (holder as Traced)[SPAN] = span }
+  if (request.port != null) span.setAttribute(ATTR_SERVER_PORT, request.port)
+  if (route !== undefined) span.setAttribute(ATTR_HTTP_ROUTE, route)
+  const agent = request.headers['user-agent']
+  if (agent !== undefined) span.setAttribute(ATTR_USER_AGENT_ORIGINAL, agent)
+  const forward = request.forward
+  if (forward != null) {
+    span.setAttributes({ 'keygate.route': forward.route.name, 'keygate.tier': forward.route.auth })
+    // decision mode has no `authenticated` flag: its answer is the decision
+    const allowed = (request.authenticated as boolean | undefined) ?? status < 400
+    if (forward.route.auth !== 'public') span.setAttribute('keygate.decision', allowed ? 'allowed' : 'refused')
+  }
+  const auth = request.auth
+  if (auth != null) {
+    if (auth.scheme !== undefined) span.setAttribute('keygate.scheme', auth.scheme)
+    if (auth.user !== undefined) span.setAttribute('keygate.user', auth.user)
+    const key = auth.key
+    if (key !== undefined) {
+      span.setAttribute('keygate.api_key', key.apiKey)
+      if (key.keyType !== undefined) span.setAttribute('keygate.key.type', key.keyType)
+      const algorithm = auth.messageSignature?.alg ?? (key.keyType === undefined ? undefined : SEED_ALGORITHMS[key.keyType])
+      if (algorithm !== undefined) span.setAttribute('keygate.key.algorithm', algorithm)
+    }
+    const signature = auth.messageSignature
+    if (signature !== undefined) span.setAttribute('keygate.covered_components', signature.components.map((component) => component.name))
+    // a signed agent (Web Bot Auth): its directory's origin and its key's thumbprint
+    if (auth.agent !== undefined) span.setAttributes({ 'keygate.agent': auth.agent.origin, 'keygate.agent_key': auth.agent.thumbprint })
+  }
+  if (request.denialReason !== null) span.setAttribute('keygate.error_code', request.denialReason)
+  // OpenTelemetry's HTTP conventions: a SERVER span is an error on 5xx only (a 4xx is the client's)
+  if (status >= 500) {
+    const type = request.denialReason ?? String(status)
+    span.setAttribute(ATTR_ERROR_TYPE, type)
+    span.setStatus({ code: SpanStatusCode.ERROR, message: type })
+  }
+  span.end()
+}
+
+/**
+ * The upstream call's CLIENT span: its trace context is what the upstream receives (a client's own
+ * is replaced), and an unsampled request still passes its trace id on, unsampled.
+ */
+function upstreamTrace (tracer: Tracer, propagator: W3CTraceContextPropagator): UpstreamTrace {
   /** the upstream's address attributes, per origin (a URL parse per request otherwise) */
   const origins = new Map<string, { address: string; port: number; scheme: string }>()
-  const continueParent = settings.traceParent === 'continue'
-
-  const under = (parent: Span): Context => trace.setSpan(ROOT_CONTEXT, parent)
-
-  const child = (described: DescribedRequest, name: string, startTime: number): Span | undefined => {
-    const parent = spanOf(described)
-    // an unsampled request's children would be unsampled too: none is made
-    return parent === undefined || !parent.isRecording() ? undefined : tracer.startSpan(name, { kind: SpanKind.INTERNAL, startTime }, under(parent))
-  }
-
-  const around: Tracing['around'] = (described, name, startTime, pending) => {
-    const span = child(described, name, startTime)
-    if (span === undefined) return pending
-    return pending.then(() => { span.end() }, (err: unknown) => {
-      failed(span, err)
-      throw err
-    })
-  }
-
-  const traced = (stage: AuthStage, spanName: string, always: boolean): AuthStage => ({
-    name: stage.name,
-    needsBody: stage.needsBody,
-    run (request: DescribedRequest, state: AuthState) {
-      // an unsampled request: the stage alone
-      if (spanOf(request)?.isRecording() !== true) return stage.run(request, state)
-      const startTime = performance.now()
-      let pending: void | Promise<void>
-      try {
-        pending = stage.run(request, state)
-      } catch (err) {
-        if (always) {
-          const span = child(request, spanName, startTime)
-          if (span !== undefined) failed(span, err)
-        }
-        throw err
-      }
-      if (pending !== undefined) return around(request, spanName, startTime, pending)
-      if (always) child(request, spanName, startTime)?.end()
-    }
-  })
-
-  const onRequest: Tracing['onRequest'] = (request, inline) => {
-    const parent = continueParent ? propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter) : ROOT_CONTEXT
-    const span = tracer.startSpan(request.method, { kind: SpanKind.SERVER, attributes: { [ATTR_HTTP_REQUEST_METHOD]: request.method } }, parent)
-    setSpan(request, span)
-    // the description the auth pipeline judges (made once per request, auth/inline-request.ts)
-    if (inline) setSpan(describeInline(request), span)
-  }
-
-  const onResponse: Tracing['onResponse'] = (request, reply, name, route) => {
-    const span = spanOf(request)
-    if (span === undefined || !span.isRecording()) {
-      span?.end()
-      return
-    }
-    const status = reply.statusCode
-    if (name !== undefined) span.updateName(`${request.method} ${name}`)
-    span.setAttributes({
-      [ATTR_URL_PATH]: pathOf(request.url),
-      [ATTR_URL_SCHEME]: request.protocol,
-      [ATTR_SERVER_ADDRESS]: request.hostname,
-      [ATTR_CLIENT_ADDRESS]: request.ip,
-      [ATTR_HTTP_RESPONSE_STATUS_CODE]: status
-    })
-    if (request.port != null) span.setAttribute(ATTR_SERVER_PORT, request.port)
-    if (route !== undefined) span.setAttribute(ATTR_HTTP_ROUTE, route)
-    const agent = request.headers['user-agent']
-    if (agent !== undefined) span.setAttribute(ATTR_USER_AGENT_ORIGINAL, agent)
-    const forward = request.forward
-    if (forward != null) {
-      span.setAttributes({ 'keygate.route': forward.route.name, 'keygate.tier': forward.route.auth })
-      // decision mode has no `authenticated` flag: its answer is the decision
-      const allowed = (request.authenticated as boolean | undefined) ?? status < 400
-      if (forward.route.auth !== 'public') span.setAttribute('keygate.decision', allowed ? 'allowed' : 'refused')
-    }
-    const auth = request.auth
-    if (auth != null) {
-      if (auth.scheme !== undefined) span.setAttribute('keygate.scheme', auth.scheme)
-      if (auth.user !== undefined) span.setAttribute('keygate.user', auth.user)
-      const key = auth.key
-      if (key !== undefined) {
-        span.setAttribute('keygate.api_key', key.apiKey)
-        if (key.keyType !== undefined) span.setAttribute('keygate.key.type', key.keyType)
-        const algorithm = auth.messageSignature?.alg ?? (key.keyType === undefined ? undefined : SEED_ALGORITHMS[key.keyType])
-        if (algorithm !== undefined) span.setAttribute('keygate.key.algorithm', algorithm)
-      }
-      const signature = auth.messageSignature
-      if (signature !== undefined) span.setAttribute('keygate.covered_components', signature.components.map((component) => component.name))
-      // a signed agent (Web Bot Auth): its directory's origin and its key's thumbprint
-      if (auth.agent !== undefined) span.setAttributes({ 'keygate.agent': auth.agent.origin, 'keygate.agent_key': auth.agent.thumbprint })
-    }
-    if (request.denialReason !== null) span.setAttribute('keygate.error_code', request.denialReason)
-    // OpenTelemetry's HTTP conventions: a SERVER span is an error on 5xx only (a 4xx is the client's)
-    if (status >= 500) {
-      const type = request.denialReason ?? String(status)
-      span.setAttribute(ATTR_ERROR_TYPE, type)
-      span.setStatus({ code: SpanStatusCode.ERROR, message: type })
-    }
-    span.end()
-  }
-
-  const upstream: UpstreamTrace = {
+  return {
     sent (reply: FastifyReply, request: UpstreamRequest) {
       const parent = spanOf(reply.request)
       // the upstream sees keygate's CLIENT span as its parent; a client's own trace context is
@@ -254,10 +196,76 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
     },
     traceId: (handle: unknown) => (handle as Span).spanContext().traceId
   }
+}
+
+export async function startTracing (settings: TracingSettings): Promise<Tracing> {
+  const detected = detectResources({ detectors: [envDetector] })
+  // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the env detector) over keygate's defaults
+  // process.pid: each worker (KEYGATE_WORKERS) exports its own spans, told apart by it
+  const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'keygate', [ATTR_SERVICE_VERSION]: keygateVersion(), 'process.pid': process.pid })
+    .merge(detected)
+  // the endpoint (<OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces, or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as
+  // given), headers and timeout: the exporter reads them; the protocol is keygate's to choose
+  const { OTLPTraceExporter } = settings.protocol === 'http/json'
+    ? await import('@opentelemetry/exporter-trace-otlp-http')
+    : await import('@opentelemetry/exporter-trace-otlp-proto')
+  // the sampler: OTEL_TRACES_SAMPLER and _ARG, which the provider reads (default parentbased_always_on)
+  const provider = new BasicTracerProvider({
+    resource,
+    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())]
+  })
+  const tracer: Tracer = provider.getTracer('keygate', keygateVersion())
+  const propagator = new W3CTraceContextPropagator()
+  const continueParent = settings.traceParent === 'continue'
+
+  const child = (described: DescribedRequest, name: string, startTime: number): Span | undefined => {
+    const parent = spanOf(described)
+    // an unsampled request's children would be unsampled too: none is made
+    return parent === undefined || !parent.isRecording() ? undefined : tracer.startSpan(name, { kind: SpanKind.INTERNAL, startTime }, under(parent))
+  }
+
+  const around: Tracing['around'] = (described, name, startTime, pending) => {
+    const span = child(described, name, startTime)
+    if (span === undefined) return pending
+    return pending.then(() => { span.end() }, (err: unknown) => {
+      failed(span, err)
+      throw err
+    })
+  }
+
+  const traced = (stage: AuthStage, spanName: string, always: boolean): AuthStage => ({
+    name: stage.name,
+    needsBody: stage.needsBody,
+    run (request: DescribedRequest, state: AuthState) {
+      // an unsampled request: the stage alone
+      if (spanOf(request)?.isRecording() !== true) return stage.run(request, state)
+      const startTime = performance.now()
+      let pending: void | Promise<void>
+      try {
+        pending = stage.run(request, state)
+      } catch (err) {
+        if (always) {
+          const span = child(request, spanName, startTime)
+          if (span !== undefined) failed(span, err)
+        }
+        throw err
+      }
+      if (pending !== undefined) return around(request, spanName, startTime, pending)
+      if (always) child(request, spanName, startTime)?.end()
+    }
+  })
+
+  const onRequest: Tracing['onRequest'] = (request, inline) => {
+    const parent = continueParent ? propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter) : ROOT_CONTEXT
+    const span = tracer.startSpan(request.method, { kind: SpanKind.SERVER, attributes: { [ATTR_HTTP_REQUEST_METHOD]: request.method } }, parent)
+    setSpan(request, span)
+    // the description the auth pipeline judges (made once per request, auth/inline-request.ts)
+    if (inline) setSpan(describeInline(request), span)
+  }
 
   return {
     onRequest,
-    onResponse,
+    onResponse: endServerSpan,
     ids (request) {
       const context = spanOf(request)?.spanContext()
       return context === undefined ? undefined : { traceId: context.traceId, spanId: context.spanId }
@@ -271,7 +279,7 @@ export async function startTracing (settings: TracingSettings): Promise<Tracing>
       const span = spanOf(request)
       if (span !== undefined) setSpan(described, span)
     },
-    upstream,
+    upstream: upstreamTrace(tracer, propagator),
     fetched (name, seconds, attributes, error) {
       const end = performance.timeOrigin + performance.now()
       const span = tracer.startSpan(name, { kind: SpanKind.CLIENT, startTime: end - seconds * 1000, attributes }, ROOT_CONTEXT)
