@@ -112,26 +112,12 @@ const OTHER_METHOD = HTTP_METHODS.length
 /** method index and status in one number key: status * 8 + method index */
 const METHOD_SLOTS = 8
 
-export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
-  const registry = new Registry()
+/** Requests answered, by route, method and status, and how authentication ended, by route and reason. */
+function trafficMetrics (registry: Registry): Pick<GatewayMetrics, 'countRequest' | 'countAuthOutcome'> {
   /** route label -> (status * 8 + method index) -> count */
   const requests = new Map<string, Map<number, number>>()
   /** route label -> reason -> count */
   const outcomes = new Map<string, Map<string, number>>()
-  /** route label -> by -> requests refused by a rate limit */
-  const limited = new Map<string, Map<string, number>>()
-  /** route label -> onStoreDown mode -> rate-limit checks the store did not answer */
-  const limiterFailures = new Map<string, Map<string, number>>()
-  /** one more in a route's count of `label` */
-  const bump = (counts: Map<string, Map<string, number>>, route: string, label: string): void => {
-    let byLabel = counts.get(route)
-    if (byLabel === undefined) {
-      byLabel = new Map()
-      counts.set(route, byLabel)
-    }
-    byLabel.set(label, (byLabel.get(label) ?? 0) + 1)
-  }
-
   // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Counter({
     name: METRIC_NAMES.requests,
@@ -160,6 +146,29 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       }
     }
   })
+  return {
+    countRequest (route, method, status) {
+      let counts = requests.get(route)
+      if (counts === undefined) {
+        counts = new Map()
+        requests.set(route, counts)
+      }
+      const key = status * METHOD_SLOTS + (METHOD_INDEX.get(method) ?? OTHER_METHOD)
+      counts.set(key, (counts.get(key) ?? 0) + 1)
+    },
+    countAuthOutcome (route, reason) {
+      let reasons = outcomes.get(route)
+      if (reasons === undefined) {
+        reasons = new Map()
+        outcomes.set(route, reasons)
+      }
+      reasons.set(reason, (reasons.get(reason) ?? 0) + 1)
+    }
+  }
+}
+
+/** The latency histograms: one signature's verification, and the upstream's answer by route (a sampled request's trace as exemplar). */
+function latencyMetrics (registry: Registry): Pick<GatewayMetrics, 'observeSignatureVerification' | 'observeUpstreamLatency'> {
   const signature = new FastHistogram({
     name: METRIC_NAMES.signatureVerification,
     help: 'Time of the verification of one request signature (X-API-Signature or RFC 9421; RSA, Ed25519 or P-256), in seconds',
@@ -174,6 +183,26 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     buckets: UPSTREAM_BUCKETS,
     registers: [registry]
   })
+  /** a route's series, found by the route object itself: no label string per observation */
+  const upstreamSeries = new WeakMap<LabelledRoute, Series>()
+  return {
+    observeSignatureVerification (seconds) {
+      signature.record(signatureSeries, seconds)
+    },
+    observeUpstreamLatency (route, seconds, traceId) {
+      let series = upstreamSeries.get(route)
+      if (series === undefined) {
+        series = upstream.series({ route: route.name })
+        upstreamSeries.set(route, series)
+      }
+      if (traceId === undefined) upstream.record(series, seconds)
+      else upstream.recordExemplar(series, seconds, { trace_id: traceId })
+    }
+  }
+}
+
+/** What the services count themselves, read at scrape time: cache lookups, store errors, usage analytics' overflow and failed flushes. */
+function serviceCountMetrics (registry: Registry, sources: MetricSources): void {
   // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Counter({
     name: METRIC_NAMES.cacheLookups,
@@ -227,6 +256,23 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       }
     })
   }
+}
+
+/** Requests refused by a route's rate limit, and rate-limit checks the store did not answer. */
+function rateLimitMetrics (registry: Registry): Pick<GatewayMetrics, 'countRateLimited' | 'countRateLimitStoreFailure'> {
+  /** route label -> by -> requests refused by a rate limit */
+  const limited = new Map<string, Map<string, number>>()
+  /** route label -> onStoreDown mode -> rate-limit checks the store did not answer */
+  const limiterFailures = new Map<string, Map<string, number>>()
+  /** one more in a route's count of `label` */
+  const bump = (counts: Map<string, Map<string, number>>, route: string, label: string): void => {
+    let byLabel = counts.get(route)
+    if (byLabel === undefined) {
+      byLabel = new Map()
+      counts.set(route, byLabel)
+    }
+    byLabel.set(label, (byLabel.get(label) ?? 0) + 1)
+  }
 
   // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Counter({
@@ -252,6 +298,18 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     }
   })
 
+  return {
+    countRateLimited (route, by) {
+      bump(limited, route, by)
+    },
+    countRateLimitStoreFailure (route, mode) {
+      bump(limiterFailures, route, mode)
+    }
+  }
+}
+
+/** The upstream queues, read at scrape time: requests waiting for a connection, and those refused with 503 UPSTREAM_BUSY. */
+function upstreamQueueMetrics (registry: Registry): Pick<GatewayMetrics, 'watchUpstreams'> {
   let upstreamQueues: () => Iterable<UpstreamQueueCounts> = () => []
   // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
   new Gauge({
@@ -275,6 +333,15 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       for (const queue of upstreamQueues()) this.inc({ upstream: queue.origin }, queue.refused)
     }
   })
+  return {
+    watchUpstreams (queues) {
+      upstreamQueues = queues
+    }
+  }
+}
+
+/** The budget of failed signature checks per address: refusals, and budgets used up. */
+function signatureBudgetMetrics (registry: Registry, sources: MetricSources): void {
   const budget = sources.signatureBudget
   if (budget !== undefined) {
     // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
@@ -299,7 +366,10 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
       }
     })
   }
+}
 
+/** Trusted identity providers (their key fetches, the keys' age and usability) and signed agents (their requests, their directories' fetches). */
+function identityMetrics (registry: Registry): Pick<GatewayMetrics, 'observeIdpFetch' | 'countAgentRequest' | 'observeAgentDirectoryFetch' | 'watchIdpKeys'> {
   const idpFetches = new Counter({
     name: METRIC_NAMES.idpKeyFetches,
     help: 'Fetches of a trusted identity provider\'s keys (what=jwks) or discovery document (what=discovery), by issuer and outcome (ok, error)',
@@ -349,21 +419,7 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     }
   })
 
-  /** a route's series, found by the route object itself: no label string per observation */
-  const upstreamSeries = new WeakMap<LabelledRoute, Series>()
-  let processMetrics = false
-
   return {
-    registry,
-    countRequest (route, method, status) {
-      let counts = requests.get(route)
-      if (counts === undefined) {
-        counts = new Map()
-        requests.set(route, counts)
-      }
-      const key = status * METHOD_SLOTS + (METHOD_INDEX.get(method) ?? OTHER_METHOD)
-      counts.set(key, (counts.get(key) ?? 0) + 1)
-    },
     observeIdpFetch (issuer, what, ok, _seconds) {
       idpFetches.inc({ issuer, what, outcome: ok ? 'ok' : 'error' })
     },
@@ -375,36 +431,29 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     },
     watchIdpKeys (issuers) {
       idpKeys = issuers
-    },
-    countAuthOutcome (route, reason) {
-      let reasons = outcomes.get(route)
-      if (reasons === undefined) {
-        reasons = new Map()
-        outcomes.set(route, reasons)
-      }
-      reasons.set(reason, (reasons.get(reason) ?? 0) + 1)
-    },
-    observeSignatureVerification (seconds) {
-      signature.record(signatureSeries, seconds)
-    },
-    observeUpstreamLatency (route, seconds, traceId) {
-      let series = upstreamSeries.get(route)
-      if (series === undefined) {
-        series = upstream.series({ route: route.name })
-        upstreamSeries.set(route, series)
-      }
-      if (traceId === undefined) upstream.record(series, seconds)
-      else upstream.recordExemplar(series, seconds, { trace_id: traceId })
-    },
-    countRateLimited (route, by) {
-      bump(limited, route, by)
-    },
-    countRateLimitStoreFailure (route, mode) {
-      bump(limiterFailures, route, mode)
-    },
-    watchUpstreams (queues) {
-      upstreamQueues = queues
-    },
+    }
+  }
+}
+
+export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
+  const registry = new Registry()
+  // each family in the order the exposition lists them
+  const traffic = trafficMetrics(registry)
+  const latency = latencyMetrics(registry)
+  serviceCountMetrics(registry, sources)
+  const limits = rateLimitMetrics(registry)
+  const queues = upstreamQueueMetrics(registry)
+  signatureBudgetMetrics(registry, sources)
+  const identity = identityMetrics(registry)
+  let processMetrics = false
+
+  return {
+    registry,
+    ...traffic,
+    ...latency,
+    ...limits,
+    ...queues,
+    ...identity,
     includeProcessMetrics () {
       if (processMetrics) return
       processMetrics = true
