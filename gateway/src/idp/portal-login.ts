@@ -18,23 +18,19 @@
 //   variable only. A failure anywhere is a handoff too, holding the problem, so the page says why.
 //
 // Nothing here logs a token, a code, a verifier or a secret: errors carry what went wrong, never
-// the values.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
-import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
+// the values. The token endpoint's exchange and the ID token's checks are portal-login-tokens.ts.
+import { createHash, randomBytes } from 'node:crypto'
 import { GatewayError, isGatewayError, type ErrorCode } from '../errors.js'
 import type { Store } from '../store/index.js'
-import { readBounded } from '../lib/read-bounded.js'
 import type { IdpVerifier, KeySource } from './idp-tokens.js'
 import { discoverProvider, type ProviderMetadata } from './issuer-keys.js'
-import { TOKEN_REQUEST_PARAMS, type IssuerConfig, type PortalLoginConfig } from './issuers.js'
+import type { IssuerConfig, PortalLoginConfig } from './issuers.js'
+import { checkIdToken, describedBy, exchangeCode, loginFailed, OAUTH_ERROR, sameSecret, sha256 } from './portal-login-tokens.js'
 
 /** a login's state lives this long: from the start to the callback, the user's time at the IdP */
 export const LOGIN_STATE_TTL_MS = 10 * 60_000
 /** the token waits this long for the page to take it */
 export const HANDOFF_TTL_MS = 60_000
-/** the token endpoint's bounds */
-export const TOKEN_ENDPOINT_TIMEOUT_MS = 10_000
-export const TOKEN_ENDPOINT_MAX_BYTES = 64 * 1024
 /** a failed discovery is tried again no sooner than this */
 const DISCOVERY_RETRY_MS = 30_000
 /** the values keygate makes (state, nonce, verifier, binding, handoff id): 32 random bytes, base64url */
@@ -43,18 +39,7 @@ export const RANDOM_VALUE = /^[A-Za-z0-9_-]{43}$/
 const THEN = /^#\/[A-Za-z0-9/_.~%=&?-]{0,256}$/
 const STATE_KEY = 'portal-login:state:'
 const HANDOFF_KEY = 'portal-login:handoff:'
-/** what an IdP's `error` may be (RFC 6749 §4.1.2.1: %x20-21 / %x23-5B / %x5D-7E) */
-const OAUTH_ERROR = /^[\x20\x21\x23-\x5B\x5D-\x7E]{1,64}$/
-/** an error_description, as much of it as keygate repeats: the same characters, at most 300 */
-const OAUTH_DESCRIPTION = /^[\x20\x21\x23-\x5B\x5D-\x7E]{1,300}$/
-/** an IdP's error_description, when it is one keygate can repeat (": ..."), or nothing */
-const describedBy = (value: unknown): string => typeof value === 'string' && OAUTH_DESCRIPTION.test(value.slice(0, 300)) ? `: ${value.slice(0, 300)}` : ''
-
 const random = (): string => randomBytes(32).toString('base64url')
-const sha256 = (value: string): Buffer => createHash('sha256').update(value).digest()
-/** constant time, whatever the lengths (both sides hashed first) */
-const sameSecret = (a: string, b: string): boolean => timingSafeEqual(sha256(a), sha256(b))
-
 /** What start keeps under the state. */
 interface LoginState {
   issuer: string
@@ -115,8 +100,6 @@ export interface PortalLogin {
   redeem: (handoff: string, binding: string | undefined) => Promise<PortalSession>
 }
 
-const loginFailed = (detail: string, status?: number): GatewayError =>
-  new GatewayError('IDP_LOGIN_FAILED', detail, status === undefined ? {} : { status })
 const stateInvalid = (detail: string): GatewayError => new GatewayError('LOGIN_STATE_INVALID', detail)
 
 /** a query parameter given once, as a string; anything else (absent, repeated, an array) is undefined */
@@ -125,18 +108,118 @@ function single (query: Record<string, unknown>, name: string): string | undefin
   return typeof value === 'string' ? value : undefined
 }
 
-/** The hash OIDC Core §3.1.3.6 takes at_hash with: that of the ID token's alg (EdDSA on Ed25519: SHA-512). */
-function atHashOf (accessToken: string, alg: string): string | undefined {
-  const bits = alg === 'EdDSA' || alg.endsWith('512') ? 512 : alg.endsWith('384') ? 384 : alg.endsWith('256') ? 256 : undefined
-  if (bits === undefined) return undefined
-  const digest = createHash(`sha${bits}`).update(accessToken).digest()
-  return digest.subarray(0, digest.length / 2).toString('base64url')
+/** What a login's steps use: the store, the issuers by name, their discovery, and the verifiers. */
+interface Login {
+  store: Store
+  byName: ReadonlyMap<string, IssuerConfig>
+  metadataOf: (issuer: IssuerConfig) => Promise<ProviderMetadata & { authorizationEndpoint: string; tokenEndpoint: string }>
+  fetchImpl: typeof globalThis.fetch
+  keysOf: (issuer: IssuerConfig) => KeySource
+  now: () => number
+  verifier: IdpVerifier
 }
 
-/** The client's credentials for client_secret_basic: each part form-encoded first (RFC 6749 §2.3.1). */
-function basicAuthorization (login: PortalLoginConfig, secret: string): string {
-  const encode = (value: string): string => new URLSearchParams({ v: value }).toString().slice(2)
-  return `Basic ${Buffer.from(`${encode(login.clientId)}:${encode(secret)}`).toString('base64')}`
+/** start: the state, nonce, PKCE verifier and binding made and kept; the authorization request's URL. */
+async function startLogin ({ store, byName, metadataOf }: Login, name: string, input: { redirectUri: string; then: string | undefined }):
+Promise<{ location: string; binding: string; redirectUri: string }> {
+  const issuer = byName.get(name)
+  if (issuer === undefined) throw new GatewayError('NOT_FOUND', `The portal logs in through no issuer named ${JSON.stringify(name.slice(0, 64))}`)
+  const login = issuer.portalLogin as PortalLoginConfig
+  const metadata = await metadataOf(issuer)
+  const state = random()
+  const nonce = random()
+  const verifier = random()
+  const binding = random()
+  const redirectUri = login.redirectUri ?? input.redirectUri
+  const then = input.then !== undefined && THEN.test(input.then) && !input.then.startsWith('#/login') ? input.then : '#/keys'
+  const record: LoginState = { issuer: issuer.name, verifier, nonce, redirectUri, then, binding: sha256(binding).toString('base64url') }
+  await store.putOnce(`${STATE_KEY}${state}`, JSON.stringify(record), LOGIN_STATE_TTL_MS)
+  const location = new URL(metadata.authorizationEndpoint)
+  // the configured parameters first: keygate's own, set after, cannot be replaced (issuers.ts refuses them anyway)
+  for (const [key, value] of Object.entries(login.authorizationParams)) location.searchParams.set(key, value)
+  const protocol: Record<string, string> = {
+    response_type: 'code',
+    client_id: login.clientId,
+    redirect_uri: redirectUri,
+    scope: ['openid', ...login.scopes].join(' '),
+    state,
+    nonce,
+    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+    code_challenge_method: 'S256'
+  }
+  for (const [key, value] of Object.entries(protocol)) location.searchParams.set(key, value)
+  return { location: location.href, binding, redirectUri }
+}
+
+/**
+ * The callback's checks, in order: the state (taken once), the browser's binding, the issuer
+ * (RFC 9207's iss), the IdP's error or code, the code traded, the ID token, and the access token
+ * as keygate verifies any of the IdP's. The handoff for the page, or a GatewayError.
+ */
+async function completeLogin (login: Login, query: Record<string, unknown>, binding: string | undefined): Promise<Handoff> {
+  const { store, byName, metadataOf, fetchImpl, keysOf, now, verifier } = login
+  const stateValue = single(query, 'state')
+  if (stateValue === undefined || !RANDOM_VALUE.test(stateValue)) {
+    throw stateInvalid('The callback carries no state keygate made: start the login again from the portal')
+  }
+  const held = await store.takeOnce(`${STATE_KEY}${stateValue}`)
+  if (held === null) {
+    throw stateInvalid(`This login is unknown, already completed, or older than ${LOGIN_STATE_TTL_MS / 60_000} minutes: start it again from the portal`)
+  }
+  const state = JSON.parse(held) as LoginState
+  if (binding === undefined || !RANDOM_VALUE.test(binding) || !sameSecret(sha256(binding).toString('base64url'), state.binding)) {
+    throw stateInvalid('This browser did not begin this login (its login cookie is missing or another\'s): ' +
+      'start the login again from the portal, in this browser')
+  }
+  const issuer = byName.get(state.issuer)
+  if (issuer === undefined) throw stateInvalid(`The issuer ${state.issuer} no longer logs the portal in`)
+  const metadata = await metadataOf(issuer)
+  // RFC 9207: a response names its issuer, so one IdP's answer is never taken for another's
+  const iss = single(query, 'iss')
+  if (iss !== undefined ? iss !== issuer.issuer : metadata.issParameterSupported) {
+    const named = iss === undefined ? 'does not name its issuer (iss), which' : `names the issuer ${JSON.stringify(iss.slice(0, 200))}, not`
+    throw loginFailed(`The callback ${named} ${issuer.name} (${issuer.issuer})${iss === undefined ? ' says it always does' : ''}: refused`)
+  }
+  const error = single(query, 'error')
+  if (error !== undefined) {
+    throw loginFailed(`${issuer.name} answered ${OAUTH_ERROR.test(error) ? error : 'an error'}${describedBy(single(query, 'error_description'))}`)
+  }
+  const code = single(query, 'code')
+  if (code === undefined || code === '' || code.length > 4096) throw loginFailed(`${issuer.name}'s callback carries no code`)
+  const tokens = await exchangeCode(fetchImpl, issuer, metadata.tokenEndpoint, code, state)
+  const { access_token: accessToken, id_token: idToken, token_type: tokenType } = tokens
+  if (typeof accessToken !== 'string' || typeof idToken !== 'string') {
+    throw loginFailed(`${issuer.name}'s token endpoint answered without ${typeof accessToken !== 'string' ? 'an access token' : 'an ID token'}`, 502)
+  }
+  if (typeof tokenType !== 'string' || tokenType.toLowerCase() !== 'bearer') {
+    throw loginFailed(`${issuer.name}'s access token is of type ${JSON.stringify(tokenType)}, not Bearer`)
+  }
+  const claims = await checkIdToken(issuer, keysOf, now, idToken, state.nonce, accessToken)
+  // the token the page gets is one keygate accepts on its API: checked as any of the IdP's
+  if (verifier.issuerOf(accessToken) !== issuer) {
+    throw loginFailed(`${issuer.name}'s access token is not a JWT it issued (an opaque token?): keygate can only accept a JWT access token. ` +
+      'Ask the IdP for one meant for keygate (portalLogin.authorizationParams: resource or audience; see docs/identity-providers.md)')
+  }
+  let verified
+  try {
+    verified = await verifier.verify(accessToken, issuer)
+  } catch (err) {
+    if (isGatewayError(err) && err.code === 'INVALID_TOKEN') {
+      throw loginFailed(`${issuer.name}'s access token is not one keygate accepts: ${err.message}. Ask the IdP for a token keygate's issuer ` +
+        `configuration accepts (audiences: ${issuer.audiences.join(', ')}), e.g. with portalLogin.authorizationParams or scopes`)
+    }
+    throw err
+  }
+  if (issuer.subjectClaim === 'sub' && claims.sub !== verified.subject) {
+    throw loginFailed(`${issuer.name}'s ID token and access token name different subjects: refused`)
+  }
+  return {
+    token: accessToken,
+    username: verified.username,
+    expiresAt: new Date(verified.expiresAt * 1000).toISOString(),
+    then: state.then,
+    binding: state.binding
+  }
 }
 
 export function createPortalLogin (options: PortalLoginOptions): PortalLogin {
@@ -176,179 +259,7 @@ export function createPortalLogin (options: PortalLoginOptions): PortalLogin {
     return id
   }
 
-  /** The code for tokens, at the token endpoint: no redirect followed, bounded in time and size. */
-  const exchange = async (issuer: IssuerConfig, tokenEndpoint: string, state: LoginState, code: string): Promise<Record<string, unknown>> => {
-    const login = issuer.portalLogin as PortalLoginConfig
-    const secret = login.clientSecret()
-    const body = new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: state.redirectUri, code_verifier: state.verifier })
-    if (secret === undefined) body.set('client_id', login.clientId)
-    for (const name of TOKEN_REQUEST_PARAMS) {
-      const value = login.authorizationParams[name]
-      if (value !== undefined) body.set(name, value)
-    }
-    let response: Response
-    try {
-      response = await fetchImpl(tokenEndpoint, {
-        method: 'POST',
-        redirect: 'manual',
-        signal: AbortSignal.timeout(TOKEN_ENDPOINT_TIMEOUT_MS),
-        headers: {
-          'content-type': 'application/x-www-form-urlencoded',
-          accept: 'application/json',
-          ...(secret !== undefined && { authorization: basicAuthorization(login, secret) })
-        },
-        body
-      })
-    } catch (err) {
-      const cause = (err as Error).cause
-      throw loginFailed(`${issuer.name}'s token endpoint ${tokenEndpoint} could not be reached: ${(err as Error).name === 'TimeoutError'
-        ? `no answer within ${TOKEN_ENDPOINT_TIMEOUT_MS} ms`
-        : cause instanceof Error ? cause.message : (err as Error).message}`, 502)
-    }
-    if (response.status >= 300 && response.status < 400) {
-      await response.body?.cancel().catch(() => undefined)
-      throw loginFailed(`${issuer.name}'s token endpoint answered ${response.status}, a redirect: keygate follows none; check its discovery document`, 502)
-    }
-    const bytes = await readBounded(response, TOKEN_ENDPOINT_MAX_BYTES).catch(() => undefined)
-    const text = bytes === undefined ? undefined : Buffer.from(bytes).toString('utf8')
-    if (text === undefined) throw loginFailed(`${issuer.name}'s token endpoint answered over ${TOKEN_ENDPOINT_MAX_BYTES} bytes, or cut its answer short`, 502)
-    let answer: unknown
-    try {
-      answer = JSON.parse(text)
-    } catch {
-      throw loginFailed(`${issuer.name}'s token endpoint answered ${response.status} with what is not JSON`, 502)
-    }
-    const fields = (answer !== null && typeof answer === 'object' && !Array.isArray(answer) ? answer : {}) as Record<string, unknown>
-    if (response.status !== 200) {
-      const error = typeof fields.error === 'string' && OAUTH_ERROR.test(fields.error) ? fields.error : undefined
-      const description = describedBy(fields.error_description)
-      if (error === undefined) throw loginFailed(`${issuer.name}'s token endpoint answered ${response.status}`, 502)
-      const secretHint = login.clientSecretEnv === undefined
-        ? ', and whether the IdP expects a client secret (clientSecretEnv)'
-        : ` and ${login.clientSecretEnv}`
-      const hint = error === 'invalid_client' ? ` (check portalLogin.clientId${secretHint})` : ''
-      throw loginFailed(`${issuer.name}'s token endpoint refused the code: ${error}${description}${hint}`)
-    }
-    return fields
-  }
-
-  /** The ID token: the issuer's published key, iss, aud (this client), exp, iat, nonce, azp, at_hash. */
-  const checkIdToken = async (issuer: IssuerConfig, idToken: string, state: LoginState, accessToken: string): Promise<JWTPayload> => {
-    const login = issuer.portalLogin as PortalLoginConfig
-    const bad = (why: string, cause?: unknown): GatewayError =>
-      new GatewayError('IDP_LOGIN_FAILED', `${issuer.name}'s ID token ${why}`, cause === undefined ? {} : { cause })
-    if (idToken.length > issuer.maxTokenBytes * 2) throw bad(`is over ${issuer.maxTokenBytes * 2} bytes`)
-    let alg: unknown
-    let kid: unknown
-    try {
-      ({ alg, kid } = decodeProtectedHeader(idToken))
-    } catch (err) {
-      throw bad('is malformed', err)
-    }
-    if (typeof alg !== 'string' || !(issuer.algorithms as readonly string[]).includes(alg)) {
-      throw bad(`is signed with ${JSON.stringify(alg)}, not one of the algorithms this issuer may use (${issuer.algorithms.join(', ')})`)
-    }
-    let payload: JWTPayload
-    try {
-      const key = await keysOf(issuer).keyFor(typeof kid === 'string' ? kid : undefined, alg)
-      ;({ payload } = await jwtVerify(idToken, key, {
-        issuer: issuer.issuer,
-        audience: login.clientId,
-        algorithms: [alg],
-        clockTolerance: issuer.clockSkewSeconds,
-        currentDate: new Date(now()),
-        requiredClaims: ['exp', 'iat', 'sub', 'nonce']
-      }))
-    } catch (err) {
-      if (isGatewayError(err)) throw bad(`could not be checked: ${err.message}`, err)
-      if (err instanceof joseErrors.JWTExpired) throw bad('has expired', err)
-      if (err instanceof joseErrors.JWTClaimValidationFailed) {
-        throw bad(err.claim === 'aud'
-          ? `is not for keygate's portal: its audience is not ${JSON.stringify(login.clientId)} (portalLogin.clientId)`
-          : `fails its ${err.claim} check (${err.reason})`, err)
-      }
-      if (err instanceof joseErrors.JWSSignatureVerificationFailed) throw bad('does not verify with the issuer\'s published key', err)
-      throw bad(`does not verify: ${(err as Error).message}`, err)
-    }
-    if (typeof payload.nonce !== 'string' || !sameSecret(payload.nonce, state.nonce)) throw bad('carries another nonce than this login\'s: refused (a replay?)')
-    const audiences = Array.isArray(payload.aud) ? payload.aud : [payload.aud]
-    if (payload.azp !== undefined ? payload.azp !== login.clientId : audiences.length > 1) {
-      throw bad(`names another authorized party (azp) than ${JSON.stringify(login.clientId)}`)
-    }
-    if (payload.at_hash !== undefined) {
-      const expected = atHashOf(accessToken, alg)
-      if (expected !== undefined && (typeof payload.at_hash !== 'string' || !sameSecret(payload.at_hash, expected))) {
-        throw bad('does not match the access token it came with (at_hash)')
-      }
-    }
-    return payload
-  }
-
-  const complete = async (query: Record<string, unknown>, binding: string | undefined): Promise<Handoff> => {
-    const stateValue = single(query, 'state')
-    if (stateValue === undefined || !RANDOM_VALUE.test(stateValue)) {
-      throw stateInvalid('The callback carries no state keygate made: start the login again from the portal')
-    }
-    const held = await store.takeOnce(`${STATE_KEY}${stateValue}`)
-    if (held === null) {
-      throw stateInvalid(`This login is unknown, already completed, or older than ${LOGIN_STATE_TTL_MS / 60_000} minutes: start it again from the portal`)
-    }
-    const state = JSON.parse(held) as LoginState
-    if (binding === undefined || !RANDOM_VALUE.test(binding) || !sameSecret(sha256(binding).toString('base64url'), state.binding)) {
-      throw stateInvalid('This browser did not begin this login (its login cookie is missing or another\'s): ' +
-        'start the login again from the portal, in this browser')
-    }
-    const issuer = byName.get(state.issuer)
-    if (issuer === undefined) throw stateInvalid(`The issuer ${state.issuer} no longer logs the portal in`)
-    const metadata = await metadataOf(issuer)
-    // RFC 9207: a response names its issuer, so one IdP's answer is never taken for another's
-    const iss = single(query, 'iss')
-    if (iss !== undefined ? iss !== issuer.issuer : metadata.issParameterSupported) {
-      const named = iss === undefined ? 'does not name its issuer (iss), which' : `names the issuer ${JSON.stringify(iss.slice(0, 200))}, not`
-      throw loginFailed(`The callback ${named} ${issuer.name} (${issuer.issuer})${iss === undefined ? ' says it always does' : ''}: refused`)
-    }
-    const error = single(query, 'error')
-    if (error !== undefined) {
-      throw loginFailed(`${issuer.name} answered ${OAUTH_ERROR.test(error) ? error : 'an error'}${describedBy(single(query, 'error_description'))}`)
-    }
-    const code = single(query, 'code')
-    if (code === undefined || code === '' || code.length > 4096) throw loginFailed(`${issuer.name}'s callback carries no code`)
-    const tokens = await exchange(issuer, metadata.tokenEndpoint, state, code)
-    const { access_token: accessToken, id_token: idToken, token_type: tokenType } = tokens
-    if (typeof accessToken !== 'string' || typeof idToken !== 'string') {
-      throw loginFailed(`${issuer.name}'s token endpoint answered without ${typeof accessToken !== 'string' ? 'an access token' : 'an ID token'}`, 502)
-    }
-    if (typeof tokenType !== 'string' || tokenType.toLowerCase() !== 'bearer') {
-      throw loginFailed(`${issuer.name}'s access token is of type ${JSON.stringify(tokenType)}, not Bearer`)
-    }
-    const claims = await checkIdToken(issuer, idToken, state, accessToken)
-    // the token the page gets is one keygate accepts on its API: checked as any of the IdP's
-    if (verifier.issuerOf(accessToken) !== issuer) {
-      throw loginFailed(`${issuer.name}'s access token is not a JWT it issued (an opaque token?): keygate can only accept a JWT access token. ` +
-        'Ask the IdP for one meant for keygate (portalLogin.authorizationParams: resource or audience; see docs/identity-providers.md)')
-    }
-    let verified
-    try {
-      verified = await verifier.verify(accessToken, issuer)
-    } catch (err) {
-      if (isGatewayError(err) && err.code === 'INVALID_TOKEN') {
-        throw loginFailed(`${issuer.name}'s access token is not one keygate accepts: ${err.message}. Ask the IdP for a token keygate's issuer ` +
-          `configuration accepts (audiences: ${issuer.audiences.join(', ')}), e.g. with portalLogin.authorizationParams or scopes`)
-      }
-      throw err
-    }
-    if (issuer.subjectClaim === 'sub' && claims.sub !== verified.subject) {
-      throw loginFailed(`${issuer.name}'s ID token and access token name different subjects: refused`)
-    }
-    return {
-      token: accessToken,
-      username: verified.username,
-      expiresAt: new Date(verified.expiresAt * 1000).toISOString(),
-      then: state.then,
-      binding: state.binding
-    }
-  }
-
+  const login: Login = { store, byName, metadataOf, fetchImpl, keysOf, now, verifier }
   return {
     providers () {
       return [...byName.values()].map((issuer) => ({ name: issuer.name, label: (issuer.portalLogin as PortalLoginConfig).label }))
@@ -356,40 +267,12 @@ export function createPortalLogin (options: PortalLoginOptions): PortalLogin {
     has (name) {
       return byName.has(name)
     },
-    async start (name, input) {
-      const issuer = byName.get(name)
-      if (issuer === undefined) throw new GatewayError('NOT_FOUND', `The portal logs in through no issuer named ${JSON.stringify(name.slice(0, 64))}`)
-      const login = issuer.portalLogin as PortalLoginConfig
-      const metadata = await metadataOf(issuer)
-      const state = random()
-      const nonce = random()
-      const verifier = random()
-      const binding = random()
-      const redirectUri = login.redirectUri ?? input.redirectUri
-      const then = input.then !== undefined && THEN.test(input.then) && !input.then.startsWith('#/login') ? input.then : '#/keys'
-      const record: LoginState = { issuer: issuer.name, verifier, nonce, redirectUri, then, binding: sha256(binding).toString('base64url') }
-      await store.putOnce(`${STATE_KEY}${state}`, JSON.stringify(record), LOGIN_STATE_TTL_MS)
-      const location = new URL(metadata.authorizationEndpoint)
-      // the configured parameters first: keygate's own, set after, cannot be replaced (issuers.ts refuses them anyway)
-      for (const [key, value] of Object.entries(login.authorizationParams)) location.searchParams.set(key, value)
-      const protocol: Record<string, string> = {
-        response_type: 'code',
-        client_id: login.clientId,
-        redirect_uri: redirectUri,
-        scope: ['openid', ...login.scopes].join(' '),
-        state,
-        nonce,
-        code_challenge: createHash('sha256').update(verifier).digest('base64url'),
-        code_challenge_method: 'S256'
-      }
-      for (const [key, value] of Object.entries(protocol)) location.searchParams.set(key, value)
-      return { location: location.href, binding, redirectUri }
-    },
+    start: async (name, input) => await startLogin(login, name, input),
     problem: problemHandoff,
     async callback (query, binding) {
       let handoff: Handoff
       try {
-        handoff = await complete(query, binding)
+        handoff = await completeLogin(login, query, binding)
       } catch (err) {
         return await problemHandoff(err)
       }
