@@ -15,7 +15,7 @@ import { SignJWT, jwtVerify, errors as joseErrors, type JWK, type JWTHeaderParam
 import { GatewayError } from '../errors.js'
 import { LruCache, type CacheStats } from '../lib/lru-cache.js'
 import type { Store } from '../store/types.js'
-import { keepRing } from './ring-keeper.js'
+import { keepRing, type RingKeeper } from './ring-keeper.js'
 import { DEFAULT_RETIRE_MARGIN_MS, retireAfterMs, type RingKey, type RotationResult, type TokenAlgorithm } from './signing-key-ring.js'
 
 export type { TokenAlgorithm } from './signing-key-ring.js'
@@ -131,18 +131,18 @@ export function invalidTokenError (detail: string, cause?: unknown): GatewayErro
   })
 }
 
-export async function createTokenService (settings: TokenSettings, store: Store, options: TokenServiceOptions = {}): Promise<TokenService> {
-  const now = options.now ?? Date.now
+/** a key of the ring that still verifies at `at` */
+const live = (key: RingKey | undefined, at: number): key is RingKey => key !== undefined && (key.retiresAt === undefined || key.retiresAt > at)
+
+/**
+ * The verification of bearer tokens: a token in the verified cache, while it and its key are
+ * live, with no promise; else jose against the ring (its kid unknown: the ring re-read once).
+ */
+function bearerVerifier (settings: TokenSettings, keeper: RingKeeper, now: () => number):
+{ check: TokenService['check']; stats: CacheStats } {
   const verified = new LruCache<string, VerifiedToken & { expiresAt: number; kid: string }>(VERIFIED_CACHE_SIZE)
   const stats: CacheStats = { hits: 0, misses: 0 }
-  /** the longest lifetime of a token this service signed: a replaced key verifies at least this long */
-  let longestTtlSeconds = settings.ttlSeconds
-  const keeper = await keepRing(store, {
-    keyFile: settings.keyFile, refreshIntervalMs: options.refreshIntervalMs, unknownKidRefreshMs: options.unknownKidRefreshMs, now
-  })
   const invalid = invalidTokenError
-
-  const live = (key: RingKey | undefined, at: number): key is RingKey => key !== undefined && (key.retiresAt === undefined || key.retiresAt > at)
 
   /** The key a token names by kid: re-reads the ring once when the kid is unknown. */
   const verificationKey = async (header: JWTHeaderParameters, readsSeen: number): Promise<RingKey> => {
@@ -210,6 +210,17 @@ export async function createTokenService (settings: TokenSettings, store: Store,
     }
     return verifyFresh(token)
   }
+  return { check, stats }
+}
+
+export async function createTokenService (settings: TokenSettings, store: Store, options: TokenServiceOptions = {}): Promise<TokenService> {
+  const now = options.now ?? Date.now
+  /** the longest lifetime of a token this service signed: a replaced key verifies at least this long */
+  let longestTtlSeconds = settings.ttlSeconds
+  const keeper = await keepRing(store, {
+    keyFile: settings.keyFile, refreshIntervalMs: options.refreshIntervalMs, unknownKidRefreshMs: options.unknownKidRefreshMs, now
+  })
+  const { check, stats } = bearerVerifier(settings, keeper, now)
 
   return {
     get algorithm () { return keeper.ring.current.algorithm },
