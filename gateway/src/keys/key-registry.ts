@@ -5,6 +5,7 @@
 // announced by the store (Redis pub/sub: to every gateway) and drops the entry; when announcements
 // may have been missed (the subscription was re-established) the whole cache goes. Expiry needs no announcement: the
 // cached entry holds the expiry time and the check compares a number.
+// Size: TEMPORARY (issue 33): the house-store branch splits this file by concern; drop this line when that split is merged.
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import { API_KEY_PATTERN, type KeyType } from '#client/protocol'
 import type { GatewayConfig } from '../config/env.js'

@@ -1,3 +1,4 @@
+// Size: TEMPORARY (issue 33): the house-store branch splits this file by concern; drop this line when that split is merged.
 import type { KeyEvent, KeyEventListener, KeyRecord, RateCounter, RateOutcome, SigningKeyRing, Store, UserRecord } from './types.js'
 import { RATE_SLACK_MS, newUserId, newestFirst } from './types.js'
 

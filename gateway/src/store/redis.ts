@@ -1,3 +1,4 @@
+// Size: TEMPORARY (issue 33): the house-store branch splits this file by concern; drop this line when that split is merged.
 import { API_KEY_PATTERN } from '#client/protocol'
 import { randomBytes } from 'node:crypto'
 import { Cluster } from 'ioredis'
