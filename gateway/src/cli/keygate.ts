@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// `keygate <command>` (in a checkout: `npm run keygate -- <command>`): the gateway, and client
-// developers' and operators' commands.
+// `keygate <command>` (in a checkout: `npm run keygate -- <command>`, or `npx keygate <command>`
+// through bin/keygate.js): the gateway, and client developers' and operators' commands.
 //   keygen | login | register | call   sign and send as a client (client-commands.ts)
 //   users add|passwd|remove|scopes NAME, users list, keys list|show|update|revoke: see cli/operator.ts; on the
 //                      gateways' Redis, or through the admin API (KEYGATE_ADMIN_URL, cli/admin-client.ts)
@@ -363,19 +363,28 @@ const SERVERS: Record<string, () => Promise<void>> = {
   demo: async () => { await (await import('../process/demo.js')).demo() }
 }
 
-const server = process.argv.length === 3 ? SERVERS[process.argv[2] ?? ''] : undefined
-if (isMainModule(import.meta.url) && server !== undefined) {
-  // this process is the gateway: it handles its own signals (process/signals.ts)
-  server().catch(async (err: unknown) => { (await import('../process/signals.js')).exitWithStartupError(err) })
-} else if (isMainModule(import.meta.url) && process.argv[2] === 'bench') {
-  runBench(process.argv.slice(3)).then((code) => process.exit(code), (err: unknown) => {
-    process.stderr.write(`keygate: ${(err as Error).message}\n`)
-    process.exit(1)
-  })
-} else if (isMainModule(import.meta.url)) {
+/**
+ * The command as a process runs it, with `args` (what follows `keygate`): `serve` and `demo` make
+ * this process the gateway, which handles its own signals (process/signals.ts); `bench` runs the
+ * load tool in a child; every other command runs and exits with its code (2 for a usage error).
+ * Running this file calls it; so does bin/keygate.js, the package's command.
+ */
+export function main (args: string[] = process.argv.slice(2)): void {
+  const [first] = args
+  if (args.length === 1 && first !== undefined && Object.hasOwn(SERVERS, first)) {
+    SERVERS[first]?.().catch(async (err: unknown) => { (await import('../process/signals.js')).exitWithStartupError(err) })
+    return
+  }
+  if (first === 'bench') {
+    runBench(args.slice(1)).then((code) => process.exit(code), (err: unknown) => {
+      process.stderr.write(`keygate: ${(err as Error).message}\n`)
+      process.exit(1)
+    })
+    return
+  }
   // `keygate call ... | head`: the reader may leave before the answer is written
   endQuietlyOnClosedPipe()
-  runCli(process.argv.slice(2)).catch((err: unknown) => {
+  runCli(args).catch((err: unknown) => {
     // The request's answer is already printed; nothing to add.
     if (err instanceof RequestFailed) process.exit(1)
     const message = err instanceof UsageError || err instanceof ClientUsageError || err instanceof ConfigError
@@ -385,3 +394,5 @@ if (isMainModule(import.meta.url) && server !== undefined) {
     process.exit(err instanceof UsageError || err instanceof ClientUsageError ? 2 : 1)
   })
 }
+
+if (isMainModule(import.meta.url)) main()
