@@ -52,6 +52,7 @@ const CLAIMS: Claim[] = [
   { page: 'docs/getting-started.md', heading: 'From a checkout', lang: 'sh', by: 'test/system/checkout-docs.test.ts' },
   { page: 'docs/getting-started.md', heading: 'Docker Compose', lang: 'sh', by: 'test/system/compose.test.ts' },
   { page: 'docs/getting-started.md', heading: 'The package and the `keygate` command', lang: 'sh', by: 'test/system/keygate-package.test.ts' },
+  { page: 'docs/getting-started.md', heading: 'Signals', lang: 'sh', by: 'test/system/keygate-serve.test.ts' },
   { page: 'docs/load-balancer.md', heading: 'Trusted proxies', lang: 'sh', by: 'test/system/trusted-proxies.test.ts' },
   { page: 'docs/load-balancer.md', heading: 'nginx in front of keygate', lang: 'nginx', by: 'test/system/load-balancer-doc.test.ts' },
   { page: 'docs/observability.md', heading: 'Metrics', lang: 'sh', by: 'test/system/checkout-docs.test.ts' },

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // `keygate <command>` (in a checkout: `npm run keygate -- <command>`, or `npx keygate <command>`
 // through bin/keygate.js): the gateway, and client developers' and operators' commands.
+//   serve | demo       the gateway (process/serve.ts, process/demo.ts); reload | stop: signal it
+//                      through its PID file (signal-commands.ts)
 //   keygen | login | register | call   sign and send as a client (client-commands.ts)
 //   users add|passwd|remove|scopes NAME, users list, keys list|show|update|revoke: see cli/operator.ts; on the
 //                      gateways' Redis, or through the admin API (KEYGATE_ADMIN_URL, cli/admin-client.ts)
@@ -27,11 +29,12 @@ import type { RouteConfig } from '../proxy/route.js'
 import type { RedisConnection } from '../store/redis-connection.js'
 
 /** the commands, for `--help` and for a "did you mean" */
-export const COMMANDS = ['serve', 'demo', ...CLIENT_COMMANDS, 'users', 'keys', 'usage', 'routes', 'tokens', 'bench'] as const
+export const COMMANDS = ['serve', 'demo', 'reload', 'stop', ...CLIENT_COMMANDS, 'users', 'keys', 'usage', 'routes', 'tokens', 'bench'] as const
 
 const CMD = keygateCommand()
 const USAGE = `usage: ${CMD} serve
        ${CMD} demo
+       ${CMD} reload | stop
        ${CMD} keygen [--type rsa|ed25519|p256] [--out DIR] [--name NAME]
        ${CMD} login [--url URL] [--user USER] [--password PASSWORD]
        ${CMD} register [--name NAME] [--key FILE] [--scopes A,B] [--url URL] [--user USER --password PASSWORD | --token TOKEN]
@@ -54,6 +57,10 @@ To run keygate:
   serve              the gateway, configured by its environment (PORT, UPSTREAM_URL, REDIS_URL,
                      KEYGATE_ROUTES, ...: see docs/configuration.md), as npm run start:gateway runs it
   demo               the gateway in front of the example clients service, as npm start runs it
+  reload             SIGHUP to the gateway whose PID file KEYGATE_PID_FILE names: it re-reads its
+                     route file (KEYGATE_ROUTES)
+  stop               SIGTERM to that gateway, and wait until it has finished the requests in flight
+                     and exited
 
 For client developers:
   keygen             make a key pair: DIR/NAME.pem (private, PKCS#8, mode 0600) and DIR/NAME.pub.pem;
@@ -305,6 +312,16 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
   }
   if (group === 'serve' || group === 'demo') {
     throw new UsageError(`keygate ${group} takes no arguments: it is configured by its environment (see docs/configuration.md)`)
+  }
+  if (group === 'reload' || group === 'stop') {
+    if (command !== undefined) throw new UsageError(`keygate ${group} takes no arguments: it finds the gateway by KEYGATE_PID_FILE`)
+    const config = await loadConfig(io.env)
+    if (config.pidFile === undefined) {
+      throw new UsageError(`KEYGATE_PID_FILE is not set: keygate ${group} signals the gateway whose PID is in that file ` +
+        '(the gateway writes it when started with the same variable; see docs/configuration.md)')
+    }
+    const { signalGateway } = await import('./signal-commands.js')
+    return await signalGateway(group, config.pidFile, config.server.shutdownGraceMs, io.stdout)
   }
   if (group === 'routes' && command === 'check' && name !== undefined && rest.length === 0) return await checkRoutes(name, io)
   if (group === 'tokens' && command === 'rotate' && name === undefined) return await rotateTokenKey(io)

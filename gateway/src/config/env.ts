@@ -130,6 +130,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_REQUEST_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
   KEYGATE_KEEP_ALIVE_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
   KEYGATE_SHUTDOWN_GRACE_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
+  KEYGATE_PID_FILE: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_LOGIN_MAX_FAILURES_PER_USER: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
   KEYGATE_LOGIN_MAX_FAILURES_PER_ADDRESS: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
   KEYGATE_LOGIN_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
@@ -233,6 +234,8 @@ export interface GatewayConfig {
   upstreams: UpstreamLimits
   /** KEYGATE_ROUTES: the route file; unset: the built-in routes (proxy/route.ts) */
   routesFile: string | undefined
+  /** KEYGATE_PID_FILE: where the process that takes the signals writes its PID (process/pid-file.ts) */
+  pidFile: string | undefined
   /** KEYGATE_AGENT_DIRECTORIES: signed agents' directories pinned, or allowed on a private address (agents/agents-file.ts) */
   agentDirectoriesFile: string | undefined
   /**
@@ -475,6 +478,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       connectTimeoutMs: e.KEYGATE_UPSTREAM_CONNECT_TIMEOUT_MS ?? DEFAULT_UPSTREAM_CONNECT_TIMEOUT_MS
     },
     routesFile: e.KEYGATE_ROUTES,
+    pidFile: e.KEYGATE_PID_FILE,
     agentDirectoriesFile: e.KEYGATE_AGENT_DIRECTORIES,
     identityProviders: identityProvidersFrom(e),
     watchRoutes: isOn(e.KEYGATE_ROUTES_WATCH, false),

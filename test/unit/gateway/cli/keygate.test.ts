@@ -89,7 +89,7 @@ t.test('help, version, and a mistyped command answered in one line', async (t) =
   for (const args of [['--help'], ['-h'], ['help'], []]) {
     const res = await keygate(args, '', {})
     t.equal(res.code, 0, `${args.join(' ') || '(nothing)'}: exit 0`)
-    t.match(res.stdout, /^usage: keygate serve\n {7}keygate demo\n {7}keygate keygen/, `${args.join(' ') || '(nothing)'}: the usage on stdout`)
+    t.match(res.stdout, /^usage: keygate serve\n {7}keygate demo\n {7}keygate reload \| stop\n {7}keygate keygen/, `${args.join(' ') || '(nothing)'}: the usage on stdout`)
     t.equal(res.stderr, '')
   }
   const shown = await keygate(['--version'], '', {})
