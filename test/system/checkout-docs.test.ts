@@ -1,6 +1,7 @@
 // A checkout's commands as the pages give them, run with bash and npm as a reader runs them:
 // docs/getting-started.md's "From a checkout" (npm run start:upstream, then npm run
-// start:gateway in front of it, and npx keygate; npm start is the Metrics run below) and docs/observability.md's
+// start:gateway in front of it, and npx keygate; npm start is the Metrics run below), what its
+// "Which Node" says of npm ci's warnings, and docs/observability.md's
 // "Metrics" (npm start with KEYGATE_METRICS_PORT, then curl of /metrics). The pages' ports (8080,
 // 8081, 9464) are free ones here (PORT, UPSTREAM_PORT in the environment; 9464 replaced), as a
 // shared machine needs.
@@ -11,7 +12,7 @@ import { delimiter, join } from 'node:path'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import { ROOT } from '../helpers/build.js'
-import { docSnippet } from '../helpers/docs.js'
+import { docSection, docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
 import { interruptGroup, startCommand, type Listening } from '../helpers/listening.js'
 import { freePort } from '../helpers/redis.js'
@@ -44,6 +45,18 @@ t.test('getting-started.md, "From a checkout": npm ci', async (t) => {
   t.same(lock.packages['']?.dependencies, manifest.dependencies, 'the lock file\'s dependencies are package.json\'s')
   t.same(lock.packages['']?.devDependencies, manifest.devDependencies, 'and its devDependencies')
   t.match(readFileSync(join(ROOT, '.ci/run'), 'utf8'), /^npm ci\b/m)
+})
+
+t.test('getting-started.md, "Which Node": npm ci on the scripts\' Node 24 warns of no engine, and asks about no install script', async (t) => {
+  t.match(docSection('docs/getting-started.md', 'Which Node'), /warns `EBADENGINE`/, 'the page says why an older Node gets the warnings')
+  // npm on the Node the scripts run on (node_modules/.bin first, as npm puts it for them)
+  const env = { PATH: `${join(ROOT, 'node_modules', '.bin')}${delimiter}${process.env.PATH ?? ''}` }
+  const versions = JSON.parse((await promisify(execFile)('npm', ['version', '--json'], { cwd: ROOT, env })).stdout) as { node: string }
+  t.match(versions.node, /^24\./, 'npm runs on Node 24 here')
+  // --dry-run: npm ci's checks of the lock file's tree (the engines among them), leaving node_modules as it is
+  const { stderr } = await promisify(execFile)('npm', ['ci', '--dry-run', '--no-audit', '--no-fund'], { cwd: ROOT, env, maxBuffer: 16 << 20 })
+  t.notMatch(stderr, /EBADENGINE/, 'every package\'s engines admit Node 24: the warnings of an older Node are harmless')
+  t.notMatch(stderr, /install-scripts|allowScripts/, 'every install script is reviewed in package.json\'s allowScripts')
 })
 
 t.test('getting-started.md, "From a checkout": npx keygate, after npm ci alone', async (t) => {
