@@ -20,6 +20,8 @@ interface Claim { page: string; heading: string; lang: string; by: string }
 const CLAIMS: Claim[] = [
   { page: 'README.md', heading: 'keygate', lang: 'sh', by: 'test/system/start.test.ts' },
   { page: 'README.md', heading: 'Try it in two minutes', lang: 'sh', by: 'test/system/readme.test.ts' },
+  { page: 'README.md', heading: 'In front of your own backend', lang: 'yaml', by: 'test/system/readme.test.ts' },
+  { page: 'README.md', heading: 'In front of your own backend', lang: 'sh', by: 'test/system/readme.test.ts' },
   { page: 'client/README.md', heading: 'Install', lang: 'sh', by: 'test/system/client-readme.test.ts' },
   { page: 'client/README.md', heading: 'Quick start', lang: 'js', by: 'test/system/client-readme.test.ts' },
   { page: 'client/README.md', heading: 'CommonJS', lang: 'js', by: 'test/system/client-readme.test.ts' },
