@@ -21,7 +21,7 @@ import { route } from '../../gateway/src/proxy/route.js'
 import { startMetricsServer } from '../../gateway/src/http/metrics-server.js'
 import { parse, parseOpenMetrics } from '../helpers/prometheus.js'
 import { decodeTraces, OTLP_CONTENT_TYPES, type OtlpAnyValue } from '../helpers/otlp.js'
-import { tracingSettingsFrom, type OtlpProtocol } from '../../gateway/src/tracing/settings.js'
+import { tracingSettingsFrom, type OtlpProtocol } from '../../gateway/src/config/tracing.js'
 
 interface Span {
   traceId: string

@@ -7,9 +7,9 @@ import { LOG_FORMATS, type LogFormat } from '../lib/log-format.js'
 import { parseBootstrapUsers, type BootstrapUser } from './bootstrap-users.js'
 import { ConfigError } from './config-error.js'
 import { redisTopologyFrom, type RedisTopology } from './redis.js'
+import { TRACE_PARENT_POLICIES, tracingSettingsFrom, type TracingSettings } from './tracing.js'
 import { clientAddressFrom, type ClientAddressConfig } from './trusted-proxies.js'
 import { MAX_WORKERS, resolveWorkers, type WorkerCount } from './workers.js'
-import { TRACE_PARENT_POLICIES, tracingSettingsFrom, type TracingSettings } from '../tracing/settings.js'
 
 export { ConfigError } from './config-error.js'
 
@@ -282,7 +282,7 @@ export interface GatewayConfig {
   decision: DecisionConfig
   /** KEYGATE_WORKERS: how many gateway processes serve the port (1: this process alone) */
   workers: WorkerCount
-  /** OpenTelemetry traces: on only when the OTEL_* variables ask for them (tracing/settings.ts) */
+  /** OpenTelemetry traces: on only when the OTEL_* variables ask for them (config/tracing.ts) */
   tracing?: TracingSettings | undefined
 }
 
