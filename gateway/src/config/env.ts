@@ -139,6 +139,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_SIGNATURE_FAILURE_LIMIT: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000 })),
   KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
   KEYGATE_SIGNATURE_FAILURE_DELAY_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })),
+  KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ISSUERS: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_AGENT_DIRECTORIES: Type.Optional(Type.String({ minLength: 1 })),
@@ -226,6 +227,7 @@ export interface GatewayConfig {
     limit?: number
     windowSeconds?: number
     delayMs?: number
+    attackedKeyLimit?: number
   }
   /** route defaults from the environment, for route files */
   routeDefaults: RouteDefaults
@@ -459,7 +461,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     signatureFailures: {
       ...(e.KEYGATE_SIGNATURE_FAILURE_LIMIT !== undefined && { limit: e.KEYGATE_SIGNATURE_FAILURE_LIMIT }),
       ...(e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS !== undefined && { windowSeconds: e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS }),
-      ...(e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS !== undefined && { delayMs: e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS })
+      ...(e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS !== undefined && { delayMs: e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS }),
+      ...(e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT !== undefined && { attackedKeyLimit: e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT })
     },
     server: {
       headersTimeoutMs: e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS,
