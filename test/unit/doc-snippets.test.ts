@@ -51,6 +51,7 @@ const CLAIMS: Claim[] = [
   { page: 'docs/cli.md', heading: 'Other key types, and RFC 9421', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
   { page: 'docs/cli.md', heading: 'For operators: users and keys', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
   { page: 'docs/cli.md', heading: 'Through the admin API', lang: 'sh', by: 'test/system/operator-docs.test.ts' },
+  { page: 'docs/cli.md', heading: 'Usage over time', lang: 'sh', by: 'test/system/usage-analytics.test.ts' },
   { page: 'docs/getting-started.md', heading: 'From a checkout', lang: 'sh', by: 'test/system/checkout-docs.test.ts' },
   { page: 'docs/getting-started.md', heading: 'Docker Compose', lang: 'sh', by: 'test/system/compose.test.ts' },
   { page: 'docs/getting-started.md', heading: 'The package and the `keygate` command', lang: 'sh', by: 'test/system/keygate-package.test.ts' },

@@ -49,7 +49,7 @@ const USAGE = `usage: ${CMD} serve
        ${CMD} keys update APIKEY [--scopes A,B | --no-scopes] [--expires-at ISO | never]
        ${CMD} usage top --by key|user|route|agent [--order requests|refusals] [--since 1h] [--limit N] [--json]
        ${CMD} usage series --key APIKEY | --user NAME | --route NAME | --agent ORIGIN [--since 6h] [--json]
-       ${CMD} routes check FILE
+       ${CMD} routes check FILE [--json]
        ${CMD} tokens rotate
        ${CMD} bench [--url URL --user USER --password PASSWORD] [options]
 
@@ -110,7 +110,8 @@ For operators:
                      gateway counted them: requests, refusals, by status class, refusals by code
   usage series       one key's, user's or route's requests over --since (default 6h): per minute up
                      to 6h, per hour beyond; the table lists the buckets that had requests, --json all
-  routes check FILE  validate a route file (YAML or JSON) and print the routes it makes
+  routes check FILE  validate a route file (YAML or JSON) and print the routes it makes; --json:
+                     { file, items, aliasGuards, warnings }, items as the admin API shows routes
   bench              load-test keygate (npm run bench: --help lists the options); with --url, any
                      running keygate, else one it starts and compares with a bare proxy
   tokens rotate      generate a new token-signing key and make it current; the replaced key keeps
@@ -237,16 +238,26 @@ export function formatRouteTable (routes: readonly RouteConfig[]): string {
   return formatTable(rows)
 }
 
-async function checkRoutes (file: string, io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
-  const [{ loadRouteFile }, { aliasGuards, routeWarnings }, { routeOptOuts }] = await Promise.all([
-    import('../proxy/route-file.js'), import('../proxy/route-aliases.js'), import('../proxy/route-opt-outs.js')
+/**
+ * `routes check FILE [--json]`: the route table, each alias guard and warning, and a last line;
+ * with --json one object: the routes as the admin API's GET /v1/routes shows them, the same notes.
+ */
+async function checkRoutes (file: string, json: boolean, io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
+  const [{ loadRouteFile }, { aliasGuards, routeWarnings }, { routeOptOuts }, { routeView }] = await Promise.all([
+    import('../proxy/route-file.js'), import('../proxy/route-aliases.js'), import('../proxy/route-opt-outs.js'), import('../proxy/route.js')
   ])
   const routes = await loadRouteFile(file, (await loadConfig(io.env)).routeDefaults)
-  io.stdout.write(formatRouteTable(routes))
   // what each stronger route's backendNormalises protects: the backends whose aliases are refused
-  for (const line of aliasGuards(routes)) io.stdout.write(`${file}: ${line}\n`)
+  const guards = aliasGuards(routes)
   // Warnings are never fatal: the gateway loads the file all the same (and logs them).
   const warnings = [...routeWarnings(routes), ...routeOptOuts(routes)]
+  if (json) {
+    const answer = { file, items: routes.map(routeView), aliasGuards: guards, warnings: warnings.map(({ text }) => text) }
+    io.stdout.write(`${JSON.stringify(answer, null, 2)}\n`)
+    return
+  }
+  io.stdout.write(formatRouteTable(routes))
+  for (const line of guards) io.stdout.write(`${file}: ${line}\n`)
   for (const { text } of warnings) io.stdout.write(`${file}: warning: ${text}\n`)
   const warned = warnings.length === 0 ? '' : `, ${warnings.length} warning${warnings.length === 1 ? '' : 's'}`
   io.stdout.write(`${file}: ${routes.length} route${routes.length === 1 ? '' : 's'}, valid${warned}\n`)
@@ -289,7 +300,7 @@ export interface CliIo {
 }
 
 export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin, stdout: process.stdout, env: process.env }): Promise<void> {
-  const [group, command, name, ...rest] = argv
+  const [group, command, name] = argv
   if (group === undefined || group === 'help' || group === '--help' || group === '-h') {
     io.stdout.write(`${USAGE}\n`)
     return
@@ -323,7 +334,13 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
     const { signalGateway } = await import('./signal-commands.js')
     return await signalGateway(group, config.pidFile, config.server.shutdownGraceMs, io.stdout)
   }
-  if (group === 'routes' && command === 'check' && name !== undefined && rest.length === 0) return await checkRoutes(name, io)
+  if (group === 'routes' && command === 'check') {
+    // one FILE, and --json at most once, in any order
+    const args = argv.slice(2)
+    const json = args.includes('--json')
+    const [file, ...more] = args.filter((arg) => arg !== '--json')
+    if (file !== undefined && more.length === 0 && args.length === 1 + Number(json)) return await checkRoutes(file, json, io)
+  }
   if (group === 'tokens' && command === 'rotate' && name === undefined) return await rotateTokenKey(io)
   if (group === 'keys' || group === 'users') {
     const args = argv.slice(2)

@@ -7,9 +7,9 @@ import { LOG_FORMATS, type LogFormat } from '../lib/log-format.js'
 import { parseBootstrapUsers, type BootstrapUser } from './bootstrap-users.js'
 import { ConfigError } from './config-error.js'
 import { redisTopologyFrom, type RedisTopology } from './redis.js'
+import { TRACE_PARENT_POLICIES, tracingSettingsFrom, type TracingSettings } from './tracing.js'
 import { clientAddressFrom, type ClientAddressConfig } from './trusted-proxies.js'
 import { MAX_WORKERS, resolveWorkers, type WorkerCount } from './workers.js'
-import { TRACE_PARENT_POLICIES, tracingSettingsFrom, type TracingSettings } from '../tracing/settings.js'
 
 export { ConfigError } from './config-error.js'
 
@@ -140,6 +140,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_SIGNATURE_FAILURE_LIMIT: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000 })),
   KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
   KEYGATE_SIGNATURE_FAILURE_DELAY_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })),
+  KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ISSUERS: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_AGENT_DIRECTORIES: Type.Optional(Type.String({ minLength: 1 })),
@@ -227,6 +228,7 @@ export interface GatewayConfig {
     limit?: number
     windowSeconds?: number
     delayMs?: number
+    attackedKeyLimit?: number
   }
   /** route defaults from the environment, for route files */
   routeDefaults: RouteDefaults
@@ -285,7 +287,7 @@ export interface GatewayConfig {
   decision: DecisionConfig
   /** KEYGATE_WORKERS: how many gateway processes serve the port (1: this process alone) */
   workers: WorkerCount
-  /** OpenTelemetry traces: on only when the OTEL_* variables ask for them (tracing/settings.ts) */
+  /** OpenTelemetry traces: on only when the OTEL_* variables ask for them (config/tracing.ts) */
   tracing?: TracingSettings | undefined
 }
 
@@ -462,7 +464,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     signatureFailures: {
       ...(e.KEYGATE_SIGNATURE_FAILURE_LIMIT !== undefined && { limit: e.KEYGATE_SIGNATURE_FAILURE_LIMIT }),
       ...(e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS !== undefined && { windowSeconds: e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS }),
-      ...(e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS !== undefined && { delayMs: e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS })
+      ...(e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS !== undefined && { delayMs: e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS }),
+      ...(e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT !== undefined && { attackedKeyLimit: e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT })
     },
     server: {
       headersTimeoutMs: e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS,
