@@ -70,7 +70,7 @@ t.test('getting-started.md, "From a checkout": npx keygate, after npm ci alone',
   const { stdout } = await promisify(execFile)('bash', ['-c', line], { cwd: ROOT, env: { PATH: path, npm_config_cache: cache } })
   // the sources' usage names the checkout's npm form; the compiled CLI's would name keygate
   t.match(stdout, /^usage: npm run keygate -- serve\n/, 'the keygate command\'s usage, from the TypeScript sources: nothing built')
-  t.match(stdout, /^ {7}npm run keygate -- routes check FILE$/m)
+  t.match(stdout, /^ {7}npm run keygate -- routes check FILE\b/m)
 })
 
 t.test('getting-started.md, "From a checkout": the example service alone, then the gateway alone in front of it', { buffered: true }, async (t) => {
