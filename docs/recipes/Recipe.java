@@ -166,8 +166,13 @@ public class Recipe {
       System.err.println("usage: java Recipe.java seed|rfc9421 rsa|ed25519|p256 ...");
       System.exit(2);
     }
-    String credentials = "{\"username\":" + quote(System.getenv().getOrDefault("KEYGATE_USER", "demo")) + ",\"password\":" +
-        quote(System.getenv().getOrDefault("KEYGATE_PASSWORD", "")) + "}";
+    String user = System.getenv().getOrDefault("KEYGATE_USER", "demo");
+    String password = System.getenv().getOrDefault("KEYGATE_PASSWORD", "");
+    if (password.isEmpty()) {
+      System.err.println("KEYGATE_PASSWORD is not set: export it with the password of " + user + " (KEYGATE_USER)");
+      System.exit(2);
+    }
+    String credentials = "{\"username\":" + quote(user) + ",\"password\":" + quote(password) + "}";
     Answer login = call("POST", "/v1/auth/token", credentials.getBytes(StandardCharsets.UTF_8), Map.of("Content-Type", "application/json"));
     if (login.status() != 200) {
       System.err.println("login refused: " + login.status() + " " + login.body());

@@ -195,7 +195,12 @@ func main() {
 	if len(os.Args) < 3 || (os.Args[1] != "seed" && os.Args[1] != "rfc9421") {
 		log.Fatal("usage: go run recipe.go seed|rfc9421 rsa|ed25519|p256 ...")
 	}
-	credentials := map[string]string{"username": envOr("KEYGATE_USER", "demo"), "password": os.Getenv("KEYGATE_PASSWORD")}
+	user, password := envOr("KEYGATE_USER", "demo"), os.Getenv("KEYGATE_PASSWORD")
+	if password == "" {
+		fmt.Fprintf(os.Stderr, "KEYGATE_PASSWORD is not set: export it with the password of %s (KEYGATE_USER)\n", user)
+		os.Exit(2)
+	}
+	credentials := map[string]string{"username": user, "password": password}
 	status, answer := call("POST", "/v1/auth/token", jsonBytes(credentials), map[string]string{"Content-Type": "application/json"})
 	if status != 200 {
 		log.Fatalf("login refused: %d %s", status, answer)

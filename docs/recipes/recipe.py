@@ -120,7 +120,12 @@ def run(token, scheme, key_type):
 def main():
     if len(sys.argv) < 3 or sys.argv[1] not in ("seed", "rfc9421"):
         sys.exit("usage: python3 recipe.py seed|rfc9421 rsa|ed25519|p256 ...")
-    credentials = {"username": os.environ.get("KEYGATE_USER", "demo"), "password": os.environ.get("KEYGATE_PASSWORD", "")}
+    user = os.environ.get("KEYGATE_USER", "demo")
+    password = os.environ.get("KEYGATE_PASSWORD", "")
+    if not password:
+        print(f"KEYGATE_PASSWORD is not set: export it with the password of {user} (KEYGATE_USER)", file=sys.stderr)
+        sys.exit(2)
+    credentials = {"username": user, "password": password}
     status, answer = call("POST", "/v1/auth/token", json.dumps(credentials).encode(), {"Content-Type": "application/json"})
     if status != 200:
         sys.exit(f"login refused: {status} {answer}")

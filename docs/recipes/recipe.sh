@@ -66,9 +66,11 @@ rfc9421_headers() {
   SIGNED+=("Signature-Input: sig1=$params" "Signature: sig1=:$signature:")
 }
 
-PASSWORD_JSON=$(printf %s "${KEYGATE_PASSWORD:-}" | sed 's/[\\"]/\\&/g')
+USER_NAME=${KEYGATE_USER:-demo}
+[[ -n ${KEYGATE_PASSWORD:-} ]] || { echo "KEYGATE_PASSWORD is not set: export it with the password of $USER_NAME (KEYGATE_USER)" >&2; exit 2; }
+PASSWORD_JSON=$(printf %s "$KEYGATE_PASSWORD" | sed 's/[\\"]/\\&/g')
 LOGIN=$(curl -sS "$BASE/v1/auth/token" -H 'Content-Type: application/json' \
-  -d "{\"username\":\"${KEYGATE_USER:-demo}\",\"password\":\"$PASSWORD_JSON\"}")
+  -d "{\"username\":\"$USER_NAME\",\"password\":\"$PASSWORD_JSON\"}")
 TOKEN=$(printf %s "$LOGIN" | sed -nE 's/.*"token":"([^"]+)".*/\1/p')
 [[ -n $TOKEN ]] || { echo "login refused: $LOGIN" >&2; exit 1; }
 

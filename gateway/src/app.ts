@@ -301,7 +301,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false } }
   }).withTypeProvider<TypeBoxTypeProvider>()
 
-  // OpenTelemetry traces: its modules loaded only when the OTEL_* variables turn tracing on (tracing/settings.ts)
+  // OpenTelemetry traces: its modules loaded only when the OTEL_* variables turn tracing on (config/tracing.ts)
   const tracing = config.tracing === undefined ? undefined : await (await import('./tracing/tracer.js')).startTracing(config.tracing)
   if (tracing !== undefined) app.addHook('onClose', async () => { await tracing.shutdown() })
   const store = options.store ?? await createStore(config)

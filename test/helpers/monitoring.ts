@@ -35,7 +35,7 @@ export async function exportedMetricNames (): Promise<Set<string>> {
     keys: { stats },
     tokens: { stats },
     store: { errors: 0 },
-    signatureBudget: { stats: { refusals: 0, exhausted: 0 } },
+    signatureBudget: { stats: { refusals: 0, exhausted: 0, keysAttacked: 0 } },
     userScopes: { stats }
   })
   gateway.includeProcessMetrics()

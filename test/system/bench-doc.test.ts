@@ -6,13 +6,15 @@
 // bench.test.ts (the comparison, --scenario post, --rate half, --cpu-prof), bench-scenarios
 // (reject, --reject-kind), bench-flood (flood, --env), bench-rate-limits (f), bench-schemes
 // (--scheme rfc9421 --key), bench-workers (--workers), bench-decision (decision), bench-trace (--trace);
-// (i) and (j) are bench.test.ts's.
+// (i) and (j) are bench.test.ts's. The prose's figures of "A default run" (and the one "Which
+// figure to quote" cites) are checked against that run's table on the page: the run is not made
+// again here (figures are never asserted from a run), only the page kept consistent with itself.
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { parseBenchArgs, USAGE } from '../../bench/args.js'
 import { ROOT } from '../helpers/build.js'
-import { docSnippet } from '../helpers/docs.js'
+import { docBlocks, docSection, docSnippet } from '../helpers/docs.js'
 
 const run = promisify(execFile)
 const block = docSnippet('docs/bench.md', 'The benchmark', 'sh')
@@ -64,4 +66,44 @@ t.test('npm run bench -- --help, as written: every flag the block uses', async (
   t.equal(stdout.trim().split('\n').at(-1)?.trim(), USAGE.trim().split('\n').at(-1)?.trim(), 'the usage')
   const flags = new Set(block.match(/--[a-z][a-z-]+/g))
   for (const flag of flags) t.match(stdout, flag, `--help lists ${flag}`)
+})
+
+/** A configuration's row of a bench table as the page shows it: its columns by their header's names. */
+function tableRows (table: string): Map<string, Record<string, string>> {
+  const [header = '', , ...rows] = table.trimEnd().split('\n')
+  const names = header.split(/ {2,}/)
+  return new Map(rows.map((row) => {
+    // the id and the label are one column, "c  keygate, Redis store", the only two-space gap inside one
+    const [id = '', label = '', ...values] = row.split(/ {2,}/)
+    return [id, Object.fromEntries([[names[0] as string, label], ...values.map((value, i) => [names[i + 1] as string, value])])]
+  }))
+}
+
+t.test('the prose of "A default run" and "Which figure to quote" follows the run\'s table', async (t) => {
+  const section = docSection('docs/bench.md', 'A default run')
+  const [table = ''] = docBlocks('docs/bench.md', 'A default run', '')
+  const rows = tableRows(table)
+  t.same([...rows.keys()], ['a', 'b', 'c', 'd', 'e'], 'the comparison\'s five configurations')
+  const cpu = (id: string): number => Number(rows.get(id)?.['CPU us/req'])
+  const [b, c, d, e] = ['b', 'c', 'd', 'e'].map(cpu) as [number, number, number, number]
+  t.ok([b, c, d, e].every((us) => us > 0), `CPU us/req of b, c, d, e: ${b}, ${c}, ${d}, ${e}`)
+  const measured = rows.get('c')?.['req/s'] ?? ''
+  const perCore = Math.round(1e6 / c).toLocaleString('en-US')
+
+  // the prose's words, whatever its line breaks
+  const prose = section.replace(/\s+/g, ' ')
+  t.match(prose, `would read ${c - e} us (${c} - ${e}) and ${perCore} signed requests/s (1,000,000 / ${c}), against (c)'s measured ${measured} req/s`,
+    'the two figures, from c and e, beside c\'s measured rate')
+  t.match(docSection('docs/bench.md', 'The benchmark').replace(/\s+/g, ' '), `(${perCore} from CPU time, ${measured} measured)`,
+    '"Which figure to quote" cites the same two')
+  const lessThanB = Math.round((b - e) / b * 100)
+  t.match(prose, `keygate's proxy hop (e) costs ${e} us of CPU a request here, ${lessThanB}% less than @fastify/http-proxy's (b) ${b} us`,
+    `(e) against (b): ${e} us against ${b}, ${lessThanB}% less`)
+  const authLayer = [c - e, d - e].sort((x, y) => x - y)
+  t.match(prose, `The auth layer (c - e) costs ${authLayer.join('-')} us a request in the latest runs (c and d against e here)`)
+  const [low, high] = /forwards at ([\d.]+)-([\d.]+)x the bare proxy's rate/.exec(prose)?.slice(1).map(Number) ?? []
+  const cOverB = Number(rows.get('c')?.['x (b)'])
+  t.ok(low !== undefined && high !== undefined && low <= cOverB && cOverB <= high, `the range of the latest runs (${low}-${high}x) holds c's ${cOverB}x`)
+  const [bLow, bHigh] = /\(b\) itself swings between (\d+) and (\d+) us/.exec(prose)?.slice(1).map(Number) ?? []
+  t.ok(bLow !== undefined && bHigh !== undefined && bLow <= b && b <= bHigh, `(b)'s swing (${bLow}-${bHigh} us) holds this run's ${b}`)
 })

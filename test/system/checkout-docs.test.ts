@@ -1,16 +1,18 @@
 // A checkout's commands as the pages give them, run with bash and npm as a reader runs them:
 // docs/getting-started.md's "From a checkout" (npm run start:upstream, then npm run
-// start:gateway in front of it; npm start is the Metrics run below) and docs/observability.md's
+// start:gateway in front of it, and npx keygate; npm start is the Metrics run below), what its
+// "Which Node" says of npm ci's warnings, and docs/observability.md's
 // "Metrics" (npm start with KEYGATE_METRICS_PORT, then curl of /metrics). The pages' ports (8080,
 // 8081, 9464) are free ones here (PORT, UPSTREAM_PORT in the environment; 9464 replaced), as a
 // shared machine needs.
 import { execFile } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { delimiter, join } from 'node:path'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import { ROOT } from '../helpers/build.js'
-import { docSnippet } from '../helpers/docs.js'
+import { docSection, docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
 import { interruptGroup, startCommand, type Listening } from '../helpers/listening.js'
 import { freePort } from '../helpers/redis.js'
@@ -43,6 +45,32 @@ t.test('getting-started.md, "From a checkout": npm ci', async (t) => {
   t.same(lock.packages['']?.dependencies, manifest.dependencies, 'the lock file\'s dependencies are package.json\'s')
   t.same(lock.packages['']?.devDependencies, manifest.devDependencies, 'and its devDependencies')
   t.match(readFileSync(join(ROOT, '.ci/run'), 'utf8'), /^npm ci\b/m)
+})
+
+t.test('getting-started.md, "Which Node": npm ci on the scripts\' Node 24 warns of no engine, and asks about no install script', async (t) => {
+  t.match(docSection('docs/getting-started.md', 'Which Node'), /warns `EBADENGINE`/, 'the page says why an older Node gets the warnings')
+  // npm on the Node the scripts run on (node_modules/.bin first, as npm puts it for them)
+  const env = { PATH: `${join(ROOT, 'node_modules', '.bin')}${delimiter}${process.env.PATH ?? ''}` }
+  const versions = JSON.parse((await promisify(execFile)('npm', ['version', '--json'], { cwd: ROOT, env })).stdout) as { node: string }
+  t.match(versions.node, /^24\./, 'npm runs on Node 24 here')
+  // --dry-run: npm ci's checks of the lock file's tree (the engines among them), leaving node_modules as it is
+  const { stderr } = await promisify(execFile)('npm', ['ci', '--dry-run', '--no-audit', '--no-fund'], { cwd: ROOT, env, maxBuffer: 16 << 20 })
+  t.notMatch(stderr, /EBADENGINE/, 'every package\'s engines admit Node 24: the warnings of an older Node are harmless')
+  t.notMatch(stderr, /install-scripts|allowScripts/, 'every install script is reviewed in package.json\'s allowScripts')
+})
+
+t.test('getting-started.md, "From a checkout": npx keygate, after npm ci alone', async (t) => {
+  const line = command('npx keygate')
+  t.equal(line.replace(/ +#.*$/, ''), 'npx keygate --help')
+  // as in a newcomer's shell: npm on the machine's own node (no node_modules/.bin on the PATH), and
+  // npm's cache a fresh one, where npx links the checkout as on a first run (the user's is left alone)
+  const cache = mkdtempSync(join(tmpdir(), 'keygate-npm-cache-'))
+  t.teardown(() => { rmSync(cache, { recursive: true, force: true }) })
+  const path = (process.env.PATH ?? '').split(delimiter).filter((dir) => !dir.endsWith(join('node_modules', '.bin'))).join(delimiter)
+  const { stdout } = await promisify(execFile)('bash', ['-c', line], { cwd: ROOT, env: { PATH: path, npm_config_cache: cache } })
+  // the sources' usage names the checkout's npm form; the compiled CLI's would name keygate
+  t.match(stdout, /^usage: npm run keygate -- serve\n/, 'the keygate command\'s usage, from the TypeScript sources: nothing built')
+  t.match(stdout, /^ {7}npm run keygate -- routes check FILE\b/m)
 })
 
 t.test('getting-started.md, "From a checkout": the example service alone, then the gateway alone in front of it', { buffered: true }, async (t) => {

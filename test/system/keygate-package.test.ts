@@ -30,6 +30,7 @@ t.test('the packed keygate installs with --omit=dev and its keygate command fron
   t.equal(basename(tarball), /then (keygate-[\d.]+\.tgz)/.exec(block)?.[1], 'the tarball the page names')
   t.same(files.filter((f) => /\.ts$|^test\/|\.map$/.test(f)), [], 'no TypeScript sources, no tests in the tarball')
   t.ok(files.includes('dist/gateway/src/cli/keygate.js'), 'the compiled CLI is in it')
+  t.ok(files.includes('bin/keygate.js'), 'and the command that runs it (package.json bin)')
   t.ok(files.includes('dist/client/src/protocol/index.js'), 'and the protocol code the gateway imports, compiled in')
   t.ok(files.includes('dist/portal/index.html'), 'and the developer portal, bundled')
   // what npm run package-sizes prints (the docs quote no size): the tarballs' own, to the byte

@@ -3,10 +3,13 @@
 // Redis) in front of the example clients service. Each logs in, registers a key of its own, and
 // sends a signed POST and a signed GET with a query: what it prints are keygate's answers, and the
 // service must have received each request with the identity of that user and key, signed in that
-// scheme. The excerpts the page shows are the files' own lines. The toolchains are Debian packages,
-// installed when missing (as root), else the test fails naming them; .ci/run installs them too.
+// scheme. The page shows the Python recipe whole: its block is the file, byte for byte, and what
+// runs is the block read from the page; the other languages' excerpts are their files' own lines.
+// Without KEYGATE_PASSWORD each recipe stops before logging in, saying what the page says. The
+// toolchains are Debian packages, installed when missing (as root), else the test fails naming
+// them; .ci/run installs them too.
 import { execFile, spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import type { IncomingHttpHeaders } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -16,7 +19,7 @@ import t from 'tap'
 import { ALGORITHMS_OF_KEY_TYPE, KEY_TYPES, type KeyType } from '../../client/src/protocol/index.js'
 import { buildUpstreamApp } from '../../upstream-stub/src/app.js'
 import { installedWithApt, runs, type Found } from '../helpers/apt.js'
-import { docBlocks, docSnippet } from '../helpers/docs.js'
+import { docBlocks, docSection, docSnippet } from '../helpers/docs.js'
 import { addUser, PASSWORD, startTestGateway } from '../helpers/stack.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -40,6 +43,8 @@ interface Language {
   file: string
   /** the page's section that shows its code, and the language of that code block */
   section: [heading: string, lang: string]
+  /** the block is the whole program (else an excerpt of its file) */
+  whole?: true
   /** the program that runs in place of the page's first word (found, or installed with what it needs) */
   program: () => Found
 }
@@ -55,6 +60,7 @@ const LANGUAGES: Language[] = [
     name: 'python',
     file: 'recipe.py',
     section: ['Python', 'python'],
+    whole: true,
     program: () => installedWithApt('python3 with the cryptography package', () =>
       ['python3', '/usr/bin/python3'].find((python) => runs(python, ['-c', 'import cryptography']) !== undefined), ['python3-cryptography'])
   },
@@ -76,13 +82,25 @@ function pageCommands (): Map<string, (scheme: Scheme) => string[]> {
   }))
 }
 
+/** The one block of a language's section. */
+function shownBlock ({ section: [heading, lang] }: Language): string {
+  return docSnippet(PAGE, heading, lang)
+}
+
 /**
  * The command of a language's recipe in a scheme: the page's, with the program found in place of
- * its first word; `go run` (a build, then a run) as the program built once, run once per scheme.
+ * its first word; `go run` (a build, then a run) as the program built once, run once per scheme. A
+ * recipe the page shows whole runs from the page's block, saved in `dir` under its file's name.
  */
 async function commandOf (language: Language, program: string, dir: string): Promise<(scheme: Scheme) => string[]> {
-  const words = pageCommands().get(language.file)
-  if (words === undefined) throw new Error(`${PAGE} does not say how to run ${language.file}`)
+  const page = pageCommands().get(language.file)
+  if (page === undefined) throw new Error(`${PAGE} does not say how to run ${language.file}`)
+  let words = page
+  if (language.whole === true) {
+    const saved = join(dir, language.file)
+    writeFileSync(saved, shownBlock(language))
+    words = (scheme) => page(scheme).map((word) => word === `docs/recipes/${language.file}` ? saved : word)
+  }
   const [subcommand, file = ''] = words('seed')
   if (subcommand !== 'run') return (scheme) => [program, ...words(scheme)]
   const binary = join(dir, 'recipe')
@@ -103,11 +121,27 @@ function printedLines (stdout: string): Printed[] {
 
 interface Run { language: string; scheme: Scheme; code: number; stdout: string; stderr: string; ms: number }
 
-t.test('the page shows the recipes\' own lines', async (t) => {
-  for (const { file, section: [heading, lang] } of LANGUAGES) {
+/** One run of a recipe: its exit code and what it printed, a failure too. */
+async function runRecipe (language: Language, scheme: Scheme, words: (scheme: Scheme) => string[], env: NodeJS.ProcessEnv): Promise<Run> {
+  const [command = '', ...args] = words(scheme)
+  const from = Date.now()
+  try {
+    const { stdout, stderr } = await run(command, args, { cwd: ROOT, env, maxBuffer: 16 << 20 })
+    return { language: language.name, scheme, code: 0, stdout, stderr, ms: Date.now() - from }
+  } catch (err) {
+    const failed = err as { code?: unknown; stdout?: string; stderr?: string }
+    if (typeof failed.code !== 'number') throw err
+    return { language: language.name, scheme, code: failed.code, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '', ms: Date.now() - from }
+  }
+}
+
+t.test('the page shows the recipes\' own lines: the Python recipe whole', async (t) => {
+  for (const { file, section: [heading, lang], whole } of LANGUAGES) {
     const shown = docBlocks(PAGE, heading, lang)
     t.equal(shown.length, 1, `${file}: one block of its code under "${heading}"`)
-    t.ok(readFileSync(join(ROOT, 'docs', 'recipes', file), 'utf8').includes(shown[0] ?? '\0'), `${file}: the block is the file's own lines`)
+    const text = readFileSync(join(ROOT, 'docs', 'recipes', file), 'utf8')
+    if (whole === true) t.equal(shown[0], text, `${file}: the block is the whole file`)
+    else t.ok(text.includes(shown[0] ?? '\0'), `${file}: the block is the file's own lines`)
   }
 })
 
@@ -134,21 +168,12 @@ t.test('every recipe, in every language, for both schemes and every key type, ag
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   const started = Date.now()
   // Every run at once: each language's two runs (one per scheme) share its user, the languages do not.
+  const runnable = new Map<Language, (scheme: Scheme) => string[]>()
   const results = await Promise.all(programs.map(async ({ language, found }): Promise<Run[]> => {
     const words = await commandOf(language, (found as { path: string }).path, dir)
-    return await Promise.all(SCHEMES.map(async (scheme): Promise<Run> => {
-      const [command = '', ...args] = words(scheme)
-      const env = { ...process.env, KEYGATE_URL: gw.url, KEYGATE_USER: language.name, KEYGATE_PASSWORD: PASSWORD }
-      const from = Date.now()
-      try {
-        const { stdout, stderr } = await run(command, args, { cwd: ROOT, env, maxBuffer: 16 << 20 })
-        return { language: language.name, scheme, code: 0, stdout, stderr, ms: Date.now() - from }
-      } catch (err) {
-        const failed = err as { code?: unknown; stdout?: string; stderr?: string }
-        if (typeof failed.code !== 'number') throw err
-        return { language: language.name, scheme, code: failed.code, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '', ms: Date.now() - from }
-      }
-    }))
+    runnable.set(language, words)
+    const env = { ...process.env, KEYGATE_URL: gw.url, KEYGATE_USER: language.name, KEYGATE_PASSWORD: PASSWORD }
+    return await Promise.all(SCHEMES.map(async (scheme) => await runRecipe(language, scheme, words, env)))
   }))
   t.comment(`all recipes ran in ${Date.now() - started} ms: ${results.flat().map((r) => `${r.language} ${r.scheme} ${r.ms} ms`).join(', ')}`)
 
@@ -195,4 +220,23 @@ t.test('every recipe, in every language, for both schemes and every key type, ag
       }
     })
   }
+
+  t.test('without KEYGATE_PASSWORD, each recipe stops before logging in and says so, as the page does', async (t) => {
+    const said = /`(KEYGATE_PASSWORD is not set: [^`]+)`/.exec(docSection(PAGE, 'Running them'))?.[1]
+    t.ok(said, 'the page quotes the message')
+    // KEYGATE_USER unset (demo), and nothing listening at KEYGATE_URL: a recipe that tried to log in would say otherwise
+    const env: NodeJS.ProcessEnv = { ...process.env, KEYGATE_URL: 'http://127.0.0.1:1' }
+    delete env.KEYGATE_PASSWORD
+    delete env.KEYGATE_USER
+    const runs = await Promise.all([...runnable].flatMap(([language, words]) => [
+      runRecipe(language, 'seed', words, env).then((recipe) => ({ recipe, as: 'unset' })),
+      runRecipe(language, 'seed', words, { ...env, KEYGATE_PASSWORD: '' }).then((recipe) => ({ recipe, as: 'empty' }))
+    ]))
+    t.equal(runs.length, 2 * LANGUAGES.length)
+    for (const { recipe, as } of runs) {
+      // the last line: a JVM may say first that it picked up JAVA_TOOL_OPTIONS
+      const last = recipe.stderr.trimEnd().split('\n').at(-1)
+      t.same([recipe.code, last, recipe.stdout], [2, said, ''], `${recipe.language}, ${as}: exit code 2 and the page's words`)
+    }
+  })
 })

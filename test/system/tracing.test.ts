@@ -2,9 +2,10 @@
 // receiver this test starts, decoding what arrives by its content type: protobuf (the default,
 // OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, @opentelemetry/exporter-trace-otlp-proto) with
 // protobufjs, or JSON (http/json, @opentelemetry/exporter-trace-otlp-http). The spans of a signed
-// request, a refused one, a replay, an upstream that is down, the traceparent the upstream
-// receives, a client's traceparent ignored or continued; a protocol keygate does not speak refused
-// at start; and with tracing off, no OpenTelemetry module loaded at all.
+// request (and the components an RFC 9421 one covered), a refused one, a replay, an upstream that
+// is down, the traceparent the upstream receives, a client's traceparent ignored or continued; a
+// protocol keygate does not speak refused at start; and with tracing off, no OpenTelemetry module
+// loaded at all.
 import { spawn } from 'node:child_process'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -18,10 +19,11 @@ import { startRecorder } from '../helpers/recorder.js'
 import { send } from '../helpers/http.js'
 import { addUser, login, registerKey, sendSigned, startTestGateway } from '../helpers/stack.js'
 import { route } from '../../gateway/src/proxy/route.js'
+import { signRequest } from '../../client/src/index.js'
 import { startMetricsServer } from '../../gateway/src/http/metrics-server.js'
 import { parse, parseOpenMetrics } from '../helpers/prometheus.js'
 import { decodeTraces, OTLP_CONTENT_TYPES, type OtlpAnyValue } from '../helpers/otlp.js'
-import { tracingSettingsFrom, type OtlpProtocol } from '../../gateway/src/tracing/settings.js'
+import { tracingSettingsFrom, type OtlpProtocol } from '../../gateway/src/config/tracing.js'
 
 interface Span {
   traceId: string
@@ -175,6 +177,19 @@ t.test('a signed request: SERVER span with the auth attributes, child spans, and
   t.equal(upstream?.headers.tracestate, undefined, 'the client\'s tracestate does not pass')
   const line = logLines.find((entry) => entry.msg === 'request' && entry.url === '/v1/clients/traced')
   t.match(line, { trace_id: server.traceId, span_id: server.spanId }, 'the access log line names the trace and the SERVER span')
+})
+
+t.test('an RFC 9421 request: keygate.covered_components, the covered components\' names in Signature-Input\'s order', async (t) => {
+  const target = '/v1/clients/covered'
+  const body = '{"name":"Ada Lovelace"}'
+  const signed = await signRequest({ scheme: 'rfc9421', privateKey: keys.privateKey, apiKey: keys.apiKey, baseUrl: ignoring.url, method: 'POST', target, body })
+  const res = await send(ignoring.url, target, { method: 'POST', headers: { authorization: `Bearer ${token}`, ...signed }, body })
+  t.equal(res.status, 200, res.text)
+  const { server } = await traceOf(target)
+  t.match(signed['Signature-Input'], /^sig1=\("@method" "@target-uri" "content-digest" "content-type"\);/, 'what the client covered')
+  t.same(server.attributes['keygate.covered_components'], ['@method', '@target-uri', 'content-digest', 'content-type'],
+    'an array of strings: each component\'s name, unquoted, in the order covered')
+  t.match(server.attributes, { 'keygate.scheme': 'rfc9421', 'keygate.key.algorithm': 'rsa-v1_5-sha256' })
 })
 
 t.test('the upstream latency histogram: a sampled request\'s trace id as its bucket\'s exemplar, in OpenMetrics only', async (t) => {

@@ -1,17 +1,38 @@
 // Usage over time (issue 24, part 2): business requests counted by key, user, route and outcome,
 // flushed to Redis (two gateways on one prefix add up) or the embedded store, and read through
 // the admin API, `keygate usage` and a user's bearer endpoint. Flushes are made by hand (the
-// counter's flush, as the timer and shutdown call it) so nothing waits on a timer.
+// counter's flush, as the timer and shutdown call it) so nothing waits on a timer. docs/cli.md's
+// "Usage over time" runs here: each command of its block, and the outputs it shows compared in
+// form (columns, footer, JSON members) with what the same commands print.
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import t from 'tap'
 import { admin, startAdminGateway, type AdminGateway } from '../helpers/admin.js'
 import { keygateCli } from '../helpers/cli.js'
+import { docBlocks, docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair, signedHeaders, type TestKeyPair } from '../helpers/keys.js'
 import { testRedisUrl } from '../helpers/redis.js'
 import { addUser, login, registerKey, sendSigned, startStack, startUpstreamStub } from '../helpers/stack.js'
 
 const FLUSH_BY_HAND = { enabled: true, flushMs: 60_000, maxSeries: 50_000 }
+const run = promisify(execFile)
+
+/** What an output looks like, whatever its numbers: a table's columns, its rows' widths in columns and its last lines; a JSON answer's members. */
+function formOf (output: string): unknown {
+  if (output.startsWith('{')) {
+    const answer = JSON.parse(output) as Record<string, unknown> & { points?: Array<Record<string, unknown>> }
+    return { members: Object.keys(answer), points: answer.points?.length, pointMembers: [...new Set(answer.points?.flatMap((point) => Object.keys(point)))] }
+  }
+  const [header = '', ...rows] = output.trimEnd().split('\n')
+  const columns = (line: string): number => line.split(/ {2,}/).length
+  return {
+    columns: header.split(/ {2,}/),
+    rows: [...new Set(rows.filter((row) => columns(row) === columns(header)).map(columns))],
+    footer: rows.filter((row) => columns(row) !== columns(header)).map((row) => row.replace(/\d+/g, 'N'))
+  }
+}
 
 async function flush (gw: { app: AdminGateway['app'] }): Promise<void> {
   const usage = gw.app.keygate.usage
@@ -107,6 +128,37 @@ t.test('two gateways on one Redis prefix: counts by key, user, route and outcome
     const wrong = await keygateCli(['usage', 'top'], '', env)
     t.equal(wrong.code, 2)
     t.match(wrong.stderr, /usage top needs --by key, user, route or agent/)
+  })
+
+  await t.test('docs/cli.md, "Usage over time": each command of the block, through the admin API; the outputs shown are theirs', async (t) => {
+    const env = { KEYGATE_ADMIN_URL: one.adminUrl, KEYGATE_ADMIN_TOKEN: one.token }
+    const commands = docSnippet('docs/cli.md', 'Usage over time', 'sh').split('\n').filter((line) => line.startsWith('keygate '))
+      .map((line) => line.replace(/ +#.*$/, ''))
+    t.ok(commands.length >= 5, `${commands.length} commands`)
+    // the page's route is named clients in a route file; this gateway's built-in one is named by its prefix
+    const clients = '/v1/clients/'
+    const printed = new Map<string, string>()
+    for (const command of commands) {
+      // the words bash makes of the command, $APIKEY one of alice's
+      const words = `printf '%s\\0' ${command.slice('keygate '.length)}`
+      const { stdout } = await run('bash', ['-c', words], { env: { PATH: process.env.PATH ?? '', APIKEY: alice.keys.apiKey } })
+      const args = stdout.split('\0').slice(0, -1).map((word) => word === 'clients' ? clients : word)
+      const result = await keygateCli(args, '', env)
+      t.equal(result.code, 0, `${command}: ${result.stderr}`)
+      printed.set(command, result.stdout)
+    }
+    const route = printed.get(commands.find((c) => c.includes('--route')) ?? '') ?? ''
+    t.match(route, /^HOUR +REQUESTS/, 'a route over 7 days: hour by hour')
+    t.match(route, /\n[12] of 168 hour buckets had requests\n$/, 'this hour (or the one before, when the test runs across the hour)')
+
+    const shown = docBlocks('docs/cli.md', 'Usage over time', '')
+    t.ok(shown.length >= 3, 'the page shows a top table, a series table and a series in JSON')
+    for (const block of shown) {
+      const [dollar = '', ...output] = block.split('\n')
+      const command = dollar.replace(/^\$ /, '')
+      t.ok(printed.has(command), `${dollar}: a command of the block`)
+      t.same(formOf(output.join('\n')), formOf(printed.get(command) ?? ''), `${command}: the page shows what it prints, in form`)
+    }
   })
 
   await t.test('the bearer endpoint: your own key\'s series; another\'s 404; no token 401', async (t) => {

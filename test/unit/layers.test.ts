@@ -1,7 +1,7 @@
 // The layers of the code, checked from its imports: a folder imports only from the layers below
-// it (or its own), there are no import loops, and the client package stands on its own. The
-// Layout of docs/tests.md describes the same order.
-import { readdirSync, readFileSync } from 'node:fs'
+// it (or its own), no two folders import each other, there are no import loops, and the client
+// package stands on its own. The Layout of docs/tests.md describes the same order.
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { builtinModules } from 'node:module'
 import { dirname, join, normalize, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -9,8 +9,13 @@ import t from 'tap'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
-/** Lower ranks first; a file may import files of its own rank or lower. First match wins. */
-const LAYERS: Array<[prefix: string, rank: number]> = [
+/**
+ * The rooms, lower ranks first: a file may import files of its own rank or lower. A room is a
+ * folder (a file is in the room of its own folder, else of the nearest folder above it listed
+ * here), or one of gateway/src's own files, each a room of its own. No file is ranked apart from
+ * its folder: a file that belongs lower belongs in a lower folder.
+ */
+const LAYERS: Array<[room: string, rank: number]> = [
   ['client/src/protocol/', 0],
   ['client/src/', 1],
   ['gateway/src/errors.ts', 1],
@@ -20,9 +25,8 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   // the developer portal: its browser code (over the client package) and the bundling of it
   ['gateway/portal/src/', 1.5],
   ['gateway/src/portal/', 1.5],
+  // the environment, tracing's OTEL_* variables included (config/tracing.ts: no OpenTelemetry module)
   ['gateway/src/config/', 2],
-  // whether tracing is on (the OTEL_* variables): read with the config, imports no OpenTelemetry module
-  ['gateway/src/tracing/settings.ts', 2],
   ['gateway/src/store/', 3],
   // fetching a URL someone else named, refusing private, loopback and metadata addresses by the address connected to: undici and ipaddr.js only
   ['gateway/src/net/', 3.2],
@@ -43,14 +47,12 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['gateway/src/proxy/', 6],
   ['gateway/src/http/schemas/', 7],
   ['gateway/src/http/docs/', 7],
-  ['gateway/src/http/catch-all.ts', 7],
   ['gateway/src/http/plugins/', 7.1],
-  // the Fastify options of the listeners that judge requests (the public port, the decision listener)
-  ['gateway/src/http/listener-options.ts', 7.15],
   // OpenTelemetry traces (loaded only when on): spans over the auth stages, the proxy's upstream call and the listeners' requests
   ['gateway/src/tracing/', 7.15],
   ['gateway/src/http/routes/', 7.2],
-  ['gateway/src/http/metrics-server.ts', 7.2],
+  // the HTTP layer's own files: the listeners built of its plugins (the metrics listener; the options of those that judge requests)
+  ['gateway/src/http/', 7.2],
   ['gateway/src/types.ts', 7.2],
   // the admin API: its own listener over the services, the HTTP layer's plugins and schemas
   ['gateway/src/admin/', 7.3],
@@ -62,10 +64,17 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
   ['gateway/src/main.ts', 10]
 ]
 
+const RANKS = new Map(LAYERS)
+
+/** The room a file is in: gateway/src's own file, else the nearest folder above it that LAYERS lists. */
+function roomOf (file: string): string {
+  if (RANKS.has(file)) return file
+  for (let dir = dirname(file); dir !== '.'; dir = dirname(dir)) if (RANKS.has(`${dir}/`)) return `${dir}/`
+  throw new Error(`${file} is in no layer: add its folder to LAYERS (and to docs/tests.md's Layout)`)
+}
+
 function rankOf (file: string): number {
-  const layer = LAYERS.find(([prefix]) => file.startsWith(prefix))
-  if (layer === undefined) throw new Error(`${file} is in no layer: add its folder to LAYERS (and to docs/tests.md's Layout)`)
-  return layer[1]
+  return RANKS.get(roomOf(file)) as number
 }
 
 function sources (dir: string): string[] {
@@ -89,7 +98,8 @@ const CLIENT_PACKAGE: Record<string, string> = Object.fromEntries([
   ...sourcesOf((JSON.parse(readFileSync(join(ROOT, 'client/package.json'), 'utf8')) as { exports: ConditionalTargets }).exports, '@keygate/client/', 'client'),
   ...sourcesOf((JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { imports: ConditionalTargets }).imports, '', '.')
 ].map(([name, file]) => [name.replace(/\/$/, ''), file]))
-const IMPORT = /^\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'|^\s*import\s+'([^']+)'/gm
+// static imports and re-exports, side-effect imports, and import('...'): a module loaded when needed, or a type named in place
+const IMPORT = /^\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'|^\s*import\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)/gm
 
 interface Imports { local: string[]; packages: string[] }
 
@@ -97,7 +107,7 @@ function importsOf (file: string): Imports {
   const text = readFileSync(join(ROOT, file), 'utf8')
   const out: Imports = { local: [], packages: [] }
   for (const match of text.matchAll(IMPORT)) {
-    const spec = (match[1] ?? match[2]) as string
+    const spec = (match[1] ?? match[2] ?? match[3]) as string
     if (spec.startsWith('.')) out.local.push(normalize(join(dirname(file), spec)).replace(/\.js$/, '.ts'))
     else if (CLIENT_PACKAGE[spec] !== undefined) out.local.push(CLIENT_PACKAGE[spec])
     else out.packages.push(spec)
@@ -115,21 +125,46 @@ t.test('every import points down the layers', async (t) => {
   t.same(upward, [], 'no import from a lower layer to a higher one')
 })
 
-t.test('no import loops', async (t) => {
+/** Every loop of `edges` over `nodes`, as `a -> b -> a`. */
+function loopsOf (nodes: readonly string[], edges: (node: string) => readonly string[]): string[] {
   const loops: string[] = []
   const state = new Map<string, 'open' | 'done'>()
-  const visit = (file: string, path: string[]): void => {
-    if (state.get(file) === 'done') return
-    if (state.get(file) === 'open') {
-      loops.push([...path.slice(path.indexOf(file)), file].join(' -> '))
+  const visit = (node: string, path: string[]): void => {
+    if (state.get(node) === 'done') return
+    if (state.get(node) === 'open') {
+      loops.push([...path.slice(path.indexOf(node)), node].join(' -> '))
       return
     }
-    state.set(file, 'open')
-    for (const target of graph.get(file)?.local ?? []) visit(target, [...path, file])
-    state.set(file, 'done')
+    state.set(node, 'open')
+    for (const target of edges(node)) visit(target, [...path, node])
+    state.set(node, 'done')
   }
-  for (const file of files) visit(file, [])
-  t.same(loops, [])
+  for (const node of nodes) visit(node, [])
+  return loops
+}
+
+t.test('no import loops', async (t) => {
+  t.same(loopsOf(files, (file) => graph.get(file)?.local ?? []), [])
+})
+
+t.test('every room is a folder, or one of gateway/src\'s own files: no file is ranked apart from its folder', async (t) => {
+  for (const [room] of LAYERS) {
+    t.ok(room.endsWith('/') || /^gateway\/src\/[^/]+\.ts$/.test(room), `${room} is a folder or a file of gateway/src's own`)
+    t.ok(existsSync(join(ROOT, room)), `${room} exists`)
+  }
+  t.equal(RANKS.size, LAYERS.length, 'each room listed once')
+})
+
+t.test('no two rooms import each other, nor any longer loop of rooms', async (t) => {
+  // Ranks of equal value may import each other file by file without a loop of files; their rooms may not.
+  const rooms = new Map<string, Set<string>>()
+  for (const file of files) {
+    const from = roomOf(file)
+    const targets = rooms.get(from) ?? rooms.set(from, new Set()).get(from)!
+    for (const target of graph.get(file)!.local) if (roomOf(target) !== from) targets.add(roomOf(target))
+  }
+  t.same(loopsOf([...rooms.keys()], (room) => [...rooms.get(room) ?? []]), [])
+  t.ok(rooms.get('gateway/src/app.ts')?.has('gateway/src/http/routes/'), 'the rooms\' imports are seen: app.ts -> http/routes/')
 })
 
 t.test('the client package stands on its own', async (t) => {
@@ -161,6 +196,8 @@ t.test('the layer check sees the code it checks', async (t) => {
   t.ok(graph.get('gateway/src/cli/client-commands.ts')!.local.includes('client/src/index.ts'), 'the client package import is seen')
   t.ok(graph.get('gateway/portal/src/snippets.ts')!.local.includes('client/src/protocol/index.ts'), 'the portal\'s imports are seen')
   t.ok(graph.get('gateway/src/http/routes/proxy.ts')!.packages.includes('fastify'), 'package imports are seen')
+  t.ok(graph.get('gateway/src/app.ts')!.local.includes('gateway/src/tracing/tracer.ts'), 'a module loaded when needed (import(...)) is seen')
+  t.ok(graph.get('gateway/src/cli/keygate.ts')!.local.includes('gateway/src/cli/operator.ts'), 'a type named in place (import(...).Type) is seen')
 })
 
 t.test('the client entry points the graph follows', async (t) => {

@@ -3,16 +3,11 @@
 // without a route file there is nothing to reload (409 NO_ROUTE_FILE).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { GatewayError } from '../errors.js'
-import type { RouteConfig } from '../proxy/route.js'
+import { routeView } from '../proxy/route.js'
 import type { RouteControl } from './route-control.js'
 import { RoutesInForce, RoutesReloaded } from './schemas/routes.js'
 
 const TAG = 'routes'
-
-/** A route as the admin API shows it: every field, but the values of addHeaders, which may be credentials. */
-export function routeView (route: RouteConfig): RouteConfig {
-  return { ...route, addHeaders: Object.fromEntries(Object.keys(route.addHeaders).map((name) => [name, '***'])) }
-}
 
 export const adminRouteRoutes: FastifyPluginAsyncTypebox<{ routes: RouteControl }> = async (app, { routes }) => {
   app.get('/v1/routes', {

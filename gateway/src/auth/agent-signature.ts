@@ -25,7 +25,7 @@ import { parseSignatureField, signatureInput } from './message-signature-headers
 import { algorithmFor, signedMessage, signatureLength, verifyMessageSignature } from './message-signature.js'
 // a replay mark outlives the signature's expiry by the replay guard's margin: gateways' clocks differ a little
 import { CLOCK_MARGIN_MS } from './replay.js'
-import { required, type AgentAllowance, type AuthStage, type MessageSignatureInput } from './stage.js'
+import { required, type AgentAllowance, type AuthStage, type AuthState, type MessageSignatureInput } from './stage.js'
 
 export type { AgentAllowance, AgentSignatureState, VerifiedAgent } from './stage.js'
 
@@ -167,7 +167,9 @@ function componentValue (request: DescribedRequest, message: SignedMessage, comp
  * against it), then made good for one request only. `onFailure` hears of each signature that did
  * not verify (the budget of failed signature checks per address).
  */
-export function agentVerificationStage (store: Store, now: () => number = Date.now, onFailure?: (request: DescribedRequest) => void): AuthStage {
+export function agentVerificationStage (
+  store: Store, now: () => number = Date.now, onFailure?: (request: DescribedRequest, state: AuthState) => void
+): AuthStage {
   return {
     name: 'agent-signature',
     needsBody: true,
@@ -197,7 +199,7 @@ export function agentVerificationStage (store: Store, now: () => number = Date.n
         verifyMessageSignature(key.keyObject, alg, Buffer.from(base), input.signature)
       const baseSha256 = createHash('sha256').update(base).digest('hex')
       if (!verified) {
-        onFailure?.(request)
+        onFailure?.(request, state)
         throw invalid(`The signature does not verify with the key ${input.keyid} of ${agent.origin} over the signature base described here`, {
           label: input.label, keyid: input.keyid, agent: agent.origin, signatureBaseSha256: baseSha256, signatureBase: base.split('\n')
         })

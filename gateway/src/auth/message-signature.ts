@@ -14,7 +14,7 @@ import {
 import { checkContentDigest, checkUnseenContentDigest } from './content-digest.js'
 import { bodyBytes, hasBody, UNSEEN_BODY, type DescribedRequest } from './described-request.js'
 import type { MessageSignatureInput } from './message-signature-headers.js'
-import { required, type AuthStage } from './stage.js'
+import { required, type AuthStage, type AuthState } from './stage.js'
 
 /** The length in bytes of a signature by `keyObject` with `alg`. */
 export function signatureLength (keyObject: KeyObject, alg: MessageSignatureAlgorithm): number {
@@ -120,7 +120,9 @@ function invalidSignature (
  * The chosen RFC 9421 signature, verified. `observeVerification` gets the seconds the verification
  * took (the metrics); `onFailure` hears of each signature that did not verify (the budget).
  */
-export function messageSignatureStage (observeVerification?: (seconds: number) => void, onFailure?: (request: DescribedRequest) => void): AuthStage {
+export function messageSignatureStage (
+  observeVerification?: (seconds: number) => void, onFailure?: (request: DescribedRequest, state: AuthState) => void
+): AuthStage {
   return {
     name: 'signature',
     needsBody: true,
@@ -154,7 +156,7 @@ export function messageSignatureStage (observeVerification?: (seconds: number) =
       }
       const expected = signatureLength(key.keyObject, alg)
       if (input.signature.length !== expected) {
-        onFailure?.(request)
+        onFailure?.(request, state)
         throw invalidSignature(`Signature ${input.label} holds ${input.signature.length} bytes, ` +
           `but a ${alg} signature by the key of keyid holds ${expected}: ` +
           'it was made with another key or algorithm, or encoded otherwise (ECDSA: r||s, not DER)', input, alg, base)
@@ -163,7 +165,7 @@ export function messageSignatureStage (observeVerification?: (seconds: number) =
       const verified = verifyMessageSignature(key.keyObject, alg, Buffer.from(base), input.signature)
       observeVerification?.((performance.now() - started) / 1000)
       if (!verified) {
-        onFailure?.(request)
+        onFailure?.(request, state)
         throw invalidSignature(ADVICE, input, alg, base)
       }
       if (unseen) state.deferredDigest = (digest as string[]).join(', ')

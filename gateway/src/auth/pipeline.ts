@@ -19,7 +19,7 @@ import { replayStage } from './replay.js'
 import { onlyFor, perScheme, signatureSchemeStage } from './scheme.js'
 import { scopeStage } from './scope.js'
 import { seedBodyStage } from './seed-body.js'
-import { signatureBudgetStage, type SignatureBudget } from './signature-budget.js'
+import { attackedKeyStage, signatureBudgetStage, type SignatureBudget } from './signature-budget.js'
 import { signatureHeadersStage } from './signature-headers.js'
 import { signatureStage } from './signature.js'
 import type { DescribedRequest } from './described-request.js'
@@ -53,10 +53,13 @@ export interface PipelineDeps {
 function agentStages ({ agents, store, now, signatureBudget: budget }: PipelineDeps, always: boolean): AuthStage[] {
   if (agents === undefined) return []
   const clock = now ?? Date.now
-  const onFailure = budget && ((request: DescribedRequest): void => { budget.recordFailure(request.ip, clock()) })
+  const onFailure = budget && ((request: DescribedRequest, state: AuthState): void => {
+    budget.recordFailure(request.ip, clock(), state.agentSignature?.key?.key.thumbprint)
+  })
   const stages = [
     agentSignatureHeadersStage((state) => state.agents ?? 'any', now),
     agentKeyStage(agents),
+    ...(budget === undefined ? [] : [attackedKeyStage(budget, (state) => state.agentSignature?.key?.key.thumbprint, clock)]),
     agentVerificationStage(store, now, onFailure)
   ]
   return always ? stages : stages.map(whenAgentsNamed)
@@ -77,7 +80,7 @@ export function agentPipeline (deps: PipelineDeps): AuthStage[] {
 export function signedPipeline (deps: PipelineDeps): AuthStage[] {
   const { tokens, keys, store, userScopes, now, observeVerification, signatureBudget: budget, idp } = deps
   const clock = now ?? Date.now
-  const onFailure = budget && ((request: DescribedRequest): void => { budget.recordFailure(request.ip, clock()) })
+  const onFailure = budget && ((request: DescribedRequest, state: AuthState): void => { budget.recordFailure(request.ip, clock(), state.key?.apiKey) })
   return [
     ...(budget === undefined ? [] : [signatureBudgetStage(budget, clock)]),
     bearerTokenStage(tokens, userScopes, idp),
@@ -89,6 +92,8 @@ export function signedPipeline (deps: PipelineDeps): AuthStage[] {
     // RFC 9421: `created` of the signature whose keyid is registered (known only now)
     onlyFor('rfc9421', createdStage(now)),
     keyOwnerStage(),
+    // a key under attack from many addresses: an address that has failed on it is refused before any verification
+    ...(budget === undefined ? [] : [attackedKeyStage(budget, (state) => state.key?.apiKey, clock)]),
     // the first stage once the body is read: a seed-signed body that could be the target's end is
     // refused before any verification (seed-body.ts)
     onlyFor('seed', seedBodyStage()),

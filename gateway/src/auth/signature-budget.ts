@@ -18,6 +18,15 @@
 // of as fast as the gateway refuses them. At most `maxHeld` answers are held at once; beyond that,
 // they go at once.
 //
+// A flood from many addresses (a botnet, or one host with many addresses) that all use one key
+// would buy `limit` verifications from each address. So a key has a count too: once the failures on
+// one key, from all addresses together, reach `limit` within a window, the key is under attack until
+// that window ends, and while it is, an address that has itself failed `attackedKeyLimit` checks
+// (2 by default) is refused before the verification of any request for that key (after the token
+// and the key lookup, which cost a few microseconds, never before the RSA). Good traffic that shares
+// the key from addresses that fail nothing is verified as before: what is refused is only an
+// address that has shown bad signatures, while someone is spending the key's failures.
+//
 // The counts live in this process, in a bounded CLOCK cache (lib/lru-cache.ts): addresses that
 // fail nothing are never stored, and a flood from ever-new addresses (IPv6 counts per /64) pushes
 // out the least recently seen ones rather than growing memory. The budget protects this process's
@@ -27,7 +36,7 @@
 import { GatewayError } from '../errors.js'
 import { LruCache } from '../lib/lru-cache.js'
 import { addressBucket } from '../lib/client-address.js'
-import type { AuthStage } from './stage.js'
+import type { AuthStage, AuthState } from './stage.js'
 import { integerOption } from '../lib/integer-option.js'
 
 /** failed signature checks per address per window: an honest client fails rarely, and 20 a second sustained is a broken one */
@@ -39,6 +48,10 @@ export const DEFAULT_SIGNATURE_FAILURE_DELAY_MS = 1000
 export const SIGNATURE_BUDGET_ADDRESSES = 100_000
 /** 429s held at once; beyond, they are sent at once */
 export const SIGNATURE_BUDGET_MAX_HELD = 1000
+/** failed checks an address may make on a key that is under attack (its failures from all addresses reached `limit`) */
+export const DEFAULT_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT = 2
+/** keys counted at once */
+export const SIGNATURE_BUDGET_KEYS = 10_000
 
 export interface SignatureBudgetOptions {
   /** failed signature checks an address may make per window */
@@ -47,7 +60,10 @@ export interface SignatureBudgetOptions {
   windowSeconds?: number
   /** how long a refusal is held before it is sent, ms; 0: at once */
   delayMs?: number
+  /** failed checks an address may make on a key under attack (failures on the key from all addresses reached `limit` in a window) */
+  attackedKeyLimit?: number
   maxAddresses?: number
+  maxKeys?: number
   maxHeld?: number
 }
 
@@ -59,6 +75,8 @@ export interface SignatureBudgetStats {
   refusals: number
   /** times an address used up its budget (reached the limit within a window) */
   exhausted: number
+  /** times a key came under attack: its failures from all addresses reached the limit within a window */
+  keysAttacked: number
 }
 
 export interface SignatureBudget {
@@ -73,8 +91,13 @@ export interface SignatureBudget {
    * to answer with, now or (a promise that rejects with it) after the hold.
    */
   refuse: (address: string, nowMs: number) => undefined | GatewayError | Promise<never>
-  /** a signature from `address` failed its check */
-  recordFailure: (address: string, nowMs: number) => void
+  /**
+   * The same, just before a signature for `key` (an apiKey, an agent key's thumbprint) is verified:
+   * undefined unless the key is under attack and `address` has failed `attackedKeyLimit` checks.
+   */
+  refuseForKey: (address: string, key: string, nowMs: number) => undefined | GatewayError | Promise<never>
+  /** a signature from `address` (for `key`, when known) failed its check */
+  recordFailure: (address: string, nowMs: number, key?: string) => void
 }
 
 interface Count {
@@ -88,7 +111,9 @@ export function signatureBudgetLimits (options: SignatureBudgetOptions = {}): Si
     limit: integerOption('limit', options.limit ?? DEFAULT_SIGNATURE_FAILURE_LIMIT, 1),
     windowSeconds: integerOption('windowSeconds', options.windowSeconds ?? DEFAULT_SIGNATURE_FAILURE_WINDOW_SECONDS, 1),
     delayMs: integerOption('delayMs', options.delayMs ?? DEFAULT_SIGNATURE_FAILURE_DELAY_MS, 0),
+    attackedKeyLimit: integerOption('attackedKeyLimit', options.attackedKeyLimit ?? DEFAULT_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT, 1),
     maxAddresses: integerOption('maxAddresses', options.maxAddresses ?? SIGNATURE_BUDGET_ADDRESSES, 1),
+    maxKeys: integerOption('maxKeys', options.maxKeys ?? SIGNATURE_BUDGET_KEYS, 1),
     maxHeld: integerOption('maxHeld', options.maxHeld ?? SIGNATURE_BUDGET_MAX_HELD, 0)
   }
 }
@@ -97,9 +122,49 @@ export function createSignatureBudget (options: SignatureBudgetOptions = {}): Si
   const limits = signatureBudgetLimits(options)
   const windowMs = limits.windowSeconds * 1000
   const counts = new LruCache<string, Count>(limits.maxAddresses)
-  const stats: SignatureBudgetStats = { refusals: 0, exhausted: 0 }
+  const keyCounts = new LruCache<string, Count>(limits.maxKeys)
+  const stats: SignatureBudgetStats = { refusals: 0, exhausted: 0, keysAttacked: 0 }
   let held = 0
   const release = (): void => { held-- }
+
+  /** the address's failures in its current window (0: none, or the window ended) */
+  const failuresOf = (bucket: string, nowMs: number): Count | undefined => {
+    const count = counts.get(bucket)
+    if (count === undefined) return undefined
+    if (count.resetAt > nowMs) return count
+    counts.delete(bucket)
+    return undefined
+  }
+
+  /** 429 RATE_LIMITED, held while the hold allows, until `resetAt` */
+  const refusal = (resetAt: number, nowMs: number, why: string): GatewayError | Promise<never> => {
+    stats.refusals++
+    const leftMs = resetAt - nowMs
+    const holdMs = held < limits.maxHeld ? Math.min(limits.delayMs, leftMs) : 0
+    // counted from when the answer leaves, after the hold
+    const seconds = Math.max(1, Math.ceil((leftMs - holdMs) / 1000))
+    const error = new GatewayError('RATE_LIMITED', `${why}; try again in ${seconds} s ` +
+      '(INVALID_SIGNATURE answers say what was verified: see docs/debugging-signatures.md)', { headers: { 'retry-after': String(seconds) } })
+    if (holdMs <= 0) return error
+    held++
+    return new Promise<never>((_resolve, reject) => {
+      setTimeout(() => {
+        release()
+        reject(error)
+      }, holdMs)
+    })
+  }
+
+  /** one more failure in the window of `map`'s entry `id`; true when it reaches the limit */
+  const count = (map: LruCache<string, Count>, id: string, nowMs: number): boolean => {
+    const entry = map.get(id)
+    if (entry === undefined || entry.resetAt <= nowMs) {
+      map.set(id, { failures: 1, resetAt: nowMs + windowMs })
+      return limits.limit === 1
+    }
+    entry.failures++
+    return entry.failures === limits.limit
+  }
 
   return {
     limits,
@@ -109,40 +174,27 @@ export function createSignatureBudget (options: SignatureBudgetOptions = {}): Si
     refuse (address, nowMs) {
       // No address has failed lately (the usual case): nothing to look up.
       if (counts.size === 0) return undefined
-      const bucket = addressBucket(address)
-      const count = counts.get(bucket)
-      if (count === undefined) return undefined
-      if (count.resetAt <= nowMs) {
-        counts.delete(bucket)
+      const failures = failuresOf(addressBucket(address), nowMs)
+      if (failures === undefined || failures.failures < limits.limit) return undefined
+      return refusal(failures.resetAt, nowMs, 'Too many failed signature checks from this address')
+    },
+    refuseForKey (address, key, nowMs) {
+      // No key is under attack (the usual case): nothing to look up.
+      if (keyCounts.size === 0) return undefined
+      const attack = keyCounts.get(key)
+      if (attack === undefined || attack.failures < limits.limit) return undefined
+      if (attack.resetAt <= nowMs) {
+        keyCounts.delete(key)
         return undefined
       }
-      if (count.failures < limits.limit) return undefined
-      stats.refusals++
-      const leftMs = count.resetAt - nowMs
-      const holdMs = held < limits.maxHeld ? Math.min(limits.delayMs, leftMs) : 0
-      // counted from when the answer leaves, after the hold
-      const seconds = Math.max(1, Math.ceil((leftMs - holdMs) / 1000))
-      const error = new GatewayError('RATE_LIMITED', `Too many failed signature checks from this address; try again in ${seconds} s ` +
-        '(INVALID_SIGNATURE answers say what was verified: see docs/debugging-signatures.md)', { headers: { 'retry-after': String(seconds) } })
-      if (holdMs <= 0) return error
-      held++
-      return new Promise<never>((_resolve, reject) => {
-        setTimeout(() => {
-          release()
-          reject(error)
-        }, holdMs)
-      })
+      const failures = failuresOf(addressBucket(address), nowMs)
+      if (failures === undefined || failures.failures < limits.attackedKeyLimit) return undefined
+      return refusal(Math.min(failures.resetAt, attack.resetAt), nowMs, 'Too many failed signature checks for this key, from many addresses, ' +
+        'and some from this address')
     },
-    recordFailure (address, nowMs) {
-      const bucket = addressBucket(address)
-      const count = counts.get(bucket)
-      if (count === undefined || count.resetAt <= nowMs) {
-        counts.set(bucket, { failures: 1, resetAt: nowMs + windowMs })
-        if (limits.limit === 1) stats.exhausted++
-        return
-      }
-      count.failures++
-      if (count.failures === limits.limit) stats.exhausted++
+    recordFailure (address, nowMs, key) {
+      if (count(counts, addressBucket(address), nowMs)) stats.exhausted++
+      if (key !== undefined && count(keyCounts, key, nowMs)) stats.keysAttacked++
     }
   }
 }
@@ -153,10 +205,28 @@ export function signatureBudgetStage (budget: SignatureBudget, now: () => number
     name: 'signature-budget',
     needsBody: false,
     run (request) {
-      const refused = budget.refuse(request.ip, now())
-      if (refused === undefined) return
-      if (refused instanceof GatewayError) throw refused
-      return refused
+      return answer(budget.refuse(request.ip, now()))
     }
   }
+}
+
+/**
+ * Just before a signature is verified, its key known (`keyOf`): an address that has failed checks
+ * while the key is under attack (from many addresses) is refused before the verification.
+ */
+export function attackedKeyStage (budget: SignatureBudget, keyOf: (state: AuthState) => string | undefined, now: () => number = Date.now): AuthStage {
+  return {
+    name: 'signature-budget-key',
+    needsBody: false,
+    run (request, state) {
+      const key = keyOf(state)
+      return key === undefined ? undefined : answer(budget.refuseForKey(request.ip, key, now()))
+    }
+  }
+}
+
+function answer (refused: undefined | GatewayError | Promise<never>): void | Promise<never> {
+  if (refused === undefined) return
+  if (refused instanceof GatewayError) throw refused
+  return refused
 }

@@ -6,7 +6,7 @@ import {
 } from '../keys/public-key.js'
 import { sha256Hex } from '../lib/sha256.js'
 import { bodyBytes, type DescribedRequest } from './described-request.js'
-import { required, type AuthStage } from './stage.js'
+import { required, type AuthStage, type AuthState } from './stage.js'
 
 export interface SignedRequest {
   timestamp: string
@@ -103,7 +103,7 @@ export function describeSignedRequest (request: Omit<SignedRequest, 'signature'>
  * `observeVerification` gets the seconds the verification took (the metrics); `onFailure` hears
  * of each request whose signature failed (the budget of failed checks per address).
  */
-export function signatureStage (observeVerification?: (seconds: number) => void, onFailure?: (request: DescribedRequest) => void): AuthStage {
+export function signatureStage (observeVerification?: (seconds: number) => void, onFailure?: (request: DescribedRequest, state: AuthState) => void): AuthStage {
   return {
     name: 'signature',
     needsBody: true,
@@ -122,7 +122,7 @@ export function signatureStage (observeVerification?: (seconds: number) => void,
       const failure = verifyRequestSignature(key.keyObject, signed, key.keyType)
       observeVerification?.((performance.now() - started) / 1000)
       if (failure !== undefined) {
-        onFailure?.(request)
+        onFailure?.(request, state)
         throw invalidSignatureError(key.keyObject, apiKey, signed, failure, key.keyType)
       }
     }

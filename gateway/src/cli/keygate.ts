@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// `keygate <command>` (in a checkout: `npm run keygate -- <command>`): the gateway, and client
-// developers' and operators' commands.
+// `keygate <command>` (in a checkout: `npm run keygate -- <command>`, or `npx keygate <command>`
+// through bin/keygate.js): the gateway, and client developers' and operators' commands.
+//   serve | demo       the gateway (process/serve.ts, process/demo.ts); reload | stop: signal it
+//                      through its PID file (signal-commands.ts)
 //   keygen | login | register | call   sign and send as a client (client-commands.ts)
 //   users add|passwd|remove|scopes NAME, users list, keys list|show|update|revoke: see cli/operator.ts; on the
 //                      gateways' Redis, or through the admin API (KEYGATE_ADMIN_URL, cli/admin-client.ts)
@@ -27,11 +29,12 @@ import type { RouteConfig } from '../proxy/route.js'
 import type { RedisConnection } from '../store/redis-connection.js'
 
 /** the commands, for `--help` and for a "did you mean" */
-export const COMMANDS = ['serve', 'demo', ...CLIENT_COMMANDS, 'users', 'keys', 'usage', 'routes', 'tokens', 'bench'] as const
+export const COMMANDS = ['serve', 'demo', 'reload', 'stop', ...CLIENT_COMMANDS, 'users', 'keys', 'usage', 'routes', 'tokens', 'bench'] as const
 
 const CMD = keygateCommand()
 const USAGE = `usage: ${CMD} serve
        ${CMD} demo
+       ${CMD} reload | stop
        ${CMD} keygen [--type rsa|ed25519|p256] [--out DIR] [--name NAME]
        ${CMD} login [--url URL] [--user USER] [--password PASSWORD]
        ${CMD} register [--name NAME] [--key FILE] [--scopes A,B] [--url URL] [--user USER --password PASSWORD | --token TOKEN]
@@ -46,7 +49,7 @@ const USAGE = `usage: ${CMD} serve
        ${CMD} keys update APIKEY [--scopes A,B | --no-scopes] [--expires-at ISO | never]
        ${CMD} usage top --by key|user|route|agent [--order requests|refusals] [--since 1h] [--limit N] [--json]
        ${CMD} usage series --key APIKEY | --user NAME | --route NAME | --agent ORIGIN [--since 6h] [--json]
-       ${CMD} routes check FILE
+       ${CMD} routes check FILE [--json]
        ${CMD} tokens rotate
        ${CMD} bench [--url URL --user USER --password PASSWORD] [options]
 
@@ -54,6 +57,10 @@ To run keygate:
   serve              the gateway, configured by its environment (PORT, UPSTREAM_URL, REDIS_URL,
                      KEYGATE_ROUTES, ...: see docs/configuration.md), as npm run start:gateway runs it
   demo               the gateway in front of the example clients service, as npm start runs it
+  reload             SIGHUP to the gateway whose PID file KEYGATE_PID_FILE names: it re-reads its
+                     route file (KEYGATE_ROUTES)
+  stop               SIGTERM to that gateway, and wait until it has finished the requests in flight
+                     and exited
 
 For client developers:
   keygen             make a key pair: DIR/NAME.pem (private, PKCS#8, mode 0600) and DIR/NAME.pub.pem;
@@ -103,7 +110,8 @@ For operators:
                      gateway counted them: requests, refusals, by status class, refusals by code
   usage series       one key's, user's or route's requests over --since (default 6h): per minute up
                      to 6h, per hour beyond; the table lists the buckets that had requests, --json all
-  routes check FILE  validate a route file (YAML or JSON) and print the routes it makes
+  routes check FILE  validate a route file (YAML or JSON) and print the routes it makes; --json:
+                     { file, items, aliasGuards, warnings }, items as the admin API shows routes
   bench              load-test keygate (npm run bench: --help lists the options); with --url, any
                      running keygate, else one it starts and compares with a bare proxy
   tokens rotate      generate a new token-signing key and make it current; the replaced key keeps
@@ -230,16 +238,26 @@ export function formatRouteTable (routes: readonly RouteConfig[]): string {
   return formatTable(rows)
 }
 
-async function checkRoutes (file: string, io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
-  const [{ loadRouteFile }, { aliasGuards, routeWarnings }, { routeOptOuts }] = await Promise.all([
-    import('../proxy/route-file.js'), import('../proxy/route-aliases.js'), import('../proxy/route-opt-outs.js')
+/**
+ * `routes check FILE [--json]`: the route table, each alias guard and warning, and a last line;
+ * with --json one object: the routes as the admin API's GET /v1/routes shows them, the same notes.
+ */
+async function checkRoutes (file: string, json: boolean, io: { stdout: NodeJS.WritableStream, env: NodeJS.ProcessEnv }): Promise<void> {
+  const [{ loadRouteFile }, { aliasGuards, routeWarnings }, { routeOptOuts }, { routeView }] = await Promise.all([
+    import('../proxy/route-file.js'), import('../proxy/route-aliases.js'), import('../proxy/route-opt-outs.js'), import('../proxy/route.js')
   ])
   const routes = await loadRouteFile(file, (await loadConfig(io.env)).routeDefaults)
-  io.stdout.write(formatRouteTable(routes))
   // what each stronger route's backendNormalises protects: the backends whose aliases are refused
-  for (const line of aliasGuards(routes)) io.stdout.write(`${file}: ${line}\n`)
+  const guards = aliasGuards(routes)
   // Warnings are never fatal: the gateway loads the file all the same (and logs them).
   const warnings = [...routeWarnings(routes), ...routeOptOuts(routes)]
+  if (json) {
+    const answer = { file, items: routes.map(routeView), aliasGuards: guards, warnings: warnings.map(({ text }) => text) }
+    io.stdout.write(`${JSON.stringify(answer, null, 2)}\n`)
+    return
+  }
+  io.stdout.write(formatRouteTable(routes))
+  for (const line of guards) io.stdout.write(`${file}: ${line}\n`)
   for (const { text } of warnings) io.stdout.write(`${file}: warning: ${text}\n`)
   const warned = warnings.length === 0 ? '' : `, ${warnings.length} warning${warnings.length === 1 ? '' : 's'}`
   io.stdout.write(`${file}: ${routes.length} route${routes.length === 1 ? '' : 's'}, valid${warned}\n`)
@@ -282,7 +300,7 @@ export interface CliIo {
 }
 
 export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin, stdout: process.stdout, env: process.env }): Promise<void> {
-  const [group, command, name, ...rest] = argv
+  const [group, command, name] = argv
   if (group === undefined || group === 'help' || group === '--help' || group === '-h') {
     io.stdout.write(`${USAGE}\n`)
     return
@@ -306,7 +324,23 @@ export async function runCli (argv: string[], io: CliIo = { stdin: process.stdin
   if (group === 'serve' || group === 'demo') {
     throw new UsageError(`keygate ${group} takes no arguments: it is configured by its environment (see docs/configuration.md)`)
   }
-  if (group === 'routes' && command === 'check' && name !== undefined && rest.length === 0) return await checkRoutes(name, io)
+  if (group === 'reload' || group === 'stop') {
+    if (command !== undefined) throw new UsageError(`keygate ${group} takes no arguments: it finds the gateway by KEYGATE_PID_FILE`)
+    const config = await loadConfig(io.env)
+    if (config.pidFile === undefined) {
+      throw new UsageError(`KEYGATE_PID_FILE is not set: keygate ${group} signals the gateway whose PID is in that file ` +
+        '(the gateway writes it when started with the same variable; see docs/configuration.md)')
+    }
+    const { signalGateway } = await import('./signal-commands.js')
+    return await signalGateway(group, config.pidFile, config.server.shutdownGraceMs, io.stdout)
+  }
+  if (group === 'routes' && command === 'check') {
+    // one FILE, and --json at most once, in any order
+    const args = argv.slice(2)
+    const json = args.includes('--json')
+    const [file, ...more] = args.filter((arg) => arg !== '--json')
+    if (file !== undefined && more.length === 0 && args.length === 1 + Number(json)) return await checkRoutes(file, json, io)
+  }
   if (group === 'tokens' && command === 'rotate' && name === undefined) return await rotateTokenKey(io)
   if (group === 'keys' || group === 'users') {
     const args = argv.slice(2)
@@ -363,19 +397,28 @@ const SERVERS: Record<string, () => Promise<void>> = {
   demo: async () => { await (await import('../process/demo.js')).demo() }
 }
 
-const server = process.argv.length === 3 ? SERVERS[process.argv[2] ?? ''] : undefined
-if (isMainModule(import.meta.url) && server !== undefined) {
-  // this process is the gateway: it handles its own signals (process/signals.ts)
-  server().catch(async (err: unknown) => { (await import('../process/signals.js')).exitWithStartupError(err) })
-} else if (isMainModule(import.meta.url) && process.argv[2] === 'bench') {
-  runBench(process.argv.slice(3)).then((code) => process.exit(code), (err: unknown) => {
-    process.stderr.write(`keygate: ${(err as Error).message}\n`)
-    process.exit(1)
-  })
-} else if (isMainModule(import.meta.url)) {
+/**
+ * The command as a process runs it, with `args` (what follows `keygate`): `serve` and `demo` make
+ * this process the gateway, which handles its own signals (process/signals.ts); `bench` runs the
+ * load tool in a child; every other command runs and exits with its code (2 for a usage error).
+ * Running this file calls it; so does bin/keygate.js, the package's command.
+ */
+export function main (args: string[] = process.argv.slice(2)): void {
+  const [first] = args
+  if (args.length === 1 && first !== undefined && Object.hasOwn(SERVERS, first)) {
+    SERVERS[first]?.().catch(async (err: unknown) => { (await import('../process/signals.js')).exitWithStartupError(err) })
+    return
+  }
+  if (first === 'bench') {
+    runBench(args.slice(1)).then((code) => process.exit(code), (err: unknown) => {
+      process.stderr.write(`keygate: ${(err as Error).message}\n`)
+      process.exit(1)
+    })
+    return
+  }
   // `keygate call ... | head`: the reader may leave before the answer is written
   endQuietlyOnClosedPipe()
-  runCli(process.argv.slice(2)).catch((err: unknown) => {
+  runCli(args).catch((err: unknown) => {
     // The request's answer is already printed; nothing to add.
     if (err instanceof RequestFailed) process.exit(1)
     const message = err instanceof UsageError || err instanceof ClientUsageError || err instanceof ConfigError
@@ -385,3 +428,5 @@ if (isMainModule(import.meta.url) && server !== undefined) {
     process.exit(err instanceof UsageError || err instanceof ClientUsageError ? 2 : 1)
   })
 }
+
+if (isMainModule(import.meta.url)) main()

@@ -9,9 +9,9 @@ import { ConfigError } from './config-error.js'
 import type { GatewayConfig } from './gateway-config.js'
 import { adminConfigFrom, decisionConfigFrom, DEFAULT_HOST, MAX_ADMIN_TOKEN_LENGTH, MIN_ADMIN_TOKEN_LENGTH } from './listeners.js'
 import { redisTopologyFrom } from './redis.js'
+import { TRACE_PARENT_POLICIES, tracingSettingsFrom } from './tracing.js'
 import { clientAddressFrom } from './trusted-proxies.js'
 import { MAX_WORKERS, resolveWorkers } from './workers.js'
-import { TRACE_PARENT_POLICIES, tracingSettingsFrom } from '../tracing/settings.js'
 
 // what the rest of keygate imports from here: the configuration's types and its error
 export { ConfigError } from './config-error.js'
@@ -131,6 +131,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_REQUEST_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
   KEYGATE_KEEP_ALIVE_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
   KEYGATE_SHUTDOWN_GRACE_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
+  KEYGATE_PID_FILE: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_LOGIN_MAX_FAILURES_PER_USER: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
   KEYGATE_LOGIN_MAX_FAILURES_PER_ADDRESS: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
   KEYGATE_LOGIN_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
@@ -140,6 +141,7 @@ export const EnvSchema = Type.Object({
   KEYGATE_SIGNATURE_FAILURE_LIMIT: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000 })),
   KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
   KEYGATE_SIGNATURE_FAILURE_DELAY_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })),
+  KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ISSUERS: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_AGENT_DIRECTORIES: Type.Optional(Type.String({ minLength: 1 })),
@@ -314,7 +316,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     signatureFailures: {
       ...(e.KEYGATE_SIGNATURE_FAILURE_LIMIT !== undefined && { limit: e.KEYGATE_SIGNATURE_FAILURE_LIMIT }),
       ...(e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS !== undefined && { windowSeconds: e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS }),
-      ...(e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS !== undefined && { delayMs: e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS })
+      ...(e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS !== undefined && { delayMs: e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS }),
+      ...(e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT !== undefined && { attackedKeyLimit: e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT })
     },
     server: {
       headersTimeoutMs: e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS,
@@ -330,6 +333,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       connectTimeoutMs: e.KEYGATE_UPSTREAM_CONNECT_TIMEOUT_MS ?? DEFAULT_UPSTREAM_CONNECT_TIMEOUT_MS
     },
     routesFile: e.KEYGATE_ROUTES,
+    pidFile: e.KEYGATE_PID_FILE,
     agentDirectoriesFile: e.KEYGATE_AGENT_DIRECTORIES,
     identityProviders: identityProvidersFrom(e),
     watchRoutes: isOn(e.KEYGATE_ROUTES_WATCH, false),

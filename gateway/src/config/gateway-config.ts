@@ -1,10 +1,10 @@
 // The gateway's configuration as the rest of keygate reads it: what config/env.ts makes of the
 // environment (loadConfig), each field named after the variable it comes from.
 import type { LogFormat } from '../lib/log-format.js'
-import type { TracingSettings } from '../tracing/settings.js'
 import type { BootstrapUser } from './bootstrap-users.js'
 import type { AdminConfig, DecisionConfig } from './listeners.js'
 import type { RedisTopology } from './redis.js'
+import type { TracingSettings } from './tracing.js'
 import type { ClientAddressConfig } from './trusted-proxies.js'
 import type { WorkerCount } from './workers.js'
 
@@ -54,6 +54,7 @@ export interface GatewayConfig {
     limit?: number
     windowSeconds?: number
     delayMs?: number
+    attackedKeyLimit?: number
   }
   /** route defaults from the environment, for route files */
   routeDefaults: RouteDefaults
@@ -61,6 +62,8 @@ export interface GatewayConfig {
   upstreams: UpstreamLimits
   /** KEYGATE_ROUTES: the route file; unset: the built-in routes (proxy/route.ts) */
   routesFile: string | undefined
+  /** KEYGATE_PID_FILE: where the process that takes the signals writes its PID (process/pid-file.ts) */
+  pidFile: string | undefined
   /** KEYGATE_AGENT_DIRECTORIES: signed agents' directories pinned, or allowed on a private address (agents/agents-file.ts) */
   agentDirectoriesFile: string | undefined
   /**
@@ -110,7 +113,7 @@ export interface GatewayConfig {
   decision: DecisionConfig
   /** KEYGATE_WORKERS: how many gateway processes serve the port (1: this process alone) */
   workers: WorkerCount
-  /** OpenTelemetry traces: on only when the OTEL_* variables ask for them (tracing/settings.ts) */
+  /** OpenTelemetry traces: on only when the OTEL_* variables ask for them (config/tracing.ts) */
   tracing?: TracingSettings | undefined
 }
 

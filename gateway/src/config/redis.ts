@@ -103,7 +103,7 @@ export function redisTopologyFrom (e: RedisEnv): RedisTopology | undefined {
     }
   }
   if (mode === 'KEYGATE_REDIS_CLUSTER_NODES') {
-    // keygate writes its own hash tags (store/redis.ts); a brace in the prefix would move them.
+    // keygate writes its own hash tags (store/redis/key-names.ts); a brace in the prefix would move them.
     if (e.KEYGATE_REDIS_PREFIX !== undefined && /[{}]/.test(e.KEYGATE_REDIS_PREFIX)) {
       throw new ConfigError('KEYGATE_REDIS_PREFIX: must not contain { or } with KEYGATE_REDIS_CLUSTER_NODES: keygate places its own hash tags in Redis Cluster')
     }

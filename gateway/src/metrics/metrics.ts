@@ -15,7 +15,7 @@ export interface MetricSources {
   tokens: { readonly stats: Readonly<CacheStats> }
   store: { readonly errors: number }
   /** the budget of failed signature checks per address (auth/signature-budget.ts) */
-  signatureBudget?: { readonly stats: Readonly<{ refusals: number; exhausted: number }> }
+  signatureBudget?: { readonly stats: Readonly<{ refusals: number; exhausted: number; keysAttacked: number }> }
   /** each user's scopes (users/user-scopes.ts) */
   userScopes?: { readonly stats: Readonly<CacheStats> }
   /** usage analytics, when on (analytics/counter.ts) */
@@ -83,6 +83,7 @@ export const METRIC_NAMES = {
   upstreamBusy: 'keygate_upstream_busy_total',
   signatureBudgetRefusals: 'keygate_signature_budget_refusals_total',
   signatureBudgetExhausted: 'keygate_signature_budget_exhausted_total',
+  signatureBudgetKeysAttacked: 'keygate_signature_budget_keys_attacked_total',
   rateLimited: 'keygate_rate_limited_total',
   rateLimitStoreFailures: 'keygate_rate_limit_store_failures_total',
   usageOverflow: 'keygate_usage_overflow_total',
@@ -340,15 +341,15 @@ function upstreamQueueMetrics (registry: Registry): Pick<GatewayMetrics, 'watchU
   }
 }
 
-/** The budget of failed signature checks per address: refusals, and budgets used up. */
+/** The budget of failed signature checks per address: refusals, budgets used up, and keys under attack. */
 function signatureBudgetMetrics (registry: Registry, sources: MetricSources): void {
   const budget = sources.signatureBudget
   if (budget !== undefined) {
     // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
     new Counter({
       name: METRIC_NAMES.signatureBudgetRefusals,
-      help: 'Signed requests refused with 429 RATE_LIMITED before any check because their client address had used up its budget ' +
-        'of failed signature checks (KEYGATE_SIGNATURE_FAILURE_LIMIT per KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS)',
+      help: 'Signed requests refused with 429 RATE_LIMITED before verification because their client address had used up its budget ' +
+        'of failed signature checks (KEYGATE_SIGNATURE_FAILURE_LIMIT per KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS), or had failed on a key under attack',
       registers: [registry],
       collect () {
         this.reset()
@@ -363,6 +364,17 @@ function signatureBudgetMetrics (registry: Registry, sources: MetricSources): vo
       collect () {
         this.reset()
         this.inc(budget.stats.exhausted)
+      }
+    })
+    // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
+    new Counter({
+      name: METRIC_NAMES.signatureBudgetKeysAttacked,
+      help: 'Times a key came under attack: its failed signature checks from all client addresses together reached the budget within a window ' +
+        '(an address that has failed on it is then refused before verification)',
+      registers: [registry],
+      collect () {
+        this.reset()
+        this.inc(budget.stats.keysAttacked)
       }
     })
   }

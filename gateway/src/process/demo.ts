@@ -6,12 +6,14 @@ import { identityTokenFromEnv } from '../../../upstream-stub/src/identity-token.
 import { startUpstream } from '../../../upstream-stub/src/server.js'
 import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../config/env.js'
 import { logDestination } from '../lib/log-format.js'
+import { pidFileAt } from './pid-file.js'
 import { closeOnSignals, reloadRoutesOnSighup } from './signals.js'
 import { startGateway } from './start.js'
 import { startupLine } from './startup-line.js'
 
 export async function demo (): Promise<void> {
   const loaded = loadConfig()
+  const pidFile = pidFileAt(loaded.pidFile)
   const stream = logDestination(loaded.logFormat)
   const upstreamPort = Number(process.env.UPSTREAM_PORT ?? DEFAULT_UPSTREAM_PORT)
   const upstream = await startUpstream({
@@ -38,6 +40,12 @@ export async function demo (): Promise<void> {
       'applies to npm run start:gateway and keygate serve')
   }
   reloadRoutesOnSighup(app)
+  closeOnSignals(async () => {
+    await gateway.close()
+    await upstream.close()
+  }, (message, err) => { app.log.info({ err }, message) }, config.server.shutdownGraceMs)
+  // before the startup line: once it is logged, the PID file is there, and the signals are handled
+  pidFile.write()
   const routes = app.keygate.routes.current.routes
   const line = startupLine(config, { url: gateway.url, routes: routes.length, workers: 1, metricsUrl: gateway.metricsUrl, adminUrl: gateway.adminUrl })
   app.log.info(line.fields, line.message)
@@ -46,8 +54,4 @@ export async function demo (): Promise<void> {
   if (config.portalPrefix !== undefined) {
     app.log.info(`developer portal: ${gateway.url}${config.portalPrefix}/ in a browser (log in as demo, make a key in the page, try a signed request)`)
   }
-  closeOnSignals(async () => {
-    await gateway.close()
-    await upstream.close()
-  }, (message, err) => { app.log.info({ err }, message) }, config.server.shutdownGraceMs)
 }

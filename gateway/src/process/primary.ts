@@ -18,6 +18,7 @@ import { createClusterMetrics } from '../metrics/metrics.js'
 import { createStore } from '../store/index.js'
 import { createUserService } from '../users/user-service.js'
 import { startCluster, type RunningCluster } from './cluster.js'
+import { pidFileAt } from './pid-file.js'
 import { closeOnSignals } from './signals.js'
 import { countRoutes, startupLine } from './startup-line.js'
 
@@ -33,6 +34,8 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
   // the primary logs its own events (workers starting, exiting, signals) and the admin API's;
   // redacted as a gateway's log is, should anything log a request's credentials
   const log = pino({ level: config.logLevel, name: 'keygate-primary', redact: { paths: REDACTED_PATHS, censor: REDACTED } }, logDestination(config.logFormat))
+  // the primary's PID: it is the process that takes the signals
+  const pidFile = pidFileAt(config.pidFile)
   const workers = await startCluster({ workers: config.workers.count, log })
   let metricsServer: MetricsServer | undefined
   let admin: { server: AdminServer; close: () => Promise<void> } | undefined
@@ -53,16 +56,6 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
     await workers.close()
     throw err
   }
-  const line = startupLine(config, {
-    url: workers.url,
-    routes: await countRoutes(config),
-    workers: config.workers.count,
-    metricsUrl: metricsServer?.url,
-    adminUrl: admin?.server.url,
-    // every worker listens on the decision port (a port 0 of each would differ: then unknown here)
-    decisionUrl: config.decision.port === undefined || config.decision.port === 0 ? undefined : `http://${config.decision.host}:${config.decision.port}`
-  })
-  log.info({ ...line.fields, workers: workers.pids() }, line.message)
   process.on('SIGHUP', () => {
     log.info({ workers: workers.pids() }, 'SIGHUP: every worker reloads its routes')
     workers.reloadRoutes()
@@ -74,6 +67,18 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
   }, (message, err) => { log.info({ err }, message) }, config.server.shutdownGraceMs + PRIMARY_GRACE_MARGIN_MS, {
     announce: (signal) => `${signal}: shutting down; every worker's in-flight requests have ${config.server.shutdownGraceMs} ms to finish`
   })
+  // before the startup line: once it is logged, the PID file is there, and the signals are handled
+  pidFile.write()
+  const line = startupLine(config, {
+    url: workers.url,
+    routes: await countRoutes(config),
+    workers: config.workers.count,
+    metricsUrl: metricsServer?.url,
+    adminUrl: admin?.server.url,
+    // every worker listens on the decision port (a port 0 of each would differ: then unknown here)
+    decisionUrl: config.decision.port === undefined || config.decision.port === 0 ? undefined : `http://${config.decision.host}:${config.decision.port}`
+  })
+  log.info({ ...line.fields, workers: workers.pids() }, line.message)
 }
 
 /**

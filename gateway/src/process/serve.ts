@@ -1,9 +1,10 @@
 // `keygate serve` and `npm run start:gateway`: the gateway as configured by its environment, one
 // process, or with KEYGATE_WORKERS > 1 a cluster's primary (whose workers run main.ts, which comes
 // back here as a worker). The process handles its own signals: SIGTERM and Ctrl-C finish the
-// in-flight requests, SIGHUP reloads the route file.
+// in-flight requests, SIGHUP reloads the route file; with KEYGATE_PID_FILE it says where it is.
 import cluster from 'node:cluster'
 import { loadConfig, type GatewayConfig } from '../config/env.js'
+import { pidFileAt } from './pid-file.js'
 import { runPrimary } from './primary.js'
 import { runWorker } from './worker.js'
 import { closeOnSignals, reloadRoutesOnSighup } from './signals.js'
@@ -19,7 +20,12 @@ export async function serve (config: GatewayConfig = loadConfig()): Promise<void
     await runPrimary(config)
     return
   }
+  const pidFile = pidFileAt(config.pidFile)
   const gateway = await startGateway({ config })
+  reloadRoutesOnSighup(gateway.app)
+  closeOnSignals(gateway.close, (message, err) => { gateway.app.log.info({ err }, message) }, config.server.shutdownGraceMs)
+  // before the startup line: once it is logged, the PID file is there, and the signals are handled
+  pidFile.write()
   const line = startupLine(config, {
     url: gateway.url,
     routes: gateway.app.keygate.routes.current.routes.length,
@@ -33,6 +39,4 @@ export async function serve (config: GatewayConfig = loadConfig()): Promise<void
     gateway.app.log.warn('KEYGATE_WORKERS=auto: one process only, since the embedded store cannot be shared between processes; ' +
       'set REDIS_URL to run one per core')
   }
-  reloadRoutesOnSighup(gateway.app)
-  closeOnSignals(gateway.close, (message, err) => { gateway.app.log.info({ err }, message) }, config.server.shutdownGraceMs)
 }

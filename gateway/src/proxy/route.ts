@@ -111,6 +111,14 @@ export function asksMoreThan (strong: RouteConfig, weak: RouteConfig): boolean {
   return strong.scopes.length > weak.scopes.length && weak.scopes.every((scope) => strong.scopes.includes(scope))
 }
 
+/**
+ * A route as it is shown outside the process (the admin API's routes, `keygate routes check
+ * --json`): every field, but the values of addHeaders, which may be credentials.
+ */
+export function routeView (route: RouteConfig): RouteConfig {
+  return { ...route, addHeaders: Object.fromEntries(Object.keys(route.addHeaders).map((name) => [name, '***'])) }
+}
+
 /** A route with every optional setting at its default. */
 export function route (
   fields: Pick<RouteConfig, 'prefix' | 'upstream' | 'auth'> & Partial<RouteConfig>,

@@ -257,6 +257,23 @@ export interface Store {
   close: () => Promise<void>
 }
 
+// The store's concerns: each store keeps each in a file of its own, under the same name
+// (redis/users.ts and memory/users.ts, ...), and makes the Store of them (redis.ts, memory.ts).
+/** users: their records and scopes; removing one revokes its keys */
+export type UserStore = Pick<Store, 'getUser' | 'putUser' | 'setUserScopes' | 'countUsers' | 'listUsers' | 'removeUser'>
+/** API keys: their records, the indexes beside them (owner, fingerprint, revoked), their last use */
+export type KeyStore = Pick<Store, 'getKey' | 'createKey' | 'listKeys' | 'revokeKey' | 'updateKey' | 'pruneRevokedKeys' | 'backfillKeyIndex' | 'touchKey'>
+/** what users and keys announce (KeyEvent) reaching every gateway's listeners */
+export type KeyEventStore = Pick<Store, 'watchKeys'>
+/** the token-signing key ring */
+export type SigningKeyStore = Pick<Store, 'getOrCreateSigningKey' | 'getSigningKeyRing' | 'rotateSigningKey'>
+/** what happens once: replay marks (rememberOnce) and one-time values (putOnce, takeOnce) */
+export type OnceStore = Pick<Store, 'rememberOnce' | 'putOnce' | 'takeOnce'>
+/** counters: fixed windows (hit: the login guard's) and rate limits (countRate, peekRate) */
+export type LimitStore = Pick<Store, 'hit' | 'resetHits' | 'countRate' | 'peekRate'>
+/** usage analytics' buckets */
+export type UsageStore = Pick<Store, 'addUsageCounts' | 'readUsageCounts'>
+
 /** One bucket's share of a usage flush (analytics/counter.ts). */
 export interface UsageBucketWrite {
   /** the bucket's name (analytics/buckets.ts), under the store's prefix */

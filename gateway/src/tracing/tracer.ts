@@ -2,7 +2,7 @@
 // SERVER span per request, child spans where a request's time goes (a key or scopes read from the
 // store, the signature verification, the replay check, the rate-limit script), and a CLIENT span
 // for the upstream call, whose trace context the upstream receives. Exported over OTLP/HTTP in
-// batches, as protobuf (the default) or JSON (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, tracing/settings.ts),
+// batches, as protobuf (the default) or JSON (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, config/tracing.ts),
 // configured by the standard OTEL_* variables; only the chosen exporter's module is loaded.
 //
 // Why hand-made spans and not @opentelemetry/sdk-node or @fastify/otel: those wrap every Fastify
@@ -25,11 +25,11 @@ import { pathOf } from '#client/protocol'
 import type { DescribedRequest } from '../auth/described-request.js'
 import { describeInline } from '../auth/inline-request.js'
 import type { AuthStage, AuthState } from '../auth/stage.js'
+import type { TracingSettings } from '../config/tracing.js'
 import { isGatewayError } from '../errors.js'
 import { keygateVersion } from '../lib/version.js'
 import type { UpstreamTrace } from '../proxy/forwarder.js'
 import type { UpstreamRequest } from '../proxy/upstream-request.js'
-import type { TracingSettings } from './settings.js'
 
 /** The child spans of the auth pipeline's stages: the stage's name -> the span's, and whether a synchronous run gets one. */
 const TRACED_STAGES: Record<string, { span: string; always: boolean }> = {

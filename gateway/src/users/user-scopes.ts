@@ -1,5 +1,5 @@
 // Each user as the hot path reads it (its scopes, its incarnation and credential): an in-process
-// LRU in front of the store, as keys/key-registry.ts keeps keys. A request for a cached user makes
+// LRU in front of the store, as keys/key-cache.ts keeps keys. A request for a cached user makes
 // no store round trip and no promise. An entry goes stale only when an operator changes the user
 // (scopes, password) or removes it, and the store announces each of these (Redis pub/sub: to every
 // gateway), which drops it; when announcements may have been missed (the subscription was

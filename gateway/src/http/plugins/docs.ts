@@ -14,7 +14,7 @@ import {
   BUSINESS_TAG, COMMON_PROBLEMS, DOCUMENT_DESCRIPTION, ERRORS_EXTENSION, PROBLEM_SCHEMA, SECURITY_SCHEMES,
   businessPaths, problemCodes, problemResponses, type DocumentedProblem, type OperationObject
 } from '../docs/openapi.js'
-import { PROXY_ROUTE_URLS } from '../catch-all.js'
+import { PROXY_ROUTE_URLS } from './catch-all.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -5,7 +5,7 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { GatewayMetrics } from '../../metrics/metrics.js'
-import { PROXY_ROUTE_URLS } from '../catch-all.js'
+import { PROXY_ROUTE_URLS } from './catch-all.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {

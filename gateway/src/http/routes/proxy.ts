@@ -21,8 +21,8 @@ import type { IdentityTokenIssuer } from '../../proxy/identity.js'
 import type { RouteConfig } from '../../proxy/route.js'
 import type { RouteRegistry } from '../../proxy/route-registry.js'
 import { upstreamRequest, type ForwardState } from '../../proxy/upstream-request.js'
-import { PROXY_ROUTE_URLS } from '../catch-all.js'
 import { parseRawBodies, rememberAnswer } from '../plugins/body-memory.js'
+import { PROXY_ROUTE_URLS } from '../plugins/catch-all.js'
 
 export interface ProxyOptions {
   routes: RouteRegistry

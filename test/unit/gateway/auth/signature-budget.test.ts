@@ -108,7 +108,8 @@ t.test('a refusal is held before it is sent (no CPU), at most maxHeld at once', 
 
 t.test('the budget itself: per address, IPv6 per /64, bounded, held answers bounded', async (t) => {
   const budget = createSignatureBudget({ limit: 3, windowSeconds: 10, delayMs: 0, maxAddresses: 100 })
-  t.same(signatureBudgetLimits(), { limit: 200, windowSeconds: 10, delayMs: 1000, maxAddresses: 100_000, maxHeld: 1000 }, 'the defaults')
+  t.same(signatureBudgetLimits(), { limit: 200, windowSeconds: 10, delayMs: 1000, attackedKeyLimit: 2, maxAddresses: 100_000, maxKeys: 10_000, maxHeld: 1000 },
+    'the defaults')
   const now = 1_000_000
   t.equal(budget.refuse('10.0.0.1', now), undefined, 'nothing counted: nothing refused')
   for (let i = 0; i < 3; i++) budget.recordFailure('10.0.0.1', now)
@@ -151,4 +152,67 @@ t.test('the budget itself: per address, IPv6 per /64, bounded, held answers boun
   const started = Date.now()
   await t.rejects(late.refuse('10.0.0.9', 990) as Promise<never>, { code: 'RATE_LIMITED' })
   t.ok(Date.now() - started < 2500, 'never held past the window')
+})
+
+t.test('a key under attack from many addresses: each address that has failed on it twice is refused before verification; others are verified', async (t) => {
+  const recorder = await startRecorder(t)
+  const gw = await startStack(t, { store: 'memory', upstreamUrl: recorder.url, config: { signatureFailures: { limit: 5, windowSeconds: 60, delayMs: 0 } } })
+  await addUser(gw, 'alice')
+  const token = await login(gw.url, 'alice')
+  const keys = rsaKeyPair()
+  const other = rsaKeyPair()
+  t.equal((await registerKey(gw.url, token, keys)).status, 201)
+  t.equal((await registerKey(gw.url, token, other)).status, 201)
+  const flood = ['127.0.0.10', '127.0.0.11', '127.0.0.12', '127.0.0.13', '127.0.0.14']
+  const [first, second] = flood as [string, string]
+  const clean = '127.0.0.20'
+
+  // five addresses, one bad signature each: each checked; together they reach the budget (5)
+  for (const from of flood) t.equal((await badSignature(gw.url, keys, token, from)).json().code, 'INVALID_SIGNATURE', `${from}: checked`)
+  const scrape = async (): Promise<string> => (await gw.app.keygate.metrics.scrape()).body
+  t.equal(metric(await scrape(), 'keygate_signature_budget_keys_attacked_total'), 1, 'the key is under attack')
+  t.equal(metric(await scrape(), 'keygate_signature_budget_exhausted_total'), 0, 'no address has used up its own budget (1 of 5 each)')
+
+  // an address with one failure may fail once more (2, KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT), then is refused before any verification
+  t.equal((await badSignature(gw.url, keys, token, first)).json().code, 'INVALID_SIGNATURE', 'its second failure: still checked')
+  for (const [label, res] of [
+    ['a third bad signature', await badSignature(gw.url, keys, token, first)],
+    ['a correctly signed GET with the key', await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/', from: first })]
+  ] as const) {
+    t.equal(res.status, 429, `${first}, ${label}: 429`)
+    t.equal(res.json().code, 'RATE_LIMITED')
+    t.match(res.json().detail, /for this key, from many addresses/, 'the detail says why')
+    t.ok(Number(res.headers['retry-after']) >= 1, 'with Retry-After')
+  }
+  t.equal(recorder.requests.length, 0, 'nothing from the flood reached the upstream')
+
+  // the key's owner elsewhere, and the same address with another key, are served
+  t.equal((await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/', from: clean })).status, 200, 'a clean address, same key: 200')
+  t.equal((await sendSigned(gw.url, { keys: other, token, method: 'GET', target: '/v1/clients/', from: first })).status, 200,
+    'the refused address with a key not under attack: 200')
+  t.equal(recorder.requests.length, 2)
+  t.equal((await badSignature(gw.url, keys, token, clean)).json().code, 'INVALID_SIGNATURE', 'a clean address\'s first failure is still checked and explained')
+  t.equal((await badSignature(gw.url, keys, token, second)).json().code, 'INVALID_SIGNATURE', 'an address with one failure: checked')
+  t.equal((await badSignature(gw.url, keys, token, second)).status, 429, 'and then refused')
+})
+
+t.test('the key count itself: under attack from the limit, for its window; each address within attackedKeyLimit', async (t) => {
+  const budget = createSignatureBudget({ limit: 4, windowSeconds: 10, delayMs: 0, attackedKeyLimit: 2, maxKeys: 10 })
+  const now = 1_000_000
+  budget.recordFailure('10.0.0.1', now, 'k')
+  budget.recordFailure('10.0.0.1', now, 'k')
+  budget.recordFailure('10.0.0.2', now, 'k')
+  t.equal(budget.refuseForKey('10.0.0.1', 'k', now), undefined, '3 failures on the key, below 4: nobody is refused for it')
+  budget.recordFailure('10.0.0.3', now + 1000, 'k')
+  t.equal(budget.stats.keysAttacked, 1, 'the fourth: under attack')
+  t.ok(budget.refuseForKey('10.0.0.1', 'k', now + 1000) instanceof GatewayError, 'an address with 2 failures: refused')
+  t.equal(budget.refuseForKey('10.0.0.2', 'k', now + 1000), undefined, 'one with 1: not yet')
+  t.equal(budget.refuseForKey('10.0.0.9', 'k', now + 1000), undefined, 'one with none: never')
+  t.equal(budget.refuseForKey('10.0.0.1', 'other', now + 1000), undefined, 'another key: not under attack')
+  t.equal(budget.refuse('10.0.0.1', now + 1000), undefined, 'the address itself is within its own budget of 4')
+  const error = budget.refuseForKey('10.0.0.1', 'k', now + 2500) as GatewayError
+  t.same(error.headers, { 'retry-after': '8' }, 'Retry-After: until the first of the two windows ends')
+  t.equal(budget.refuseForKey('10.0.0.1', 'k', now + 10_000), undefined, 'the key\'s window has ended')
+  for (let i = 0; i < 100; i++) budget.recordFailure('10.0.1.1', now, `key-${i}`)
+  t.equal(budget.stats.keysAttacked, 1, 'keys counted at most maxKeys, a failure each: none under attack')
 })

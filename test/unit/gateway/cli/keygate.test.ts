@@ -14,6 +14,20 @@ t.test('routes check', async (t) => {
   t.match(good.stdout, /\/reports\/\* +GET +signed\+identity-token +http:\/\/upstream:8081 +\/v1\/clients\/\*/)
   t.match(good.stdout, /gateway\/examples\/routes\.yaml: 4 routes, valid\n$/)
   t.notMatch(good.stdout + good.stderr, /warning/i, 'the shipped example: no warning')
+  // --json, for scripts: the routes as the admin API shows them (addHeaders' values hidden), and the same notes
+  const json = await keygate(['routes', 'check', '--json', 'gateway/examples/routes.yaml'], '', {})
+  t.equal(json.code, 0, json.stderr)
+  const checked = JSON.parse(json.stdout) as { file: string; items: Array<Record<string, unknown>>; aliasGuards: string[]; warnings: string[] }
+  t.same(Object.keys(checked), ['file', 'items', 'aliasGuards', 'warnings'])
+  t.equal(checked.file, 'gateway/examples/routes.yaml')
+  t.same(checked.items.map((r) => [r.name, r.auth, r.upstream, r.timeoutMs]), [
+    ['routes[0]', 'signed', 'http://upstream:8081', 30000],
+    ['routes[1]', 'signed', 'http://upstream:8081', 30000],
+    ['reports', 'signed', 'http://upstream:8081', 5000],
+    ['status', 'public', 'http://upstream:8081', 30000]
+  ], 'every route, in the file\'s order')
+  t.same(checked.items[2]?.addHeaders, { 'x-forwarded-by': '***' }, 'a header\'s value is not shown: it may be a credential')
+  t.same(checked.warnings, [])
   const { mkdtempSync, writeFileSync } = await import('node:fs')
   const { join } = await import('node:path')
   const { tmpdir } = await import('node:os')
@@ -23,6 +37,11 @@ t.test('routes check', async (t) => {
   t.equal(bad.code, 1)
   t.equal(bad.stderr, 'bad.yaml: routes[0].auth: "sigend" is not one of signed, bearer, agent, public\n')
   t.equal(bad.stdout, '')
+  const badJson = await keygate(['routes', 'check', '--json', join(dir, 'bad.yaml')], '', {})
+  t.same([badJson.code, badJson.stderr, badJson.stdout], [bad.code, bad.stderr, ''], '--json: a mistake is said as without it')
+  const two = await keygate(['routes', 'check', 'gateway/examples/routes.yaml', join(dir, 'bad.yaml'), '--json'], '', {})
+  t.equal(two.code, 2, 'one file at a time')
+  t.match(two.stderr, /routes check FILE \[--json\]/)
 
   // a weaker route forwarding into a stronger one's path space: warned, naming both; still valid
   writeFileSync(join(dir, 'alias.yaml'), 'routes:\n  - { name: clients, prefix: /v1/clients/, upstream: http://u, auth: signed }\n' +
@@ -33,6 +52,13 @@ t.test('routes check', async (t) => {
   t.match(alias.stdout, /alias\.yaml: 2 routes, valid, 1 warning\n$/)
   // what the stronger route's backendNormalises (default: all three) protects, against which routes
   t.match(alias.stdout, /alias\.yaml: alias guard: clients \(signed\) on http:\/\/u, against reports \(bearer\): protects backends with case folding .*; a trailing slash added or dropped .*; trailing dots and spaces trimmed/)
+  const aliasJson = await keygate(['routes', 'check', join(dir, 'alias.yaml'), '--json'], '', {})
+  t.equal(aliasJson.code, 0, aliasJson.stderr)
+  const notes = JSON.parse(aliasJson.stdout) as { aliasGuards: string[]; warnings: string[] }
+  const lines = (prefix: string): string[] => alias.stdout.split('\n').filter((line) => line.startsWith(prefix)).map((line) => line.slice(prefix.length))
+  t.same(notes.warnings, lines(`${join(dir, 'alias.yaml')}: warning: `), '--json: the warnings the table\'s lines say')
+  t.same(notes.aliasGuards, lines(`${join(dir, 'alias.yaml')}: alias guard`).map((rest) => `alias guard${rest}`), 'and the alias guards')
+  t.equal(notes.warnings.length, 1)
 
   // a route that opts out of the seed body rule: warned, saying what it lets through; still valid
   writeFileSync(join(dir, 'forms.yaml'), 'routes:\n  - { name: forms, prefix: /forms/, upstream: http://u, auth: signed, seedBodyBoundary: unchecked }\n')
@@ -89,7 +115,7 @@ t.test('help, version, and a mistyped command answered in one line', async (t) =
   for (const args of [['--help'], ['-h'], ['help'], []]) {
     const res = await keygate(args, '', {})
     t.equal(res.code, 0, `${args.join(' ') || '(nothing)'}: exit 0`)
-    t.match(res.stdout, /^usage: keygate serve\n {7}keygate demo\n {7}keygate keygen/, `${args.join(' ') || '(nothing)'}: the usage on stdout`)
+    t.match(res.stdout, /^usage: keygate serve\n {7}keygate demo\n {7}keygate reload \| stop\n {7}keygate keygen/, `${args.join(' ') || '(nothing)'}: the usage on stdout`)
     t.equal(res.stderr, '')
   }
   const shown = await keygate(['--version'], '', {})

@@ -167,7 +167,7 @@ t.test('trusted identity providers: an issuers file, or one issuer from KEYGATE_
   t.throws(() => loadConfig({ KEYGATE_OIDC_NAME: 'Corp' }), { name: 'ConfigError', message: /^KEYGATE_OIDC_NAME: "Corp" is not allowed: use lower-case letters/ })
 })
 
-t.test('traces: on only when the OTEL_* variables say so (tracing/settings.ts)', async (t) => {
+t.test('traces: on only when the OTEL_* variables say so (config/tracing.ts)', async (t) => {
   t.equal(loadConfig({}).tracing, undefined, 'off by default')
   t.same(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracing, { traceParent: 'ignore', protocol: 'http/protobuf' })
   t.same(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c/v1/traces', KEYGATE_TRACE_PARENT: 'continue' }).tracing,

@@ -2,7 +2,8 @@
 // of its shapes: one node, a Redis Cluster of three masters, a master found through Sentinel.
 import t from 'tap'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
-import { createRedisStore, hashedPart, sameSlotKey } from '../../../../gateway/src/store/redis.js'
+import { createRedisStore } from '../../../../gateway/src/store/redis.js'
+import { hashedPart, sameSlotKey } from '../../../../gateway/src/store/redis/key-names.js'
 import type { RedisConnection } from '../../../../gateway/src/store/redis-connection.js'
 import type { KeyEvent, KeyRecord, Store } from '../../../../gateway/src/store/index.js'
 import { Redis } from 'ioredis'

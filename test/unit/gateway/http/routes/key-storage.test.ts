@@ -6,7 +6,7 @@
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto'
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { redisKeyNames } from '../../../../../gateway/src/store/redis.js'
+import { redisKeyNames } from '../../../../../gateway/src/store/redis/key-names.js'
 import { admin, startAdminGateway } from '../../../../helpers/admin.js'
 import { inProcess } from '../../../../helpers/cli.js'
 import { send, type RawResponse } from '../../../../helpers/http.js'

@@ -1,7 +1,7 @@
 // Whether this process traces, read from the standard OpenTelemetry variables, and keygate's one
 // setting of its own (KEYGATE_TRACE_PARENT). No OpenTelemetry module is imported here: with
 // tracing off (the default) none is ever loaded (tracing/tracer.ts is imported only when on).
-import { ConfigError } from '../config/config-error.js'
+import { ConfigError } from './config-error.js'
 
 /** What a client's own `traceparent` does: `ignore` starts a new trace at keygate; `continue` joins the client's. */
 export type TraceParentPolicy = 'ignore' | 'continue'
