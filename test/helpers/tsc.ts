@@ -5,7 +5,8 @@
 // host (JSDoc parsed as tsc parses it), the diagnostics gathered in tsc's order with its
 // short-cuts, sorted and deduplicated, written as tsc writes them to a pipe (not a terminal:
 // ts.formatDiagnostic, no colour, no summary), and tsc's exit status (0, or 1 when no output was
-// written, else 2). Each test compares its own run against the real tsc on a small broken project.
+// written, else 2). client-package.test.ts's last test compares it with the real tsc (a process)
+// on a small project with errors, a config's first run and its second.
 //
 // What one checker shares between its runs is what TypeScript shares itself, and only that:
 // - a declaration file (.d.ts: TypeScript's lib files, @types/node, a package's declarations) is
