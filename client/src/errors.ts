@@ -1,8 +1,10 @@
 /** A mistake in what was given to the client: `input` names which input, the message how to fix it. */
 export class SigningInputError extends TypeError {
   override name = 'SigningInputError'
-  constructor (readonly input: string, message: string) {
+  readonly input: string
+  constructor (input: string, message: string) {
     super(`${input}: ${message}`)
+    this.input = input
   }
 }
 
@@ -10,9 +12,13 @@ export class SigningInputError extends TypeError {
 export class KeygateResponseError extends Error {
   override name = 'KeygateResponseError'
   readonly code: string | undefined
-  constructor (readonly status: number, readonly problem: Record<string, unknown>) {
+  readonly status: number
+  readonly problem: Record<string, unknown>
+  constructor (status: number, problem: Record<string, unknown>) {
     const code = typeof problem.code === 'string' ? problem.code : undefined
     super(`${status}${code === undefined ? '' : ` ${code}`}: ${typeof problem.detail === 'string' ? problem.detail : JSON.stringify(problem)}`)
     this.code = code
+    this.status = status
+    this.problem = problem
   }
 }

@@ -1,7 +1,7 @@
 // The Dockerfile read as Docker reads it, enough for tests: logical instructions (continuations
 // joined, comments dropped), grouped by build stage.
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { cpSync, mkdirSync, readFileSync, statSync } from 'node:fs'
+import { basename, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -75,5 +75,33 @@ export function execForm (args: string | undefined): string[] | undefined {
     return Array.isArray(argv) ? argv.map(String) : undefined
   } catch {
     return undefined
+  }
+}
+
+/** A stage's WORKDIR, with a slash at its end: where its relative paths start. */
+export function workdirOf (stage: Stage): string {
+  return `${stage.all('WORKDIR').at(-1)?.args ?? '/'}/`.replace(/\/+$/, '/')
+}
+
+/**
+ * Carries out a stage's COPY lines into `dir` (its WORKDIR), as docker build does: sources from
+ * `context` (the checkout), and for --from=STAGE from that stage's folder in `stageDirs` (its files
+ * at `dir`, its WORKDIR `workdir`).
+ */
+export function copyStage (stage: Stage, dir: string, stageDirs: Record<string, { dir: string; workdir: string }> = {}, context = ROOT): void {
+  for (const instruction of stage.all('COPY')) {
+    const { from, sources, destination } = copyOf(instruction)
+    for (const source of sources) {
+      const origin = from === undefined
+        ? join(context, source)
+        : join(stageDirs[from]?.dir ?? '/nonexistent', source.replace(stageDirs[from]?.workdir ?? '', ''))
+      const target = join(dir, destination)
+      if (statSync(origin).isDirectory()) {
+        cpSync(origin, target, { recursive: true })
+      } else {
+        mkdirSync(target, { recursive: true })
+        cpSync(origin, join(target, basename(origin)))
+      }
+    }
   }
 }

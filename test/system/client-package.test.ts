@@ -6,6 +6,9 @@
 // with TypeScript's default libraries and no @types/node, and by one with @types/node and no DOM;
 // and the README's quick start, compiled strict as a CommonJS project (moduleResolution node10,
 // which reads package.json's top-level types, not its exports) and as an ES module (nodenext).
+// Each compilation is `tsc -p CONFIG` in the project's folder, run in this process
+// (helpers/tsc.ts: what tsc reports, its exit status and its output to a pipe, without a process
+// each parsing TypeScript's libraries again); the last test checks it against the real tsc.
 import { execFile } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -16,13 +19,15 @@ import t from 'tap'
 import { docSnippet } from '../helpers/docs.js'
 import { otherNode, packed as packedOf } from '../helpers/packages.js'
 import { addUser, PASSWORD, startStack } from '../helpers/stack.js'
+import { inProcessTsc, processTsc } from '../helpers/tsc.js'
 
-// npm pack and install, four Node.js runs and two TypeScript compilations on a shared 2-core machine
+// npm pack and install, four Node.js runs and six TypeScript compilations on a shared 2-core machine
 t.setTimeout(600_000)
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const run = promisify(execFile)
-const tsc = join(root, 'node_modules/typescript/bin/tsc')
+/** `tsc -p config` in a folder: { code, out }, tsc's exit status and what it prints */
+const tsc = inProcessTsc()
 const MAX_TARBALL_BYTES = 100 * 1024
 /** What the children see: no NODE_OPTIONS (no keygate-source condition, no tsx), nothing of this checkout. */
 const childEnv = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir() }
@@ -264,23 +269,22 @@ t.test('the declarations compile in a TypeScript project with the default librar
       compilerOptions: { ...options, lib: ['ES2022'], types: ['node'] },
       files: ['common.ts', 'node.ts']
     }))
-    const compile = async (config: string): Promise<{ code: number; out: string }> =>
-      await run(process.execPath, [tsc, '-p', config], { cwd: ts }).then(({ stdout }) => ({ code: 0, out: stdout }),
-        (err: { code?: number; stdout?: string }) => ({ code: err.code ?? -1, out: err.stdout ?? String(err) }))
+    const compile = (config: string): { code: number; out: string } => tsc(ts, config)
 
-    const defaultLibs = await compile('tsconfig.default-libs.json')
+    const defaultLibs = compile('tsconfig.default-libs.json')
     t.same(defaultLibs, { code: 0, out: '' }, 'default libraries (DOM), types: [] (no @types/node): tsc exits 0')
 
     // @types/node from this checkout (it brings undici-types, which it resolves beside its real path)
     mkdirSync(join(project, 'node_modules/@types'))
     symlinkSync(join(root, 'node_modules/@types/node'), join(project, 'node_modules/@types/node'), 'dir')
-    const nodeTypes = await compile('tsconfig.node.json')
+    const nodeTypes = compile('tsconfig.node.json')
     t.same(nodeTypes, { code: 0, out: '' }, 'lib ["ES2022"] (no DOM) with @types/node: tsc exits 0')
 
-    // The check checks: a misuse of the API (the apiKey used without await) is an error under both.
+    // The check checks: a misuse of the API (the apiKey used without await) is an error under both
+    // (each config's second run: as tsc --incremental runs again after the edit, helpers/tsc.ts)
     writeFileSync(join(ts, 'common.ts'), `${COMMON_TS}\nexport const wrong: string = apiKeyOf('pem')\n`)
     for (const config of ['tsconfig.default-libs.json', 'tsconfig.node.json']) {
-      const broken = await compile(config)
+      const broken = compile(config)
       t.not(broken.code, 0, `${config}: a Promise<string> where a string is due fails`)
       t.match(broken.out, /common\.ts.*error TS2322/, `${config}: and tsc says where`)
     }
@@ -303,8 +307,31 @@ t.test('the README\'s quick start compiles, strict, in a CommonJS project (node1
       compilerOptions: { ...options, strict: true, target: 'es2022', types: ['node'], noEmit: true },
       files: ['quick-start.ts', 'protocol.ts']
     }))
-    const compiled = await run(process.execPath, [tsc, '-p', config], { cwd: dir }).then(({ stdout }) => ({ code: 0, out: stdout }),
-      (err: { code?: number; stdout?: string }) => ({ code: err.code ?? -1, out: err.stdout ?? String(err) }))
+    const compiled = tsc(dir, config)
     t.same(compiled, { code: 0, out: '' }, `${name}: tsc finds @keygate/client, @keygate/client/protocol and their types, and exits 0`)
   }
+})
+
+t.test('the compilations above report what the real tsc reports: its exit status and its output, for a project with errors', async (t) => {
+  // small and without TypeScript's libraries (noLib), so the real tsc costs little. tsconfig.json:
+  // an unknown option and a file that is not there, and the globals noLib leaves out (tsc then
+  // checks no file). tsconfig.globals.json declares those globals: the file's errors, a missing
+  // module and a type error under strict; then again after an edit (a config's second run)
+  const dir = join(scratch, 'tsc-check')
+  mkdirSync(dir)
+  writeFileSync(join(dir, 'wrong.ts'), "import { missing } from './missing.js'\nexport const n: number = 'one'\nexport const m = missing\n")
+  const globals = ['Array', 'Boolean', 'CallableFunction', 'Function', 'IArguments', 'NewableFunction', 'Number', 'Object', 'RegExp', 'String']
+  writeFileSync(join(dir, 'globals.d.ts'), globals.map((name) => `interface ${name}${name === 'Array' ? '<T>' : ''} {}\n`).join(''))
+  const options = { noLib: true, noEmit: true, strict: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022' }
+  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...options, notAnOption: true }, files: ['wrong.ts', 'gone.ts'] }))
+  writeFileSync(join(dir, 'tsconfig.globals.json'), JSON.stringify({ compilerOptions: options, files: ['globals.d.ts', 'wrong.ts'] }))
+  const compare = async (config: string, what: RegExp): Promise<void> => {
+    const [mine, real] = [tsc(dir, config), await processTsc(dir, config)]
+    t.match(real.out, what, `${config}: tsc reports ${String(what)}`)
+    t.same(mine, real, `${config}: the same exit status and output as tsc -p ${config}`)
+  }
+  await compare('tsconfig.json', /error TS2318[^]*error TS6053[^]*error TS5023/)
+  await compare('tsconfig.globals.json', /wrong\.ts\(1,25\): error TS2307[^]*wrong\.ts\(2,14\): error TS2322/)
+  writeFileSync(join(dir, 'wrong.ts'), 'export const n: number = 1\nexport const s: string = n\n')
+  await compare('tsconfig.globals.json', /^wrong\.ts\(2,14\): error TS2322[^\n]*\n$/)
 })

@@ -1,17 +1,20 @@
 // The Docker image, assembled as `docker build` would (no Docker engine here): the build stage's
-// COPY lines from this checkout and its `npm run build`, then the runtime stage's COPY lines (from
-// the checkout and from the build stage) and its `npm ci --omit=dev`, into folders outside the
-// repository. Its CMD and the compose file's upstream command then run on plain node: what the
-// image holds is enough for them, and holds no TypeScript tooling.
-import { execFile, spawn } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs'
+// COPY lines from this checkout and its `npm run build` (helpers/build.ts: the shared build is
+// made that way, then the rest of the checkout is copied in; it keeps the stage's tree as the
+// build left it), then the runtime stage's COPY lines (from the checkout and from the build
+// stage) and its `npm ci --omit=dev`, into a folder outside the repository. Its CMD and the
+// compose file's upstream command then run on plain node: what the image holds is enough for
+// them, and holds no TypeScript tooling.
+import { spawn, execFile } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { basename, join } from 'node:path'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { parse } from 'yaml'
-import { copyOf, dockerStages, execForm, type Stage } from '../helpers/dockerfile.js'
+import { dockerBuildStage, dockerBuildStageOf } from '../helpers/build.js'
+import { copyStage, dockerStages, execForm, workdirOf, type Stage } from '../helpers/dockerfile.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { exitOn, portAnswers, startCommand } from '../helpers/listening.js'
 import { checkPortalServed } from '../helpers/portal-files.js'
@@ -19,25 +22,6 @@ import { login, PASSWORD, registerKey, sendSigned } from '../helpers/stack.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const run = promisify(execFile)
-
-/** Carries out a stage's COPY lines into `dir`, taking --from=STAGE sources from `stageDirs`. */
-function copyInto (stage: Stage, dir: string, stageDirs: Record<string, { dir: string; workdir: string }>): void {
-  for (const instruction of stage.all('COPY')) {
-    const { from, sources, destination } = copyOf(instruction)
-    for (const source of sources) {
-      const origin = from === undefined
-        ? join(ROOT, source)
-        : join(stageDirs[from]?.dir ?? '/nonexistent', source.replace(stageDirs[from]?.workdir ?? '', ''))
-      const target = join(dir, destination)
-      if (statSync(origin).isDirectory()) {
-        cpSync(origin, target, { recursive: true })
-      } else {
-        mkdirSync(target, { recursive: true })
-        cpSync(origin, join(target, basename(origin)))
-      }
-    }
-  }
-}
 
 function scratch (t: { teardown: (fn: () => unknown) => void }, label: string): string {
   const dir = mkdtempSync(join(tmpdir(), `keygate-image-${label}-`))
@@ -47,19 +31,17 @@ function scratch (t: { teardown: (fn: () => unknown) => void }, label: string): 
 
 t.test('the image as docker build assembles it: its CMD and the upstream command run compiled code', async (t) => {
   const [build, runtime] = dockerStages() as [Stage, Stage]
-  const workdir = (stage: Stage): string => `${stage.all('WORKDIR').at(-1)?.args ?? '/'}/`
 
-  // build stage: its own COPY lines; the install it runs is this checkout's (npm ci, linked here)
-  const buildDir = scratch(t, 'build')
-  copyInto(build, buildDir, {})
-  symlinkSync(join(ROOT, 'node_modules'), join(buildDir, 'node_modules'), 'dir')
+  // build stage: its own COPY lines, then npm run build; the install it runs is this checkout's
+  // (npm ci, linked): made by the shared build, which is built this way (helpers/build.ts)
   t.ok(build.all('RUN').some((i) => i.args === 'npm run build'))
-  await run('npm', ['run', 'build'], { cwd: buildDir, maxBuffer: 16 << 20 })
+  t.equal(dockerBuildStageOf()?.name, build.name, 'the shared build lays out and builds this stage')
+  const buildDir = await dockerBuildStage()
   t.ok(existsSync(join(buildDir, 'dist/gateway/src/main.js')), 'the build stage compiles the gateway from what it copies')
 
   // runtime stage
   const appDir = scratch(t, 'app')
-  copyInto(runtime, appDir, { build: { dir: buildDir, workdir: workdir(build) } })
+  copyStage(runtime, appDir, { [build.name ?? '']: { dir: buildDir, workdir: workdirOf(build) } })
   const install = runtime.all('RUN').map((i) => /npm ci [^&]*/.exec(i.args)?.[0]).find((c) => c !== undefined)
   t.ok(install?.includes('--omit=dev'), `the runtime stage installs production dependencies (${install})`)
   await run('npm', [...(install ?? '').trim().split(/\s+/).slice(1), '--prefer-offline'], { cwd: appDir, maxBuffer: 16 << 20 })

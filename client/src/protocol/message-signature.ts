@@ -126,9 +126,11 @@ export interface SignedMessage {
 
 /** A component the request cannot supply (absent field, unsupported parameter): the signature cannot verify. */
 export class ComponentError extends Error {
-  constructor (readonly component: string, message: string) {
+  readonly component: string
+  constructor (component: string, message: string) {
     super(message)
     this.name = 'ComponentError'
+    this.component = component
   }
 }
 

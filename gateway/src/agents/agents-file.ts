@@ -29,9 +29,11 @@ export interface AgentsSettings {
 export const NO_AGENT_SETTINGS: AgentsSettings = { pinned: [], privateOrigins: new Set() }
 
 export class AgentsFileError extends ConfigError {
-  constructor (file: string, readonly problems: string[]) {
+  readonly problems: string[]
+  constructor (file: string, problems: string[]) {
     super(`${file}: ${problems.length === 1 ? problems[0] ?? '' : `${problems.length} problems:\n  - ${problems.join('\n  - ')}`}`)
     this.name = 'AgentsFileError'
+    this.problems = problems
   }
 }
 

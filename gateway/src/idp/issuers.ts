@@ -178,9 +178,11 @@ function toPortalLogin (entry: IssuerEntry, at: string, problems: string[], env:
 
 /** An issuers file that cannot be used: every problem, each naming the file and the field. */
 export class IssuersFileError extends ConfigError {
-  constructor (file: string, readonly problems: string[]) {
+  readonly problems: string[]
+  constructor (file: string, problems: string[]) {
     super(`${file}: ${problems.length === 1 ? problems[0] ?? '' : `${problems.length} problems:\n  - ${problems.join('\n  - ')}`}`)
     this.name = 'IssuersFileError'
+    this.problems = problems
   }
 }
 

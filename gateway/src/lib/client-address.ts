@@ -98,8 +98,12 @@ function matches (rule: Rule, address: ParsedAddress): boolean {
 /** A trusted-proxies entry that is neither an address nor a CIDR; `entry` is the text as given. */
 export class InvalidProxyEntry extends RangeError {
   override name = 'InvalidProxyEntry'
-  constructor (readonly entry: string, readonly position: number) {
+  readonly entry: string
+  readonly position: number
+  constructor (entry: string, position: number) {
     super(`entry ${position} (${JSON.stringify(entry)}) is not an IPv4 or IPv6 address or CIDR`)
+    this.entry = entry
+    this.position = position
   }
 }
 

@@ -21,8 +21,14 @@ interface Slot<V> {
 export class LruCache<K, V> {
   readonly #entries = new Map<K, Slot<V>>()
 
+  readonly maxEntries: number
+  private readonly onEvict: ((key: K, value: V) => void) | undefined
+
   /** `onEvict` hears of each entry the size bound pushes out (not of one deleted or replaced) */
-  constructor (readonly maxEntries: number, private readonly onEvict?: (key: K, value: V) => void) {}
+  constructor (maxEntries: number, onEvict?: (key: K, value: V) => void) {
+    this.maxEntries = maxEntries
+    this.onEvict = onEvict
+  }
 
   get (key: K): V | undefined {
     const slot = this.#entries.get(key)

@@ -89,8 +89,12 @@ export class RequestLineTracker {
   /** false once a reading did not match the request Node built from it */
   trusted = true
 
+  private readonly maxLineBytes: number
+
   /** @param maxLineBytes longer lines are past what the parser accepts (its header limit): not followed */
-  constructor (private readonly maxLineBytes: number) {}
+  constructor (maxLineBytes: number) {
+    this.maxLineBytes = maxLineBytes
+  }
 
   /** Whether the tracker still follows the connection. */
   get following (): boolean {

@@ -27,15 +27,16 @@ export type GuardedFetchReason = 'scheme' | 'credentials' | 'address' | 'resolve
 
 export class GuardedFetchError extends Error {
   override readonly name = 'GuardedFetchError'
-  constructor (
-    readonly reason: GuardedFetchReason,
-    /** the URL being fetched when it failed (a redirect's target, once one is followed) */
-    readonly url: string,
-    message: string,
-    /** 'address': the refused address; 'status': the status answered */
-    readonly detail: { address?: string; status?: number; cause?: unknown } = {}
-  ) {
+  readonly reason: GuardedFetchReason
+  /** the URL being fetched when it failed (a redirect's target, once one is followed) */
+  readonly url: string
+  /** 'address': the refused address; 'status': the status answered */
+  readonly detail: { address?: string; status?: number; cause?: unknown }
+  constructor (reason: GuardedFetchReason, url: string, message: string, detail: { address?: string; status?: number; cause?: unknown } = {}) {
     super(`${url}: ${message}`, detail.cause === undefined ? undefined : { cause: detail.cause })
+    this.reason = reason
+    this.url = url
+    this.detail = detail
   }
 }
 

@@ -122,7 +122,12 @@ class Upstream<Tag> implements UpstreamQueueCounts {
   #head: ForwardHandler<Tag> | undefined
   #tail: ForwardHandler<Tag> | undefined
 
-  constructor (readonly origin: string, readonly options: ForwarderOptions) {
+  readonly origin: string
+  readonly options: ForwarderOptions
+
+  constructor (origin: string, options: ForwarderOptions) {
+    this.origin = origin
+    this.options = options
     // pipelining 1: one request at a time per connection; a slow answer never holds up another
     this.pool = new Pool(origin, { connections: options.connections, pipelining: 1, connect: { timeout: options.connectTimeoutMs } })
   }
@@ -195,16 +200,34 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   prev: ForwardHandler<Tag> | undefined
   next: ForwardHandler<Tag> | undefined
 
+  private readonly reply: FastifyReply
+  private readonly request: UpstreamRequest
+  readonly upstream: Upstream<Tag>
+  private readonly answerBegins: AnswerBegins<Tag> | undefined
+  private readonly notSent: NotSent | undefined
+  private readonly tag: Tag
+  private readonly answerHeaders: AnswerHeaders | undefined
+  private readonly trace: UpstreamTrace | undefined
+
   constructor (
-    private readonly reply: FastifyReply,
-    private readonly request: UpstreamRequest,
-    readonly upstream: Upstream<Tag>,
-    private readonly answerBegins: AnswerBegins<Tag> | undefined,
-    private readonly notSent: NotSent | undefined,
-    private readonly tag: Tag,
-    private readonly answerHeaders: AnswerHeaders | undefined,
-    private readonly trace: UpstreamTrace | undefined
-  ) {}
+    reply: FastifyReply,
+    request: UpstreamRequest,
+    upstream: Upstream<Tag>,
+    answerBegins: AnswerBegins<Tag> | undefined,
+    notSent: NotSent | undefined,
+    tag: Tag,
+    answerHeaders: AnswerHeaders | undefined,
+    trace: UpstreamTrace | undefined
+  ) {
+    this.reply = reply
+    this.request = request
+    this.upstream = upstream
+    this.answerBegins = answerBegins
+    this.notSent = notSent
+    this.tag = tag
+    this.answerHeaders = answerHeaders
+    this.trace = trace
+  }
 
   /**
    * The client's connection closed. Waiting: leave the queue, never sent. Sent: nothing to answer,
@@ -349,7 +372,11 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
 export class Forwarder<Tag = undefined> {
   readonly #upstreams = new Map<string, Upstream<Tag>>()
 
-  constructor (private readonly options: ForwarderOptions & { onAnswerBegins?: AnswerBegins<Tag>; onNotSent?: NotSent; trace?: UpstreamTrace }) {}
+  private readonly options: ForwarderOptions & { onAnswerBegins?: AnswerBegins<Tag>; onNotSent?: NotSent; trace?: UpstreamTrace }
+
+  constructor (options: ForwarderOptions & { onAnswerBegins?: AnswerBegins<Tag>; onNotSent?: NotSent; trace?: UpstreamTrace }) {
+    this.options = options
+  }
 
   #upstream (origin: string): Upstream<Tag> {
     let upstream = this.#upstreams.get(origin)

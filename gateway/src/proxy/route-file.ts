@@ -17,8 +17,12 @@ export const DEFAULT_IDENTITY_TOKEN_TTL_SECONDS = 300
 
 export class RouteFileError extends ConfigError {
   override name = 'RouteFileError'
-  constructor (readonly file: string, readonly problems: string[]) {
+  readonly file: string
+  readonly problems: string[]
+  constructor (file: string, problems: string[]) {
     super(problems.map((problem) => `${file}: ${problem}`).join('\n'))
+    this.file = file
+    this.problems = problems
   }
 }
 
