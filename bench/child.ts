@@ -11,16 +11,11 @@
 //   keygate:  the gateway as main.ts starts it, configured by its environment (PORT=0, ...),
 //             with KEYGATE_WORKERS > 1 as main.ts's primary does (process/cluster.ts); with
 //             KEYGATE_DECISION_PORT (one process only), it reports its decision listener's URL too
+// Each role loads only its own modules (imported when it starts): the example service's process
+// does not load the gateway, which would cost it most of a second of CPU at every start.
 import { readdirSync, readFileSync } from 'node:fs'
-import { pino } from 'pino'
-import { startCluster } from '../gateway/src/process/cluster.js'
-import { loadConfig } from '../gateway/src/config/env.js'
-import { startGateway } from '../gateway/src/process/start.js'
-import { startUpstream } from '../upstream-stub/src/server.js'
-import { buildBareProxy } from './bare-proxy.js'
 import type { ChildMessage, ParentMessage } from './ipc.js'
 import { parseStat, ticksPerSecond } from './proc.js'
-import { deletePrefix } from './redis.js'
 
 /** a stop gets this long (a start still under way included) before the process exits anyway */
 const STOP_TIMEOUT_MS = 10_000
@@ -64,14 +59,17 @@ function descendantsCpuUsage (): NodeJS.CpuUsage {
 }
 
 async function startKeygate (): Promise<Running> {
+  const { loadConfig } = await import('../gateway/src/config/env.js')
   const config = loadConfig(process.env)
   if (config.workers.count === 1) {
+    const { startGateway } = await import('../gateway/src/process/start.js')
     const gateway = await startGateway({ config })
     return { ...gateway, cpuUsage: ownCpuUsage }
   }
   // The load goes to the workers: CPU per request must count them, or it would be the primary's
   // few microseconds. This reads /proc, so it needs Linux.
   descendantsCpuUsage()
+  const [{ pino }, { startCluster }] = await Promise.all([import('pino'), import('../gateway/src/process/cluster.js')])
   const workers = await startCluster({ workers: config.workers.count, log: pino({ level: config.logLevel, name: 'keygate-primary' }) })
   return {
     url: workers.url,
@@ -90,11 +88,14 @@ function send (message: ChildMessage): void {
 
 async function start (role: string): Promise<Running> {
   switch (role) {
-    case 'upstream':
+    case 'upstream': {
+      const { startUpstream } = await import('../upstream-stub/src/server.js')
       return { ...await startUpstream({ port: 0, host: '127.0.0.1', logger: false }), cpuUsage: ownCpuUsage }
+    }
     case 'bare': {
       const upstream = process.env.BENCH_UPSTREAM_URL
       if (upstream === undefined) throw new Error('BENCH_UPSTREAM_URL is not set')
+      const { buildBareProxy } = await import('./bare-proxy.js')
       const app = await buildBareProxy(upstream)
       const url = await app.listen({ port: 0, host: '127.0.0.1' })
       return { url, close: async () => { await app.close() }, cpuUsage: ownCpuUsage }
@@ -108,7 +109,7 @@ async function start (role: string): Promise<Running> {
 
 async function deleteOwnPrefix (): Promise<void> {
   const { REDIS_URL: url, KEYGATE_REDIS_PREFIX: prefix, BENCH_OWNS_PREFIX: owns } = process.env
-  if (owns === '1' && url !== undefined && prefix !== undefined) await deletePrefix(url, prefix)
+  if (owns === '1' && url !== undefined && prefix !== undefined) await (await import('./redis.js')).deletePrefix(url, prefix)
 }
 
 const role = process.argv[2] ?? ''

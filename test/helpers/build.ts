@@ -159,6 +159,21 @@ export async function builtCheckout (): Promise<string> {
       await run(esbuild, [...benchSources, ...flags], { cwd: into, maxBuffer: 16 << 20 }).catch((err: Error & { stderr?: string }) => {
         throw new Error(`compiling bench/ failed in a copy of the checkout: ${err.message}\n${err.stderr ?? ''}`)
       })
+      // and its entry, cli.js, once more as one file with the ES modules it imports (the gateway's
+      // configuration, typebox, jose, yaml: some 400 files), which every run of the bench reads
+      // and links before it even parses its flags: the most of a usage error's CPU. ioredis and
+      // autocannon, CommonJS that finds its own files by __dirname, stay packages it imports; the
+      // children it forks (child.js, flood-child.js) stay as compiled above.
+      const entry = join('dist', 'bench', 'cli.js')
+      await run(esbuild, [
+        entry, '--bundle', `--outfile=${entry}`, '--allow-overwrite', ...flags.slice(1), '--external:ioredis', '--external:autocannon',
+        // what it bundles of CommonJS asks for Node's own modules with require()
+        '--banner:js=import { createRequire as createRequireOfBundle } from \'node:module\'; const require = createRequireOfBundle(import.meta.url);'
+      ], { cwd: into, maxBuffer: 16 << 20 }).catch((err: Error & { stderr?: string }) => {
+        throw new Error(`bundling bench/cli.ts failed in a copy of the checkout: ${err.message}\n${err.stderr ?? ''}`)
+      })
+      const bundledBy = /\b__(?:dirname|filename)\b/.exec(readFileSync(join(into, entry), 'utf8'))
+      if (bundledBy !== null) throw new Error(`bench/cli.ts bundled: a package in it uses ${bundledBy[0]}, wrong in one file: name it --external in build.ts`)
       // older builds of this checkout nothing has used for a while, and what killed builders left
       for (const name of readdirSync(CACHE)) {
         const other = join(CACHE, name)
