@@ -6,6 +6,8 @@ import { randomUUID } from 'node:crypto'
 import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
 import { connectRedis, deleteKeys, type RedisConnection } from '../../gateway/src/store/redis-connection.js'
+import { createRedisStore } from '../../gateway/src/store/redis.js'
+import type { Store } from '../../gateway/src/store/index.js'
 
 let resolved: Promise<string> | undefined
 
@@ -62,6 +64,18 @@ export async function testRedisUrl (): Promise<string> {
 /** A key prefix no other test or run shares. */
 export function uniquePrefix (label = 'test'): string {
   return `keygate-test:${label}:${randomUUID()}:`
+}
+
+/** A Redis store of this test's own (the test Redis, a fresh prefix), closed and its keys deleted at the test's end. */
+export async function testRedisStore (t: { teardown: (fn: () => unknown) => void }, label: string): Promise<Store> {
+  const url = await testRedisUrl()
+  const prefix = uniquePrefix(label)
+  const store = await createRedisStore({ url, prefix, commandTimeoutMs: 500 })
+  t.teardown(async () => {
+    await store.close()
+    await deletePrefix(url, prefix)
+  })
+  return store
 }
 
 /** Deletes every key under `prefix` (on every master of a cluster), so runs leave nothing behind. */

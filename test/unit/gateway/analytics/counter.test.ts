@@ -7,9 +7,8 @@ import { NONE } from '../../../../gateway/src/analytics/buckets.js'
 import { createUsageCounter } from '../../../../gateway/src/analytics/counter.js'
 import { usageSeries } from '../../../../gateway/src/analytics/read.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
-import { createRedisStore } from '../../../../gateway/src/store/redis.js'
 import type { Store } from '../../../../gateway/src/store/index.js'
-import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
+import { testRedisStore } from '../../../helpers/redis.js'
 
 const KEY = 'b'.repeat(64)
 const MINUTE = 60_000
@@ -18,16 +17,7 @@ const HOUR = 3_600_000
 /** each store, keeping time by `now` where it can (Redis expires by its own clock: `now` stays near it) */
 const STORES: Record<string, (t: { teardown: (fn: () => unknown) => void }, now: () => number) => Promise<Store>> = {
   memory: async (_t, now) => createMemoryStore(now),
-  redis: async (t) => {
-    const url = await testRedisUrl()
-    const prefix = uniquePrefix('usage-minutes')
-    const store = await createRedisStore({ url, prefix, commandTimeoutMs: 500 })
-    t.teardown(async () => {
-      await store.close()
-      await deletePrefix(url, prefix)
-    })
-    return store
-  }
+  redis: async (t) => await testRedisStore(t, 'usage-minutes')
 }
 
 for (const [kind, make] of Object.entries(STORES)) {

@@ -11,7 +11,7 @@ import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
 import { createRedisStore } from '../../../../gateway/src/store/redis.js'
 import type { Store } from '../../../../gateway/src/store/index.js'
 import { rateLimitFields } from '../../../helpers/ratelimit-fields.js'
-import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
+import { deletePrefix, testRedisStore, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
 import { startRelay } from '../../../helpers/relay.js'
 
 type Test = Parameters<Parameters<typeof t.test>[0]>[0]
@@ -22,16 +22,7 @@ const STORES: Record<string, (t: Test) => Promise<Store>> = {
     t.teardown(async () => { await store.close() })
     return store
   },
-  redis: async (t) => {
-    const url = await testRedisUrl()
-    const prefix = uniquePrefix('limiter')
-    const store = await createRedisStore({ url, prefix, commandTimeoutMs: 500 })
-    t.teardown(async () => {
-      await store.close()
-      await deletePrefix(url, prefix)
-    })
-    return store
-  }
+  redis: async (t) => await testRedisStore(t, 'limiter')
 }
 
 type Entry = Parameters<typeof rateLimit>[0]

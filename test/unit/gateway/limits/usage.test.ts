@@ -5,9 +5,8 @@ import { createRateLimiter } from '../../../../gateway/src/limits/limiter.js'
 import { readUsage } from '../../../../gateway/src/limits/usage.js'
 import { parseRouteText, routesFromDocument } from '../../../../gateway/src/proxy/route-file.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
-import { createRedisStore } from '../../../../gateway/src/store/redis.js'
 import type { Store } from '../../../../gateway/src/store/index.js'
-import { deletePrefix, testRedisUrl, uniquePrefix } from '../../../helpers/redis.js'
+import { testRedisStore } from '../../../helpers/redis.js'
 
 const ROUTES = `routes:
   - name: things-read
@@ -44,16 +43,7 @@ const KEY = 'a'.repeat(64)
 
 const STORES: Record<string, (t: { teardown: (fn: () => unknown) => void }) => Promise<Store>> = {
   memory: async () => createMemoryStore(),
-  redis: async (t) => {
-    const url = await testRedisUrl()
-    const prefix = uniquePrefix('usage')
-    const store = await createRedisStore({ url, prefix, commandTimeoutMs: 500 })
-    t.teardown(async () => {
-      await store.close()
-      await deletePrefix(url, prefix)
-    })
-    return store
-  }
+  redis: async (t) => await testRedisStore(t, 'usage')
 }
 
 for (const [kind, make] of Object.entries(STORES)) {
