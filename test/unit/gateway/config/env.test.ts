@@ -283,12 +283,14 @@ t.test('keys per user and the budget of failed signature checks', async (t) => {
     KEYGATE_MAX_KEYS_PER_USER: '5',
     KEYGATE_SIGNATURE_FAILURE_LIMIT: '1000000000',
     KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: '60',
-    KEYGATE_SIGNATURE_FAILURE_DELAY_MS: '0'
+    KEYGATE_SIGNATURE_FAILURE_DELAY_MS: '0',
+    KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT: '3'
   })
   t.equal(set.maxKeysPerUser, 5)
-  t.same(set.signatureFailures, { limit: 1_000_000_000, windowSeconds: 60, delayMs: 0 })
+  t.same(set.signatureFailures, { limit: 1_000_000_000, windowSeconds: 60, delayMs: 0, attackedKeyLimit: 3 })
   for (const [name, value] of [['KEYGATE_MAX_KEYS_PER_USER', '0'], ['KEYGATE_SIGNATURE_FAILURE_LIMIT', '0'],
-    ['KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS', '0'], ['KEYGATE_SIGNATURE_FAILURE_DELAY_MS', '-1']] as const) {
+    ['KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS', '0'], ['KEYGATE_SIGNATURE_FAILURE_DELAY_MS', '-1'],
+    ['KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT', '0']] as const) {
     t.throws(() => loadConfig({ [name]: value }), { name: 'ConfigError', message: new RegExp(`^${name}: "${value}" is not allowed: use a whole number`) })
   }
 })
