@@ -3,7 +3,7 @@
 // ~190 test processes, and the keygate, bench and npm processes they start (which inherit
 // NODE_COMPILE_CACHE), reuses the V8 code of fastify, ioredis, tap and the gateway's modules that
 // an earlier process compiled, instead of compiling them again. A cache, not a change: a module
-// whose source changed is compiled afresh. JavaScript, as tsx is not loaded yet (and Node's own type stripping would cost more than it saves).
+// whose source changed is compiled afresh. JavaScript, as it is loaded before typescript-imports.mjs, the hook that resolves the sources.
 import { enableCompileCache } from 'node:module'
 import { fileURLToPath } from 'node:url'
 
