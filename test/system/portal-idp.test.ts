@@ -180,6 +180,8 @@ t.test('the portal\'s login through an identity provider', async (t) => {
       const at = new URL(url).origin
       // keygate's origin; the IdP's only by a top-level navigation (the page never fetches from it)
       if (at === origin || (at === idp.issuer && request.isNavigationRequest())) { void request.continue(); return }
+      // the browser's own favicon fetch while it shows the IdP's page: not the page's doing
+      if (at === idp.issuer && new URL(url).pathname === '/favicon.ico' && request.resourceType() === 'other') { void request.abort(); return }
       fromPage.push(`${request.resourceType()} ${url}`)
       void request.abort()
     })
