@@ -120,6 +120,30 @@ type Entry =
 /** a directory whose first fetch failed: not fetched again until `until` */
 interface Failure { until: number; error: string }
 
+/**
+ * The budget of first fetches: at most `perMinute` in each minute (a fixed window from the first
+ * one). `take` counts one and says in which window, or undefined when this one is spent;
+ * `giveBack` returns one taken in `window`, if that window still runs.
+ */
+function newDirectoryBudget (perMinute: number, now: () => number) {
+  let windowStart = Number.NEGATIVE_INFINITY
+  let started = 0
+  return {
+    take: (): number | undefined => {
+      const at = now()
+      if (at - windowStart >= 60_000) {
+        windowStart = at
+        started = 0
+      }
+      if (started >= perMinute) return undefined
+      started++
+      return windowStart
+    },
+    giveBack: (window: number | undefined): void => { if (window !== undefined && window === windowStart) started-- },
+    retryAfterSeconds: (): number => Math.max(1, Math.ceil((windowStart + 60_000 - now()) / 1000))
+  }
+}
+
 export function createAgentDirectories (options: AgentDirectoriesOptions): AgentDirectories {
   const now = options.now ?? Date.now
   const retryIntervalMs = options.retryIntervalMs ?? DEFAULT_RETRY_INTERVAL_MS
@@ -130,9 +154,7 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
   const failures = new LruCache<string, Failure>(options.maxFailures ?? DEFAULT_MAX_FAILED_DIRECTORIES)
   const pinned = new Map<string, Map<string, PublishedKey>>()
   let fetches = 0
-  /** the first fetches started in the current minute */
-  let windowStart = Number.NEGATIVE_INFINITY
-  let startedInWindow = 0
+  const budget = newDirectoryBudget(newPerMinute, now)
 
   /** `onFailure`: told of each fetch that failed (the first fetch's, to know whether it sent anything) */
   const setFor = (agent: SignatureAgent, onFailure?: (err: unknown) => void): RemoteKeySet => createRemoteKeySet({
@@ -164,18 +186,6 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
     onFetch: (outcome) => { options.onFetch?.(agent, outcome) }
   })
 
-  /** A first fetch may start now: within this minute's budget (counted); the window it was counted in, or undefined. */
-  const mayStart = (): number | undefined => {
-    const at = now()
-    if (at - windowStart >= 60_000) {
-      windowStart = at
-      startedInWindow = 0
-    }
-    if (startedInWindow >= newPerMinute) return undefined
-    startedInWindow++
-    return windowStart
-  }
-
   /**
    * The first fetch of a directory: its set, or a failure remembered for retryIntervalMs.
    * `countedIn`: the budget's window it was counted in (given back if it fetched nothing).
@@ -193,7 +203,7 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
       } catch (err) {
         set.close()
         const error = (err as Error).message
-        if (sentNothing && countedIn === windowStart) startedInWindow--
+        if (sentNothing) budget.giveBack(countedIn)
         // unless another fetch of it started meanwhile (this entry dropped as the least recently used)
         const current = entries.get(agent.url)
         if (current === undefined || current === entry) {
@@ -229,10 +239,10 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
     }
     // the configuration's agents never wait behind unknown ones
     const configured = routeNamesAgent || options.named?.(agent.origin) === true
-    const countedIn = configured ? undefined : mayStart()
+    const countedIn = configured ? undefined : budget.take()
     if (!configured && countedIn === undefined) {
       throw unavailable(agent.origin)(`keygate fetches at most ${newPerMinute} directories it does not hold a minute, and has this minute`,
-        Math.max(1, Math.ceil((windowStart + 60_000 - now()) / 1000)))
+        budget.retryAfterSeconds())
     }
     return first(agent, countedIn).then(async (set) => ({ agent, key: await set.publishedKey(keyid), pinned: false }))
   }
