@@ -59,7 +59,7 @@ export const DEFAULT_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES = 3
 export const MAX_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES = 100
 /** keys counted at once */
 export const SIGNATURE_BUDGET_KEYS = 10_000
-/** (key, address) pairs counted at once (~260 bytes each, measured: 100,000 is ~26 MB at most) */
+/** (key, address) pairs counted at once (~285 bytes each, measured by bench/signature-budget-flood.ts: 100,000 is ~29 MB at most) */
 export const SIGNATURE_BUDGET_KEY_ADDRESSES = 100_000
 
 export interface SignatureBudgetOptions {
