@@ -227,7 +227,8 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
     }
     const entry = entries.get(agent.url)
     if (entry?.kind === 'set' && entry.first !== undefined) {
-      return entry.first.then(async (set) => ({ agent, key: await set.publishedKey(keyid), pinned: false }))
+      // the wait was that first fetch: answered from it, with no second fetch (one fetch timeout in all)
+      return entry.first.then(async (set) => ({ agent, key: await set.publishedKey(keyid, true), pinned: false }))
     }
     if (entry?.kind === 'set') {
       const key = entry.set.publishedKey(keyid)
@@ -244,7 +245,7 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
       throw unavailable(agent.origin)(`keygate fetches at most ${newPerMinute} directories it does not hold a minute, and has this minute`,
         budget.retryAfterSeconds())
     }
-    return first(agent, countedIn).then(async (set) => ({ agent, key: await set.publishedKey(keyid), pinned: false }))
+    return first(agent, countedIn).then(async (set) => ({ agent, key: await set.publishedKey(keyid, true), pinned: false }))
   }
 
   for (const directory of options.pinned ?? []) pinned.set(directory.origin, new Map(directory.keys.map((key) => [key.thumbprint, key])))
