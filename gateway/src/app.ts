@@ -202,6 +202,7 @@ async function agentDirectoriesOf ({ app, options, config, tracing }: Building, 
     fetch: directoryFetch({ privateOrigins: agentSettings.privateOrigins, ...options.agentDirectories }),
     checkDirectory: (agent) => directoryCheck(agent, options.now),
     pinned: agentSettings.pinned,
+    named: (origin) => agentSettings.privateOrigins.has(origin) || agentSettings.pinned.some((pinned) => pinned.origin === origin),
     ...(options.now && { now: options.now }),
     onFetch: (agent, outcome) => {
       services.metrics.observeAgentDirectoryFetch(outcome.ok, outcome.seconds)
