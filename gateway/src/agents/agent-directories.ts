@@ -67,6 +67,8 @@ export interface AgentDirectories {
   keyFor: (agent: SignatureAgent, keyid: string) => AgentKey | Promise<AgentKey>
   /** directories held now (pinned ones included) and fetches started since start */
   stats: () => { held: number; failed: number; fetches: number }
+  /** a reloaded agents file's pins in force; what was fetched of `touched` origins (their entry changed) is dropped */
+  repin: (pinned: readonly PinnedDirectory[], touched: ReadonlySet<string>) => void
   close: () => void
 }
 
@@ -200,7 +202,11 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
     return first(agent).then(async (set) => ({ agent, key: await set.publishedKey(keyid), pinned: false }))
   }
 
-  for (const directory of options.pinned ?? []) pinned.set(directory.origin, new Map(directory.keys.map((key) => [key.thumbprint, key])))
+  const pin = (directories: readonly PinnedDirectory[]): void => {
+    pinned.clear()
+    for (const directory of directories) pinned.set(directory.origin, new Map(directory.keys.map((key) => [key.thumbprint, key])))
+  }
+  pin(options.pinned ?? [])
 
   return {
     keyFor: lookUp,
@@ -212,6 +218,15 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
         else failed++
       }
       return { held, failed, fetches }
+    },
+    repin: (directories, touched) => {
+      pin(directories)
+      for (const url of [...entries.keys()]) {
+        if (!touched.has(new URL(url).origin)) continue
+        const entry = entries.get(url)
+        if (entry?.kind === 'set') entry.set.close()
+        entries.delete(url)
+      }
     },
     close: () => {
       for (const entry of entries.values()) if (entry.kind === 'set') entry.set.close()
