@@ -105,6 +105,21 @@ type Entry =
   | { kind: 'set'; set: RemoteKeySet; first?: Promise<RemoteKeySet> }
   | { kind: 'failed'; until: number; error: string }
 
+/** the pinned directories by origin, each one's keys by thumbprint */
+function pinsOf (directories: readonly PinnedDirectory[]): Map<string, Map<string, PublishedKey>> {
+  return new Map(directories.map((directory) => [directory.origin, new Map(directory.keys.map((key) => [key.thumbprint, key]))]))
+}
+
+/** what was fetched (or failed) of these origins, dropped: fetched again under the agents file now in force */
+function dropFetched (entries: LruCache<string, Entry>, origins: ReadonlySet<string>): void {
+  for (const url of [...entries.keys()]) {
+    if (!origins.has(new URL(url).origin)) continue
+    const entry = entries.get(url)
+    if (entry?.kind === 'set') entry.set.close()
+    entries.delete(url)
+  }
+}
+
 export function createAgentDirectories (options: AgentDirectoriesOptions): AgentDirectories {
   const now = options.now ?? Date.now
   const retryIntervalMs = options.retryIntervalMs ?? DEFAULT_RETRY_INTERVAL_MS
@@ -112,7 +127,7 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
   const entries = new LruCache<string, Entry>(options.maxDirectories ?? DEFAULT_MAX_DIRECTORIES, (_url, entry) => {
     if (entry.kind === 'set') entry.set.close()
   })
-  const pinned = new Map<string, Map<string, PublishedKey>>()
+  let pinned = pinsOf(options.pinned ?? [])
   let fetches = 0
   /** the first fetches started in the current minute */
   let windowStart = Number.NEGATIVE_INFINITY
@@ -202,12 +217,6 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
     return first(agent).then(async (set) => ({ agent, key: await set.publishedKey(keyid), pinned: false }))
   }
 
-  const pin = (directories: readonly PinnedDirectory[]): void => {
-    pinned.clear()
-    for (const directory of directories) pinned.set(directory.origin, new Map(directory.keys.map((key) => [key.thumbprint, key])))
-  }
-  pin(options.pinned ?? [])
-
   return {
     keyFor: lookUp,
     stats: () => {
@@ -220,13 +229,8 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
       return { held, failed, fetches }
     },
     repin: (directories, touched) => {
-      pin(directories)
-      for (const url of [...entries.keys()]) {
-        if (!touched.has(new URL(url).origin)) continue
-        const entry = entries.get(url)
-        if (entry?.kind === 'set') entry.set.close()
-        entries.delete(url)
-      }
+      pinned = pinsOf(directories)
+      dropFetched(entries, touched)
     },
     close: () => {
       for (const entry of entries.values()) if (entry.kind === 'set') entry.set.close()
