@@ -212,6 +212,8 @@ Promise<{ agentDirectories: AgentDirectories; agentsInForce: AgentsInForce }> {
     fetch: directoryFetch({ privateOrigins: agentsInForce.privateOrigins, ...options.agentDirectories }),
     checkDirectory: (agent) => directoryCheck(agent, options.now),
     pinned: agentSettings.pinned,
+    // the agents file in force names it: reloaded with the file
+    named: agentsInForce.named,
     ...(options.now && { now: options.now }),
     onFetch: (agent, outcome) => {
       services.metrics.observeAgentDirectoryFetch(outcome.ok, outcome.seconds)

@@ -60,6 +60,11 @@ export interface TestIdp {
   /** answer again, on the same port, with the same keys */
   start: () => Promise<void>
   /**
+   * An IdP that hangs (issue 40): while on, a JWKS request is accepted and never answered (every
+   * other endpoint answers); off: those held are dropped and the JWKS answers again.
+   */
+  hangJwks: (on: boolean) => void
+  /**
    * Registers another client (a web client, with a secret or public with PKCE), e.g. keygate's
    * portal with its callback URL. Rebuilds the Provider behind the same server, losing nothing.
    */
@@ -189,6 +194,8 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
   let discoveryRequests = 0
   const requests = new Map<string, number>()
   const extraClients: TestIdpClient[] = []
+  let jwksHangs = false
+  const hung = new Set<ServerResponse>()
 
   let provider: Provider | undefined
   let handle: ((req: IncomingMessage, res: ServerResponse) => void) | undefined
@@ -197,6 +204,10 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
     if (path === JWKS_PATH) jwksRequests++
     if (path === DISCOVERY_PATH) discoveryRequests++
     requests.set(path ?? '/', (requests.get(path ?? '/') ?? 0) + 1)
+    if (path === JWKS_PATH && jwksHangs) {
+      hung.add(res)
+      return
+    }
     const interaction = INTERACTION.exec(path ?? '')
     if (interaction !== null && provider !== undefined) {
       interact(provider, req, res, interaction[2]).catch((error: unknown) => {
@@ -454,6 +465,7 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
     if (!listening) return
     listening = false
     const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+    for (const res of hung) res.destroy()
     server.closeAllConnections()
     await closed
   }
@@ -490,6 +502,12 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
     requests,
     stop,
     start,
+    hangJwks (on) {
+      jwksHangs = on
+      if (on) return
+      for (const res of hung) res.destroy()
+      hung.clear()
+    },
     get jwksRequests () { return jwksRequests },
     get discoveryRequests () { return discoveryRequests }
   }

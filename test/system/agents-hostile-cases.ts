@@ -93,9 +93,15 @@ const CASES: HostileCase[] = [
 // DNS rebinding: public when first asked (a good directory there), loopback every later time
 const REBIND = named('rebinding', [PUBLIC], ['127.0.0.2'])
 const GOOD_HOST = 'good.test'
+// issue #40's budget cases, at the end: agents a route lists, one the agents file names (on loopback
+// beside good.test), unknown agents with good directories (on the public address); made-up
+// directories on a private address (addr-N.test) and on the public one (real-N.test)
+const LISTED = ['listed.test', 'listed-late.test']
+const FRESH = ['fresh.test', 'fresh-late.test']
+const NAMED_HOST = 'good-named.test'
 
 const { caPem, certPem, keyPem } = testCertificates([
-  GOOD_HOST, ...[...CASES, REBIND].map(({ origin }) => new URL(origin).hostname.replace(/^\[(.*)\]$/, '$1')).filter((host) => !host.includes(':')),
+  GOOD_HOST, NAMED_HOST, ...LISTED, ...FRESH, ...[...CASES, REBIND].map(({ origin }) => new URL(origin).hostname.replace(/^\[(.*)\]$/, '$1')).filter((host) => !host.includes(':')),
   '169.254.169.254', '10.0.0.1', '::ffff:169.254.169.254'
 ])
 
@@ -180,7 +186,9 @@ const publicServer = await httpsServer(PUBLIC, 443, (req, res) => {
     case 'copied.test': void serveDirectory(req, res, { authority: GOOD_HOST }); return
     case 'error-answer.test': res.writeHead(500).end('internal details that must not be quoted'); return
     case 'rebinding.test': void serveDirectory(req, res); return
-    default: res.writeHead(404).end()
+    default:
+      if ([...LISTED, ...FRESH].includes(host)) void serveDirectory(req, res)
+      else res.writeHead(404).end()
   }
 })
 
@@ -192,7 +200,9 @@ const asked = new Map<string, number>()
 const resolver: Resolver = async (hostname) => {
   const calls = (asked.get(hostname) ?? 0) + 1
   asked.set(hostname, calls)
-  if (hostname === GOOD_HOST) return [{ address: '127.0.0.1', family: 4 }]
+  if (hostname === GOOD_HOST || hostname === NAMED_HOST) return [{ address: '127.0.0.1', family: 4 }]
+  if ([...LISTED, ...FRESH].includes(hostname) || /^real-\d+\.test$/.test(hostname)) return [{ address: PUBLIC, family: 4 }]
+  if (/^addr-\d+\.test$/.test(hostname)) return [{ address: '10.0.0.1', family: 4 }]
   const found = [...CASES, REBIND].find((one) => new URL(one.origin).hostname === hostname)
   if (found?.hangs === true) return await new Promise(() => undefined)
   const answers = found?.answers?.[Math.min(calls, found.answers.length) - 1]
@@ -207,11 +217,13 @@ const t = { teardown: (fn: () => unknown) => { teardowns.push(fn) } }
 const recorder = await startRecorder(t)
 const routes = routeFile(t, `routes:
   - { name: agents, prefix: /v1/agents/, upstream: ${recorder.url}, auth: agent, agents: any, methods: [GET] }
+  - { name: listed, prefix: /v1/listed/, upstream: ${recorder.url}, auth: agent, agents: [${LISTED.map((h) => `https://${h}`).join(', ')}], methods: [GET] }
 `)
 const agentsFile = join(routes.path, '..', 'agents.yaml')
 writeFileSync(agentsFile, `directories:
   - { origin: ${GOOD}, privateAddress: true }
   - { origin: https://pinned-metadata.test, privateAddress: true }
+  - { origin: https://${NAMED_HOST}:${good.port}, privateAddress: true }
 `)
 const gw = await startStack(t, {
   store: 'memory',
@@ -301,6 +313,58 @@ emit({
   traps: trapConnections(),
   publicHosts: Object.fromEntries(publicServer.hosts)
 })
+
+// issue #40: 200 requests naming made-up directories that the guard refuses by address (no
+// connection) cost nothing from the 60-a-minute budget of new directories: right after, an agent
+// the route lists and an unknown one both get in. Sent in batches of 50: a first fetch holds its
+// place in the budget while its name is resolved.
+const BUDGET = /at most 60 directories it does not hold a minute/
+/** the codes of `requests` sent in batches of 50, and how many were refused for the budget */
+async function flood (names: string[]): Promise<{ codes: Record<string, number>, budget: number }> {
+  const codes: Record<string, number> = {}
+  let budget = 0
+  for (let i = 0; i < names.length; i += 50) {
+    for (const answer of await Promise.all(names.slice(i, i + 50).map(async (name) => await send(`/v1/agents/flood/${name}`, `https://${name}`)))) {
+      codes[answer.code ?? String(answer.status)] = (codes[answer.code ?? String(answer.status)] ?? 0) + 1
+      if (BUDGET.test(answer.detail ?? '')) budget++
+    }
+  }
+  return { codes, budget }
+}
+{
+  const trapBefore = traps.get('10.0.0.1')?.connections() ?? 0
+  const refused = await flood(Array.from({ length: 200 }, (_, i) => `addr-${i}.test`))
+  const listed = await send('/v1/listed/first', `https://${LISTED[0] as string}`)
+  const fresh = await send('/v1/agents/fresh', `https://${FRESH[0] as string}`)
+  const askedBefore = asked.get('addr-7.test') ?? 0
+  const again = await send('/v1/agents/flood/addr-7.test/again', 'https://addr-7.test')
+  emit({
+    case: 'flood-refused-by-address',
+    ...refused,
+    trapConnections: (traps.get('10.0.0.1')?.connections() ?? 0) - trapBefore,
+    listed,
+    listedForwarded: forwarded('/v1/listed/first'),
+    fresh,
+    again,
+    resolvedAgain: (asked.get('addr-7.test') ?? 0) - askedBefore
+  })
+}
+// the bound still holds for real fetches: 100 made-up directories on the public address, each a
+// connection and a 404; then an unknown agent waits, but those the configuration names do not
+{
+  // (the test certificate does not name them: each is a connection that ends in its TLS handshake)
+  const connectionsBefore = publicServer.connections()
+  const real = await flood(Array.from({ length: 100 }, (_, i) => `real-${i}.test`))
+  const fetched = publicServer.connections() - connectionsBefore
+  emit({
+    case: 'flood-real-fetches',
+    ...real,
+    fetched,
+    freshLate: await send('/v1/agents/fresh-late', `https://${FRESH[1] as string}`),
+    listedLate: await send('/v1/listed/late', `https://${LISTED[1] as string}`),
+    namedByFile: await send('/v1/agents/named-by-file', `https://${NAMED_HOST}:${good.port}`)
+  })
+}
 
 for (const fn of teardowns.reverse()) await fn()
 for (const server of [...traps.values(), publicServer, good]) await server.close()

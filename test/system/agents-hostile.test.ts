@@ -3,7 +3,9 @@
 // controls, or as an IP literal), one that redirects elsewhere, one too large, too slow or unsigned,
 // served as another type or signed for another host, is refused (401 AGENT_DIRECTORY_UNAVAILABLE,
 // saying why), its failure remembered, nothing forwarded, and keygate keeps letting the good agent
-// in. The cases run in agents-hostile-cases.ts, re-executed in a network namespace with only
+// in. Issue #40: a flood of such directories refused by address costs nothing from the budget of
+// new directories, real fetches stay bounded by it, and agents the configuration names never
+// wait behind unknown ones. The cases run in agents-hostile-cases.ts, re-executed in a network namespace with only
 // loopback (unshare -n: test/helpers/netns.ts), where the hostile addresses are traps on loopback
 // counting connections: a faulty guard fails the test instead of reaching 169.254.169.254 or a
 // private network. KEYGATE_TEST_NO_NETNS=1 skips it where no namespace can be made.
@@ -118,14 +120,40 @@ t.test('hostile agent directories, in a network namespace with only loopback', {
   t.test('DNS rebinding: fetched from the public address; a later fetch, the name now loopback, never connects there', async (t) => {
     t.match(result('rebinding'), {
       first: { status: 200 },
-      // the held directory has no such key and the refetch was refused: the key stays unknown
-      refetch: { status: 401, code: 'UNKNOWN_AGENT_KEY' },
+      // the held directory has no such key and the refetch was refused: the directory could not be
+      // checked for it (issue 40: unavailable, with Retry-After; before, UNKNOWN_AGENT_KEY)
+      refetch: { status: 401, code: 'AGENT_DIRECTORY_UNAVAILABLE' },
       resolved: 2,
       publicRequests: 1,
       loopbackConnections: 0,
       forwarded: 0,
       good: 200
     })
+  })
+
+  t.test('issue #40: 200 made-up directories refused by address cost nothing from the budget; agents the route lists get in at once', async (t) => {
+    interface Flood { codes: Record<string, number>, budget: number, trapConnections: number, listed: Answer, listedForwarded: number, fresh: Answer }
+    const flood = result<Flood & { again: Answer, resolvedAgain: number }>('flood-refused-by-address')
+    t.same(flood.codes, { AGENT_DIRECTORY_UNAVAILABLE: 200 }, 'the 200 refused')
+    t.equal(flood.budget, 0, 'none of them for the budget: each for its address')
+    t.equal(flood.trapConnections, 0, 'and no connection made to their address')
+    t.match(flood.listed, { status: 200 }, `right after, an agent the route lists gets in (${flood.listed.ms} ms)`)
+    t.equal(flood.listedForwarded, 1, 'and is forwarded')
+    t.match(flood.fresh, { status: 200 }, 'and so does an unknown agent with a good directory: the budget is not spent')
+    t.match(flood.again, { status: 401, code: 'AGENT_DIRECTORY_UNAVAILABLE', detail: NO_PUBLIC_ADDRESS }, 'a refused directory named again: refused')
+    t.equal(flood.resolvedAgain, 0, 'from what is remembered, not looked up again')
+  })
+
+  t.test('issue #40: real fetches stay bounded; agents the configuration names still get in, unknown ones wait', async (t) => {
+    const real = result<{ codes: Record<string, number>, budget: number, fetched: number, freshLate: Answer, listedLate: Answer, namedByFile: Answer }>(
+      'flood-real-fetches')
+    t.same(real.codes, { AGENT_DIRECTORY_UNAVAILABLE: 100 }, '100 made-up directories on a public address, each refused')
+    t.ok(real.fetched > 0 && real.fetched <= 60, `at most 60 of them connected to in the minute (${real.fetched})`)
+    t.equal(real.fetched + real.budget, 100, `the others refused for the budget (${real.budget})`)
+    t.match(real.freshLate, { status: 401, code: 'AGENT_DIRECTORY_UNAVAILABLE', detail: /at most 60 directories it does not hold a minute/ },
+      'an unknown agent now waits for the next minute')
+    t.match(real.listedLate, { status: 200 }, 'an agent the route lists does not')
+    t.match(real.namedByFile, { status: 200 }, 'nor one the agents file names')
   })
 
   t.test('the traps on loopback, private, link-local and metadata addresses: no connection at all', async (t) => {

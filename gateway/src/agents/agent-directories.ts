@@ -6,12 +6,20 @@
 //
 // An agent names the URL, so what it may cost is bounded: at most `maxDirectories` directories
 // are kept (least recently used first out, its timers stopped); a directory whose first fetch
-// failed is remembered as failed for `retryIntervalMs` (no fetch meanwhile, whoever asks); and
+// failed is remembered as failed for `retryIntervalMs` (no fetch meanwhile, whoever asks), in a
+// list of its own (at most `maxFailures`, so failures never push out directories held); and
 // first fetches of directories keygate does not hold start at most `newPerMinute` times a minute
-// across all agents. The fetch itself is the caller's (net/guarded-fetch.ts: HTTPS, no private
-// address, bounded). Directories an operator pins come with their keys and are never fetched.
+// across all agents. A first fetch the address guard refused before connecting (the name
+// resolved to refused addresses only, or an IP literal) sent nothing and is given back to that
+// budget; a name that did not resolve is not (its lookup went out, and may have taken the whole
+// 3 s: that is the cost the budget bounds). Agents the configuration names (the route's agents
+// list, the agents file's origins: `named`) take nothing from the budget, so they never wait
+// behind unknown ones; what they may cost is the operator's list. The fetch itself is the
+// caller's (net/guarded-fetch.ts: HTTPS, no private address, bounded). Directories an operator
+// pins come with their keys and are never fetched.
 import { GatewayError } from '../errors.js'
 import { LruCache } from '../lib/lru-cache.js'
+import { GuardedFetchError } from '../net/guarded-fetch.js'
 import type { DocumentCheck } from '../remote-keys/key-set-fetch.js'
 import type { PublishedKey } from '../remote-keys/published-keys.js'
 import { createRemoteKeySet, type RemoteKeySet, type RemoteKeySetErrors, type RemoteKeySetFetchOutcome } from '../remote-keys/remote-key-set.js'
@@ -22,6 +30,7 @@ export const AGENT_KEY_ALGORITHMS = ['EdDSA', 'PS512', 'RS256', 'ES256'] as cons
 export const DEFAULT_MAX_DIRECTORIES = 1000
 export const DEFAULT_NEW_DIRECTORIES_PER_MINUTE = 60
 export const DEFAULT_RETRY_INTERVAL_MS = 60_000
+export const DEFAULT_MAX_FAILED_DIRECTORIES = 10_000
 /** a directory is small: a few keys */
 export const DIRECTORY_MAX_BYTES = 64 * 1024
 export const DIRECTORY_MAX_KEYS = 32
@@ -49,7 +58,11 @@ export interface AgentDirectoriesOptions {
   /** the check of each fetched directory (its own signature, for the agent it was fetched for) */
   checkDirectory: (agent: SignatureAgent) => DocumentCheck | undefined
   pinned?: readonly PinnedDirectory[]
+  /** the agents file names this directory origin: its first fetch takes nothing from the new-directory budget */
+  named?: (origin: string) => boolean
   maxDirectories?: number
+  /** failed directories remembered (each for retryIntervalMs), apart from those held */
+  maxFailures?: number
   newPerMinute?: number
   retryIntervalMs?: number
   /** the key sets' bounds (remote-key-set.ts); defaults: refreshed every 1 to 60 minutes by Cache-Control, kept 1 hour through an outage */
@@ -63,8 +76,11 @@ export interface AgentDirectoriesOptions {
 }
 
 export interface AgentDirectories {
-  /** the key `keyid` (an RFC 7638 thumbprint) of `agent`'s directory: from what is held, else fetched within the bounds */
-  keyFor: (agent: SignatureAgent, keyid: string) => AgentKey | Promise<AgentKey>
+  /**
+   * the key `keyid` (an RFC 7638 thumbprint) of `agent`'s directory: from what is held, else
+   * fetched within the bounds; `routeNamesAgent`: the route's agents list names it (not `any`)
+   */
+  keyFor: (agent: SignatureAgent, keyid: string, routeNamesAgent?: boolean) => AgentKey | Promise<AgentKey>
   /** directories held now (pinned ones included) and fetches started since start */
   stats: () => { held: number; failed: number; fetches: number }
   /** a reloaded agents file's pins in force; what was fetched of `touched` origins (their entry changed) is dropped */
@@ -103,7 +119,32 @@ export function publicReason (error: string): string {
 type Entry =
   /** `first`: its first fetch, under way (a request during it shares its outcome, a failure's reason included) */
   | { kind: 'set'; set: RemoteKeySet; first?: Promise<RemoteKeySet> }
-  | { kind: 'failed'; until: number; error: string }
+/** a directory whose first fetch failed: not fetched again until `until` */
+interface Failure { until: number; error: string }
+
+/**
+ * The budget of first fetches: at most `perMinute` in each minute (a fixed window from the first
+ * one). `take` counts one and says in which window, or undefined when this one is spent;
+ * `giveBack` returns one taken in `window`, if that window still runs.
+ */
+function newDirectoryBudget (perMinute: number, now: () => number) {
+  let windowStart = Number.NEGATIVE_INFINITY
+  let started = 0
+  return {
+    take: (): number | undefined => {
+      const at = now()
+      if (at - windowStart >= 60_000) {
+        windowStart = at
+        started = 0
+      }
+      if (started >= perMinute) return undefined
+      started++
+      return windowStart
+    },
+    giveBack: (window: number | undefined): void => { if (window !== undefined && window === windowStart) started-- },
+    retryAfterSeconds: (): number => Math.max(1, Math.ceil((windowStart + 60_000 - now()) / 1000))
+  }
+}
 
 /** the pinned directories by origin, each one's keys by thumbprint */
 function pinsOf (directories: readonly PinnedDirectory[]): Map<string, Map<string, PublishedKey>> {
@@ -111,13 +152,13 @@ function pinsOf (directories: readonly PinnedDirectory[]): Map<string, Map<strin
 }
 
 /** what was fetched (or failed) of these origins, dropped: fetched again under the agents file now in force */
-function dropFetched (entries: LruCache<string, Entry>, origins: ReadonlySet<string>): void {
+function dropFetched (entries: LruCache<string, Entry>, failures: LruCache<string, Failure>, origins: ReadonlySet<string>): void {
   for (const url of [...entries.keys()]) {
     if (!origins.has(new URL(url).origin)) continue
-    const entry = entries.get(url)
-    if (entry?.kind === 'set') entry.set.close()
+    entries.get(url)?.set.close()
     entries.delete(url)
   }
+  for (const url of [...failures.keys()]) if (origins.has(new URL(url).origin)) failures.delete(url)
 }
 
 export function createAgentDirectories (options: AgentDirectoriesOptions): AgentDirectories {
@@ -127,13 +168,13 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
   const entries = new LruCache<string, Entry>(options.maxDirectories ?? DEFAULT_MAX_DIRECTORIES, (_url, entry) => {
     if (entry.kind === 'set') entry.set.close()
   })
+  const failures = new LruCache<string, Failure>(options.maxFailures ?? DEFAULT_MAX_FAILED_DIRECTORIES)
   let pinned = pinsOf(options.pinned ?? [])
   let fetches = 0
-  /** the first fetches started in the current minute */
-  let windowStart = Number.NEGATIVE_INFINITY
-  let startedInWindow = 0
+  const budget = newDirectoryBudget(newPerMinute, now)
 
-  const setFor = (agent: SignatureAgent): RemoteKeySet => createRemoteKeySet({
+  /** `onFailure`: told of each fetch that failed (the first fetch's, to know whether it sent anything) */
+  const setFor = (agent: SignatureAgent, onFailure?: (err: unknown) => void): RemoteKeySet => createRemoteKeySet({
     url: agent.url,
     name: agent.origin,
     algorithms: AGENT_KEY_ALGORITHMS,
@@ -141,7 +182,12 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
     accept: agent.type === 'directory' ? `${DIRECTORY_MEDIA_TYPE}, application/jwk-set+json;q=0.5` : 'application/jwk-set+json, application/json',
     fetch: async (input, init) => {
       fetches++
-      return await options.fetch(input, init)
+      try {
+        return await options.fetch(input, init)
+      } catch (err) {
+        onFailure?.(err)
+        throw err
+      }
     },
     now,
     minRefreshMs: options.minRefreshMs ?? 60_000,
@@ -157,33 +203,30 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
     onFetch: (outcome) => { options.onFetch?.(agent, outcome) }
   })
 
-  /** A first fetch may start now: within this minute's budget (counted). */
-  const mayStart = (): boolean => {
-    const at = now()
-    if (at - windowStart >= 60_000) {
-      windowStart = at
-      startedInWindow = 0
-    }
-    if (startedInWindow >= newPerMinute) return false
-    startedInWindow++
-    return true
-  }
-
-  /** The first fetch of a directory: its set, or a failure remembered for retryIntervalMs. */
-  const first = (agent: SignatureAgent): Promise<RemoteKeySet> => {
-    const set = setFor(agent)
+  /**
+   * The first fetch of a directory: its set, or a failure remembered for retryIntervalMs.
+   * `countedIn`: the budget's window it was counted in (given back if it fetched nothing).
+   */
+  const first = (agent: SignatureAgent, countedIn: number | undefined): Promise<RemoteKeySet> => {
+    let sentNothing = false
+    const set = setFor(agent, (err) => { sentNothing = err instanceof GuardedFetchError && err.refusedBeforeConnecting })
     const entry: Entry = { kind: 'set', set }
     entries.set(agent.url, entry)
     entry.first = (async () => {
       try {
         await set.start()
+        failures.delete(agent.url)
         return set
       } catch (err) {
         set.close()
         const error = (err as Error).message
+        if (sentNothing) budget.giveBack(countedIn)
         // unless another fetch of it started meanwhile (this entry dropped as the least recently used)
         const current = entries.get(agent.url)
-        if (current === undefined || current === entry) entries.set(agent.url, { kind: 'failed', until: now() + retryIntervalMs, error })
+        if (current === undefined || current === entry) {
+          entries.delete(agent.url)
+          failures.set(agent.url, { until: now() + retryIntervalMs, error })
+        }
         throw unavailable(agent.origin)(publicReason(error), Math.ceil(retryIntervalMs / 1000))
       } finally {
         delete entry.first
@@ -192,7 +235,7 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
     return entry.first
   }
 
-  const lookUp = (agent: SignatureAgent, keyid: string): AgentKey | Promise<AgentKey> => {
+  const lookUp = (agent: SignatureAgent, keyid: string, routeNamesAgent = false): AgentKey | Promise<AgentKey> => {
     const held = pinned.get(agent.origin)
     if (held !== undefined && agent.type === 'directory') {
       const key = held.get(keyid)
@@ -201,40 +244,40 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
     }
     const entry = entries.get(agent.url)
     if (entry?.kind === 'set' && entry.first !== undefined) {
-      return entry.first.then(async (set) => ({ agent, key: await set.publishedKey(keyid), pinned: false }))
+      // the wait was that first fetch: answered from it, with no second fetch (one fetch timeout in all)
+      return entry.first.then(async (set) => ({ agent, key: await set.publishedKey(keyid, true), pinned: false }))
     }
     if (entry?.kind === 'set') {
       const key = entry.set.publishedKey(keyid)
       return key instanceof Promise ? key.then((found) => ({ agent, key: found, pinned: false })) : { agent, key, pinned: false }
     }
-    if (entry?.kind === 'failed' && entry.until > now()) {
-      throw unavailable(agent.origin)(publicReason(entry.error), Math.max(1, Math.ceil((entry.until - now()) / 1000)))
+    const failure = failures.get(agent.url)
+    if (failure !== undefined && failure.until > now()) {
+      throw unavailable(agent.origin)(publicReason(failure.error), Math.max(1, Math.ceil((failure.until - now()) / 1000)))
     }
-    if (!mayStart()) {
+    // the configuration's agents never wait behind unknown ones
+    const configured = routeNamesAgent || options.named?.(agent.origin) === true
+    const countedIn = configured ? undefined : budget.take()
+    if (!configured && countedIn === undefined) {
       throw unavailable(agent.origin)(`keygate fetches at most ${newPerMinute} directories it does not hold a minute, and has this minute`,
-        Math.max(1, Math.ceil((windowStart + 60_000 - now()) / 1000)))
+        budget.retryAfterSeconds())
     }
-    return first(agent).then(async (set) => ({ agent, key: await set.publishedKey(keyid), pinned: false }))
+    return first(agent, countedIn).then(async (set) => ({ agent, key: await set.publishedKey(keyid, true), pinned: false }))
   }
 
   return {
     keyFor: lookUp,
     stats: () => {
-      let held = pinned.size
-      let failed = 0
-      for (const entry of entries.values()) {
-        if (entry.kind === 'set') held++
-        else failed++
-      }
-      return { held, failed, fetches }
+      return { held: pinned.size + entries.size, failed: failures.size, fetches }
     },
     repin: (directories, touched) => {
       pinned = pinsOf(directories)
-      dropFetched(entries, touched)
+      dropFetched(entries, failures, touched)
     },
     close: () => {
-      for (const entry of entries.values()) if (entry.kind === 'set') entry.set.close()
+      for (const entry of entries.values()) entry.set.close()
       entries.clear()
+      failures.clear()
     }
   }
 }

@@ -132,7 +132,7 @@ export function agentSignatureHeadersStage (allowance: (state: { agents?: AgentA
         throw invalid('The request has no Signature-Agent header: name the origin of your key directory (Signature-Agent: ' +
           `${input.label}="https://your-agent.example")`, { label: input.label })
       }
-      state.agentSignature = { input, agent }
+      state.agentSignature = { input, agent, routeNamesAgent: allowed !== 'any' }
     }
   }
 }
@@ -145,7 +145,7 @@ export function agentKeyStage (directories: AgentDirectories): AuthStage {
     run (_request, state) {
       const signature = required(state.agentSignature, 'the agent\'s signature', 'agent-key')
       const agent = required(signature.agent, 'the agent', 'agent-key')
-      const found = directories.keyFor(agent, signature.input.keyid)
+      const found = directories.keyFor(agent, signature.input.keyid, signature.routeNamesAgent)
       if (found instanceof Promise) return found.then((key) => { signature.key = key })
       signature.key = found
     }

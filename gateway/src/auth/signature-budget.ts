@@ -19,15 +19,18 @@
 // they go at once.
 //
 // A flood from many addresses (a botnet, or one host with many addresses) that all use one key
-// would buy `limit` verifications from each address. So a key has a count too: once the failures on
-// one key, from all addresses together, reach `limit` within a window, the key is under attack until
-// that window ends, and while it is, an address that has itself failed `attackedKeyLimit` checks
-// (2 by default) is refused before the verification of any request for that key (after the token
-// and the key lookup, which cost a few microseconds, never before the RSA). Good traffic that shares
-// the key from addresses that fail nothing is verified as before: what is refused is only an
-// address that has shown bad signatures, while someone is spending the key's failures.
+// would buy `limit` verifications from each address. So each (key, address) pair has a count too,
+// and a key is under attack once `attackedKeyAddresses` (3 by default) distinct addresses have each
+// failed `attackedKeyLimit` (2 by default) checks on it within a window; until that window ends, an
+// address that has failed `attackedKeyLimit` checks on the key is refused before the verification of
+// any request for that key (after the token and the key lookup, which cost a few microseconds, never
+// before the RSA). Many failures from one address count as one address: its own budget above holds
+// it, and a flood from one or two addresses changes nothing for any other address, however long it
+// runs. Good traffic that shares the key from addresses that fail nothing is verified as before;
+// an address that made `attackedKeyLimit` honest mistakes on the key is refused too while the key
+// is under attack (3 such addresses are what "under attack" means).
 //
-// The counts live in this process, in a bounded CLOCK cache (lib/lru-cache.ts): addresses that
+// The counts live in this process, in bounded CLOCK caches (lib/lru-cache.ts): addresses that
 // fail nothing are never stored, and a flood from ever-new addresses (IPv6 counts per /64) pushes
 // out the least recently seen ones rather than growing memory. The budget protects this process's
 // CPU, which is what a flood spends: with N processes (workers or gateways) an address may fail
@@ -48,10 +51,16 @@ export const DEFAULT_SIGNATURE_FAILURE_DELAY_MS = 1000
 export const SIGNATURE_BUDGET_ADDRESSES = 100_000
 /** 429s held at once; beyond, they are sent at once */
 export const SIGNATURE_BUDGET_MAX_HELD = 1000
-/** failed checks an address may make on a key that is under attack (its failures from all addresses reached `limit`) */
+/** failed checks an address may make on a key that is under attack; as many on a key make the address one of its attackers */
 export const DEFAULT_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT = 2
+/** distinct addresses that must each fail `attackedKeyLimit` checks on a key within a window to put it under attack */
+export const DEFAULT_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES = 3
+/** at most: more would give a many-address flood that many times `attackedKeyLimit` verifications before the key is protected */
+export const MAX_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES = 100
 /** keys counted at once */
 export const SIGNATURE_BUDGET_KEYS = 10_000
+/** (key, address) pairs counted at once (~285 bytes each, measured by bench/signature-budget-flood.ts: 100,000 is ~29 MB at most) */
+export const SIGNATURE_BUDGET_KEY_ADDRESSES = 100_000
 
 export interface SignatureBudgetOptions {
   /** failed signature checks an address may make per window */
@@ -60,10 +69,14 @@ export interface SignatureBudgetOptions {
   windowSeconds?: number
   /** how long a refusal is held before it is sent, ms; 0: at once */
   delayMs?: number
-  /** failed checks an address may make on a key under attack (failures on the key from all addresses reached `limit` in a window) */
+  /** failed checks an address may make on a key under attack; as many make it one of the key's attackers */
   attackedKeyLimit?: number
+  /** attackers (addresses with `attackedKeyLimit` failures on the key) within a window that put a key under attack */
+  attackedKeyAddresses?: number
   maxAddresses?: number
   maxKeys?: number
+  /** (key, address) pairs counted at once */
+  maxKeyAddresses?: number
   maxHeld?: number
 }
 
@@ -75,7 +88,7 @@ export interface SignatureBudgetStats {
   refusals: number
   /** times an address used up its budget (reached the limit within a window) */
   exhausted: number
-  /** times a key came under attack: its failures from all addresses reached the limit within a window */
+  /** times a key came under attack: `attackedKeyAddresses` addresses each failed `attackedKeyLimit` checks on it within a window */
   keysAttacked: number
 }
 
@@ -84,6 +97,8 @@ export interface SignatureBudget {
   readonly stats: Readonly<SignatureBudgetStats>
   /** addresses counted now (at most limits.maxAddresses) */
   readonly addresses: number
+  /** (key, address) pairs counted now (at most limits.maxKeyAddresses) */
+  readonly keyAddresses: number
   /** refusals being held now (at most limits.maxHeld) */
   readonly held: number
   /**
@@ -93,7 +108,7 @@ export interface SignatureBudget {
   refuse: (address: string, nowMs: number) => undefined | GatewayError | Promise<never>
   /**
    * The same, just before a signature for `key` (an apiKey, an agent key's thumbprint) is verified:
-   * undefined unless the key is under attack and `address` has failed `attackedKeyLimit` checks.
+   * undefined unless the key is under attack and `address` has failed `attackedKeyLimit` checks on it.
    */
   refuseForKey: (address: string, key: string, nowMs: number) => undefined | GatewayError | Promise<never>
   /** a signature from `address` (for `key`, when known) failed its check */
@@ -106,14 +121,30 @@ interface Count {
   resetAt: number
 }
 
+/** an address's failures on one key */
+interface KeyAddressCount extends Count {
+  /** the key's window (its resetAt) this address was last counted in as an attacker: once per window */
+  countedIn: number
+}
+
+/** a key's attackers: addresses that failed `attackedKeyLimit` checks on it, in the key's window */
+interface KeyCount {
+  attackers: number
+  /** ms: when the window ends */
+  resetAt: number
+}
+
 export function signatureBudgetLimits (options: SignatureBudgetOptions = {}): SignatureBudgetLimits {
   return {
     limit: integerOption('limit', options.limit ?? DEFAULT_SIGNATURE_FAILURE_LIMIT, 1),
     windowSeconds: integerOption('windowSeconds', options.windowSeconds ?? DEFAULT_SIGNATURE_FAILURE_WINDOW_SECONDS, 1),
     delayMs: integerOption('delayMs', options.delayMs ?? DEFAULT_SIGNATURE_FAILURE_DELAY_MS, 0),
     attackedKeyLimit: integerOption('attackedKeyLimit', options.attackedKeyLimit ?? DEFAULT_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT, 1),
+    attackedKeyAddresses: integerOption('attackedKeyAddresses', options.attackedKeyAddresses ?? DEFAULT_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES, 1,
+      MAX_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES),
     maxAddresses: integerOption('maxAddresses', options.maxAddresses ?? SIGNATURE_BUDGET_ADDRESSES, 1),
     maxKeys: integerOption('maxKeys', options.maxKeys ?? SIGNATURE_BUDGET_KEYS, 1),
+    maxKeyAddresses: integerOption('maxKeyAddresses', options.maxKeyAddresses ?? SIGNATURE_BUDGET_KEY_ADDRESSES, 1),
     maxHeld: integerOption('maxHeld', options.maxHeld ?? SIGNATURE_BUDGET_MAX_HELD, 0)
   }
 }
@@ -122,8 +153,8 @@ export function createSignatureBudget (options: SignatureBudgetOptions = {}): Si
   const limits = signatureBudgetLimits(options)
   const windowMs = limits.windowSeconds * 1000
   const counts = new LruCache<string, Count>(limits.maxAddresses)
-  const keyCounts = new LruCache<string, Count>(limits.maxKeys)
   const stats: SignatureBudgetStats = { refusals: 0, exhausted: 0, keysAttacked: 0 }
+  const keys = keyAttacks(limits, stats)
   let held = 0
   const release = (): void => { held-- }
 
@@ -170,6 +201,7 @@ export function createSignatureBudget (options: SignatureBudgetOptions = {}): Si
     limits,
     stats,
     get addresses () { return counts.size },
+    get keyAddresses () { return keys.pairs },
     get held () { return held },
     refuse (address, nowMs) {
       // No address has failed lately (the usual case): nothing to look up.
@@ -179,22 +211,72 @@ export function createSignatureBudget (options: SignatureBudgetOptions = {}): Si
       return refusal(failures.resetAt, nowMs, 'Too many failed signature checks from this address')
     },
     refuseForKey (address, key, nowMs) {
-      // No key is under attack (the usual case): nothing to look up.
-      if (keyCounts.size === 0) return undefined
-      const attack = keyCounts.get(key)
-      if (attack === undefined || attack.failures < limits.limit) return undefined
-      if (attack.resetAt <= nowMs) {
-        keyCounts.delete(key)
-        return undefined
-      }
-      const failures = failuresOf(addressBucket(address), nowMs)
-      if (failures === undefined || failures.failures < limits.attackedKeyLimit) return undefined
-      return refusal(Math.min(failures.resetAt, attack.resetAt), nowMs, 'Too many failed signature checks for this key, from many addresses, ' +
-        'and some from this address')
+      const resetAt = keys.attackedBy(key, addressBucket(address), nowMs)
+      if (resetAt === undefined) return undefined
+      return refusal(resetAt, nowMs, `Too many failed signature checks for this key, from ${limits.attackedKeyAddresses} ` +
+        `or more addresses that each failed ${limits.attackedKeyLimit} or more, this one among them`)
     },
     recordFailure (address, nowMs, key) {
-      if (count(counts, addressBucket(address), nowMs)) stats.exhausted++
-      if (key !== undefined && count(keyCounts, key, nowMs)) stats.keysAttacked++
+      const bucket = addressBucket(address)
+      if (count(counts, bucket, nowMs)) stats.exhausted++
+      if (key !== undefined) keys.record(key, bucket, nowMs)
+    }
+  }
+}
+
+/**
+ * The keys' counts: a key is under attack once `attackedKeyAddresses` distinct addresses (its
+ * attackers) have each failed `attackedKeyLimit` checks on it within the key's window, which starts
+ * when its first attacker is counted. An address counts once per key window, however often it fails.
+ */
+function keyAttacks (limits: SignatureBudgetLimits, stats: SignatureBudgetStats): {
+  /** when `key` is under attack and the address (`bucket`) is one of its attackers: when the refusal ends (the first of the two windows to end) */
+  attackedBy: (key: string, bucket: string, nowMs: number) => number | undefined
+  /** one more failure of the address (`bucket`) on `key` */
+  record: (key: string, bucket: string, nowMs: number) => void
+  /** (key, address) pairs counted now */
+  readonly pairs: number
+} {
+  const windowMs = limits.windowSeconds * 1000
+  const keys = new LruCache<string, KeyCount>(limits.maxKeys)
+  const pairs = new LruCache<string, KeyAddressCount>(limits.maxKeyAddresses)
+  return {
+    get pairs () { return pairs.size },
+    attackedBy (key, bucket, nowMs) {
+      // No key has an attacker (the usual case): nothing to look up.
+      if (keys.size === 0) return undefined
+      const attack = keys.get(key)
+      if (attack === undefined || attack.attackers < limits.attackedKeyAddresses) return undefined
+      if (attack.resetAt <= nowMs) {
+        keys.delete(key)
+        return undefined
+      }
+      const pair = pairs.get(`${key} ${bucket}`)
+      if (pair === undefined || pair.resetAt <= nowMs || pair.failures < limits.attackedKeyLimit) return undefined
+      return Math.min(pair.resetAt, attack.resetAt)
+    },
+    record (key, bucket, nowMs) {
+      const id = `${key} ${bucket}`
+      let pair = pairs.get(id)
+      if (pair === undefined) {
+        pair = { failures: 0, resetAt: nowMs + windowMs, countedIn: 0 }
+        pairs.set(id, pair)
+      } else if (pair.resetAt <= nowMs) {
+        // a new window for the pair; `countedIn` stays, so that the address counts once per key window
+        pair.failures = 0
+        pair.resetAt = nowMs + windowMs
+      }
+      pair.failures++
+      if (pair.failures < limits.attackedKeyLimit) return
+      let attack = keys.get(key)
+      if (attack === undefined || attack.resetAt <= nowMs) {
+        attack = { attackers: 0, resetAt: nowMs + windowMs }
+        keys.set(key, attack)
+      }
+      if (pair.countedIn === attack.resetAt) return
+      pair.countedIn = attack.resetAt
+      attack.attackers++
+      if (attack.attackers === limits.attackedKeyAddresses) stats.keysAttacked++
     }
   }
 }
@@ -211,8 +293,9 @@ export function signatureBudgetStage (budget: SignatureBudget, now: () => number
 }
 
 /**
- * Just before a signature is verified, its key known (`keyOf`): an address that has failed checks
- * while the key is under attack (from many addresses) is refused before the verification.
+ * Just before a signature is verified, its key known (`keyOf`): an address that has failed
+ * `attackedKeyLimit` checks on the key while the key is under attack (from `attackedKeyAddresses`
+ * addresses) is refused before the verification.
  */
 export function attackedKeyStage (budget: SignatureBudget, keyOf: (state: AuthState) => string | undefined, now: () => number = Date.now): AuthStage {
   return {

@@ -54,6 +54,8 @@ export interface VerifiedAgent {
 export interface AgentSignatureState {
   input: MessageSignatureInput
   agent: SignatureAgent | undefined
+  /** the route's agents list names this agent (not `any`): its directory never waits behind unknown ones */
+  routeNamesAgent?: boolean
   key?: AgentKey
 }
 

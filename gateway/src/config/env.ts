@@ -142,6 +142,8 @@ export const EnvSchema = Type.Object({
   KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
   KEYGATE_SIGNATURE_FAILURE_DELAY_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })),
   KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000 })),
+  // at most auth/signature-budget.ts's MAX_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES (config does not import the auth layer)
+  KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ISSUERS: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_AGENT_DIRECTORIES: Type.Optional(Type.String({ minLength: 1 })),
@@ -317,7 +319,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
       ...(e.KEYGATE_SIGNATURE_FAILURE_LIMIT !== undefined && { limit: e.KEYGATE_SIGNATURE_FAILURE_LIMIT }),
       ...(e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS !== undefined && { windowSeconds: e.KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS }),
       ...(e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS !== undefined && { delayMs: e.KEYGATE_SIGNATURE_FAILURE_DELAY_MS }),
-      ...(e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT !== undefined && { attackedKeyLimit: e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT })
+      ...(e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT !== undefined && { attackedKeyLimit: e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT }),
+      ...(e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES !== undefined && { attackedKeyAddresses: e.KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES })
     },
     server: {
       headersTimeoutMs: e.KEYGATE_HEADERS_TIMEOUT_MS ?? DEFAULT_HEADERS_TIMEOUT_MS,

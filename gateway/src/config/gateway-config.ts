@@ -55,6 +55,7 @@ export interface GatewayConfig {
     windowSeconds?: number
     delayMs?: number
     attackedKeyLimit?: number
+    attackedKeyAddresses?: number
   }
   /** route defaults from the environment, for route files */
   routeDefaults: RouteDefaults

@@ -2,21 +2,26 @@
 // rules for a key set someone else publishes: refresh, unknown kids, outages, fetch bounds). Where
 // the issuer's configuration gives no jwksUri, the key set's URL comes from the issuer's OpenID
 // discovery document (`<issuer>/.well-known/openid-configuration`), fetched under the same bounds,
-// whose `issuer` must be the configured one exactly (OpenID Connect Discovery 1.0 §4.3). A
-// discovery that fails is tried again at most once per interval, and until it succeeds the
-// issuer's tokens get IDP_KEYS_UNAVAILABLE (503): keygate never blames the client for its IdP.
+// whose `issuer` must be the configured one exactly (OpenID Connect Discovery 1.0 §4.3).
+//
+// The wait (issue 40): discovery and the first fetch of the key set share one time limit, the
+// issuer's keys.fetchTimeoutSeconds (5 s by default), and a request waits for them together at
+// most that long. A discovery that fails is tried again in the background every 30 s; meanwhile
+// the issuer's tokens get IDP_KEYS_UNAVAILABLE (503) at once, with Retry-After: keygate never
+// blames the client for its IdP, nor holds it waiting for one that is down.
 import { GatewayError } from '../errors.js'
 import { readBounded } from '../lib/read-bounded.js'
 import { remoteUrlProblem } from '../remote-keys/key-set-fetch.js'
-import { createRemoteKeySet, type RemoteKeySet, type RemoteKeySetFetchOutcome, type RemoteKeySetOptions } from '../remote-keys/remote-key-set.js'
+import {
+  createRemoteKeySet, DEFAULT_TIMEOUT_MS, unrefScheduler, type RemoteKeySet, type RemoteKeySetFetchOutcome, type RemoteKeySetOptions
+} from '../remote-keys/remote-key-set.js'
 import type { KeySource } from './idp-tokens.js'
 import type { IssuerConfig } from './issuers.js'
 
 const DISCOVERY_PATH = '/.well-known/openid-configuration'
 const DISCOVERY_MAX_BYTES = 64 * 1024
-const DISCOVERY_TIMEOUT_MS = 5_000
-/** a failed discovery is tried again no sooner than this */
-const DISCOVERY_RETRY_MS = 30_000
+/** a failed discovery is tried again, in the background, after this */
+export const DISCOVERY_RETRY_MS = 30_000
 
 export interface IssuerKeys extends KeySource {
   readonly issuer: IssuerConfig
@@ -28,7 +33,7 @@ export interface IssuerKeys extends KeySource {
 }
 
 export interface IssuerKeysOptions extends Partial<Pick<RemoteKeySetOptions, 'fetch' | 'now' | 'minRefreshMs' | 'maxRefreshMs' |
-'defaultRefreshMs' | 'unknownKidIntervalMs' | 'maxStaleMs' | 'timeoutMs'>> {
+'defaultRefreshMs' | 'unknownKidIntervalMs' | 'maxStaleMs' | 'timeoutMs' | 'schedule'>> {
   /** each JWKS (or discovery) fetch's outcome, for metrics and traces */
   onFetch?: (issuer: IssuerConfig, outcome: RemoteKeySetFetchOutcome & { what: 'jwks' | 'discovery' }) => void
 }
@@ -50,14 +55,16 @@ export interface ProviderMetadata {
   loginProblem: string | undefined
 }
 
-/** `issuer`'s discovery document: fetched with no redirect, bounded in time and size, checked. */
-export async function discoverProvider (issuer: IssuerConfig, fetchImpl: typeof globalThis.fetch = globalThis.fetch): Promise<ProviderMetadata> {
+/** `issuer`'s discovery document: fetched with no redirect, bounded in time (`timeoutMs`) and size, checked. */
+export async function discoverProvider (issuer: IssuerConfig, fetchImpl: typeof globalThis.fetch = globalThis.fetch,
+  timeoutMs = issuer.keys.timeoutMs ?? DEFAULT_TIMEOUT_MS): Promise<ProviderMetadata> {
   const url = `${issuer.issuer.replace(/\/$/, '')}${DISCOVERY_PATH}`
   const fail = (why: string): Error => new Error(`${issuer.name}: discovery at ${url}: ${why}`)
   let response: Response
   try {
-    response = await fetchImpl(url, { redirect: 'manual', signal: AbortSignal.timeout(DISCOVERY_TIMEOUT_MS), headers: { accept: 'application/json' } })
+    response = await fetchImpl(url, { redirect: 'manual', signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'application/json' } })
   } catch (err) {
+    if ((err as Error).name === 'TimeoutError') throw fail(`did not answer within ${timeoutMs} ms`)
     throw fail(`cannot be fetched (${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message})`)
   }
   if (response.status !== 200) {
@@ -112,16 +119,23 @@ export async function discoverProvider (issuer: IssuerConfig, fetchImpl: typeof 
 }
 
 /** The jwks_uri of `issuer`'s discovery document (discoverProvider's rules). */
-export async function discoverJwksUri (issuer: IssuerConfig, fetchImpl: typeof globalThis.fetch = globalThis.fetch): Promise<string> {
-  return (await discoverProvider(issuer, fetchImpl)).jwksUri
+export async function discoverJwksUri (issuer: IssuerConfig, fetchImpl: typeof globalThis.fetch = globalThis.fetch,
+  timeoutMs?: number): Promise<string> {
+  return (await discoverProvider(issuer, fetchImpl, timeoutMs)).jwksUri
 }
 
 export function createIssuerKeys (issuer: IssuerConfig, options: IssuerKeysOptions = {}): IssuerKeys {
   const now = options.now ?? Date.now
   const fetchImpl = options.fetch ?? globalThis.fetch
+  const schedule = options.schedule ?? unrefScheduler
+  /** the longest a request waits for this issuer's keys: discovery and the first fetch together */
+  const waitMs = options.timeoutMs ?? issuer.keys.timeoutMs ?? DEFAULT_TIMEOUT_MS
   let keySet: RemoteKeySet | undefined
-  let discovering: Promise<RemoteKeySet> | undefined
-  let discoveredAt = 0
+  /** discovery, then the key set's first fetch within what is left of waitMs */
+  let discovering: Promise<void> | undefined
+  /** when the background retry of a failed discovery is due; undefined before the first discovery */
+  let retryAt: number | undefined
+  let cancelRetry: (() => void) | undefined
   let discoveryError: string | undefined
   let discoveryFailures = 0
   let closed = false
@@ -133,52 +147,67 @@ export function createIssuerKeys (issuer: IssuerConfig, options: IssuerKeysOptio
     ...issuer.keys,
     ...(options.fetch !== undefined && { fetch: options.fetch }),
     ...(options.now !== undefined && { now: options.now }),
+    ...(options.schedule !== undefined && { schedule: options.schedule }),
     ...(options.minRefreshMs !== undefined && { minRefreshMs: options.minRefreshMs }),
     ...(options.maxRefreshMs !== undefined && { maxRefreshMs: options.maxRefreshMs }),
     ...(options.defaultRefreshMs !== undefined && { defaultRefreshMs: options.defaultRefreshMs }),
     ...(options.unknownKidIntervalMs !== undefined && { unknownKidIntervalMs: options.unknownKidIntervalMs }),
     ...(options.maxStaleMs !== undefined && { maxStaleMs: options.maxStaleMs }),
-    ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
+    timeoutMs: waitMs,
     onFetch: (outcome) => { options.onFetch?.(issuer, { ...outcome, what: 'jwks' }) }
   })
 
-  /** The key set, once its URL is known: discovered at most once per DISCOVERY_RETRY_MS while that fails. */
-  const resolved = async (): Promise<RemoteKeySet> => {
-    if (keySet !== undefined) return keySet
-    if (discovering !== undefined) return await discovering
-    if (discoveredAt !== 0 && now() - discoveredAt < DISCOVERY_RETRY_MS) {
-      throw new GatewayError('IDP_KEYS_UNAVAILABLE', `keygate has no keys of the issuer ${issuer.name} yet: ${discoveryError ?? 'discovery failed'}`, {
-        headers: { 'retry-after': String(Math.ceil((DISCOVERY_RETRY_MS - (now() - discoveredAt)) / 1000)) }
-      })
-    }
-    discoveredAt = now()
-    const started = now()
-    discovering = discoverJwksUri(issuer, fetchImpl).then((url) => {
-      options.onFetch?.(issuer, { what: 'discovery', ok: true, seconds: (now() - started) / 1000 })
+  /** 503 while discovery has failed: at once, Retry-After until the background retry */
+  const undiscovered = (): GatewayError => new GatewayError('IDP_KEYS_UNAVAILABLE',
+    `keygate has no keys of the issuer ${issuer.name} yet: ${discoveryError ?? 'its discovery has not succeeded'}`,
+    { headers: { 'retry-after': String(Math.max(1, Math.ceil(((retryAt ?? now()) - now()) / 1000))) } })
+
+  /** Discovery, then the first fetch of the key set, within waitMs together; a failed discovery is retried in the background. */
+  const discover = (): Promise<void> => {
+    discovering ??= (async () => {
+      const began = performance.now()
+      const startedAt = now()
+      let url: string
+      try {
+        url = await discoverJwksUri(issuer, fetchImpl, waitMs)
+      } catch (err) {
+        discoveryFailures++
+        discoveryError = (err as Error).message
+        options.onFetch?.(issuer, { what: 'discovery', ok: false, seconds: (now() - startedAt) / 1000, error: discoveryError })
+        retryAt = now() + DISCOVERY_RETRY_MS
+        if (!closed) cancelRetry = schedule(() => { void discover().catch(() => undefined) }, DISCOVERY_RETRY_MS)
+        throw undiscovered()
+      }
+      options.onFetch?.(issuer, { what: 'discovery', ok: true, seconds: (now() - startedAt) / 1000 })
       discoveryError = undefined
+      retryAt = undefined
       const made = keySetAt(url)
-      if (closed) made.close()
-      else keySet = made
-      return made
-    }, (err: Error) => {
-      discoveryFailures++
-      discoveryError = err.message
-      options.onFetch?.(issuer, { what: 'discovery', ok: false, seconds: (now() - started) / 1000, error: err.message })
-      throw new GatewayError('IDP_KEYS_UNAVAILABLE', `keygate has no keys of the issuer ${issuer.name} yet: ${err.message}`, {
-        headers: { 'retry-after': String(Math.ceil(DISCOVERY_RETRY_MS / 1000)) }
-      })
-    }).finally(() => { discovering = undefined })
-    return await discovering
+      if (closed) {
+        made.close()
+        return
+      }
+      keySet = made
+      await made.start(waitMs - (performance.now() - began))
+    })().finally(() => { discovering = undefined })
+    return discovering
   }
   if (issuer.jwksUri !== undefined) keySet = keySetAt(issuer.jwksUri)
+  /** the key set as it is now (discovery sets it while a caller waits) */
+  const current = (): RemoteKeySet | undefined => keySet
 
   return {
     issuer,
     async start () {
-      await (await resolved()).start()
+      await (keySet === undefined ? discover() : keySet.start())
     },
     async keyFor (kid, alg) {
-      return await (keySet ?? await resolved()).keyFor(kid, alg)
+      if (keySet !== undefined) return await keySet.keyFor(kid, alg)
+      // one wait at most: the discovery under way (or the first, on first use), then answered from it
+      if (discovering === undefined && (retryAt !== undefined || closed)) throw undiscovered()
+      await (discovering ?? discover()).catch(() => undefined)
+      const discovered = current()
+      if (discovered === undefined) throw undiscovered()
+      return await discovered.keyFor(kid, alg, true)
     },
     keyForSync (kid, alg) {
       return keySet?.keyForSync(kid, alg)
@@ -190,6 +219,7 @@ export function createIssuerKeys (issuer: IssuerConfig, options: IssuerKeysOptio
     },
     close () {
       closed = true
+      cancelRetry?.()
       keySet?.close()
     }
   }

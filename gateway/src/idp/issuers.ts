@@ -20,6 +20,8 @@ export type IdpAlgorithm = typeof IDP_ALGORITHMS[number]
 export const DEFAULT_IDP_ALGORITHMS: readonly IdpAlgorithm[] = ['RS256', 'PS256', 'ES256', 'EdDSA']
 export const DEFAULT_CLOCK_SKEW_SECONDS = 60
 export const MAX_CLOCK_SKEW_SECONDS = 300
+/** keys.fetchTimeoutSeconds's bound: the longest a request may be made to wait for an IdP's keys */
+export const MAX_FETCH_TIMEOUT_SECONDS = 30
 /** a token longer than this is refused before it is parsed */
 export const DEFAULT_MAX_TOKEN_BYTES = 8192
 
@@ -75,7 +77,12 @@ const IssuerEntrySchema = Type.Object({
     maxStaleSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 86400, description: 'how long keys serve through an outage of the IdP' })),
     unknownKidIntervalSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
     minRefreshSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
-    maxRefreshSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 86400 }))
+    maxRefreshSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 86400 })),
+    fetchTimeoutSeconds: Type.Optional(Type.Integer({
+      minimum: 1,
+      maximum: MAX_FETCH_TIMEOUT_SECONDS,
+      description: 'the longest a request waits for the IdP\'s keys (discovery and JWKS fetch together); also each fetch\'s limit'
+    }))
   }, { additionalProperties: false })),
   scopes: Type.Optional(Type.Object({
     claim: Type.Optional(ClaimPath),
@@ -110,7 +117,7 @@ export interface IssuerConfig {
   /** the IdP's scope (or role) -> keygate's scopes; undefined: taken as named (those that are valid scopes) */
   scopeMap: ReadonlyMap<string, readonly string[]> | undefined
   /** the key set's bounds (remote-keys/remote-key-set.ts), each in ms; undefined: its defaults */
-  keys: { maxStaleMs?: number, unknownKidIntervalMs?: number, minRefreshMs?: number, maxRefreshMs?: number }
+  keys: { maxStaleMs?: number, unknownKidIntervalMs?: number, minRefreshMs?: number, maxRefreshMs?: number, timeoutMs?: number }
   /** the developer portal logs in through this issuer (idp/portal-login.ts); undefined: it does not */
   portalLogin: PortalLoginConfig | undefined
 }
@@ -213,7 +220,8 @@ function toIssuer (entry: IssuerEntry, at: string, problems: string[], env: Env)
       maxStaleMs: entry.keys?.maxStaleSeconds,
       unknownKidIntervalMs: entry.keys?.unknownKidIntervalSeconds,
       minRefreshMs: entry.keys?.minRefreshSeconds,
-      maxRefreshMs: entry.keys?.maxRefreshSeconds
+      maxRefreshMs: entry.keys?.maxRefreshSeconds,
+      timeoutMs: entry.keys?.fetchTimeoutSeconds
     }).filter(([, v]) => v !== undefined).map(([k, v]) => [k, (v as number) * 1000])),
     scopeMap: map === undefined
       ? undefined

@@ -349,7 +349,7 @@ function signatureBudgetMetrics (registry: Registry, sources: MetricSources): vo
     new Counter({
       name: METRIC_NAMES.signatureBudgetRefusals,
       help: 'Signed requests refused with 429 RATE_LIMITED before verification because their client address had used up its budget ' +
-        'of failed signature checks (KEYGATE_SIGNATURE_FAILURE_LIMIT per KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS), or had failed on a key under attack',
+        'of failed signature checks (KEYGATE_SIGNATURE_FAILURE_LIMIT per _WINDOW_SECONDS), or was one of those that put a key under attack',
       registers: [registry],
       collect () {
         this.reset()
@@ -369,8 +369,8 @@ function signatureBudgetMetrics (registry: Registry, sources: MetricSources): vo
     // eslint-disable-next-line no-new -- a prom-client metric registers itself in `registers`
     new Counter({
       name: METRIC_NAMES.signatureBudgetKeysAttacked,
-      help: 'Times a key came under attack: its failed signature checks from all client addresses together reached the budget within a window ' +
-        '(an address that has failed on it is then refused before verification)',
+      help: 'Times a key came under attack: KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES client addresses each failed ' +
+        'KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT signature checks on it within a window (those addresses are then refused for it before verification)',
       registers: [registry],
       collect () {
         this.reset()

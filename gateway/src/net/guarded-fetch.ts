@@ -11,7 +11,8 @@
 // - bounds: the whole exchange within timeoutMs, the body within maxBytes (refused by its
 //   Content-Length before it is read, else once the bytes read pass it);
 // - TLS as usual: the certificate checked against the URL's host name, which is also the SNI.
-// Every failure is a GuardedFetchError naming the URL and its reason; no message quotes a body.
+// Every failure is a GuardedFetchError naming the URL and its reason (and whether the guard refused
+// it before any connection: refusedBeforeConnecting); no message quotes a body.
 import { lookup as dnsLookup } from 'node:dns/promises'
 import { isIP, type LookupFunction } from 'node:net'
 import { rootCertificates } from 'node:tls'
@@ -32,11 +33,20 @@ export class GuardedFetchError extends Error {
   readonly url: string
   /** 'address': the refused address; 'status': the status answered */
   readonly detail: { address?: string; status?: number; cause?: unknown }
-  constructor (reason: GuardedFetchReason, url: string, message: string, detail: { address?: string; status?: number; cause?: unknown } = {}) {
+  /**
+   * refused by the guard's own rules before any connection was tried: the URL (scheme,
+   * credentials), or every address the name resolved to (or its IP literal). Nothing was sent to
+   * the host. A name that did not resolve is not such a refusal: the lookup went out and may have
+   * taken the whole time allowed.
+   */
+  readonly refusedBeforeConnecting: boolean
+  constructor (reason: GuardedFetchReason, url: string, message: string,
+    detail: { address?: string; status?: number; cause?: unknown } = {}, refusedBeforeConnecting = false) {
     super(`${url}: ${message}`, detail.cause === undefined ? undefined : { cause: detail.cause })
     this.reason = reason
     this.url = url
     this.detail = detail
+    this.refusedBeforeConnecting = refusedBeforeConnecting
   }
 }
 
@@ -87,11 +97,11 @@ function checkedUrl (raw: string): URL {
   try {
     url = new URL(raw)
   } catch {
-    throw new GuardedFetchError('scheme', JSON.stringify(raw), 'is not a URL')
+    throw new GuardedFetchError('scheme', JSON.stringify(raw), 'is not a URL', {}, true)
   }
   url.hash = ''
-  if (url.protocol !== 'https:') throw new GuardedFetchError('scheme', url.href, `must be https://, not ${url.protocol}//`)
-  if (url.username !== '' || url.password !== '') throw new GuardedFetchError('credentials', url.href, 'must not carry credentials')
+  if (url.protocol !== 'https:') throw new GuardedFetchError('scheme', url.href, `must be https://, not ${url.protocol}//`, {}, true)
+  if (url.username !== '' || url.password !== '') throw new GuardedFetchError('credentials', url.href, 'must not carry credentials', {}, true)
   return url
 }
 
@@ -148,7 +158,7 @@ function connectionGuard (options: GuardedFetchOptions, pinned: boolean, timeout
     if (allowed.length > 0) return allowed
     const [first] = problems
     throw refuse(new GuardedFetchError('address', currentUrl(),
-      `${hostname} resolves to no address keygate may connect to: ${problems.map(({ problem }) => problem).join('; ')}`, { address: first?.address }))
+      `${hostname} resolves to no address keygate may connect to: ${problems.map(({ problem }) => problem).join('; ')}`, { address: first?.address }, true))
   }
 
   const lookup: LookupFunction = (hostname, lookupOptions, callback) => {
@@ -231,7 +241,7 @@ export async function guardedFetch (url: string, options: GuardedFetchOptions = 
       const literal = current.hostname.replace(/^\[(.*)\]$/, '$1')
       if (isIP(literal) !== 0) {
         const problem = addressProblem(literal)
-        if (problem !== undefined) throw new GuardedFetchError('address', current.href, problem, { address: literal })
+        if (problem !== undefined) throw new GuardedFetchError('address', current.href, problem, { address: literal }, redirects === 0)
       }
       let answer: Awaited<ReturnType<typeof request>>
       try {

@@ -8,9 +8,10 @@ import { isRecord, keyTableOf, type KeyIds, type KeyTable, type PublishedKey } f
 
 /**
  * Checks a fetched set before it is believed (an agent's directory: its content type and its own
- * signature, by one of its keys): throws an Error saying why it is refused, and the keys held stay.
+ * signature, by one of its keys, over the exact bytes received): throws an Error saying why it is
+ * refused, and the keys held stay.
  */
-export type DocumentCheck = (fetched: { url: URL; headers: Headers; keys: readonly PublishedKey[] }) => void
+export type DocumentCheck = (fetched: { url: URL; headers: Headers; keys: readonly PublishedKey[]; body: Uint8Array }) => void
 
 /** A loopback host: 127.0.0.0/8, [::1], localhost (the only hosts a plain http: URL may name). */
 export const isLoopbackHost = (host: string): boolean =>
@@ -121,7 +122,7 @@ Promise<{ table: KeyTable; ignored: string[]; delayMs: number | undefined }> {
     if (set.checkDocument !== undefined) {
       const keys = [...fetched.published.values()].filter((key): key is PublishedKey => key !== null)
       try {
-        set.checkDocument({ url, headers: response.headers, keys })
+        set.checkDocument({ url, headers: response.headers, keys, body })
       } catch (err) {
         throw new Error(`${where} is refused: ${(err as Error).message}`, { cause: err })
       }

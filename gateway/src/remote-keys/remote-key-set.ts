@@ -15,7 +15,13 @@
 //   keyFor() is IDP_KEYS_UNAVAILABLE, until a fetch succeeds again;
 // - a kid the set does not hold makes one fetch, and fetches for unknown kids start at most once
 //   per unknownKidIntervalMs, whatever the kids: made-up kids cannot make keygate hammer the
-//   provider. Concurrent callers share whatever fetch is under way.
+//   provider.
+//
+// The waits: a caller waits for one fetch at most, so never longer than one timeoutMs in all. It
+// joins the fetch under way (whatever started it) and takes that fetch's outcome, as every caller
+// joining it does; it never starts another after it. After a failed fetch, until the retry its
+// back-off schedules, a kid the set does not hold is answered at once: unavailable (the set could
+// not be checked for it, which is no fault of the client's), with Retry-After.
 //
 // This file keeps the set (the schedule, the lookups); key-set-fetch.ts is one fetch within its
 // bounds; published-keys.ts which of a set's keys are believed, for which algorithms.
@@ -132,17 +138,26 @@ export interface RemoteKeySetState {
 }
 
 export interface RemoteKeySet {
-  /** the first fetch (started by start()); resolves when keys are usable, rejects with why not (readiness reports it) */
-  start: () => Promise<void>
-  /** the key for a JWS header's kid and alg: from the cache; an unknown kid refetches (coalesced, at most once per unknownKidIntervalMs) */
-  keyFor: (kid: string | undefined, alg: string) => Promise<CryptoKey>
+  /**
+   * The first fetch (once; later calls share it); resolves when keys are usable, rejects with why
+   * not (readiness reports it). `withinMs`: that fetch's time limit, when shorter than timeoutMs
+   * (what is left of a wait that began with an issuer's discovery).
+   */
+  start: (withinMs?: number) => Promise<void>
+  /**
+   * The key for a JWS header's kid and alg: from the cache; an unknown kid refetches (coalesced,
+   * at most once per unknownKidIntervalMs). `afterFetch`: the caller has just waited for a fetch
+   * (its discovery and first fetch): answer from what is held, never fetch again.
+   */
+  keyFor: (kid: string | undefined, alg: string, afterFetch?: boolean) => Promise<CryptoKey>
   /** keyFor() from the cache only: undefined when it would have to fetch or throw (no promise: the hot path) */
   keyForSync: (kid: string | undefined, alg: string) => CryptoKey | undefined
   /**
    * A published key by its id (keyIds), within its nbf and exp: from the cache, else as keyFor()
-   * fetches (the first fetch, or an unknown id: at most once per unknownKidIntervalMs)
+   * fetches (the first fetch, or an unknown id: at most once per unknownKidIntervalMs);
+   * `afterFetch` as keyFor's
    */
-  publishedKey: (id: string) => PublishedKey | Promise<PublishedKey>
+  publishedKey: (id: string, afterFetch?: boolean) => PublishedKey | Promise<PublishedKey>
   /** what metrics and readiness read */
   state: () => RemoteKeySetState
   /** stops the background refresh timer (unref'd; never holds the process) and aborts a fetch under way */
@@ -220,17 +235,18 @@ interface Held {
   failures: number
   lastError: string | undefined
   nextFetchAt: number | undefined
-  /** the fetch under way, which every caller joins */
-  inFlight: Promise<void> | undefined
+  /** the fetch under way, which every caller joins: true when it succeeded */
+  inFlight: Promise<boolean> | undefined
   closed: boolean
 }
 
 /**
- * The refresh: fetch() fetches the set, or joins the fetch under way, and schedules the next
- * (Cache-Control's max-age within the bounds after a success, a growing wait after a failure);
- * it never rejects: the outcome is in `held`. close() stops the timer and aborts a fetch.
+ * The refresh: fetch() fetches the set (within `withinMs` when given), or joins the fetch under
+ * way, and schedules the next (Cache-Control's max-age within the bounds after a success, a
+ * growing wait after a failure); it never rejects: it resolves true on success, and the outcome
+ * is in `held`. close() stops the timer and aborts a fetch.
  */
-function keySetRefresh (settings: Settings, held: Held): { fetch: () => Promise<void>; close: () => void } {
+function keySetRefresh (settings: Settings, held: Held): { fetch: (withinMs?: number) => Promise<boolean>; close: () => void } {
   const { now, minRefreshMs, maxRefreshMs, maxStaleMs } = settings
   let cancelTimer: (() => void) | undefined
   const closing = new AbortController()
@@ -255,12 +271,13 @@ function keySetRefresh (settings: Settings, held: Held): { fetch: () => Promise<
     }
   }
 
-  const fetchCoalesced = (): Promise<void> => {
+  const fetchCoalesced = (withinMs?: number): Promise<boolean> => {
     held.inFlight ??= (async () => {
       await null // `inFlight` is set before the finally below can clear it
       const startedAt = now()
+      const bounds = withinMs === undefined || withinMs >= settings.timeoutMs ? settings : { ...settings, timeoutMs: Math.max(1, Math.floor(withinMs)) }
       try {
-        const fetched = await downloadKeySet(settings, closing.signal)
+        const fetched = await downloadKeySet(bounds, closing.signal)
         held.table = fetched.table
         held.fetchedAt = now()
         held.failures = 0
@@ -268,11 +285,13 @@ function keySetRefresh (settings: Settings, held: Held): { fetch: () => Promise<
         const asked = fetched.delayMs === undefined ? settings.defaultRefreshMs : Math.max(fetched.delayMs, minRefreshMs)
         scheduleNext(Math.max(1, Math.min(asked, maxRefreshMs, Math.floor(maxStaleMs / 2))))
         report({ ok: true, seconds: (now() - startedAt) / 1000, keys: held.table.count, ignored: fetched.ignored })
+        return true
       } catch (err) {
         held.failures++
         held.lastError = (err as Error).message
         scheduleNext(Math.min(FIRST_RETRY_MS * 2 ** Math.min(held.failures - 1, 30), Math.max(minRefreshMs, FIRST_RETRY_MS)))
         report({ ok: false, seconds: (now() - startedAt) / 1000, error: held.lastError })
+        return false
       } finally {
         held.inFlight = undefined
       }
@@ -292,21 +311,53 @@ function keySetRefresh (settings: Settings, held: Held): { fetch: () => Promise<
   }
 }
 
+/** What a set's lookups answer, beside a key: the two errors, worded from what is held now. */
+function lookupErrors (settings: Settings, held: Held): {
+  unavailable: () => GatewayError
+  unknownKey: (kid: string | undefined, alg: string) => GatewayError
+  unknownId: (id: string) => GatewayError
+} {
+  const { name, now, errors, maxStaleMs, keyIds } = settings
+  return {
+    unavailable () {
+      const at = now()
+      const retryAfter = Math.max(1, Math.ceil(((held.nextFetchAt ?? at + FIRST_RETRY_MS) - at) / 1000))
+      const why = held.fetchedAt === undefined
+        ? 'they have not been fetched yet'
+        : at - held.fetchedAt > maxStaleMs
+          ? `the last good fetch was ${Math.round((at - held.fetchedAt) / 1000)} s ago, ` +
+            `over the ${Math.round(maxStaleMs / 1000)} s they are kept through an outage`
+          : 'they hold no such key, and the last fetch of them failed, so a key published since cannot be looked for; ' +
+            `the next try is in ${retryAfter} s`
+      // the fetch's own error (addresses, answers) is for the operator's log and metrics, not the client
+      return errors.unavailable(`${name}'s signing keys are unavailable: ${why}`, retryAfter)
+    },
+    unknownKey (kid, alg) {
+      if (kid !== undefined) return errors.unknownKey(`${name}'s key set holds no key ${JSON.stringify(kid)} for ${alg}`)
+      const fitting = held.table?.byAlg.get(alg)?.length ?? 0
+      return errors.unknownKey(`the token names no kid, and ${fitting === 0 ? 'none' : fitting} of ${name}'s keys fit ${alg}: exactly one must`)
+    },
+    unknownId: (id) =>
+      errors.unknownKey(`${name}'s key set holds no usable key ${JSON.stringify(id)}${keyIds === 'thumbprint' ? ' (by its JWK thumbprint)' : ''}`)
+  }
+}
+
 export function createRemoteKeySet (options: RemoteKeySetOptions): RemoteKeySet {
   const settings = settingsOf(options)
-  const { name, now, errors, maxStaleMs, algorithms, keyIds, where } = settings
+  const { name, now, errors, maxStaleMs, algorithms, where } = settings
   const held: Held = {
     table: undefined, fetchedAt: undefined, failures: 0, lastError: undefined, nextFetchAt: undefined, inFlight: undefined, closed: false
   }
   const refresh = keySetRefresh(settings, held)
+  const refusals = lookupErrors(settings, held)
   let started: Promise<void> | undefined
   /** when the last fetch for an unknown kid started */
   let unknownKidFetchAt = Number.NEGATIVE_INFINITY
 
   const usableAt = (at: number): boolean => held.table !== undefined && held.fetchedAt !== undefined && at - held.fetchedAt <= maxStaleMs
 
-  const start = (): Promise<void> => {
-    started ??= refresh.fetch().then(() => {
+  const start = (withinMs?: number): Promise<void> => {
+    started ??= refresh.fetch(withinMs).then(() => {
       if (!usableAt(now())) throw new Error(held.lastError ?? `${where} has no usable keys`)
     })
     return started
@@ -332,59 +383,48 @@ export function createRemoteKeySet (options: RemoteKeySetOptions): RemoteKeySet 
     return key
   }
 
-  const unavailable = (): GatewayError => {
-    const at = now()
-    const why = held.fetchedAt === undefined
-      ? 'they have not been fetched yet'
-      : `the last good fetch was ${Math.round((at - held.fetchedAt) / 1000)} s ago, over the ${Math.round(maxStaleMs / 1000)} s they are kept through an outage`
-    const retryAfter = Math.max(1, Math.ceil(((held.nextFetchAt ?? at + FIRST_RETRY_MS) - at) / 1000))
-    // the fetch's own error (addresses, answers) is for the operator's log and metrics, not the client
-    return errors.unavailable(`${name}'s signing keys are unavailable: ${why}`, retryAfter)
-  }
-
-  const unknownKey = (kid: string | undefined, alg: string): GatewayError => {
-    if (kid !== undefined) return errors.unknownKey(`${name}'s key set holds no key ${JSON.stringify(kid)} for ${alg}`)
-    const fitting = held.table?.byAlg.get(alg)?.length ?? 0
-    return errors.unknownKey(`the token names no kid, and ${fitting === 0 ? 'none' : fitting} of ${name}'s keys fit ${alg}: exactly one must`)
+  /**
+   * What is held answers: the key; unavailable when the keys are not usable, or when the last
+   * fetch failed (the key may have been published since: the set could not be checked for it);
+   * else the key is unknown, the client's fault.
+   */
+  const answer = <K>(find: () => K | undefined, notFound: () => GatewayError): K => {
+    const found = find()
+    if (found !== undefined) return found
+    if (!usableAt(now()) || (held.failures > 0 && !held.closed)) throw refusals.unavailable()
+    throw notFound()
   }
 
   /**
-   * A lookup the cache cannot answer: after the first fetch or one under way, and, when the key is
-   * still unknown, one fetch for it (at most once per unknownKidIntervalMs, whatever is asked for).
+   * A lookup the cache cannot answer, after one fetch at most: the one under way (joined, its
+   * outcome taken: no other is started after it), the first (on first use), or one for the
+   * unknown key (at most once per unknownKidIntervalMs, and not while a failed fetch's back-off
+   * runs); none when `afterFetch`.
    */
-  const lookUpSlow = async <K>(find: () => K | undefined, notFound: () => GatewayError): Promise<K> => {
+  const lookUpSlow = async <K>(find: () => K | undefined, notFound: () => GatewayError, afterFetch: boolean): Promise<K> => {
+    if (afterFetch) return answer(find, notFound)
     if (held.inFlight !== undefined) await held.inFlight
     // fetched on first use, when start() was not called
     else if (started === undefined && held.fetchedAt === undefined && !held.closed) await start().catch(() => undefined)
-    if (!usableAt(now())) throw unavailable()
-    const cached = find()
-    if (cached !== undefined) return cached
-    if (held.closed || now() - unknownKidFetchAt < settings.unknownKidIntervalMs) throw notFound()
-    // set before the first await: every other caller in this interval sees it
-    unknownKidFetchAt = now()
-    await refresh.fetch()
-    if (!usableAt(now())) throw unavailable()
-    const found = find()
-    if (found === undefined) throw notFound()
-    return found
-  }
-
-  /** keyFor() when the cache cannot answer: the first fetch, a fetch under way, or one for an unknown kid. */
-  const keyForSlow = async (kid: string | undefined, alg: string): Promise<CryptoKey> => {
-    if (!algorithms.includes(alg)) throw errors.unknownKey(`${name}'s tokens are not signed with ${alg}: ${algorithms.join(', ')} only`)
-    return await lookUpSlow(() => keyForSync(kid, alg), () => unknownKey(kid, alg))
+    else if (!held.closed && usableAt(now()) && held.failures === 0 && now() - unknownKidFetchAt >= settings.unknownKidIntervalMs) {
+      // set before the first await: every other caller in this interval sees it
+      unknownKidFetchAt = now()
+      await refresh.fetch()
+    }
+    return answer(find, notFound)
   }
 
   return {
     start,
     keyForSync,
-    publishedKey (id) {
-      return publishedSync(id) ?? lookUpSlow(() => publishedSync(id),
-        () => errors.unknownKey(`${name}'s key set holds no usable key ${JSON.stringify(id)}${keyIds === 'thumbprint' ? ' (by its JWK thumbprint)' : ''}`))
+    publishedKey (id, afterFetch = false) {
+      return publishedSync(id) ?? lookUpSlow(() => publishedSync(id), () => refusals.unknownId(id), afterFetch)
     },
-    keyFor (kid, alg) {
+    keyFor (kid, alg, afterFetch = false) {
       const key = keyForSync(kid, alg)
-      return key === undefined ? keyForSlow(kid, alg) : Promise.resolve(key)
+      if (key !== undefined) return Promise.resolve(key)
+      if (!algorithms.includes(alg)) return Promise.reject(errors.unknownKey(`${name}'s tokens are not signed with ${alg}: ${algorithms.join(', ')} only`))
+      return lookUpSlow(() => keyForSync(kid, alg), () => refusals.unknownKey(kid, alg), afterFetch)
     },
     state () {
       const at = now()

@@ -65,7 +65,8 @@ export const SECURITY_SCHEMES: Record<string, OpenAPIV3_1.SecuritySchemeObject> 
     description: 'A token from `POST /v1/auth/token`, sent as `Authorization: Bearer <token>`. ' +
       'EdDSA (or ES256) JWT; the public keys are at `/.well-known/jwks.json`. Or, where the operator trusts an identity provider, ' +
       'an access token that IdP issued (a JWT for keygate\'s audience, signed with a key the IdP publishes): its user is ' +
-      '`<issuer name>:<subject>` (docs/identity-providers.md). 503 IDP_KEYS_UNAVAILABLE: keygate has no usable key of that IdP to check it with.'
+      '`<issuer name>:<subject>` (docs/identity-providers.md). 503 IDP_KEYS_UNAVAILABLE: keygate has no usable key of that IdP to check it with, ' +
+      'or the IdP is down and the token names a key keygate does not hold.'
   },
   apiKey: {
     type: 'apiKey',

@@ -108,8 +108,10 @@ t.test('a refusal is held before it is sent (no CPU), at most maxHeld at once', 
 
 t.test('the budget itself: per address, IPv6 per /64, bounded, held answers bounded', async (t) => {
   const budget = createSignatureBudget({ limit: 3, windowSeconds: 10, delayMs: 0, maxAddresses: 100 })
-  t.same(signatureBudgetLimits(), { limit: 200, windowSeconds: 10, delayMs: 1000, attackedKeyLimit: 2, maxAddresses: 100_000, maxKeys: 10_000, maxHeld: 1000 },
-    'the defaults')
+  const defaults = { limit: 200, windowSeconds: 10, delayMs: 1000, attackedKeyLimit: 2, attackedKeyAddresses: 3 }
+  t.same(signatureBudgetLimits(), { ...defaults, maxAddresses: 100_000, maxKeys: 10_000, maxKeyAddresses: 100_000, maxHeld: 1000 }, 'the defaults')
+  t.throws(() => signatureBudgetLimits({ attackedKeyAddresses: 101 }), new RangeError('attackedKeyAddresses must be an integer of at most 100, not 101'))
+  t.throws(() => signatureBudgetLimits({ attackedKeyAddresses: 0 }), new RangeError('attackedKeyAddresses must be an integer of at least 1, not 0'))
   const now = 1_000_000
   t.equal(budget.refuse('10.0.0.1', now), undefined, 'nothing counted: nothing refused')
   for (let i = 0; i < 3; i++) budget.recordFailure('10.0.0.1', now)
@@ -154,65 +156,103 @@ t.test('the budget itself: per address, IPv6 per /64, bounded, held answers boun
   t.ok(Date.now() - started < 2500, 'never held past the window')
 })
 
-t.test('a key under attack from many addresses: each address that has failed on it twice is refused before verification; others are verified', async (t) => {
+t.test('one address flooding a key past its own budget leaves the key\'s owner elsewhere served; three addresses put the key under attack', async (t) => {
   const recorder = await startRecorder(t)
-  const gw = await startStack(t, { store: 'memory', upstreamUrl: recorder.url, config: { signatureFailures: { limit: 5, windowSeconds: 60, delayMs: 0 } } })
+  const gw = await startStack(t, { store: 'memory', upstreamUrl: recorder.url, config: { signatureFailures: { limit: 40, windowSeconds: 60, delayMs: 0 } } })
   await addUser(gw, 'alice')
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()
   const other = rsaKeyPair()
   t.equal((await registerKey(gw.url, token, keys)).status, 201)
   t.equal((await registerKey(gw.url, token, other)).status, 201)
-  const flood = ['127.0.0.10', '127.0.0.11', '127.0.0.12', '127.0.0.13', '127.0.0.14']
-  const [first, second] = flood as [string, string]
-  const clean = '127.0.0.20'
-
-  // five addresses, one bad signature each: each checked; together they reach the budget (5)
-  for (const from of flood) t.equal((await badSignature(gw.url, keys, token, from)).json().code, 'INVALID_SIGNATURE', `${from}: checked`)
+  const [flooder, owner, second, clean] = ['127.0.0.10', '127.0.0.11', '127.0.0.12', '127.0.0.20'] as const
   const scrape = async (): Promise<string> => (await gw.app.keygate.metrics.scrape()).body
-  t.equal(metric(await scrape(), 'keygate_signature_budget_keys_attacked_total'), 1, 'the key is under attack')
-  t.equal(metric(await scrape(), 'keygate_signature_budget_exhausted_total'), 0, 'no address has used up its own budget (1 of 5 each)')
+  const get = async (from: string, signer = keys): Promise<RawResponse> =>
+    await sendSigned(gw.url, { keys: signer, token, method: 'GET', target: '/v1/clients/', from })
 
-  // an address with one failure may fail once more (2, KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT), then is refused before any verification
-  t.equal((await badSignature(gw.url, keys, token, first)).json().code, 'INVALID_SIGNATURE', 'its second failure: still checked')
+  // the owner makes two honest mistakes, then one address floods 41 bad signatures with the key
+  for (let i = 1; i <= 2; i++) t.equal((await badSignature(gw.url, keys, token, owner)).json().code, 'INVALID_SIGNATURE', `the owner's mistake ${i}: checked`)
+  const codes = new Map<string, number>()
+  for (let i = 1; i <= 41; i++) {
+    const { code } = (await badSignature(gw.url, keys, token, flooder)).json() as { code: string }
+    codes.set(code, (codes.get(code) ?? 0) + 1)
+  }
+  t.same(Object.fromEntries(codes), { INVALID_SIGNATURE: 40, RATE_LIMITED: 1 }, 'the flooder: 40 checked, then its own budget refuses it')
+  t.equal(metric(await scrape(), 'keygate_signature_budget_keys_attacked_total'), 0, 'two addresses failed on the key: it is not under attack')
+  t.equal((await get(owner)).status, 200, 'the owner, at the address of its two mistakes: 200')
+  t.equal(recorder.requests.length, 1, 'and forwarded')
+
+  // a second flooding address: three addresses have each failed twice on the key
+  for (let i = 1; i <= 2; i++) t.equal((await badSignature(gw.url, keys, token, second)).json().code, 'INVALID_SIGNATURE', `${second}, failure ${i}: checked`)
+  t.equal(metric(await scrape(), 'keygate_signature_budget_keys_attacked_total'), 1, 'the key is under attack')
+  t.equal(metric(await scrape(), 'keygate_signature_budget_exhausted_total'), 1, 'one address used up its own budget (the flooder)')
   for (const [label, res] of [
-    ['a third bad signature', await badSignature(gw.url, keys, token, first)],
-    ['a correctly signed GET with the key', await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/', from: first })]
+    [`${second}, a third bad signature`, await badSignature(gw.url, keys, token, second)],
+    [`${second}, a correctly signed GET`, await get(second)],
+    // the documented edge: the owner's address made two mistakes on the key, so it is one of the three
+    ['the owner, a correctly signed GET', await get(owner)]
   ] as const) {
-    t.equal(res.status, 429, `${first}, ${label}: 429`)
+    t.equal(res.status, 429, `${label}: 429`)
     t.equal(res.json().code, 'RATE_LIMITED')
-    t.match(res.json().detail, /for this key, from many addresses/, 'the detail says why')
+    t.match(res.json().detail, /for this key, from 3 or more addresses that each failed 2 or more, this one among them/, 'the detail says why')
     t.ok(Number(res.headers['retry-after']) >= 1, 'with Retry-After')
   }
-  t.equal(recorder.requests.length, 0, 'nothing from the flood reached the upstream')
+  t.equal(recorder.requests.length, 1, 'nothing refused reached the upstream')
 
-  // the key's owner elsewhere, and the same address with another key, are served
-  t.equal((await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/', from: clean })).status, 200, 'a clean address, same key: 200')
-  t.equal((await sendSigned(gw.url, { keys: other, token, method: 'GET', target: '/v1/clients/', from: first })).status, 200,
-    'the refused address with a key not under attack: 200')
-  t.equal(recorder.requests.length, 2)
-  t.equal((await badSignature(gw.url, keys, token, clean)).json().code, 'INVALID_SIGNATURE', 'a clean address\'s first failure is still checked and explained')
-  t.equal((await badSignature(gw.url, keys, token, second)).json().code, 'INVALID_SIGNATURE', 'an address with one failure: checked')
-  t.equal((await badSignature(gw.url, keys, token, second)).status, 429, 'and then refused')
+  // an address that failed nothing, and an attacker with a key not under attack, are served
+  t.equal((await get(clean)).status, 200, 'a clean address, same key: 200')
+  t.equal((await get(second, other)).status, 200, 'an attacker\'s address with a key not under attack: 200')
+  t.equal(recorder.requests.length, 3)
+  for (let i = 1; i <= 2; i++) {
+    t.equal((await badSignature(gw.url, keys, token, clean)).json().code, 'INVALID_SIGNATURE', `the clean address's failure ${i}: checked and explained`)
+  }
+  t.equal((await badSignature(gw.url, keys, token, clean)).status, 429, 'and then refused')
 })
 
-t.test('the key count itself: under attack from the limit, for its window; each address within attackedKeyLimit', async (t) => {
-  const budget = createSignatureBudget({ limit: 4, windowSeconds: 10, delayMs: 0, attackedKeyLimit: 2, maxKeys: 10 })
+t.test('the key count itself: under attack once 3 addresses each failed 2 checks on it, for its window', async (t) => {
+  const budget = createSignatureBudget({ limit: 100, windowSeconds: 10, delayMs: 0 })
   const now = 1_000_000
-  budget.recordFailure('10.0.0.1', now, 'k')
-  budget.recordFailure('10.0.0.1', now, 'k')
+  for (let i = 0; i < 50; i++) budget.recordFailure('10.0.0.1', now, 'k')
   budget.recordFailure('10.0.0.2', now, 'k')
-  t.equal(budget.refuseForKey('10.0.0.1', 'k', now), undefined, '3 failures on the key, below 4: nobody is refused for it')
+  budget.recordFailure('10.0.0.2', now, 'k')
+  budget.recordFailure('10.0.0.3', now, 'k')
+  t.equal(budget.stats.keysAttacked, 0, '50 failures from one address, 2 from another, 1 from a third: not under attack')
+  for (const address of ['10.0.0.1', '10.0.0.2', '10.0.0.3']) t.equal(budget.refuseForKey(address, 'k', now), undefined, `${address}: not refused for the key`)
   budget.recordFailure('10.0.0.3', now + 1000, 'k')
-  t.equal(budget.stats.keysAttacked, 1, 'the fourth: under attack')
-  t.ok(budget.refuseForKey('10.0.0.1', 'k', now + 1000) instanceof GatewayError, 'an address with 2 failures: refused')
-  t.equal(budget.refuseForKey('10.0.0.2', 'k', now + 1000), undefined, 'one with 1: not yet')
+  t.equal(budget.stats.keysAttacked, 1, 'the third address\'s second failure: under attack')
+  t.ok(budget.refuseForKey('10.0.0.1', 'k', now + 1000) instanceof GatewayError, 'an address with 2 or more failures on the key: refused')
+  t.ok(budget.refuseForKey('10.0.0.3', 'k', now + 1000) instanceof GatewayError, 'the third one too')
+  budget.recordFailure('10.0.0.4', now + 1000, 'k')
+  t.equal(budget.refuseForKey('10.0.0.4', 'k', now + 1000), undefined, 'one with 1: not yet')
   t.equal(budget.refuseForKey('10.0.0.9', 'k', now + 1000), undefined, 'one with none: never')
   t.equal(budget.refuseForKey('10.0.0.1', 'other', now + 1000), undefined, 'another key: not under attack')
-  t.equal(budget.refuse('10.0.0.1', now + 1000), undefined, 'the address itself is within its own budget of 4')
-  const error = budget.refuseForKey('10.0.0.1', 'k', now + 2500) as GatewayError
-  t.same(error.headers, { 'retry-after': '8' }, 'Retry-After: until the first of the two windows ends')
+  budget.recordFailure('10.0.0.5', now + 1000, 'other')
+  budget.recordFailure('10.0.0.5', now + 1000, 'other')
+  t.equal(budget.refuseForKey('10.0.0.5', 'k', now + 1000), undefined, 'failures on another key do not count toward this one')
+  t.same((budget.refuseForKey('10.0.0.3', 'k', now + 2500) as GatewayError).headers, { 'retry-after': '8' },
+    'Retry-After: until the first of the two windows ends (the key\'s, from its first attacker)')
   t.equal(budget.refuseForKey('10.0.0.1', 'k', now + 10_000), undefined, 'the key\'s window has ended')
-  for (let i = 0; i < 100; i++) budget.recordFailure('10.0.1.1', now, `key-${i}`)
-  t.equal(budget.stats.keysAttacked, 1, 'keys counted at most maxKeys, a failure each: none under attack')
+})
+
+t.test('an address counts once per key window, across its own windows; the counts are bounded', async (t) => {
+  const budget = createSignatureBudget({ limit: 100, windowSeconds: 10, delayMs: 0 })
+  budget.recordFailure('10.0.0.1', 0, 'k') // its window: 0 to 10 s
+  budget.recordFailure('10.0.0.2', 5000, 'k')
+  budget.recordFailure('10.0.0.2', 5000, 'k') // the key's window: 5 to 15 s, one attacker
+  budget.recordFailure('10.0.0.1', 6000, 'k') // two attackers
+  budget.recordFailure('10.0.0.1', 11_000, 'k')
+  budget.recordFailure('10.0.0.1', 11_000, 'k') // its second window: still the same attacker
+  t.equal(budget.stats.keysAttacked, 0, 'two addresses, however often they fail: not under attack')
+  budget.recordFailure('10.0.0.3', 12_000, 'k')
+  budget.recordFailure('10.0.0.3', 12_000, 'k')
+  t.equal(budget.stats.keysAttacked, 1, 'a third: under attack')
+
+  const one = createSignatureBudget({ limit: 100, windowSeconds: 10, delayMs: 0, attackedKeyAddresses: 1 })
+  one.recordFailure('10.0.0.1', 0, 'k')
+  one.recordFailure('10.0.0.1', 0, 'k')
+  t.ok(one.refuseForKey('10.0.0.1', 'k', 0) instanceof GatewayError, 'attackedKeyAddresses 1: one address failing twice is enough')
+
+  const bounded = createSignatureBudget({ limit: 100, windowSeconds: 10, delayMs: 0, maxKeyAddresses: 100, maxKeys: 10 })
+  for (let i = 0; i < 5000; i++) bounded.recordFailure(`10.1.${i >> 8}.${i & 0xff}`, 0, `key-${i % 50}`)
+  t.ok(bounded.keyAddresses <= 100, `at most maxKeyAddresses (key, address) pairs are counted (${bounded.keyAddresses})`)
 })

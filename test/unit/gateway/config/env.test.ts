@@ -284,10 +284,17 @@ t.test('keys per user and the budget of failed signature checks', async (t) => {
     KEYGATE_SIGNATURE_FAILURE_LIMIT: '1000000000',
     KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: '60',
     KEYGATE_SIGNATURE_FAILURE_DELAY_MS: '0',
-    KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT: '3'
+    KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT: '3',
+    KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES: '100'
   })
   t.equal(set.maxKeysPerUser, 5)
-  t.same(set.signatureFailures, { limit: 1_000_000_000, windowSeconds: 60, delayMs: 0, attackedKeyLimit: 3 })
+  t.same(set.signatureFailures, { limit: 1_000_000_000, windowSeconds: 60, delayMs: 0, attackedKeyLimit: 3, attackedKeyAddresses: 100 })
+  t.same(loadConfig({ KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES: '1' }).signatureFailures, { attackedKeyAddresses: 1 }, 'one address may be enough')
+  for (const value of ['0', '101', '2.5', 'three']) {
+    t.throws(() => loadConfig({ KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES: value }),
+      { name: 'ConfigError', message: `KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES: "${value}" is not allowed: use a whole number from 1 to 100` },
+      `KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_ADDRESSES=${value} is refused, naming the variable`)
+  }
   for (const [name, value] of [['KEYGATE_MAX_KEYS_PER_USER', '0'], ['KEYGATE_SIGNATURE_FAILURE_LIMIT', '0'],
     ['KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS', '0'], ['KEYGATE_SIGNATURE_FAILURE_DELAY_MS', '-1'],
     ['KEYGATE_SIGNATURE_FAILURE_ATTACKED_KEY_LIMIT', '0']] as const) {

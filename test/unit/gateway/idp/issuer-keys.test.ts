@@ -46,18 +46,70 @@ t.test('refused, each saying what was wrong at which URL', async (t) => {
   }
 })
 
-t.test('a failed discovery: 503 IDP_KEYS_UNAVAILABLE, and no second try within 30 s', async (t) => {
+t.test('a failed discovery: 503 IDP_KEYS_UNAVAILABLE at once meanwhile, with Retry-After; retried in the background every 30 s', async (t) => {
   let now = 1_000_000
-  const fetched = fetchAnswering(() => new Response('down', { status: 503 }))
+  let answer = (): Response => new Response('down', { status: 503 })
+  const fetched = fetchAnswering(() => answer())
   const outcomes: boolean[] = []
-  const keys = createIssuerKeys(issuer, { fetch: fetched, now: () => now, onFetch: (_issuer, outcome) => { outcomes.push(outcome.ok) } })
+  const timers: Array<{ task: () => void, delayMs: number }> = []
+  const keys = createIssuerKeys(issuer, {
+    fetch: fetched,
+    now: () => now,
+    schedule: (task, delayMs) => { timers.push({ task, delayMs }); return () => undefined },
+    onFetch: (_issuer, outcome) => { outcomes.push(outcome.ok) }
+  })
   t.teardown(keys.close)
   await t.rejects(keys.start(), { code: 'IDP_KEYS_UNAVAILABLE', message: /answered 503/ })
-  await t.rejects(keys.keyFor('k1', 'RS256'), { code: 'IDP_KEYS_UNAVAILABLE' }, 'the tokens meanwhile')
-  t.equal(fetched.urls.length, 1, 'not fetched again within the interval')
+  now += 10_000
+  const err = await keys.keyFor('k1', 'RS256').then(() => undefined, (e: unknown) => e as { code?: string, headers?: Record<string, string> })
+  t.match(err, { code: 'IDP_KEYS_UNAVAILABLE', headers: { 'retry-after': '20' } }, 'the tokens meanwhile: 503, Retry-After until the retry')
+  t.equal(fetched.urls.length, 1, 'a request does not fetch')
   t.match(keys.state(), { usable: false, failures: 1, lastError: /answered 503/ })
-  now += 30_000
-  await t.rejects(keys.keyFor('k1', 'RS256'), { code: 'IDP_KEYS_UNAVAILABLE' })
-  t.equal(fetched.urls.length, 2, 'tried again once the interval passed')
-  t.same(outcomes, [false, false], 'each discovery reported')
+  t.same(timers.map((timer) => timer.delayMs), [30_000], 'the retry, in 30 s')
+  now += 20_000
+  answer = () => json({ issuer: issuer.issuer, jwks_uri: 'https://login.example.com/realms/corp/certs' })
+  const retried = new Promise<void>((resolve) => {
+    const done = (): void => { if (outcomes.length >= 2) resolve(); else setImmediate(done) }
+    done()
+  })
+  timers[0]?.task()
+  await retried
+  t.same(outcomes.slice(0, 2), [false, true], 'the background retry found the document')
+  t.equal(fetched.urls[1], DISCOVERY)
+})
+
+t.test('discovery and the first fetch of the key set share one timeout: a request waits that long in all', async (t) => {
+  // the fetches' time limits are unref'd timers (as a server's are): this holds the process meanwhile
+  const alive = setInterval(() => undefined, 1000)
+  t.teardown(() => { clearInterval(alive) })
+  const hangs = (signal: AbortSignal | null | undefined): Promise<Response> => new Promise((_resolve, reject) => {
+    signal?.addEventListener('abort', () => { reject(new DOMException('timed out', 'TimeoutError')) })
+  })
+  const slowDiscovery = (async (input: string | URL | Request, init?: RequestInit) => {
+    if (String(input) === DISCOVERY) {
+      await new Promise((resolve) => setTimeout(resolve, 1500))
+      return json({ issuer: issuer.issuer, jwks_uri: 'https://login.example.com/realms/corp/certs' })
+    }
+    return await hangs(init?.signal)
+  }) as typeof globalThis.fetch
+  const keys = createIssuerKeys(issuer, { fetch: slowDiscovery, timeoutMs: 2000 })
+  t.teardown(keys.close)
+  const started = performance.now()
+  const codeOf = async (): Promise<string | undefined> => await keys.keyFor('k1', 'RS256').then(() => 'resolved', (e: { code?: string }) => e.code)
+  const codes = await Promise.all(Array.from({ length: 5 }, codeOf))
+  const waited = performance.now() - started
+  t.same([...new Set(codes)], ['IDP_KEYS_UNAVAILABLE'], 'the JWKS did not answer: 503')
+  // 1.5 s of discovery, then the key set's fetch within the 0.5 s left: not 1.5 + 2 s
+  t.ok(waited < 2900, `waited ${Math.round(waited)} ms, within the 2 s timeout (with a margin), not 3.5 s`)
+})
+
+t.test('keys.fetchTimeoutSeconds bounds discovery', async (t) => {
+  const alive = setInterval(() => undefined, 1000)
+  t.teardown(() => { clearInterval(alive) })
+  const [quick] = issuersFromDocument({ issuers: [{ name: 'corp', issuer: issuer.issuer, audiences: ['keygate'], keys: { fetchTimeoutSeconds: 1 } }] },
+    'issuers.yaml') as [IssuerConfig]
+  const hanging = (async (_input: string | URL | Request, init?: RequestInit) => await new Promise<Response>((_resolve, reject) => {
+    init?.signal?.addEventListener('abort', () => { reject(new DOMException('timed out', 'TimeoutError')) })
+  })) as typeof globalThis.fetch
+  await t.rejects(discoverJwksUri(quick, hanging), { message: /corp: discovery at .*: did not answer within 1000 ms/ })
 })

@@ -29,7 +29,7 @@ t.test(`${PAGE}, "The issuers file": accepted, each value as the comments say`, 
     subjectClaim: 'sub',
     maxTokenBytes: 8192,
     scopeClaim: 'realm_access.roles',
-    keys: { maxStaleMs: 86_400_000, unknownKidIntervalMs: 30_000, minRefreshMs: 60_000, maxRefreshMs: 86_400_000 }
+    keys: { maxStaleMs: 86_400_000, unknownKidIntervalMs: 30_000, minRefreshMs: 60_000, maxRefreshMs: 86_400_000, timeoutMs: 5000 }
   })
   t.same([...issuer?.scopeMap?.entries() ?? []], [['api-reader', ['clients:read']], ['api-admin', ['clients:read', 'clients:write']]])
 })

@@ -29,6 +29,15 @@ t.test('a minimal issuer: every default filled in', async (t) => {
   t.notOk((DEFAULT_IDP_ALGORITHMS as readonly string[]).some((alg) => alg.startsWith('HS') || alg === 'none'), 'asymmetric algorithms only')
 })
 
+t.test('keys.fetchTimeoutSeconds: 1 to 30, in ms for the key set; unset, the key set\'s default (5 s)', async (t) => {
+  const base = { name: 'corp', issuer: 'https://login.example.com', audiences: ['keygate'] }
+  for (const seconds of [1, 2, 30]) {
+    const [issuer] = issuersFromDocument({ issuers: [{ ...base, keys: { fetchTimeoutSeconds: seconds } }] }, 'issuers.yaml')
+    t.equal(issuer?.keys.timeoutMs, seconds * 1000, `${seconds} s`)
+  }
+  t.equal(issuersFromDocument({ issuers: [base] }, 'issuers.yaml')[0]?.keys.timeoutMs, undefined)
+})
+
 t.test('a scope map: one IdP scope to one or several of keygate\'s', async (t) => {
   const [issuer] = issuersFromDocument({
     issuers: [{
@@ -60,6 +69,8 @@ t.test('refused, each problem named', async (t) => {
     ['jwksUri and discovery', { issuers: [{ ...base, jwksUri: 'https://login.example.com/jwks', discovery: true }] }, /give one/],
     ['no jwksUri without discovery', { issuers: [{ ...base, discovery: false }] }, /jwksUri must say/],
     ['a skew over 5 minutes', { issuers: [{ ...base, clockSkewSeconds: 3600 }] }, /clockSkewSeconds/],
+    ['a fetch timeout of 0', { issuers: [{ ...base, keys: { fetchTimeoutSeconds: 0 } }] }, /issuers\[0\]\.keys\.fetchTimeoutSeconds/],
+    ['a fetch timeout over 30 s', { issuers: [{ ...base, keys: { fetchTimeoutSeconds: 31 } }] }, /issuers\[0\]\.keys\.fetchTimeoutSeconds/],
     ['a mapped scope that is no scope', { issuers: [{ ...base, scopes: { map: { a: 'has space' } } }] }, /scopes\.map\.a/],
     ['one issuer twice', { issuers: [base, { ...base, name: 'other' }] }, /issuers\[1\]\.issuer: .* is issuers\[0\]'s too/],
     ['one name twice', { issuers: [base, { ...base, issuer: 'https://other.example.com' }] }, /issuers\[1\]\.name: "corp" is issuers\[0\]'s too/]

@@ -15,6 +15,11 @@ t.test('anything else is a RangeError naming the option, its minimum and the val
   }
 })
 
+t.test('with a maximum, a number above it is a RangeError naming the maximum', async (t) => {
+  t.equal(integerOption('addresses', 100, 1, 100), 100)
+  t.throws(() => integerOption('addresses', 101, 1, 100), new RangeError('addresses must be an integer of at most 100, not 101'))
+})
+
 t.test('its users refuse bad options with it', async (t) => {
   t.throws(() => new Semaphore(0, 0), new RangeError('concurrency must be an integer of at least 1, not 0'))
   t.throws(() => new Semaphore(1, -1), new RangeError('maxWaiting must be an integer of at least 0, not -1'))

@@ -94,6 +94,7 @@ t.test('the same origin unpinned is refused as loopback, with no connection made
   const literal = await refusal(t, guardedFetch(`https://127.0.0.1:${server.port}/directory`, pinned()))
   t.equal(literal.reason, 'address', 'an IP-literal host is checked too')
   t.match(literal.message, '127.0.0.1 is a loopback address')
+  t.same([err, other, literal].map((refused) => refused.refusedBeforeConnecting), [true, true, true], 'each says it was refused before connecting')
   t.equal(server.connections(), before, 'the server saw no connection')
 })
 
@@ -109,6 +110,7 @@ t.test('https only, no credentials: refused before resolving', async (t) => {
   ] as const) {
     const err = await refusal(t, guardedFetch(url, pinned({ resolver })))
     t.equal(err.reason, reason, url)
+    t.equal(err.refusedBeforeConnecting, true, `${url}: refused before connecting`)
   }
   t.same(resolver.calls, [], 'nothing resolved')
 })
@@ -192,6 +194,8 @@ t.test('resolving: a failure or no address is a resolve refusal; a connection re
   const refused = await refusal(t, guardedFetch(`${origin}/`, pinned({ allowedPrivateOrigins: [origin] })))
   t.equal(refused.reason, 'connect')
   t.match(refused.message, 'ECONNREFUSED')
+  // a lookup that failed went out (and may have taken the whole timeout): not a refusal before connecting
+  t.same([failing, empty, refused].map((err) => err.refusedBeforeConnecting), [false, false, false], 'none of these was refused before connecting')
 })
 
 t.test('options are checked', async (t) => {

@@ -284,7 +284,8 @@ t.test('a set with no usable key is a failed fetch: the keys from before stay', 
   await set.start()
   idp.keys = [await privateJwk({ kid: 'leaked' })]
   idp.clock += 60_000
-  t.equal(await codeOf(set.keyFor('leaked', 'ES256')), 'UNKNOWN_SIGNING_KEY')
+  // the fetch for the unknown kid failed: the set could not be checked for it (issue 40: 503, not the client's fault)
+  t.equal(await codeOf(set.keyFor('leaked', 'ES256')), 'IDP_KEYS_UNAVAILABLE')
   t.ok(set.keyForSync('rsa-a', 'RS256'), 'the earlier set serves')
   t.match(set.state().lastError, /holds no key usable for RS256, PS256, ES256, EdDSA: kid "leaked": carries private key material/)
 })
@@ -477,7 +478,87 @@ t.test('checkDocument: a fetched set it refuses is not believed, and the keys he
   t.equal((await set.publishedKey('rsa-a')).id, 'rsa-a', 'by kid, by default')
   refuse = true
   idp.keys = [RSA_A, await publicJwk('ec', { kid: 'ec-new' })]
-  await t.rejects(async () => { await set.publishedKey('ec-new') }, { code: 'UNKNOWN_SIGNING_KEY' })
+  // the refetch it caused was refused: unavailable (the set could not be checked), not unknown
+  await t.rejects(async () => { await set.publishedKey('ec-new') }, { code: 'IDP_KEYS_UNAVAILABLE' })
   t.match(set.state(), { usable: true, failures: 1, lastError: /the key set at https:\/\/idp\.example\/jwks is refused: unsigned \(2 keys, content-type application\/json\)/ })
   t.equal((await set.publishedKey('rsa-a')).id, 'rsa-a', 'the keys held before still serve')
+})
+
+/** A fetch under way that waits for the test: `release` lets it answer (with `idp.answer` then). */
+function hold (idp: { gate: Promise<void> | undefined }): () => void {
+  let release = (): void => {}
+  idp.gate = new Promise((resolve) => { release = resolve })
+  return () => {
+    idp.gate = undefined
+    release()
+  }
+}
+
+t.test('issue 40: ten unknown kids during a stuck refresh share it, one outcome each, and none starts another fetch', async (t) => {
+  for (const [outcome, expected] of [['fails', 'IDP_KEYS_UNAVAILABLE'], ['succeeds without the kids', 'UNKNOWN_SIGNING_KEY']] as const) {
+    const { set, idp, pending } = provider([RSA_A])
+    await set.start()
+    const release = hold(idp)
+    // the background refresh starts, and hangs
+    idp.clock += pending()?.delayMs ?? 0
+    pending()?.task()
+    const codes = Promise.all(Array.from({ length: 10 }, (_, i) => codeOf(set.keyFor(`new-${i}`, 'RS256'))))
+    if (outcome === 'fails') idp.answer = () => new Response('down', { status: 503 })
+    release()
+    t.same([...new Set(await codes)], [expected], `the refresh ${outcome}: all ten ${expected}`)
+    t.equal(idp.calls, 2, `the refresh ${outcome}: the first fetch and the refresh, no third after it`)
+  }
+})
+
+t.test('issue 40: ten unknown kids at once start one fetch and share its outcome', async (t) => {
+  const { set, idp } = provider([RSA_A])
+  await set.start()
+  const release = hold(idp)
+  const codes = Promise.all(Array.from({ length: 10 }, (_, i) => codeOf(set.keyFor(`new-${i}`, 'RS256'))))
+  idp.answer = () => { throw new TypeError('fetch failed', { cause: new Error('The operation was aborted due to timeout') }) }
+  release()
+  t.same([...new Set(await codes)], ['IDP_KEYS_UNAVAILABLE'], 'all ten 503: the set could not be checked for their kids')
+  t.equal(idp.calls, 2, 'one fetch for the ten')
+})
+
+t.test('issue 40: after a failed fetch, within its back-off, an unknown kid is answered at once, 503 with Retry-After; a known one verifies', async (t) => {
+  const { set, idp, pending, fire } = provider([RSA_A])
+  await set.start()
+  idp.answer = () => new Response('down', { status: 503 })
+  t.equal(await codeOf(set.keyFor('new-1', 'RS256')), 'IDP_KEYS_UNAVAILABLE', 'the fetch for it failed')
+  t.equal(pending()?.delayMs, 5_000, 'retried in 5 s')
+  idp.clock += 3_000
+  const err = await set.keyFor('new-2', 'RS256').then(() => undefined, (e: unknown) => e)
+  t.ok(isGatewayError(err) && err.statusCode === 503 && err.headers?.['retry-after'] === '2', 'in the back-off: 503, Retry-After: the 2 s left')
+  t.match((err as Error).message, /test-idp's signing keys are unavailable: they hold no such key, and the last fetch of them failed/)
+  t.equal(idp.calls, 2, 'and no fetch')
+  t.ok(await set.keyFor('rsa-a', 'RS256'), 'a kid held still verifies (the keys are usable)')
+  idp.answer = undefined
+  idp.keys = [RSA_A, await publicJwk('ec', { kid: 'new-2' })]
+  await fire()
+  t.ok(await set.keyFor('new-2', 'ES256'), 'the retry found the new key')
+  t.equal(idp.calls, 3)
+})
+
+t.test('issue 40: afterFetch answers from what is held, never fetching', async (t) => {
+  const { set, idp } = provider([RSA_A])
+  await set.start()
+  t.equal(await codeOf(set.keyFor('new', 'RS256', true)), 'UNKNOWN_SIGNING_KEY', 'the last fetch succeeded: unknown')
+  await t.rejects(async () => { await set.publishedKey('new', true) }, { code: 'UNKNOWN_SIGNING_KEY' })
+  t.equal(idp.calls, 1, 'nothing fetched')
+  t.ok(await set.keyFor('rsa-a', 'RS256', true))
+})
+
+t.test('issue 40: start(withinMs) bounds the first fetch by what is left of a longer wait (a real hanging server)', async (t) => {
+  const hanging = new Set<ServerResponse>()
+  const server = createServer((_req, res) => { hanging.add(res) })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => {
+    for (const res of hanging) res.destroy()
+    server.closeAllConnections()
+    server.close()
+  })
+  const set = createRemoteKeySet({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`, name: 'hung', algorithms: ['RS256'], timeoutMs: 5000 })
+  t.teardown(set.close)
+  await t.rejects(set.start(300), /hung: the key set at .* did not answer within 300 ms/)
 })
