@@ -11,7 +11,8 @@ import { admin, startAdminGateway } from '../../../helpers/admin.js'
 import { send } from '../../../helpers/http.js'
 import { startTestIdp } from '../../../helpers/oidc-provider.js'
 import { routeFile } from '../../../helpers/routes.js'
-import { startUpstreamStub } from '../../../helpers/stack.js'
+import { rsaKeyPair } from '../../../helpers/keys.js'
+import { registerKey, sendSigned, startUpstreamStub } from '../../../helpers/stack.js'
 
 const PROBLEM = 'application/problem+json; charset=utf-8'
 
@@ -21,7 +22,9 @@ const issuerEntry = (name: string, idp: { issuer: string, audience: string }): s
 t.test('POST /v1/reload: every file at once, what changed in each; a bad file refuses all', async (t) => {
   const upstream = await startUpstreamStub(t)
   const [corp, partner] = await Promise.all([startTestIdp(t), startTestIdp(t)])
-  const routes = routeFile(t, `routes:\n  - { name: reports, path: /reports, upstream: "${upstream}", auth: bearer, rewrite: /healthz }\n`)
+  const reportsRoute = `  - { name: reports, path: /reports, upstream: "${upstream}", auth: bearer, rewrite: /healthz }\n` +
+    `  - { name: signed, path: /signed, upstream: "${upstream}", auth: signed, rewrite: /healthz }\n`
+  const routes = routeFile(t, `routes:\n${reportsRoute}`)
   const issuers = join(routes.path, '..', 'issuers.yaml')
   writeFileSync(issuers, `issuers:\n${issuerEntry('corp', corp)}`)
   const agents = join(routes.path, '..', 'agents.yaml')
@@ -38,6 +41,11 @@ t.test('POST /v1/reload: every file at once, what changed in each; a bad file re
   const partnerToken = await partner.clientCredentialsToken([])
   t.same(await bearer(corpToken), { status: 200, code: undefined }, 'corp\'s token is accepted (and now verified, cached)')
   t.same(await bearer(partnerToken), { status: 401, code: 'INVALID_TOKEN' }, 'partner is not trusted yet')
+  // corp's user registers a key: a signed request carries its bearer token too
+  const pair = rsaKeyPair()
+  t.equal((await registerKey(gw.url, corpToken, pair, 'laptop')).status, 201)
+  const signed = async (): Promise<number> => (await sendSigned(gw.url, { keys: pair, token: corpToken, method: 'GET', target: '/signed' })).status
+  t.equal(await signed(), 200, 'corp\'s user signs with its key')
 
   await t.test('nothing changed: an answer of empty changes', async (t) => {
     const res = await admin(gw, 'POST', '/v1/reload')
@@ -50,8 +58,7 @@ t.test('POST /v1/reload: every file at once, what changed in each; a bad file re
   })
 
   await t.test('a bad issuers file: 422, every file in force stays, the route file\'s change too', async (t) => {
-    routes.write(`routes:\n  - { name: reports, path: /reports, upstream: "${upstream}", auth: bearer, rewrite: /healthz }\n` +
-      `  - { name: open, path: /open, upstream: "${upstream}", auth: public, rewrite: /healthz }\n`)
+    routes.write(`routes:\n${reportsRoute}  - { name: open, path: /open, upstream: "${upstream}", auth: public, rewrite: /healthz }\n`)
     writeFileSync(issuers, `issuers:\n${issuerEntry('corp', corp)}  - { name: Bad Name, issuer: "ftp://x", audiences: [] }\n`)
     writeFileSync(agents, 'directories:\n  - { origin: "http://a.example" }\n')
     const res = await admin(gw, 'POST', '/v1/reload')
@@ -80,6 +87,7 @@ t.test('POST /v1/reload: every file at once, what changed in each; a bad file re
       agents: { file: agents, added: ['https://b.example'], removed: ['https://a.example'], changed: [] }
     })
     t.same(await bearer(corpToken), { status: 401, code: 'INVALID_TOKEN' }, 'corp\'s token, verified before, refused')
+    t.equal(await signed(), 401, 'and its user\'s key signs for nothing: the request\'s bearer token is refused')
     t.same(await bearer(partnerToken), { status: 200, code: undefined }, 'partner\'s token accepted, its keys fetched before the answer')
     t.equal((await send(gw.url, '/open')).status, 200, 'the new route serves')
     t.match(gw.lines.findLast((l) => l.msg === 'configuration reloaded'), { issuers: { removed: ['corp'] } }, 'logged')
