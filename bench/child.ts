@@ -14,7 +14,7 @@
 // Each role loads only its own modules (imported when it starts): the example service's process
 // does not load the gateway, which would cost it most of a second of CPU at every start.
 import { readdirSync, readFileSync } from 'node:fs'
-import type { ChildMessage, ParentMessage } from './ipc.js'
+import { sendIfConnected, type ChildMessage, type ParentMessage } from './ipc.js'
 import { parseStat, ticksPerSecond } from './proc.js'
 
 /** a stop gets this long (a start still under way included) before the process exits anyway */
@@ -83,7 +83,7 @@ async function startKeygate (): Promise<Running> {
 }
 
 function send (message: ChildMessage): void {
-  if (process.send !== undefined && process.connected) process.send(message)
+  sendIfConnected(process, message)
 }
 
 async function start (role: string): Promise<Running> {

@@ -2,7 +2,7 @@
 // stop it. Every child started here is registered for cleanup, which kills what is left.
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import type { ChildMessage, ParentMessage } from './ipc.js'
+import { sendIfConnected, type ChildMessage, type ParentMessage } from './ipc.js'
 
 /** this module runs from its TypeScript source (npm run bench), or compiled (the tests run the bench compiled, as they do the gateway) */
 const FROM_SOURCE = import.meta.url.endsWith('.ts')
@@ -84,10 +84,12 @@ export async function startService (name: string, role: Role, env: NodeJS.Proces
     pending.delete(message.id)
   })
   const cpuMicros = async (): Promise<number> => await new Promise((resolve, reject) => {
-    if (!child.connected) { reject(new Error(`${name} is gone${stderr.trim() === '' ? '' : `: ${stderr.trim()}`}`)); return }
     const id = ++nextId
     pending.set(id, resolve)
-    child.send({ type: 'cpu', id } satisfies ParentMessage)
+    if (!sendIfConnected(child, { type: 'cpu', id } satisfies ParentMessage)) {
+      pending.delete(id)
+      reject(new Error(`${name} is gone${stderr.trim() === '' ? '' : `: ${stderr.trim()}`}`))
+    }
   })
   return { name, url: ready.url, decisionUrl: ready.decisionUrl, pid: ready.pid, cpuMicros, stop: async () => { await stopChild(child) } }
 }
@@ -95,8 +97,7 @@ export async function startService (name: string, role: Role, env: NodeJS.Proces
 async function stopChild (child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return
   const exited = new Promise<void>((resolve) => child.once('exit', () => { resolve() }))
-  if (child.connected) child.send({ type: 'stop' } satisfies ParentMessage)
-  else child.kill('SIGTERM')
+  if (!sendIfConnected(child, { type: 'stop' } satisfies ParentMessage)) child.kill('SIGTERM')
   const timer = setTimeout(() => { child.kill('SIGKILL') }, 5000)
   await exited
   clearTimeout(timer)

@@ -107,6 +107,9 @@ async function main (): Promise<void> {
 }
 
 main().then(() => { if (!wasInterrupted()) process.exit(0) }, (err: unknown) => {
+  // Ctrl-C: what failed once its processes went away is no error of the run; the signal's handler
+  // exits (130) once everything is cleaned up
+  if (wasInterrupted()) return
   process.stderr.write(`bench: ${err instanceof Error ? err.message : String(err)}\n`)
   process.exit(1)
 })

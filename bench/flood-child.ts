@@ -8,6 +8,7 @@
 // It exits too when the parent goes away (the IPC channel closes).
 import { Pool } from 'undici'
 import type { FloodChildMessage, FloodParentMessage, FloodResult } from './flood.js'
+import { sendIfConnected } from './ipc.js'
 
 interface Counting {
   since: number
@@ -22,7 +23,7 @@ const state: { stopped: boolean; pool: Pool | undefined } = { stopped: false, po
 let counting = fresh()
 
 function send (message: FloodChildMessage): void {
-  if (process.send !== undefined && process.connected) process.send(message)
+  sendIfConnected(process, message)
 }
 
 async function loop (pool: Pool, path: string, headers: Record<string, string>): Promise<void> {

@@ -2,6 +2,7 @@
 // address, mark the start of a measurement, stop it and collect what it saw.
 import { fork, type ChildProcess } from 'node:child_process'
 import { benchModule } from './children.js'
+import { sendIfConnected } from './ipc.js'
 
 const CHILD = benchModule('flood-child')
 const START_TIMEOUT_MS = 30_000
@@ -39,6 +40,7 @@ export interface Flood {
 }
 
 const running = new Set<ChildProcess>()
+const gone = (child: ChildProcess): boolean => child.exitCode !== null || child.signalCode !== null || !child.connected
 
 /** Kills every flooder still running (cleanup; also on a synchronous exit). */
 export function killAllFloods (): void {
@@ -82,7 +84,7 @@ export async function startFlood (options: FloodOptions): Promise<Flood> {
       child.once('exit', onExit)
     })
   const started = next('started')
-  child.send({ type: 'start', localAddress: FLOOD_ADDRESS, ...options } satisfies FloodParentMessage)
+  sendIfConnected(child, { type: 'start', localAddress: FLOOD_ADDRESS, ...options } satisfies FloodParentMessage)
   try {
     await started
   } catch (err) {
@@ -90,10 +92,12 @@ export async function startFlood (options: FloodOptions): Promise<Flood> {
     throw err
   }
   return {
-    mark: () => { child.send({ type: 'mark' } satisfies FloodParentMessage) },
+    mark: () => { sendIfConnected(child, { type: 'mark' } satisfies FloodParentMessage) },
     stop: async () => {
+      // gone already (Ctrl-C reached it first): there is no result to wait for
+      if (gone(child)) throw new Error('the flooder exited')
       const result = next('result')
-      child.send({ type: 'stop' } satisfies FloodParentMessage)
+      sendIfConnected(child, { type: 'stop' } satisfies FloodParentMessage)
       const { result: seen } = await result
       const timer = setTimeout(() => { child.kill('SIGKILL') }, 5000)
       if (child.exitCode === null && child.signalCode === null) await new Promise((resolve) => child.once('exit', resolve))

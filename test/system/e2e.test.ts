@@ -58,7 +58,13 @@ for (const storeKind of STORE_KINDS) {
         t.match(res.json(), { code, status, type: String, title: String, detail: String }, name)
       }
       const missing = await send(gw.url, '/v1/auth/token', { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ username: 'alice' }) })
-      t.same(missing.json().errors, [{ field: 'password', message: "must have required property 'password'" }])
+      t.same(missing.json().errors, [{ field: 'password', message: 'is missing' }])
+      // in words a user understands, not the schema's ("must NOT have fewer than 1 characters")
+      const empty = await send(gw.url, '/v1/auth/token', { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ username: 'alice', password: '' }) })
+      t.equal(empty.status, 400)
+      t.match(empty.json(), { code: 'VALIDATION_FAILED', detail: 'Invalid request: password is empty', errors: [{ field: 'password', message: 'is empty' }] })
+      const typed = await send(gw.url, '/v1/auth/token', { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ username: 'alice', password: 7 }) })
+      t.same(typed.json().errors, [{ field: 'password', message: 'must be a string' }])
     })
 
     t.test('unknown user and wrong password answer alike', async (t) => {

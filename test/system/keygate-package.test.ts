@@ -4,12 +4,12 @@
 // serves a backend, handles its own signals, and answers --help, --version and typos. The
 // commands are docs/getting-started.md's block under "The package and the `keygate` command".
 import { execFile } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { packedSizes } from '../../scripts/package-sizes.js'
-import { docSnippet } from '../helpers/docs.js'
+import { docPage, docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
 import { rsaKeyPair } from '../helpers/keys.js'
 import { exitOn, interruptGroup, portAnswers, startCommand } from '../helpers/listening.js'
@@ -47,6 +47,16 @@ t.test('the packed keygate installs with --omit=dev and its keygate command fron
   t.same([npm, verb, rest.at(-1)], ['npm', 'install', tarball])
   const project = await installInScratch(t, tarball, rest.slice(0, -1))
   const installed = readdirSync(join(project, 'node_modules'))
+  // the page's "N packages, M MB": what this install put in node_modules (keygate included), as npm's lock of it lists
+  // them, and the size of their files added up
+  const lock = JSON.parse(readFileSync(join(project, 'node_modules', '.package-lock.json'), 'utf8')) as { packages: Record<string, unknown> }
+  const count = Object.keys(lock.packages).filter((path) => path.startsWith('node_modules/')).length
+  const bytes = readdirSync(join(project, 'node_modules'), { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile()).reduce((sum, entry) => sum + statSync(join(entry.parentPath, entry.name)).size, 0)
+  const [, pageCount, pageMb] = /: (\d+) packages, (\d+) MB \(/.exec(docPage('docs/getting-started.md')) ?? []
+  t.equal(count, Number(pageCount), `the page's package count (${count} installed)`)
+  const mb = bytes / 1e6
+  t.ok(Math.abs(mb - Number(pageMb)) <= Number(pageMb) * 0.1, `the page's size within 10% (${mb.toFixed(1)} MB installed, the page says ${pageMb ?? ''})`)
   for (const devOnly of ['tsx', 'esbuild', 'typescript', '@keygate', 'tap']) {
     t.notOk(installed.includes(devOnly), `${devOnly} is not installed`)
   }

@@ -3,7 +3,8 @@
 // two workers on the real Redis. After signed, refused and locked-out requests, Prometheus's HTTP API
 // shows keygate's series with the labels docs/observability.md documents, the recording rules'
 // values, every query of the Grafana dashboard as valid PromQL, and alerts firing: a flood of bad
-// signatures throttled, a login lockout, a worker killed and replaced.
+// signatures throttled, a login lockout, a worker killed and replaced, fetches of an identity
+// provider's keys failing.
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -53,6 +54,8 @@ t.test('Prometheus scrapes keygate with two workers: series, recording rules, da
   async (t) => {
     const upstream = await startUpstreamStub(t)
     const metricsPort = await freePort()
+    // a trusted identity provider that does not answer: a loopback port nothing listens on
+    const idp = `http://127.0.0.1:${await freePort()}`
 
     // the page's configuration, with 1 s intervals, the kit's rules and this keygate as its target
     const [block] = docBlocks('docs/monitoring.md', 'Loading the kit', 'yaml')
@@ -82,10 +85,17 @@ t.test('Prometheus scrapes keygate with two workers: series, recording rules, da
         UPSTREAM_URL: upstream,
         KEYGATE_METRICS_PORT: String(metricsPort),
         OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(spans.address() as AddressInfo).port}`,
-        // a flood and a lockout in a few requests
+        // a flood and a lockout in a few requests, counted in windows longer than the test: the verdicts
+        // depend on how many requests were sent, never on how fast a busy machine sends them
         KEYGATE_SIGNATURE_FAILURE_LIMIT: '3',
+        KEYGATE_SIGNATURE_FAILURE_WINDOW_SECONDS: '3600',
         KEYGATE_SIGNATURE_FAILURE_DELAY_MS: '0',
-        KEYGATE_LOGIN_MAX_FAILURES_PER_USER: '1'
+        KEYGATE_LOGIN_MAX_FAILURES_PER_USER: '1',
+        KEYGATE_OIDC_ISSUER: idp,
+        KEYGATE_OIDC_AUDIENCE: 'keygate',
+        KEYGATE_OIDC_NAME: 'down',
+        // its key set named, not discovered: a failed key set fetch is retried after 5 s, a failed discovery after 30
+        KEYGATE_OIDC_JWKS_URI: `${idp}/jwks`
       })
     ])
 
@@ -183,7 +193,7 @@ t.test('Prometheus scrapes keygate with two workers: series, recording rules, da
       t.ok(jobs.includes('keygate'), 'the job variable finds keygate')
     })
 
-    await t.test('alerts fire: a flood throttled, a login lockout, a worker restarting', async (t) => {
+    await t.test('alerts fire: a flood throttled, a login lockout, an IdP not answering, a worker restarting', async (t) => {
       const flood = await eventually('KeygateSignatureFlood', async () => await firing(prometheus),
         (a) => a.some((x) => x.labels.alertname === 'KeygateSignatureFlood'))
       const alert = flood.find((x) => x.labels.alertname === 'KeygateSignatureFlood')
@@ -196,6 +206,14 @@ t.test('Prometheus scrapes keygate with two workers: series, recording rules, da
       t.equal(await badLogin(), 429, 'still locked out')
       await eventually('KeygateLoginLockouts', async () => await firing(prometheus),
         (a) => a.some((x) => x.labels.alertname === 'KeygateLoginLockouts'))
+
+      // the identity provider that never answered: its fetches fail, and its keys are unusable (pending: the alert waits 2 minutes)
+      const idpAlerts = await eventually('KeygateIdpKeyFetchFailing', async () => await prometheus.api<{ alerts: Alert[] }>('alerts'),
+        (r) => r.alerts.some((x) => x.labels.alertname === 'KeygateIdpKeyFetchFailing' && x.state === 'firing'))
+      t.match(idpAlerts.alerts.find((x) => x.labels.alertname === 'KeygateIdpKeyFetchFailing'),
+        { labels: { issuer: 'down', severity: 'warning' }, annotations: { runbook: 'docs/monitoring.md#keygateidpkeyfetchfailing' } })
+      t.match(idpAlerts.alerts.find((x) => x.labels.alertname === 'KeygateIdpKeysUnusable'),
+        { state: 'pending', labels: { issuer: 'down', severity: 'critical' } }, 'KeygateIdpKeysUnusable: its condition holds')
 
       const [victim] = gw.workers as [number, number]
       process.kill(victim, 'SIGKILL')

@@ -13,6 +13,7 @@ import type { HTTPRequest } from 'puppeteer-core'
 import t from 'tap'
 import { axeViolations, seriousOnes } from '../helpers/axe.js'
 import { launchChromium } from '../helpers/chromium.js'
+import { docBlocks, docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
 import { startTestIdp } from '../helpers/oidc-provider.js'
 import { routeFile } from '../helpers/routes.js'
@@ -72,6 +73,17 @@ t.test('the portal\'s login through an identity provider', async (t) => {
     })
     return { status: res.status, body: res.json<Record<string, unknown>>(), headers: res.headers }
   }
+  /** the session request as docs/portal.md writes it, its placeholders filled: the handoff id, the login cookie */
+  const redeemAsDocumented = async (handoff: string, cookie: string) => {
+    const [request] = docBlocks('docs/portal.md', 'The session request', 'http')
+    const [head = '', body = ''] = (request ?? '').split(/\n\n/)
+    const [line = '', ...headerLines] = head.split('\n')
+    const [method, path] = line.split(' ')
+    const filled = (text: string): string => text.replace('keygate_login=<the login cookie>', cookie).replace('<the id after handoff=>', handoff)
+    const headers = Object.fromEntries(headerLines.map((h) => h.split(': ')).map(([name = '', value = '']) => [name.toLowerCase(), filled(value)]))
+    const res = await send(gw.url, path ?? '', { method: method ?? '', headers, body: filled(body.trim()) })
+    return { status: res.status, body: res.json<Record<string, unknown>>(), headers: res.headers }
+  }
 
   t.test('the providers the page offers', async (t) => {
     const res = await send(gw.url, '/portal/oidc/providers')
@@ -105,8 +117,11 @@ t.test('the portal\'s login through an identity provider', async (t) => {
     t.match(new URL(redirect).searchParams.get('iss'), idp.issuer, 'RFC 9207: the IdP names itself')
     const handoff = await callback(redirect, cookie)
     t.pass('the callback sends the page to its handoff, in the URL\'s fragment, with Cache-Control: no-store')
-    const session = await redeem(handoff, cookie)
-    t.equal(session.status, 200, `the handoff taken: ${String(session.body.code ?? '')} ${String(session.body.detail ?? '')}`)
+    const session = await redeemAsDocumented(handoff, cookie)
+    t.equal(session.status, 200, `the handoff taken, as docs/portal.md shows: ${String(session.body.code ?? '')} ${String(session.body.detail ?? '')}`)
+    const documented = JSON.parse(docSnippet('docs/portal.md', 'The session request', 'json')) as Record<string, unknown>
+    t.same(Object.keys(session.body).sort(), Object.keys(documented).sort(), 'the answer has the fields the page shows')
+    t.match(session.body, { token: /^eyJ/, expiresAt: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/ }, 'a JWT, and an ISO time')
     t.equal(session.body.username, 'corp:bob')
     t.equal(session.body.then, '#/keys')
     t.equal(session.headers['cache-control'], 'no-store')

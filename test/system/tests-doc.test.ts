@@ -9,7 +9,7 @@ import { join, relative } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { ROOT } from '../helpers/build.js'
-import { docSnippet } from '../helpers/docs.js'
+import { docPage, docSnippet } from '../helpers/docs.js'
 
 const run = promisify(execFile)
 const block = docSnippet('docs/tests.md', 'Running the tests', 'sh')
@@ -42,6 +42,19 @@ t.test('the npm scripts the block names do what its comments say', async (t) => 
   t.ok(readdirSync(join(ROOT, 'test/chaos')).some((name) => name.endsWith('.chaos.ts')), 'and there are some')
   const ci = readFileSync(join(ROOT, '.ci/run'), 'utf8')
   for (const command of ['npm run lint', 'npm test', 'npm run test:chaos']) t.match(ci, new RegExp(`^ *${command}\\b`, 'm'), `.ci/run runs ${command}`)
+})
+
+t.test('.ci/run runs the browser tests again with the bundled Chromium, as docs/tests.md says: every file that launches one', async (t) => {
+  const ci = readFileSync(join(ROOT, '.ci/run'), 'utf8')
+  const listed = /^browser_tests=\(([^)]*)\)$/m.exec(ci)?.[1]?.split(' ').sort() ?? []
+  const launching = testFiles('test/system', false).filter((file) => /^import \{[^}]*\blaunchChromium\b[^}]*\} from '\.\.\/helpers\/chromium\.js'/m.test(readFileSync(join(ROOT, file), 'utf8')))
+  t.same(listed, launching, 'the list: the test files that launch Chromium')
+  t.match(ci, /^ *KEYGATE_TEST_BROWSER=bundled npx tap "\$\{browser_tests\[@\]\}"/m, 'run with KEYGATE_TEST_BROWSER=bundled')
+  t.ok(ci.indexOf('KEYGATE_TEST_BROWSER=bundled') > ci.indexOf('npm test 2>&1'), 'after the README\'s npm test')
+  t.match(ci, /missing\+=\(chromium\)/, 'Debian\'s chromium installed when missing, for npm test')
+  const doc = docPage('docs/tests.md')
+  for (const file of launching) t.ok(doc.includes(file.replace(/^test\/system\//, '')), `docs/tests.md names ${file}`)
+  t.match(doc, /KEYGATE_TEST_BROWSER=bundled npx tap/, 'and the phase\'s command')
 })
 
 t.test('the npx tap lines name the files their comments say', async (t) => {

@@ -79,6 +79,7 @@ const CLAIMS: Claim[] = [
   { page: 'docs/identity-providers.md', heading: 'The issuers file', lang: 'yaml', by: 'test/unit/gateway/idp/issuers-doc.test.ts' },
   { page: 'docs/identity-providers.md', heading: 'Configurations for common IdPs', lang: 'yaml', by: 'test/unit/gateway/idp/issuers-doc.test.ts' },
   { page: 'docs/identity-providers.md', heading: 'The portal\'s login', lang: 'yaml', by: 'test/unit/gateway/idp/issuers-doc.test.ts' },
+  { page: 'docs/identity-providers.md', heading: 'The CA keygate trusts', lang: 'sh', by: 'test/system/idp-ca.test.ts' },
   { page: 'docs/decision/nginx.md', heading: 'keygate\'s side', lang: 'sh', by: 'test/system/decision-nginx.test.ts' },
   { page: 'docs/decision/nginx.md', heading: 'The configuration', lang: 'nginx', by: 'test/system/decision-nginx.test.ts' },
   { page: 'docs/decision/nginx.md', heading: 'Where clients log in and register keys', lang: 'nginx', by: 'test/system/decision-nginx.test.ts' },

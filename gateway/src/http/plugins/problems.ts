@@ -16,8 +16,31 @@ declare module 'fastify' {
 
 interface SchemaIssue {
   instancePath: string
+  keyword?: string
   message?: string
   params: Record<string, unknown>
+}
+
+/** What a schema issue means, in words a user understands ("is empty", not "must NOT have fewer than 1 characters"). */
+function issueWords (issue: SchemaIssue): string {
+  const { keyword, params } = issue
+  const limit = Number(params.limit)
+  switch (keyword) {
+    case 'required': return 'is missing'
+    case 'additionalProperties': return 'is not an accepted field'
+    case 'type': return `must be ${/^[aeiou]/.test(String(params.type)) ? 'an' : 'a'} ${String(params.type)}`
+    case 'minLength': return limit === 1 ? 'is empty' : `is shorter than ${limit} characters`
+    case 'maxLength': return `is longer than ${limit} characters`
+    case 'minItems': return limit === 1 ? 'is empty' : `has fewer than ${limit} items`
+    case 'maxItems': return `has more than ${limit} items`
+    case 'minimum': return `must be ${limit} or more`
+    case 'maximum': return `must be ${limit} or less`
+    case 'enum': return `must be one of ${(params.allowedValues as unknown[] | undefined)?.map((v) => JSON.stringify(v)).join(', ') ?? 'the accepted values'}`
+    case 'const': return `must be ${JSON.stringify(params.allowedValue)}`
+    case 'pattern': return 'is not in the accepted form'
+    case 'format': return `is not a valid ${String(params.format)}`
+    default: return issue.message ?? 'is not valid'
+  }
 }
 
 function fieldErrors (issues: readonly SchemaIssue[]): FieldError[] {
@@ -25,8 +48,7 @@ function fieldErrors (issues: readonly SchemaIssue[]): FieldError[] {
     const named = issue.params.missingProperty ?? issue.params.additionalProperty
     const path = issue.instancePath.replace(/^\//, '').replaceAll('/', '.')
     const field = typeof named === 'string' ? (path === '' ? named : `${path}.${named}`) : (path === '' ? 'body' : path)
-    const message = issue.params.additionalProperty !== undefined ? 'is not an accepted field' : (issue.message ?? 'is not valid')
-    return { field, message }
+    return { field, message: issueWords(issue) }
   })
 }
 
