@@ -27,9 +27,9 @@ import { routeListRoutes } from './http/routes/routes.js'
 import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
 import { usageRoutes } from './http/routes/usage.js'
-import { createIdpVerifier } from './idp/idp-tokens.js'
-import { createIssuerKeys, type IssuerKeys } from './idp/issuer-keys.js'
-import { loadIssuers, singleIssuer, type IssuerConfig } from './idp/issuers.js'
+import { createIssuerKeys, type IssuerKeys, type IssuerKeysOptions } from './idp/issuer-keys.js'
+import { loadIssuers, singleIssuer } from './idp/issuers.js'
+import { createIssuersInForce } from './idp/issuers-in-force.js'
 import { createPortalLogin, type PortalLogin } from './idp/portal-login.js'
 import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
 import { ByteBudget } from './lib/byte-budget.js'
@@ -39,9 +39,11 @@ import { REDACTED, REDACTED_PATHS, redactUrl } from './lib/redact-url.js'
 import { createRateLimiter } from './limits/limiter.js'
 import { createAgentDirectories, type AgentDirectories } from './agents/agent-directories.js'
 import { loadAgentsFile } from './agents/agents-file.js'
+import { createAgentsInForce, type AgentsInForce } from './agents/agents-in-force.js'
 import { directoryFetch, type DirectoryFetchOptions } from './agents/directory-fetch.js'
 import { directoryCheck } from './auth/directory-signature.js'
 import { createGatewayMetrics } from './metrics/metrics.js'
+import { createConfigReloader } from './proxy/config-reload.js'
 import { createIdentityTokenIssuer } from './proxy/identity.js'
 import type { RouteConfig } from './proxy/route.js'
 import { createRouteRegistry } from './proxy/route-registry.js'
@@ -97,7 +99,7 @@ interface Building {
 
 /** The services, each built once and handed to the plugins that use it as their options; the users bootstrapped. */
 async function buildServices ({ app, options, config, store }: Building):
-Promise<{ services: KeygateServices; userScopes: UserScopes; signatureBudget: SignatureBudget; usage: UsageCounter | undefined }> {
+Promise<{ services: Omit<KeygateServices, 'reloader'>; userScopes: UserScopes; signatureBudget: SignatureBudget; usage: UsageCounter | undefined }> {
   const routes = await createRouteRegistry(config, app.log, options.routes)
   app.addHook('onClose', async () => { routes.close() })
   const tokens = await createTokenService(config.jwt, store)
@@ -123,7 +125,7 @@ Promise<{ services: KeygateServices; userScopes: UserScopes; signatureBudget: Si
       }
     })
     : undefined
-  const services: KeygateServices = {
+  const services: Omit<KeygateServices, 'reloader'> = {
     store,
     tokens,
     users,
@@ -149,60 +151,69 @@ Promise<{ services: KeygateServices; userScopes: UserScopes; signatureBudget: Si
  * Trusted identity providers' tokens, beside keygate's own (docs/identity-providers.md): each
  * issuer's keys fetched now; an issuer whose keys cannot be had yet makes /readyz say so, and its
  * tokens get 503 IDP_KEYS_UNAVAILABLE until they can. With the portal, its login through those
- * issuers that have portalLogin.
+ * issuers that have portalLogin. With an issuers file, the issuers in force change when it is
+ * reloaded (idp/issuers-in-force.ts; none at start is then a set like any other).
  */
-async function trustIdentityProviders ({ app, config, store, tracing }: Building, services: KeygateServices):
+async function trustIdentityProviders ({ app, config, store, tracing }: Building, services: Omit<KeygateServices, 'reloader'>):
 Promise<{ idp: IdpTokens | undefined; portalLogin: PortalLogin | undefined }> {
   const { file: issuersFile, oidc } = config.identityProviders
   const issuers = await loadIssuers({ file: issuersFile, single: oidc === undefined ? undefined : singleIssuer(oidc) })
-  if (issuers.length === 0) return { idp: undefined, portalLogin: undefined }
-  const issuerKeys = new Map(issuers.map((issuer) => [issuer, createIssuerKeys(issuer, {
-    onFetch: (from, outcome) => {
-      services.metrics.observeIdpFetch(from.name, outcome.what, outcome.ok, outcome.seconds)
-      tracing?.fetched('keygate.idp_key_fetch', outcome.seconds, {
-        'keygate.issuer': from.name,
-        'keygate.fetch': outcome.what,
-        ...(outcome.keys !== undefined && { 'keygate.keys': outcome.keys })
-      }, outcome.error)
-      if (!outcome.ok) app.log.warn({ issuer: from.name, what: outcome.what, error: outcome.error }, 'an identity provider\'s keys could not be fetched')
-    }
-  })]))
-  services.identityProviders = [...issuerKeys.values()]
-  services.metrics.watchIdpKeys(services.identityProviders)
-  app.addHook('onClose', async () => { for (const keys of issuerKeys.values()) keys.close() })
-  await Promise.all([...issuerKeys.values()].map(async (keys) => {
+  if (issuersFile === undefined && issuers.length === 0) return { idp: undefined, portalLogin: undefined }
+  const onFetch: IssuerKeysOptions['onFetch'] = (from, outcome) => {
+    services.metrics.observeIdpFetch(from.name, outcome.what, outcome.ok, outcome.seconds)
+    tracing?.fetched('keygate.idp_key_fetch', outcome.seconds, {
+      'keygate.issuer': from.name,
+      'keygate.fetch': outcome.what,
+      ...(outcome.keys !== undefined && { 'keygate.keys': outcome.keys })
+    }, outcome.error)
+    if (!outcome.ok) app.log.warn({ issuer: from.name, what: outcome.what, error: outcome.error }, 'an identity provider\'s keys could not be fetched')
+  }
+  const startKeys = async (keys: IssuerKeys): Promise<void> => {
     await keys.start().catch((err: Error) => { app.log.warn({ issuer: keys.issuer.name, err }, 'an identity provider\'s keys are not usable yet') })
-  }))
-  const keysOf = (issuer: IssuerConfig): IssuerKeys => issuerKeys.get(issuer) as IssuerKeys
-  const idp: IdpTokens = {
-    verifier: createIdpVerifier(issuers, keysOf),
-    provision: async (username, issuedAt) => await services.users.provisionIdpUser(username, issuedAt)
   }
   // the developer portal's login through those issuers that have portalLogin (idp/portal-login.ts)
-  let portalLogin: PortalLogin | undefined
-  if (config.portalPrefix !== undefined && issuers.some((issuer) => issuer.portalLogin !== undefined)) {
-    portalLogin = createPortalLogin({
-      issuers,
-      store,
-      keysOf,
-      verifier: idp.verifier,
-      onError: (err) => { app.log.warn({ err }, 'a portal login through an identity provider failed') }
-    })
+  const withLogin = config.portalPrefix !== undefined && (issuersFile !== undefined || issuers.some((issuer) => issuer.portalLogin !== undefined))
+  const inForce = createIssuersInForce(issuers, {
+    makeKeys: (issuer) => createIssuerKeys(issuer, { onFetch }),
+    startKeys,
+    ...(withLogin && {
+      portalLoginOf: (list, keysOf, verifier) => createPortalLogin({
+        issuers: list,
+        store,
+        keysOf,
+        verifier,
+        onError: (err) => { app.log.warn({ err }, 'a portal login through an identity provider failed') }
+      })
+    }),
+    onSwap: (keys) => { services.metrics.watchIdpKeys(keys) }
+  })
+  services.issuers = inForce
+  app.addHook('onClose', async () => { inForce.close() })
+  await Promise.all(inForce.keys.map(startKeys))
+  const idp: IdpTokens = {
+    verifier: inForce.verifier,
+    provision: async (username, issuedAt) => await services.users.provisionIdpUser(username, issuedAt)
   }
-  return { idp, portalLogin }
+  return { idp, portalLogin: inForce.portalLogin }
 }
 
 /**
  * Signed agents' key directories (docs/agents.md): pinned ones from the agents file, others
- * fetched when an agent names them, through the address guard, within bounds.
+ * fetched when an agent names them, through the address guard, within bounds. The agents file
+ * in force changes when it is reloaded (agents/agents-in-force.ts).
  */
-async function agentDirectoriesOf ({ app, options, config, tracing }: Building, services: KeygateServices): Promise<AgentDirectories> {
+async function agentDirectoriesOf ({ app, options, config, tracing }: Building, services: Omit<KeygateServices, 'reloader'>):
+Promise<{ agentDirectories: AgentDirectories; agentsInForce: AgentsInForce }> {
   const agentSettings = await loadAgentsFile(config.agentDirectoriesFile)
-  const agentDirectories = createAgentDirectories({
-    fetch: directoryFetch({ privateOrigins: agentSettings.privateOrigins, ...options.agentDirectories }),
+  const agentsInForce = createAgentsInForce(config.agentDirectoriesFile, agentSettings, (settings, touched) => {
+    agentDirectories.repin(settings.pinned, touched)
+  })
+  const agentDirectories: AgentDirectories = createAgentDirectories({
+    fetch: directoryFetch({ privateOrigins: agentsInForce.privateOrigins, ...options.agentDirectories }),
     checkDirectory: (agent) => directoryCheck(agent, options.now),
     pinned: agentSettings.pinned,
-    named: (origin) => agentSettings.privateOrigins.has(origin) || agentSettings.pinned.some((pinned) => pinned.origin === origin),
+    // the agents file in force names it: reloaded with the file
+    named: agentsInForce.named,
     ...(options.now && { now: options.now }),
     onFetch: (agent, outcome) => {
       services.metrics.observeAgentDirectoryFetch(outcome.ok, outcome.seconds)
@@ -214,7 +225,7 @@ async function agentDirectoriesOf ({ app, options, config, tracing }: Building, 
     }
   })
   app.addHook('onClose', async () => { agentDirectories.close() })
-  return agentDirectories
+  return { agentDirectories, agentsInForce }
 }
 
 /** The one way a request is authenticated, per tier: each tier's pipeline, its stages traced when tracing is on. */
@@ -277,7 +288,7 @@ async function registerOwnPlugins ({ app, options, config, store, tracing }: Bui
     await app.register(portalPlugin, { prefix: config.portalPrefix, ...(portalLogin !== undefined && { login: { service: portalLogin, store } }) })
   }
 
-  await app.register(healthRoutes, { store, identityProviders: services.identityProviders ?? [] })
+  await app.register(healthRoutes, { store, identityProviders: () => services.issuers?.keys ?? [] })
   await app.register(jwksRoutes, { tokens })
   await app.register(timeRoutes, { ...(options.now && { now: options.now }) })
   // keygate's own JSON endpoints: their bodies count against the same body memory as business ones
@@ -316,9 +327,18 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   }
 
   const building: Building = { app, options, config, store, tracing }
-  const { services, userScopes, signatureBudget, usage } = await buildServices(building)
-  const { idp, portalLogin } = await trustIdentityProviders(building, services)
-  const agentDirectories = await agentDirectoriesOf(building, services)
+  const built = await buildServices(building)
+  const { userScopes, signatureBudget, usage } = built
+  const { idp, portalLogin } = await trustIdentityProviders(building, built.services)
+  const { agentDirectories, agentsInForce } = await agentDirectoriesOf(building, built.services)
+  // SIGHUP, `keygate reload` and the admin API's POST /v1/reload: every file that can change without a restart
+  const reloader = createConfigReloader({
+    routes: built.services.routes,
+    issuers: { file: config.identityProviders.file, inForce: built.services.issuers },
+    agents: agentsInForce,
+    log: app.log
+  })
+  const services: KeygateServices = Object.assign(built.services, { reloader })
   app.decorate('keygate', services)
   app.decorateRequest('auth', null)
   app.decorateRequest('described', null)

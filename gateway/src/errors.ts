@@ -48,6 +48,7 @@ export const ERRORS = {
   PAYLOAD_TOO_LARGE: { status: 413, title: 'The request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'The content type is not accepted here' },
   ROUTE_FILE_INVALID: { status: 422, title: 'The route file has mistakes; the routes in force stay' },
+  CONFIG_FILE_INVALID: { status: 422, title: 'A reloaded file has mistakes; every file in force stays' },
   RATE_LIMITED: { status: 429, title: 'Too many requests' },
   HEADERS_TOO_LARGE: { status: 431, title: 'The request headers are too large' },
   INTERNAL_ERROR: { status: 500, title: 'Internal error' },

@@ -1,13 +1,14 @@
 // Fastify declaration merging: the services keygate decorates its instance with. What it adds to
 // requests is declared beside the code that sets it (auth/authenticate.ts, proxy/upstream-request.ts,
 // http/plugins/problems.ts, http/plugins/metrics.ts), so that no layer relies on a higher one.
-import type { IssuerKeys } from './idp/issuer-keys.js'
+import type { IssuersInForce } from './idp/issuers-in-force.js'
 import type { FastifyInstance as DecisionApp } from 'fastify'
 import type { UsageCounter } from './analytics/counter.js'
 import type { KeyRegistry } from './keys/key-registry.js'
 import type { ByteBudget } from './lib/byte-budget.js'
 import type { GatewayMetrics } from './metrics/metrics.js'
 import type { LoginGuard } from './users/login-guard.js'
+import type { ConfigReloader } from './proxy/config-reload.js'
 import type { RouteRegistry } from './proxy/route-registry.js'
 import type { Store } from './store/index.js'
 import type { TokenService } from './tokens/token-service.js'
@@ -27,8 +28,10 @@ export interface KeygateServices {
   usage?: UsageCounter
   /** decision mode's app, on the same services (decision/server.ts), when KEYGATE_DECISION_PORT is set; not listening yet */
   decisions?: DecisionApp
-  /** the trusted identity providers' keys (idp/issuer-keys.ts), when any are configured */
-  identityProviders?: IssuerKeys[]
+  /** the trusted issuers in force and their keys (idp/issuers-in-force.ts): with KEYGATE_ISSUERS, or KEYGATE_OIDC_* */
+  issuers?: IssuersInForce
+  /** reloads the route, issuers and agents files, all or nothing (proxy/config-reload.ts): SIGHUP, keygate reload, POST /v1/reload */
+  reloader: ConfigReloader
 }
 
 declare module 'fastify' {

@@ -81,7 +81,7 @@ export async function startLoginApp (t: Teardown, options: LoginAppOptions): Pro
   // Only what these routes use: store, users, tokens.
   app.decorate('keygate', { store, tokens, users } as unknown as KeygateServices)
   await app.register(problemsPlugin)
-  await app.register(healthRoutes, { store, identityProviders: [] })
+  await app.register(healthRoutes, { store, identityProviders: () => [] })
   await app.register(jwksRoutes, { tokens })
   await app.register(tokenRoutes, { tokens, guard: createLoginGuard(store, users, options.login) })
   const url = await app.listen({ port: 0, host: '127.0.0.1' })

@@ -225,7 +225,7 @@ t.test('docs/admin.md and docs/cli.md, run as written against one gateway on Red
     const answers = jsonStream(run.stdout)
     const curls = endpointsBlock.match(/^curl /gm)?.length ?? 0
     t.equal(answers.length, curls, `one answer per curl (${curls})`)
-    const [users, alice, passwordSet, scopesSet, removed, keys, key, patched, revoked, routes, reload, usage, openapi] =
+    const [users, alice, passwordSet, scopesSet, removed, keys, key, patched, revoked, routes, reload, reloadAll, usage, openapi] =
       answers as Array<Record<string, unknown>>
     t.match(users, { items: [{ username: 'alice', activeKeys: 1, scopes: [] }], next_cursor: null })
     t.match(alice, { username: 'alice', activeKeys: 1, keys: 1 })
@@ -239,6 +239,8 @@ t.test('docs/admin.md and docs/cli.md, run as written against one gateway on Red
     t.match(routes, { file: null, items: Array })
     t.ok((routes?.items as unknown[]).length > 0, 'the built-in routes')
     t.match(reload, { code: 'NO_ROUTE_FILE' }, 'the gateway was started without KEYGATE_ROUTES')
+    const none = { file: null, added: [], removed: [], changed: [] }
+    t.same(reloadAll, { routes: none, issuers: none, agents: none }, 'none of the three files: nothing reloaded')
     t.match(usage, { code: 'USER_NOT_FOUND' }, 'alice is removed by then')
     t.match(openapi, { openapi: /^3\.1/, paths: { '/v1/users': Object } })
   })

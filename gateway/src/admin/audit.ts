@@ -6,7 +6,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 
-export type AuditAction = 'user.put' | 'user.delete' | 'key.update' | 'key.revoke' | 'routes.reload'
+export type AuditAction = 'user.put' | 'user.delete' | 'key.update' | 'key.revoke' | 'routes.reload' | 'config.reload'
 
 declare module 'fastify' {
   interface FastifyContextConfig {

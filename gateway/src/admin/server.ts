@@ -20,6 +20,7 @@ import { auditPlugin } from './audit.js'
 import { adminTokenCheck } from './auth.js'
 import { adminKeyRoutes } from './keys.js'
 import type { Operations } from './operations.js'
+import { adminReloadRoutes, type FilesReload } from './reload.js'
 import type { RouteControl } from './route-control.js'
 import { adminRouteRoutes } from './routes.js'
 import { adminUsageRoutes, type UsageReader } from './usage.js'
@@ -29,6 +30,8 @@ import type { Store } from '../store/index.js'
 export interface AdminServices {
   operations: Operations
   routes: RouteControl
+  /** the route, issuers and agents files reloaded together (POST /v1/reload) */
+  files: FilesReload
   /** where a key or a user stands against the rate limits of the routes in force */
   usage: UsageReader
   /** usage over time, as every gateway on the store counted it (analytics/) */
@@ -62,7 +65,7 @@ const DESCRIPTION = [
   '',
   'It listens on a port of its own (`KEYGATE_ADMIN_PORT`, on 127.0.0.1 by default), never on the public port. Every request, this ' +
     'document included, needs `Authorization: Bearer <KEYGATE_ADMIN_TOKEN>`. Every change (PUT and DELETE of a user, DELETE of a key, ' +
-    'a route reload) is written to the gateway\'s log as an audit line.',
+    'a reload) is written to the gateway\'s log as an audit line.',
   '',
   'Errors are RFC 9457 `application/problem+json` with a stable `code`, from the same catalog as the gateway\'s.'
 ].join('\n')
@@ -108,7 +111,7 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
       tags: [
         { name: 'users', description: 'Users: their passwords and their keys' },
         { name: 'keys', description: 'Registered API keys: list, show, revoke' },
-        { name: 'routes', description: 'The route table in force, and reloading the route file' },
+        { name: 'routes', description: 'The route table in force, and reloading the route file (or every file: routes, issuers, agents)' },
         {
           name: 'usage',
           description: 'Rate limits and quotas: what a key, a user or an agent has used, and what remains; requests over time by key, user, route and agent'
@@ -133,6 +136,7 @@ export async function buildAdminApp (services: AdminServices, options: Omit<Admi
   await app.register(adminUserRoutes, { operations: services.operations })
   await app.register(adminKeyRoutes, { operations: services.operations })
   await app.register(adminRouteRoutes, { routes: services.routes })
+  await app.register(adminReloadRoutes, { files: services.files })
   await app.register(adminUsageRoutes, { usage: services.usage, operations: services.operations, analytics: services.analytics })
   return app
 }

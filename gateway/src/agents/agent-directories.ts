@@ -83,6 +83,8 @@ export interface AgentDirectories {
   keyFor: (agent: SignatureAgent, keyid: string, routeNamesAgent?: boolean) => AgentKey | Promise<AgentKey>
   /** directories held now (pinned ones included) and fetches started since start */
   stats: () => { held: number; failed: number; fetches: number }
+  /** a reloaded agents file's pins in force; what was fetched of `touched` origins (their entry changed) is dropped */
+  repin: (pinned: readonly PinnedDirectory[], touched: ReadonlySet<string>) => void
   close: () => void
 }
 
@@ -144,6 +146,21 @@ function newDirectoryBudget (perMinute: number, now: () => number) {
   }
 }
 
+/** the pinned directories by origin, each one's keys by thumbprint */
+function pinsOf (directories: readonly PinnedDirectory[]): Map<string, Map<string, PublishedKey>> {
+  return new Map(directories.map((directory) => [directory.origin, new Map(directory.keys.map((key) => [key.thumbprint, key]))]))
+}
+
+/** what was fetched (or failed) of these origins, dropped: fetched again under the agents file now in force */
+function dropFetched (entries: LruCache<string, Entry>, failures: LruCache<string, Failure>, origins: ReadonlySet<string>): void {
+  for (const url of [...entries.keys()]) {
+    if (!origins.has(new URL(url).origin)) continue
+    entries.get(url)?.set.close()
+    entries.delete(url)
+  }
+  for (const url of [...failures.keys()]) if (origins.has(new URL(url).origin)) failures.delete(url)
+}
+
 export function createAgentDirectories (options: AgentDirectoriesOptions): AgentDirectories {
   const now = options.now ?? Date.now
   const retryIntervalMs = options.retryIntervalMs ?? DEFAULT_RETRY_INTERVAL_MS
@@ -152,7 +169,7 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
     if (entry.kind === 'set') entry.set.close()
   })
   const failures = new LruCache<string, Failure>(options.maxFailures ?? DEFAULT_MAX_FAILED_DIRECTORIES)
-  const pinned = new Map<string, Map<string, PublishedKey>>()
+  let pinned = pinsOf(options.pinned ?? [])
   let fetches = 0
   const budget = newDirectoryBudget(newPerMinute, now)
 
@@ -248,12 +265,14 @@ export function createAgentDirectories (options: AgentDirectoriesOptions): Agent
     return first(agent, countedIn).then(async (set) => ({ agent, key: await set.publishedKey(keyid, true), pinned: false }))
   }
 
-  for (const directory of options.pinned ?? []) pinned.set(directory.origin, new Map(directory.keys.map((key) => [key.thumbprint, key])))
-
   return {
     keyFor: lookUp,
     stats: () => {
       return { held: pinned.size + entries.size, failed: failures.size, fetches }
+    },
+    repin: (directories, touched) => {
+      pinned = pinsOf(directories)
+      dropFetched(entries, failures, touched)
     },
     close: () => {
       for (const entry of entries.values()) entry.set.close()

@@ -6,8 +6,8 @@ import { guardedFetch, type Resolver } from '../net/guarded-fetch.js'
 import { DIRECTORY_MAX_BYTES, DIRECTORY_TIMEOUT_MS } from './agent-directories.js'
 
 export interface DirectoryFetchOptions {
-  /** origins fetched although they resolve to a private address (the agents file's privateAddress) */
-  privateOrigins?: ReadonlySet<string>
+  /** origins fetched although they resolve to a private address (the agents file's privateAddress): read at each fetch */
+  privateOrigins?: Iterable<string>
   /** name resolution (tests: a resolver the test controls); default the system's */
   resolver?: Resolver
   /** more CA certificates to trust (tests: their own CA) */

@@ -58,7 +58,8 @@ To run keygate:
                      KEYGATE_ROUTES, ...: see docs/configuration.md), as npm run start:gateway runs it
   demo               the gateway in front of the example clients service, as npm start runs it
   reload             SIGHUP to the gateway whose PID file KEYGATE_PID_FILE names: it re-reads its
-                     route file (KEYGATE_ROUTES)
+                     route, issuers and agents files (KEYGATE_ROUTES, KEYGATE_ISSUERS,
+                     KEYGATE_AGENT_DIRECTORIES), all or nothing
   stop               SIGTERM to that gateway, and wait until it has finished the requests in flight
                      and exited
 

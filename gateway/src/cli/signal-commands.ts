@@ -31,8 +31,8 @@ export async function signalGateway (command: SignalCommand, pidFile: string, gr
     throw err
   }
   if (command === 'reload') {
-    stdout.write(`${signal} sent to keygate (pid ${pid}): it re-reads its route file; a file it refuses is logged ` +
-      '(route reload refused) and its routes stay as they were\n')
+    stdout.write(`${signal} sent to keygate (pid ${pid}): it re-reads its route file, issuers file and agents file, all or nothing; ` +
+      'a file it refuses is logged (configuration reload refused) and every file in force stays\n')
     return
   }
   const deadline = Date.now() + graceMs + STOP_MARGIN_MS

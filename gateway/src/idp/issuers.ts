@@ -94,7 +94,7 @@ const IssuerEntrySchema = Type.Object({
   portalLogin: Type.Optional(PortalLoginSchema)
 }, { additionalProperties: false })
 
-const IssuersFileSchema = Type.Object({ issuers: Type.Array(IssuerEntrySchema, { minItems: 1, maxItems: 32 }) }, { additionalProperties: false })
+const IssuersFileSchema = Type.Object({ issuers: Type.Array(IssuerEntrySchema, { maxItems: 32 }) }, { additionalProperties: false })
 type IssuerEntry = Static<typeof IssuerEntrySchema>
 
 /** One trusted issuer, every default filled in. */

@@ -72,6 +72,11 @@ export class LruCache<K, V> {
     this.#entries.clear()
   }
 
+  /** every key held (reading them marks none) */
+  * keys (): IterableIterator<K> {
+    yield * this.#entries.keys()
+  }
+
   /** every value held (reading them marks none) */
   * values (): IterableIterator<V> {
     for (const slot of this.#entries.values()) yield slot.value

@@ -2,17 +2,18 @@
 // workers, each a whole gateway as main.ts runs it alone, on one shared port (Node hands the
 // connections out round-robin on Linux). Workers share nothing but the store, exactly as several
 // gateways on one Redis do. This file minds the workers: it replaces a worker that dies
-// unexpectedly (after a growing delay, so a crash loop does not spin), passes a route reload on
+// unexpectedly (after a growing delay, so a crash loop does not spin), passes a reload (SIGHUP's) on
 // to every worker, and, when shutting down, exits once every worker has. What the primary's
 // process does around it (signals, the metrics listener, the admin API) is primary.ts; a worker's
 // side is worker.ts; the questions the primary asks its workers over IPC are worker-requests.ts.
 import cluster, { type Worker } from 'node:cluster'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
+import type { FilesReload } from '../admin/reload.js'
 import type { RouteControl } from '../admin/route-control.js'
 import type { MetricsSnapshot } from '../metrics/aggregate.js'
-import { RELOAD_ROUTES } from './worker-messages.js'
-import { createWorkerRequests, workersMetrics, workersRoutes } from './worker-requests.js'
+import { RELOAD_FILES } from './worker-messages.js'
+import { createWorkerRequests, workersMetrics, workersReload, workersRoutes } from './worker-requests.js'
 
 /** a worker that dies within this of its start counts as crashing, and its replacement waits */
 export const STABLE_AFTER_MS = 10_000
@@ -49,8 +50,8 @@ export interface RunningCluster {
   pids: () => number[]
   /** workers that exited unexpectedly (and were replaced) so far */
   readonly restarts: number
-  /** every worker re-reads the route file (one still starting does once it listens) */
-  reloadRoutes: () => void
+  /** every worker re-reads the route, issuers and agents files (one still starting does once it listens) */
+  reload: () => void
   /**
    * The registry of every worker that listens, asked over IPC. A worker that exits before it
    * answers is left out (its counts went with it); one that does not answer within
@@ -60,6 +61,8 @@ export interface RunningCluster {
   metrics: () => Promise<MetricsSnapshot[]>
   /** the routes as the workers have them, for the admin API: one worker's table; a reload by every worker */
   routes: RouteControl
+  /** a reload of every file by every worker, for the admin API (POST /v1/reload) */
+  files: FilesReload
   /**
    * Every worker finishes its in-flight requests and exits (each within its own
    * KEYGATE_SHUTDOWN_GRACE_MS); resolves true when all exited cleanly. No worker is replaced
@@ -135,7 +138,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
     worker.on('error', (err) => { log.warn({ worker: worker.process.pid, err: { message: err.message } }, 'worker IPC error') })
   }
   const send = (worker: Worker): void => {
-    if (worker.isConnected()) worker.send(RELOAD_ROUTES)
+    if (worker.isConnected()) worker.send(RELOAD_FILES)
   }
 
   const onExit = (worker: Worker, slot: Slot, code: number | null, signal: string | null): void => {
@@ -178,7 +181,7 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
     url,
     pids: () => [...slots.keys()].map((w) => w.process.pid).filter((pid): pid is number => pid !== undefined),
     get restarts () { return restarts },
-    reloadRoutes () {
+    reload () {
       for (const [worker, slot] of slots) {
         if (slot.listening) send(worker)
         else slot.reloadPending = true
@@ -186,6 +189,9 @@ export async function startCluster (options: ClusterOptions): Promise<RunningClu
     },
     metrics: async () => await workersMetrics(requests),
     routes: workersRoutes(requests, () => {
+      for (const slot of slots.values()) if (!slot.listening) slot.reloadPending = true
+    }),
+    files: workersReload(requests, () => {
       for (const slot of slots.values()) if (!slot.listening) slot.reloadPending = true
     }),
     async close () {

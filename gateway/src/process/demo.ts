@@ -7,7 +7,7 @@ import { startUpstream } from '../../../upstream-stub/src/server.js'
 import { DEFAULT_UPSTREAM_PORT, loadConfig } from '../config/env.js'
 import { logDestination } from '../lib/log-format.js'
 import { pidFileAt } from './pid-file.js'
-import { closeOnSignals, reloadRoutesOnSighup } from './signals.js'
+import { closeOnSignals, reloadOnSighup } from './signals.js'
 import { startGateway } from './start.js'
 import { startupLine } from './startup-line.js'
 
@@ -39,7 +39,7 @@ export async function demo (): Promise<void> {
     app.log.warn(`the demo runs one gateway process, beside the example service; KEYGATE_WORKERS=${config.workers.requested} ` +
       'applies to npm run start:gateway and keygate serve')
   }
-  reloadRoutesOnSighup(app)
+  reloadOnSighup(app)
   closeOnSignals(async () => {
     await gateway.close()
     await upstream.close()

@@ -57,8 +57,8 @@ export async function runPrimary (config: GatewayConfig): Promise<void> {
     throw err
   }
   process.on('SIGHUP', () => {
-    log.info({ workers: workers.pids() }, 'SIGHUP: every worker reloads its routes')
-    workers.reloadRoutes()
+    log.info({ workers: workers.pids() }, 'SIGHUP: every worker reloads its route, issuers and agents files')
+    workers.reload()
   })
   closeOnSignals(async () => {
     await admin?.close()
@@ -95,7 +95,7 @@ Promise<{ server: AdminServer; close: () => Promise<void> }> {
     const { port, host, token } = config.admin as { port: number; host: string; token: string }
     // the workers' routes (they load them; the primary does not), counted in the shared store
     const usage: UsageReader = async (subject) => await readUsage((await workers.routes.current()).routes, store, subject)
-    const server = await startAdminServer({ operations, routes: workers.routes, usage, analytics: store }, { port, host, token, log })
+    const server = await startAdminServer({ operations, routes: workers.routes, files: workers.files, usage, analytics: store }, { port, host, token, log })
     log.info(`admin API at ${server.url}, for every worker`)
     return {
       server,

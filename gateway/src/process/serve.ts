@@ -1,13 +1,13 @@
 // `keygate serve` and `npm run start:gateway`: the gateway as configured by its environment, one
 // process, or with KEYGATE_WORKERS > 1 a cluster's primary (whose workers run main.ts, which comes
 // back here as a worker). The process handles its own signals: SIGTERM and Ctrl-C finish the
-// in-flight requests, SIGHUP reloads the route file; with KEYGATE_PID_FILE it says where it is.
+// in-flight requests, SIGHUP reloads the route, issuers and agents files; with KEYGATE_PID_FILE it says where it is.
 import cluster from 'node:cluster'
 import { loadConfig, type GatewayConfig } from '../config/env.js'
 import { pidFileAt } from './pid-file.js'
 import { runPrimary } from './primary.js'
 import { runWorker } from './worker.js'
-import { closeOnSignals, reloadRoutesOnSighup } from './signals.js'
+import { closeOnSignals, reloadOnSighup } from './signals.js'
 import { startGateway } from './start.js'
 import { startupLine } from './startup-line.js'
 
@@ -22,7 +22,7 @@ export async function serve (config: GatewayConfig = loadConfig()): Promise<void
   }
   const pidFile = pidFileAt(config.pidFile)
   const gateway = await startGateway({ config })
-  reloadRoutesOnSighup(gateway.app)
+  reloadOnSighup(gateway.app)
   closeOnSignals(gateway.close, (message, err) => { gateway.app.log.info({ err }, message) }, config.server.shutdownGraceMs)
   // before the startup line: once it is logged, the PID file is there, and the signals are handled
   pidFile.write()

@@ -1,5 +1,6 @@
 // What a gateway process does on signals: finish in-flight requests and exit on SIGTERM/Ctrl-C,
-// re-read the route file on SIGHUP; and how it reports a configuration error before exiting.
+// re-read the route, issuers and agents files on SIGHUP (proxy/config-reload.ts); and how it
+// reports a configuration error before exiting.
 import type { FastifyInstance } from 'fastify'
 import { ConfigError, DEFAULT_SHUTDOWN_GRACE_MS } from '../config/env.js'
 
@@ -46,17 +47,15 @@ export function closeOnSignals (
   process.on('SIGTERM', shutdown)
 }
 
-/** SIGHUP re-reads the route file; a bad file is refused and the running routes stay. */
-export function reloadRoutesOnSighup (app: FastifyInstance): void {
-  process.on('SIGHUP', () => { reloadRoutes(app, 'SIGHUP') })
+/** SIGHUP re-reads the route, issuers and agents files, all or nothing: a bad file is refused and every file in force stays. */
+export function reloadOnSighup (app: FastifyInstance): void {
+  process.on('SIGHUP', () => { reloadFiles(app, 'SIGHUP') })
 }
 
-export function reloadRoutes (app: FastifyInstance, cause: string): void {
-  if (app.keygate.routes.file === undefined) {
-    app.log.info(`${cause}: no KEYGATE_ROUTES file to reload`)
-    return
-  }
-  void app.keygate.routes.reload()
+/** The reload logs what it did (configuration reloaded) or why not (configuration reload refused). */
+export function reloadFiles (app: FastifyInstance, cause: string): void {
+  app.log.info(`${cause}: re-reading the route, issuers and agents files`)
+  void app.keygate.reloader.reload()
 }
 
 /** Prints a configuration or startup error the way an operator can act on it, and exits. */

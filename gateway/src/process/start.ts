@@ -63,9 +63,10 @@ export async function startGateway (options: StartGatewayOptions): Promise<Runni
       app.log.info(`decisions for ${config.decision.trustedProxies.join(', ')} at ${decisionUrl}/decide/<nginx|ingress-nginx|traefik|caddy|envoy>`)
     }
     if (config.admin.port !== undefined && config.admin.token !== undefined && adminListener) {
-      const { users, keys, routes: registry, store } = app.keygate
+      const { users, keys, routes: registry, store, reloader } = app.keygate
       const usage: UsageReader = async (subject) => await readUsage(registry.current.routes, store, subject)
-      admin = await startAdminServer({ operations: createOperations({ users, keys }), routes: routeControlOf(registry), usage, analytics: store },
+      const services = { operations: createOperations({ users, keys }), routes: routeControlOf(registry), files: reloader, usage, analytics: store }
+      admin = await startAdminServer(services,
         { port: config.admin.port, host: config.admin.host, token: config.admin.token, log: app.log })
       app.log.info(`admin API at ${admin.url}`)
     }

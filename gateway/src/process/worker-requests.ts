@@ -1,11 +1,14 @@
 // The primary's questions to its workers over IPC (their metrics for a scrape, the routes in
-// force, a reload for the admin API) and the gathering of their answers: each question goes to
+// force, a reload of the routes or of every file for the admin API) and the gathering of their answers: each question goes to
 // the workers that listen, and is answered once all of them have, or fails as a whole.
 import type { Worker } from 'node:cluster'
 import type { RouteControl, RoutesInForce, RoutesReload } from '../admin/route-control.js'
+import type { FilesReload } from '../admin/reload.js'
 import type { MetricsSnapshot } from '../metrics/aggregate.js'
+import type { ConfigReload } from '../proxy/config-reload.js'
 import {
-  METRICS_ANSWER, METRICS_REQUEST, METRICS_TIMEOUT_MS, RELOAD_ROUTES, ROUTES_ANSWER, ROUTES_REQUEST, ROUTES_TIMEOUT_MS, type WorkerMessage
+  METRICS_ANSWER, METRICS_REQUEST, METRICS_TIMEOUT_MS, RELOAD_ANSWER, RELOAD_FILES, RELOAD_ROUTES, RELOAD_TIMEOUT_MS, ROUTES_ANSWER, ROUTES_REQUEST,
+  ROUTES_TIMEOUT_MS, type WorkerMessage
 } from './worker-messages.js'
 
 export interface WorkerRequests {
@@ -29,7 +32,7 @@ export function createWorkerRequests (listening: () => Worker[]): WorkerRequests
 
   const onMessage = (worker: Worker, message: unknown): void => {
     const answer = message as { type?: unknown; id?: unknown; error?: unknown } | null
-    if ((answer?.type !== METRICS_ANSWER && answer?.type !== ROUTES_ANSWER) || typeof answer.id !== 'number') return
+    if ((answer?.type !== METRICS_ANSWER && answer?.type !== ROUTES_ANSWER && answer?.type !== RELOAD_ANSWER) || typeof answer.id !== 'number') return
     const request = requests.get(answer.id)
     if (request === undefined || !request.waiting.delete(worker)) return
     if ('error' in answer) {
@@ -96,6 +99,24 @@ export function workersRoutes (requests: WorkerRequests, reloadWhenListening: ()
       // every worker read the same file: the first refusal speaks for them (a file changed between two reads aside)
       const outcome = answers.find((answer) => answer.outcome !== 'reloaded') ?? answers[0]
       if (outcome === undefined) throw new Error('no worker listens yet to reload its routes')
+      return { ...outcome, workers: answers.filter((answer) => answer.outcome === 'reloaded').length }
+    }
+  }
+}
+
+/**
+ * A reload of the route, issuers and agents files by every worker, for the admin API's POST
+ * /v1/reload. `reloadWhenListening`: a worker still starting reloads once it listens, as on SIGHUP.
+ */
+export function workersReload (requests: WorkerRequests, reloadWhenListening: () => void): FilesReload {
+  return {
+    async reload () {
+      reloadWhenListening()
+      const answers = (await requests.ask<{ reload: ConfigReload }>((id) => ({ type: RELOAD_FILES.type, id }),
+        { timeoutMs: RELOAD_TIMEOUT_MS, what: 'a reload\'s outcome' })).map((answer) => answer.reload)
+      // every worker read the same files: the first refusal speaks for them (a file changed between two reads aside)
+      const outcome = answers.find((answer) => answer.outcome !== 'reloaded') ?? answers[0]
+      if (outcome === undefined) throw new Error('no worker listens yet to reload its files')
       return { ...outcome, workers: answers.filter((answer) => answer.outcome === 'reloaded').length }
     }
   }

@@ -1,12 +1,13 @@
 // KEYGATE_WORKERS > 1, a worker's process: the gateway as a single process runs it (but for the
-// metrics and admin listeners, which the primary holds), told over IPC to reload its routes and
-// asked for its metrics and its routes (worker-messages.ts).
+// metrics and admin listeners, which the primary holds), told over IPC to reload its files or its
+// routes and asked for its metrics and its routes (worker-messages.ts).
 import { reloadOutcome } from '../admin/route-control.js'
 import type { GatewayConfig } from '../config/env.js'
 import { startGateway, type RunningGateway } from './start.js'
-import { closeOnSignals, reloadRoutes, reloadRoutesOnSighup } from './signals.js'
+import { closeOnSignals, reloadFiles, reloadOnSighup } from './signals.js'
 import {
-  METRICS_ANSWER, METRICS_REQUEST, RELOAD_ROUTES, ROUTES_ANSWER, ROUTES_REQUEST, type MetricsAnswer, type RoutesAnswer, type WorkerMessage
+  METRICS_ANSWER, METRICS_REQUEST, RELOAD_ANSWER, RELOAD_FILES, RELOAD_ROUTES, ROUTES_ANSWER, ROUTES_REQUEST,
+  type MetricsAnswer, type ReloadAnswer, type RoutesAnswer, type WorkerMessage
 } from './worker-messages.js'
 
 /** A cluster worker: the gateway as a single process runs it, told what to do by the primary. */
@@ -24,9 +25,13 @@ export async function runWorker (config: GatewayConfig): Promise<void> {
       void answerRoutes(request.type, request.id)
       return
     }
-    if (request?.type !== RELOAD_ROUTES.type) return
+    if (request?.type === RELOAD_FILES.type && typeof request.id === 'number') {
+      void answerReload(request.id)
+      return
+    }
+    if (request?.type !== RELOAD_FILES.type) return
     if (gateway === undefined) reloadPending = true
-    else reloadRoutes(gateway.app, 'reload from the primary')
+    else reloadFiles(gateway.app, 'reload from the primary')
   })
   // the primary serves KEYGATE_METRICS_PORT for all workers
   const starting = startGateway({ config, metricsListener: false, adminListener: false })
@@ -54,9 +59,19 @@ export async function runWorker (config: GatewayConfig): Promise<void> {
     }
     process.send?.(answer, undefined, undefined, () => {})
   }
+  // The admin API's POST /v1/reload, from the primary: what this worker's reload did.
+  const answerReload = async (id: number): Promise<void> => {
+    let answer: ReloadAnswer
+    try {
+      answer = { type: RELOAD_ANSWER, id, reload: await (await starting).app.keygate.reloader.reload() }
+    } catch (err) {
+      answer = { type: RELOAD_ANSWER, id, error: (err as Error).message }
+    }
+    process.send?.(answer, undefined, undefined, () => {})
+  }
   closeOnSignals(async () => { await (await starting).close() }, (message, err) => { gateway?.app.log.info({ err }, message) },
     config.server.shutdownGraceMs, { secondSignalExits: false })
   gateway = await starting
-  reloadRoutesOnSighup(gateway.app)
-  if (reloadPending) reloadRoutes(gateway.app, 'reload from the primary')
+  reloadOnSighup(gateway.app)
+  if (reloadPending) reloadFiles(gateway.app, 'reload from the primary')
 }

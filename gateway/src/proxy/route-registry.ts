@@ -20,6 +20,10 @@ export interface RouteRegistry {
   readonly file: string | undefined
   /** re-reads the route file; without one, there is nothing to reload */
   reload: () => Promise<ReloadResult>
+  /** the route file read and checked, nothing put in force (a reload of every file: config-reload.ts); throws RouteFileError */
+  read: () => Promise<readonly RouteConfig[]>
+  /** routes read() gave, put in force, and logged as a reload is */
+  install: (routes: readonly RouteConfig[]) => void
   close: () => void
 }
 
@@ -40,13 +44,17 @@ export async function createRouteRegistry (config: Pick<GatewayConfig, 'routesFi
   // Reloads run one at a time, in order, so the last write of the file is the one that wins.
   let queue: Promise<unknown> = Promise.resolve()
 
+  const read = async (): Promise<readonly RouteConfig[]> => file === undefined ? current.routes : await loadRouteFile(file, config.routeDefaults)
+  const install = (routes: readonly RouteConfig[]): void => {
+    current = new RouteTable(routes)
+    log.info({ file, routes: routes.map((r) => r.name) }, 'routes reloaded')
+    warn(routes)
+  }
   const reloadNow = async (): Promise<ReloadResult> => {
     if (file === undefined) return { ok: true, routes: current.routes }
     try {
-      const routes = await loadRouteFile(file, config.routeDefaults)
-      current = new RouteTable(routes)
-      log.info({ file, routes: routes.map((r) => r.name) }, 'routes reloaded')
-      warn(routes)
+      const routes = await read()
+      install(routes)
       return { ok: true, routes }
     } catch (err) {
       log.error({ file, err: { message: (err as Error).message } }, 'route reload refused; the previous routes stay in force')
@@ -62,6 +70,8 @@ export async function createRouteRegistry (config: Pick<GatewayConfig, 'routesFi
       queue = next
       return await next
     },
+    read,
+    install,
     close () { watcher?.close() }
   }
 

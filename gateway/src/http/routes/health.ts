@@ -4,8 +4,8 @@ import { GatewayError } from '../../errors.js'
 import type { IssuerKeys } from '../../idp/issuer-keys.js'
 import type { Store } from '../../store/index.js'
 
-/** /healthz: the process serves. /readyz: and its store answers, and every trusted issuer's keys are usable. */
-export const healthRoutes: FastifyPluginAsync<{ store: Store, identityProviders: readonly IssuerKeys[] }> = async (app, { store, identityProviders }) => {
+/** /healthz: the process serves. /readyz: and its store answers, and the keys of every issuer trusted now are usable. */
+export const healthRoutes: FastifyPluginAsync<{ store: Store, identityProviders: () => readonly IssuerKeys[] }> = async (app, { store, identityProviders }) => {
   app.get('/healthz', {
     schema: {
       summary: 'Liveness: 200 once the gateway serves',
@@ -22,7 +22,7 @@ export const healthRoutes: FastifyPluginAsync<{ store: Store, identityProviders:
     }
   }, async () => {
     await store.ping()
-    const unusable = identityProviders.filter((keys) => !keys.state().usable)
+    const unusable = identityProviders().filter((keys) => !keys.state().usable)
     if (unusable.length > 0) {
       throw new GatewayError('IDP_KEYS_UNAVAILABLE', 'keygate has no usable keys of ' +
         unusable.map((keys) => `${keys.issuer.name} (${keys.state().lastError ?? 'not fetched yet'})`).join('; '), { headers: { 'retry-after': '5' } })

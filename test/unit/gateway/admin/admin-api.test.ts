@@ -279,7 +279,7 @@ t.test('/docs/json: a valid OpenAPI document of every endpoint and its errors', 
   t.same(operations, [
     'DELETE /v1/keys/{apiKey}', 'DELETE /v1/users/{name}', 'GET /v1/keys', 'GET /v1/keys/{apiKey}', 'GET /v1/routes',
     'GET /v1/usage', 'GET /v1/usage/series', 'GET /v1/usage/top',
-    'GET /v1/users', 'GET /v1/users/{name}', 'PATCH /v1/keys/{apiKey}', 'POST /v1/routes/reload', 'PUT /v1/users/{name}'
+    'GET /v1/users', 'GET /v1/users/{name}', 'PATCH /v1/keys/{apiKey}', 'POST /v1/reload', 'POST /v1/routes/reload', 'PUT /v1/users/{name}'
   ], 'every endpoint, and not /docs/json itself')
   for (const [path, item] of Object.entries(doc.paths)) {
     for (const [method, operation] of Object.entries(item)) {
@@ -288,6 +288,7 @@ t.test('/docs/json: a valid OpenAPI document of every endpoint and its errors', 
     }
   }
   t.ok(doc.paths['/v1/routes/reload']?.post?.['x-keygate-errors'].includes('ROUTE_FILE_INVALID'))
+  t.ok(doc.paths['/v1/reload']?.post?.['x-keygate-errors'].includes('CONFIG_FILE_INVALID'))
   t.ok(doc.paths['/v1/users/{name}']?.get?.['x-keygate-errors'].includes('USER_NOT_FOUND'))
 })
 

@@ -51,10 +51,14 @@ t.test('a scope map: one IdP scope to one or several of keygate\'s', async (t) =
   t.same([...issuer?.scopeMap?.entries() ?? []], [['api-reader', ['clients:read']], ['api-admin', ['clients:read', 'clients:write']]])
 })
 
+t.test('an empty list: no issuer trusted (the last one removed by a reload)', async (t) => {
+  t.same(issuersFromDocument({ issuers: [] }, 'issuers.yaml'), [])
+})
+
 t.test('refused, each problem named', async (t) => {
   const base = { name: 'corp', issuer: 'https://login.example.com', audiences: ['keygate'] }
   const cases: Array<[string, unknown, RegExp]> = [
-    ['no issuers', { issuers: [] }, /issuers: /],
+    ['no issuers list', {}, /issuers/],
     ['HS256', { issuers: [{ ...base, algorithms: ['HS256'] }] }, /issuers\[0\]\.algorithms\[0\]/],
     ['none', { issuers: [{ ...base, algorithms: ['none'] }] }, /issuers\[0\]\.algorithms\[0\]/],
     ['no audience', { issuers: [{ ...base, audiences: [] }] }, /issuers\[0\]\.audiences/],

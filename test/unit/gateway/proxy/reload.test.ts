@@ -118,7 +118,7 @@ t.test('SIGHUP reloads a running gateway; a bad file keeps the old routes', asyn
 
   file.write(INVALID)
   child.kill('SIGHUP')
-  await waitFor(/route reload refused/)
+  await waitFor(/configuration reload refused/)
   await send(url, '/svc/2')
   t.equal(a.requests.length, 2, 'the bad file was refused; the old route serves')
 
