@@ -22,13 +22,15 @@ import { shutdownPlugin } from './http/plugins/shutdown.js'
 import { apiKeyRoutes } from './http/routes/api-keys.js'
 import { healthRoutes } from './http/routes/health.js'
 import { jwksRoutes } from './http/routes/jwks.js'
+import { resourceMetadataRoutes } from './http/routes/resource-metadata.js'
+import { resourceAudiences, resourceIssuerProblems } from './resources/resource.js'
 import { proxyRoutes } from './http/routes/proxy.js'
 import { routeListRoutes } from './http/routes/routes.js'
 import { timeRoutes } from './http/routes/time.js'
 import { tokenRoutes } from './http/routes/token.js'
 import { usageRoutes } from './http/routes/usage.js'
 import { createIssuerKeys, type IssuerKeys, type IssuerKeysOptions } from './idp/issuer-keys.js'
-import { loadIssuers, singleIssuer } from './idp/issuers.js'
+import { loadIssuers, singleIssuer, type IssuerConfig } from './idp/issuers.js'
 import { createIssuersInForce } from './idp/issuers-in-force.js'
 import { createPortalLogin, type PortalLogin } from './idp/portal-login.js'
 import { createKeyRegistry, keyPolicy } from './keys/key-registry.js'
@@ -185,7 +187,9 @@ Promise<{ idp: IdpTokens | undefined; portalLogin: PortalLogin | undefined }> {
         onError: (err) => { app.log.warn({ err }, 'a portal login through an identity provider failed') }
       })
     }),
-    onSwap: (keys) => { services.metrics.watchIdpKeys(keys) }
+    onSwap: (keys) => { services.metrics.watchIdpKeys(keys) },
+    // tokens an issuer mints for the route file's resources pass its audience check (resources/audience.ts)
+    resourceAudiences: (issuer) => resourceAudiences(services.routes.current.routes, issuer.name)
   })
   services.issuers = inForce
   app.addHook('onClose', async () => { inForce.close() })
@@ -290,6 +294,7 @@ async function registerOwnPlugins ({ app, options, config, store, tracing }: Bui
 
   await app.register(healthRoutes, { store, identityProviders: () => services.issuers?.keys ?? [] })
   await app.register(jwksRoutes, { tokens })
+  await app.register(resourceMetadataRoutes, { routes: () => services.routes.current.routes, issuers: () => services.issuers?.issuers ?? [] })
   await app.register(timeRoutes, { ...(options.now && { now: options.now }) })
   // keygate's own JSON endpoints: their bodies count against the same body memory as business ones
   await app.register(async (own) => {
@@ -330,6 +335,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const built = await buildServices(building)
   const { userScopes, signatureBudget, usage } = built
   const { idp, portalLogin } = await trustIdentityProviders(building, built.services)
+  // the route file's resources name issuers of the issuers file: checked together, now and on each routes reload
+  built.services.routes.checkWith((routes) => resourceIssuerProblems(routes, built.services.issuers?.issuers ?? []))
   const { agentDirectories, agentsInForce } = await agentDirectoriesOf(building, built.services)
   // SIGHUP, `keygate reload` and the admin API's POST /v1/reload: every file that can change without a restart
   const reloader = createConfigReloader({
@@ -361,7 +368,8 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   const identityTokens = createIdentityTokenIssuer(tokens)
   // Decision mode: the same route table, pipelines, limits and identity tokens, on a listener of its own
   if (config.decision.port !== undefined) {
-    const decisions = await buildDecisionApp({ routes, judge: authenticator.judge, limiter, identityTokens, bodyMemory: services.bodyMemory, tracing }, {
+    const issuers = (): readonly IssuerConfig[] => services.issuers?.issuers ?? []
+    const decisions = await buildDecisionApp({ routes, issuers, judge: authenticator.judge, limiter, identityTokens, bodyMemory: services.bodyMemory, tracing }, {
       trustedProxies: config.decision.trustedProxies,
       server: config.server,
       log: app.log

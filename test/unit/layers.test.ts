@@ -43,6 +43,8 @@ const LAYERS: Array<[room: string, rank: number]> = [
   ['gateway/src/limits/', 4],
   // usage analytics: counted in process, flushed to the store, read back by the admin API and the account endpoints
   ['gateway/src/analytics/', 4],
+  // protected resources (RFC 9728, RFC 8707): their identifiers, metadata, challenges and audience check
+  ['gateway/src/resources/', 4.5],
   ['gateway/src/auth/', 5],
   ['gateway/src/proxy/', 6],
   ['gateway/src/http/schemas/', 7],

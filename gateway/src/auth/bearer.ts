@@ -1,5 +1,6 @@
 import { GatewayError } from '../errors.js'
 import type { IdpToken, IdpVerifier } from '../idp/idp-tokens.js'
+import { checkAudience } from '../resources/audience.js'
 import { invalidTokenError, type TokenService, type VerifiedToken } from '../tokens/token-service.js'
 import { removedIdpUserError } from '../users/idp-users.js'
 import { scopeSet, unionScopes } from '../users/scopes.js'
@@ -79,6 +80,9 @@ function idpUserState (users: Pick<UserScopes, 'current' | 'forget'>, idp: IdpTo
     accept(token, user, state)
   }
   return (token: IdpToken, state: AuthState): void | Promise<void> => {
+    // the token verified (and cached) once; for this route's resource, checked on each request
+    checkAudience(token, state.resource)
+    state.idpIssuer = token.issuer
     const user = users.current(token.username)
     const settle = (found: CurrentUser | null): void | Promise<void> =>
       found === null || (found.idpRemovedAtSeconds !== undefined && token.issuedAt > found.idpRemovedAtSeconds)

@@ -6,6 +6,8 @@
 import type { RegisteredKey } from '../keys/key-registry.js'
 import type { AgentKey } from '../agents/agent-directories.js'
 import type { SignatureAgent } from '../agents/signature-agent.js'
+import type { IssuerConfig } from '../idp/issuers.js'
+import type { ProtectedResource } from '../resources/resource.js'
 import type { RememberedMark } from '../store/index.js'
 import type { VerifiedToken } from '../tokens/token-service.js'
 import type { ScopeSet } from '../users/scopes.js'
@@ -85,8 +87,12 @@ export const AUTH_TIERS: readonly AuthTier[] = ['signed', 'bearer', 'agent', 'pu
 export interface AuthState {
   /** what the route wants done with a repeated signed POST, PUT, PATCH or DELETE */
   replay?: ReplayPolicy
+  /** the protected resource the route belongs to: an IdP token must be for it (resources/audience.ts) */
+  resource?: ProtectedResource
   /** the bearer token's subject */
   user?: string
+  /** the identity provider whose token the request carries (its names for scopes say what a client asks it for) */
+  idpIssuer?: IssuerConfig
   /** the bearer token, verified and still acting for its user (bearer.ts) */
   bearer?: VerifiedToken
   /** that user as the bearer stage found it (its scopes: scope.ts) */

@@ -22,6 +22,8 @@ import { parseRawBodies, rememberAnswer } from '../http/plugins/body-memory.js'
 import { listenerOptions } from '../http/listener-options.js'
 import { problemsPlugin } from '../http/plugins/problems.js'
 import { refuseMalformedRequestLine, targetRefusal } from '../http/plugins/request-target.js'
+import { resourceMetadataRoutes } from '../http/routes/resource-metadata.js'
+import type { IssuerConfig } from '../idp/issuers.js'
 import type { ByteBudget } from '../lib/byte-budget.js'
 import { clientAddress, trustedProxies, type TrustedProxies } from '../lib/client-address.js'
 import { trackRequestLines } from '../lib/request-line-tracker.js'
@@ -47,6 +49,8 @@ const DECISION_HEADER_BYTES = 4 * MAX_HEADER_BYTES
 
 export interface DecisionServices extends AfterAuthentication {
   routes: RouteRegistry
+  /** the issuers in force: the resources' authorization servers in their metadata */
+  issuers?: () => readonly IssuerConfig[]
   judge: Judge
   /** the request bodies held at once, with inline mode's (KEYGATE_BODY_MEMORY_LIMIT) */
   bodyMemory: ByteBudget
@@ -86,7 +90,8 @@ const asciiJson = (text: string): string => text.replace(/[^\x20-\x7e]/g, (c) =>
 // X-Keygate-Status and no body: the shipped nginx config answers the client with both.
 function shapeAnswer (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
   reply.header('x-request-id', request.id)
-  reply.header('cache-control', 'no-store')
+  // a resource's metadata (RFC 9728) says how long it may be kept; every decision: never
+  if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store')
   if (reply.statusCode < 400 || typeof payload !== 'string') {
     done(null, payload)
     return
@@ -207,6 +212,8 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
     reply.headers(headers).code(200).send()
   }
 
+  // a protected resource's metadata, for the proxy to send /.well-known/oauth-protected-resource* here (docs/decision/)
+  await app.register(resourceMetadataRoutes, { routes: () => routes.current.routes, issuers: services.issuers ?? (() => []) })
   // callback-style hooks, as the proxy's: no promise for a decision whose every stage is synchronous
   const hooks = { onRequest: asHook(beforeBody), preHandler: asHook(afterBody), handler }
   app.route({ method: [...HTTP_METHODS], url: '/*', ...hooks })

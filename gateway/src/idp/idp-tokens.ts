@@ -33,6 +33,8 @@ export interface IdpToken {
   readonly issuedAt: number
   /** `exp`, seconds */
   readonly expiresAt: number
+  /** its `aud` values: a resource's route checks them on every request (resources/audience.ts) */
+  readonly audiences: ReadonlySet<string>
   /** the header's kid and alg, and the key that verified it: a cached verification holds while the issuer still publishes that key */
   readonly kid: string | undefined
   readonly alg: string
@@ -115,7 +117,9 @@ function reasonOf (err: unknown): string {
   if (err instanceof joseErrors.JWTClaimValidationFailed) {
     switch (err.claim) {
       case 'iss': return 'The token\'s issuer (iss) is not the one its keys belong to'
-      case 'aud': return 'The token is not for keygate: its audience (aud) is none this issuer is configured with'
+      case 'aud': return err.payload.aud === undefined
+        ? 'The token names no audience (aud): keygate accepts only tokens minted for it (ask its issuer with resource= or audience=)'
+        : 'The token is not for keygate: its audience (aud) is none this issuer is configured with'
       case 'nbf': return 'The token is not valid yet (nbf)'
       case 'iat': return 'The token\'s issued-at time (iat) is in the future'
       case 'typ': return 'The token is not an access token (its typ is not at+jwt)'
@@ -128,7 +132,13 @@ function reasonOf (err: unknown): string {
   return 'The token does not verify'
 }
 
-export function createIdpVerifier (issuers: readonly IssuerConfig[], keysOf: (issuer: IssuerConfig) => KeySource, now: () => number = Date.now): IdpVerifier {
+/**
+ * `resourceAudiences`: besides an issuer's own audiences, the ids (and audiences) of the protected
+ * resources that name it (resources/resource.ts): its tokens for them pass here, and each route
+ * then checks the token is for it (resources/audience.ts).
+ */
+export function createIdpVerifier (issuers: readonly IssuerConfig[], keysOf: (issuer: IssuerConfig) => KeySource, now: () => number = Date.now,
+  resourceAudiences: (issuer: IssuerConfig) => readonly string[] = () => []): IdpVerifier {
   const byIssuer = new Map(issuers.map((issuer) => [issuer.issuer, issuer]))
   const verified = new LruCache<string, IdpToken>(VERIFIED_CACHE_SIZE)
   const stats: CacheStats = { hits: 0, misses: 0 }
@@ -154,7 +164,7 @@ export function createIdpVerifier (issuers: readonly IssuerConfig[], keysOf: (is
     try {
       ({ payload } = await jwtVerify(token, key, {
         issuer: issuer.issuer,
-        audience: [...issuer.audiences],
+        audience: [...issuer.audiences, ...resourceAudiences(issuer)],
         algorithms: [alg],
         clockTolerance: issuer.clockSkewSeconds,
         currentDate: new Date(now()),
@@ -177,6 +187,7 @@ export function createIdpVerifier (issuers: readonly IssuerConfig[], keysOf: (is
       scopes: mappedScopes(issuer, idpScopes(payload, issuer.scopeClaim)),
       issuedAt: typeof payload.iat === 'number' ? payload.iat : seconds,
       expiresAt: payload.exp as number,
+      audiences: new Set(typeof payload.aud === 'string' ? [payload.aud] : payload.aud ?? []),
       kid: typeof header.kid === 'string' ? header.kid : undefined,
       alg,
       key

@@ -49,6 +49,8 @@ export interface IssuersInForceOptions {
   /** the keys in force changed (metrics watch them) */
   onSwap?: (keys: readonly IssuerKeys[]) => void
   now?: () => number
+  /** the ids and audiences of the protected resources that name an issuer (idp-tokens.ts createIdpVerifier) */
+  resourceAudiences?: (issuer: IssuerConfig) => readonly string[]
 }
 
 interface Generation {
@@ -78,7 +80,7 @@ const notTrusted = (issuer: IssuerConfig): GatewayError =>
 export function createIssuersInForce (initial: readonly IssuerConfig[], options: IssuersInForceOptions): IssuersInForce {
   const generation = (issuers: readonly IssuerConfig[], keys: ReadonlyMap<IssuerConfig, IssuerKeys>): Generation => {
     const keysOf = (issuer: IssuerConfig): KeySource => keys.get(issuer) ?? { keyFor: async () => { throw notTrusted(issuer) } }
-    const verifier = createIdpVerifier(issuers, keysOf, options.now)
+    const verifier = createIdpVerifier(issuers, keysOf, options.now, options.resourceAudiences)
     return { issuers, keys, verifier, portalLogin: options.portalLoginOf?.(issuers, keysOf, verifier) }
   }
   let current = generation(initial, new Map(initial.map((issuer) => [issuer, options.makeKeys(issuer)])))

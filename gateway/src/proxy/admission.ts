@@ -54,6 +54,7 @@ export function routeState (route: RouteConfig): AuthState {
   return {
     replay: route.replay,
     ...(route.agents !== undefined && { agents: route.agents }),
+    ...(route.resource !== undefined && { resource: route.resource }),
     requiredScopes: route.scopes,
     signaturePolicy: route.signature,
     signatureLabel: route.signatureLabel,

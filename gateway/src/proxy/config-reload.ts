@@ -11,6 +11,7 @@ import { loadAgentsFile, type AgentsSettings } from '../agents/agents-file.js'
 import type { IssuersInForce, PreparedIssuers } from '../idp/issuers-in-force.js'
 import { loadIssuersFile, type IssuerConfig } from '../idp/issuers.js'
 import { changesByName, type Changes } from '../lib/changes.js'
+import { resourceIssuerProblems } from '../resources/resource.js'
 import type { RouteConfig } from './route.js'
 import type { RouteRegistry } from './route-registry.js'
 
@@ -69,6 +70,15 @@ export function createConfigReloader ({ routes, issuers, agents, log }: ConfigRe
       const problems = refused.flatMap((r) => problemsOf(r.file, r.error))
       log.error({ files: refused.map((r) => r.file), problems }, 'configuration reload refused; the files in force stay')
       return { outcome: 'invalid', files: refused.map((r) => r.file), problems }
+    }
+    // the route file's resources name issuers: the routes and issuers that would be in force, checked together
+    const nextRoutes = 'value' in routesRead ? routesRead.value : routes.current.routes
+    const crossed = resourceIssuerProblems(nextRoutes, 'value' in issuersRead ? issuersRead.value : issuers.inForce?.issuers ?? [])
+    if (crossed.length > 0) {
+      const file = routes.file ?? 'routes'
+      const problems = crossed.map((problem) => `${file}: ${problem}`)
+      log.error({ files: [file], problems }, 'configuration reload refused; the files in force stay')
+      return { outcome: 'invalid', files: [file], problems }
     }
     let prepared: PreparedIssuers | undefined
     if ('value' in issuersRead) prepared = await (issuers.inForce as IssuersInForce).prepare(issuersRead.value)

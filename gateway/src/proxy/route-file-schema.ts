@@ -5,7 +5,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value'
 import { BODY_OPTIONAL_METHODS, HTTP_METHODS } from '#client/protocol'
 import { SEED_BODY_BOUNDARIES, SIGNATURE_SCHEME_POLICIES, UNSEEN_BODY_POLICIES } from '../auth/stage.js'
-import { MAX_BODY_LIMIT } from '../config/env.js'
+import { ISSUER_NAME, ISSUER_NAME_RULE, MAX_BODY_LIMIT } from '../config/env.js'
 import { BUCKET_PATTERN, MAX_LIMIT, RATE_LIMIT_BY, STORE_DOWN_POLICIES, WINDOW_PATTERN } from '../limits/rate-limit.js'
 import { MAX_SCOPES, SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
 import { PATH_NORMALISATIONS } from './backend-paths.js'
@@ -74,11 +74,24 @@ export const RouteEntrySchema = Type.Object({
   rateLimits: Type.Optional(Type.Array(RateLimitEntrySchema, { minItems: 1 })),
   onStoreDown: Type.Optional(Type.Union(STORE_DOWN_POLICIES.map((policy) => Type.Literal(policy)))),
   scopes: Type.Optional(Type.Array(Scope, { uniqueItems: true, maxItems: MAX_SCOPES })),
-  backendNormalises: Type.Optional(Type.Array(Type.Union(PATH_NORMALISATIONS.map((n) => Type.Literal(n))), { uniqueItems: true }))
+  backendNormalises: Type.Optional(Type.Array(Type.Union(PATH_NORMALISATIONS.map((n) => Type.Literal(n))), { uniqueItems: true })),
+  resource: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'the id of one of the file\'s resources' }))
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
 
+/** A protected resource (RFC 9728): routes that name its id belong to it (docs/resource-server.md). */
+export const ResourceEntrySchema = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 2048, description: 'an absolute https URL: the resource identifier clients know the API by' }),
+  name: Type.String({ minLength: 1, maxLength: 200 }),
+  documentation: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+  issuers: Type.Array(Type.String({ pattern: `^${ISSUER_NAME}$`, description: `an issuer's name: ${ISSUER_NAME_RULE}` }),
+    { minItems: 1, maxItems: 32, uniqueItems: true }),
+  audiences: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { maxItems: 16, uniqueItems: true }))
+}, { additionalProperties: false })
+export type ResourceEntry = Static<typeof ResourceEntrySchema>
+
 export const RouteFileSchema = Type.Object({
+  resources: Type.Optional(Type.Array(ResourceEntrySchema, { maxItems: 100 })),
   routes: Type.Array(RouteEntrySchema, { minItems: 1 })
 }, { additionalProperties: false })
 export type RouteFile = Static<typeof RouteFileSchema>

@@ -9,7 +9,9 @@ import { HTTP_METHODS } from '#client/protocol'
 import { ConfigError, type RouteDefaults } from '../config/env.js'
 import { rateLimit, routeScope } from '../limits/rate-limit.js'
 import { MAX_PROBLEMS, schemaProblems, type Problem, type RouteEntry, type RouteFile } from './route-file-schema.js'
+import { resourcesFromEntries, routeResource, unusedResourceProblems } from './route-resources.js'
 import { entryProblems, ruleProblems } from './route-rules.js'
+import type { ProtectedResource } from '../resources/resource.js'
 import { DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
 
 export const DEFAULT_IDENTITY_TOKEN_HEADER = 'x-keygate-identity'
@@ -26,7 +28,8 @@ export class RouteFileError extends ConfigError {
   }
 }
 
-function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, problems: Problem[]): RouteConfig | undefined {
+function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, problems: Problem[],
+  resources: ReadonlyMap<string, ProtectedResource>): RouteConfig | undefined {
   const at = `routes[${index}]`
   if ((entry.prefix === undefined) === (entry.path === undefined)) {
     problems.push({
@@ -45,6 +48,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     problems.push({ route: index, text: `${at}.upstream: ${JSON.stringify(entry.upstream)} must be scheme://host[:port][/path] without credentials, query or fragment (send credentials with addHeaders)` })
   }
   problems.push(...entryProblems(entry, index))
+  const resource = routeResource(entry, index, resources, problems)
   const exact = entry.path !== undefined
   const prefix = (entry.path ?? entry.prefix) as string
   const origin = upstream?.origin ?? entry.upstream
@@ -82,6 +86,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     ...(entry.onStoreDown !== undefined && { onStoreDown: entry.onStoreDown }),
     ...(entry.scopes !== undefined && { scopes: entry.scopes }),
     ...(entry.backendNormalises !== undefined && { backendNormalises: entry.backendNormalises }),
+    ...(resource !== undefined && { resource }),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {
@@ -102,8 +107,10 @@ export function routesFromDocument (document: unknown, file: string, defaults: R
   if (problems.some((p) => p.route === -1) || !Array.isArray(entries)) {
     throw new RouteFileError(file, problems.map((p) => p.text))
   }
+  const resources = resourcesFromEntries((document as RouteFile).resources ?? [], problems)
+  problems.push(...unusedResourceProblems(resources, entries))
   const broken = new Set(problems.map((p) => p.route))
-  const converted = entries.map((entry, i) => broken.has(i) ? undefined : toRoute(entry, i, defaults, problems))
+  const converted = entries.map((entry, i) => broken.has(i) ? undefined : toRoute(entry, i, defaults, problems, resources))
   problems.push(...ruleProblems(converted, entries, defaults.ownPrefixes))
   if (problems.length > 0) {
     // Stable order: by route, schema problems before rule problems within a route.

@@ -9,7 +9,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { GatewayConfig } from '../config/env.js'
 import { defaultRoutes, type RouteConfig } from './route.js'
 import { routeWarnings } from './route-aliases.js'
-import { loadRouteFile } from './route-file.js'
+import { loadRouteFile, RouteFileError } from './route-file.js'
 import { routeOptOuts } from './route-opt-outs.js'
 import { RouteTable } from './route-table.js'
 
@@ -24,6 +24,11 @@ export interface RouteRegistry {
   read: () => Promise<readonly RouteConfig[]>
   /** routes read() gave, put in force, and logged as a reload is */
   install: (routes: readonly RouteConfig[]) => void
+  /**
+   * What the route file must agree with in other files (its resources' issuers): checked now, on
+   * the routes in force (a RouteFileError with the problems), and on each reload of the routes alone
+   */
+  checkWith: (check: (routes: readonly RouteConfig[]) => string[]) => void
   close: () => void
 }
 
@@ -43,6 +48,12 @@ export async function createRouteRegistry (config: Pick<GatewayConfig, 'routesFi
   let watcher: FSWatcher | undefined
   // Reloads run one at a time, in order, so the last write of the file is the one that wins.
   let queue: Promise<unknown> = Promise.resolve()
+  let crossCheck: (routes: readonly RouteConfig[]) => string[] = () => []
+  const checked = (routes: readonly RouteConfig[]): readonly RouteConfig[] => {
+    const problems = crossCheck(routes)
+    if (problems.length > 0) throw new RouteFileError(file ?? 'the routes', problems)
+    return routes
+  }
 
   const read = async (): Promise<readonly RouteConfig[]> => file === undefined ? current.routes : await loadRouteFile(file, config.routeDefaults)
   const install = (routes: readonly RouteConfig[]): void => {
@@ -53,7 +64,7 @@ export async function createRouteRegistry (config: Pick<GatewayConfig, 'routesFi
   const reloadNow = async (): Promise<ReloadResult> => {
     if (file === undefined) return { ok: true, routes: current.routes }
     try {
-      const routes = await read()
+      const routes = checked(await read())
       install(routes)
       return { ok: true, routes }
     } catch (err) {
@@ -72,6 +83,10 @@ export async function createRouteRegistry (config: Pick<GatewayConfig, 'routesFi
     },
     read,
     install,
+    checkWith (check) {
+      crossCheck = check
+      checked(current.routes)
+    },
     close () { watcher?.close() }
   }
 

@@ -5,6 +5,7 @@
 import { HTTP_METHODS, requestTargetProblem } from '#client/protocol'
 import { agentOriginProblem } from '../agents/signature-agent.js'
 import { MAX_WINDOW_SECONDS } from '../limits/rate-limit.js'
+import { METADATA_PATH } from '../resources/resource.js'
 import type { Problem, RouteEntry } from './route-file-schema.js'
 import { routeMatchesPath as matches } from './route-table.js'
 import type { RouteConfig } from './route.js'
@@ -14,15 +15,18 @@ import { OVERRIDE_HEADERS } from './upstream-request.js'
  * keygate's own endpoints. A route may not match one, except the catch-alls "/" and "/v1/",
  * under which keygate's endpoints still answer first.
  */
-export const RESERVED_PATHS = ['/v1/auth/token', '/v1/api-keys', '/.well-known/jwks.json', '/healthz', '/readyz', '/v1/time', '/v1/routes', '/v1/usage']
+export const RESERVED_PATHS = ['/v1/auth/token', '/v1/api-keys', '/.well-known/jwks.json', '/healthz', '/readyz', '/v1/time', '/v1/routes', '/v1/usage', METADATA_PATH]
 /**
  * keygate's own subtrees: /docs and everything under it (the docs page and its assets). A route
  * may neither cover one nor lie inside it; the catch-alls excepted, as above. The developer
  * portal's prefix, which is a setting, joins them through RouteDefaults.ownPrefixes.
  */
 export const RESERVED_PREFIXES = ['/docs']
-/** keygate's own endpoints under these (DELETE /v1/api-keys/:apiKey, GET /v1/api-keys/:apiKey/usage): no route may take a path in them */
-export const RESERVED_SUBTREES = ['/v1/api-keys/']
+/**
+ * keygate's own endpoints under these (DELETE /v1/api-keys/:apiKey, GET /v1/api-keys/:apiKey/usage,
+ * a protected resource's metadata): no route may take a path in them
+ */
+export const RESERVED_SUBTREES = ['/v1/api-keys/', `${METADATA_PATH}/`]
 const CATCH_ALL_PREFIXES = ['/', '/v1/']
 
 /**

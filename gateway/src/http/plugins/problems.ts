@@ -6,6 +6,7 @@ import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest, Fa
 import fp from 'fastify-plugin'
 import { HTTP_METHODS, pathOf } from '#client/protocol'
 import { GatewayError, PROBLEM_CONTENT_TYPE, isGatewayError, type FieldError } from '../../errors.js'
+import { resourceChallenge } from '../../resources/challenge.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -77,6 +78,10 @@ export function toGatewayError (err: unknown): GatewayError {
 export function sendProblem (request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.denialReason = error.code
   if (error.headers !== undefined) reply.headers(error.headers)
+  // a protected resource's route: the challenge points at its metadata (either mode: request.forward is its route)
+  const resource = request.forward?.route.resource
+  const challenge = resource === undefined ? undefined : resourceChallenge(error, resource, request.auth?.idpIssuer)
+  if (challenge !== undefined) reply.header('www-authenticate', challenge)
   return reply.code(error.statusCode).type(PROBLEM_CONTENT_TYPE).send(error.toProblem())
 }
 

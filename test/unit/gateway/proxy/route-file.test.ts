@@ -112,7 +112,7 @@ t.test('bad files and the exact messages they get', async (t) => {
         'bodyLimit, identityHeaders, agents, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
         'bodyOnMethods, identityToken, ' +
         'allowMatrixParams, keepHeaders, ' +
-        'rateLimits, onStoreDown, scopes, backendNormalises)']],
+        'rateLimits, onStoreDown, scopes, backendNormalises, resource)']],
     ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
       ['routes.yaml: routes[0].methods[1]: "FETCH" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']],
     ['a method twice', route(`${ok}\nmethods: [GET, GET]`), ['routes.yaml: routes[0].methods: lists an item twice']],
@@ -127,7 +127,7 @@ t.test('bad files and the exact messages they get', async (t) => {
     ['routes not a list', 'routes: {}\n', ['routes.yaml: routes: must be a list, not {}']],
     ['no routes', 'routes: []\n', ['routes.yaml: routes: must not be empty']],
     ['an empty file', '', ['routes.yaml: the file: must be a mapping of fields, not null']],
-    ['a top-level typo', 'route:\n  - prefix: /a/\n', ['routes.yaml: routes: is required', 'routes.yaml: route: is not a known field (known: routes)']],
+    ['a top-level typo', 'route:\n  - prefix: /a/\n', ['routes.yaml: routes: is required', 'routes.yaml: route: is not a known field (known: resources, routes)']],
     ['neither prefix nor path', route('upstream: http://x\nauth: public'),
       ['routes.yaml: routes[0]: give either prefix (a path and everything under it) or path (one exact path), not neither']],
     ['both prefix and path', route('prefix: /a/\npath: /a\nupstream: http://x\nauth: public'),
@@ -167,7 +167,7 @@ t.test('bad files and the exact messages they get', async (t) => {
           'bodyLimit, identityHeaders, agents, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
         'bodyOnMethods, identityToken, ' +
           'allowMatrixParams, keepHeaders, ' +
-          'rateLimits, onStoreDown, scopes, backendNormalises)'
+          'rateLimits, onStoreDown, scopes, backendNormalises, resource)'
       ]]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)

@@ -1,0 +1,43 @@
+// What a client is told about a protected resource: its metadata document (RFC 9728 §2) and the
+// scopes, said in the terms a client asks its authorization server for. An issuer whose
+// `scopes.map` turns its own scopes into keygate's is asked for its own names; an issuer without
+// one is asked for keygate's names, which its tokens carry as they are.
+import type { IssuerConfig } from '../idp/issuers.js'
+import type { ProtectedResource } from './resource.js'
+
+export interface ResourceMetadata {
+  resource: string
+  authorization_servers: string[]
+  scopes_supported: string[]
+  bearer_methods_supported: string[]
+  resource_name: string
+  resource_documentation?: string
+}
+
+/** The scopes to ask `issuer` for so that a token carries keygate's `scopes`: its names that map to them, or the names themselves. */
+export function issuerScopes (issuer: IssuerConfig | undefined, scopes: readonly string[]): string[] {
+  const map = issuer?.scopeMap
+  if (map === undefined) return [...scopes]
+  const out = new Set<string>()
+  for (const scope of scopes) {
+    for (const [theirs, ours] of map) if (ours.includes(scope)) out.add(theirs)
+  }
+  // none of the issuer's scopes maps to them: keygate's names are the best a client can be told
+  return out.size === 0 ? [...scopes] : [...out]
+}
+
+/** The resource's metadata: everything from configuration (its routes' scopes, its issuers in force). */
+export function resourceMetadata (resource: ProtectedResource, routes: ReadonlyArray<{ resource?: ProtectedResource | undefined, scopes: readonly string[] }>,
+  issuers: readonly IssuerConfig[]): ResourceMetadata {
+  const scopes = [...new Set(routes.filter((route) => route.resource?.id === resource.id).flatMap((route) => route.scopes))]
+  const its = resource.issuers.map((name) => issuers.find((issuer) => issuer.name === name)).filter((issuer) => issuer !== undefined)
+  const supported = new Set(its.length === 0 ? scopes : its.flatMap((issuer) => issuerScopes(issuer, scopes)))
+  return {
+    resource: resource.id,
+    authorization_servers: its.map((issuer) => issuer.issuer),
+    scopes_supported: [...supported].sort(),
+    bearer_methods_supported: ['header'],
+    resource_name: resource.name,
+    ...(resource.documentation !== undefined && { resource_documentation: resource.documentation })
+  }
+}
