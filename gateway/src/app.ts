@@ -369,7 +369,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   // Decision mode: the same route table, pipelines, limits and identity tokens, on a listener of its own
   if (config.decision.port !== undefined) {
     const issuers = (): readonly IssuerConfig[] => services.issuers?.issuers ?? []
-    const decisions = await buildDecisionApp({ routes, issuers, judge: authenticator.judge, limiter, identityTokens, bodyMemory: services.bodyMemory, tracing }, {
+    const decisions = await buildDecisionApp({
+      routes, issuers, judge: authenticator.judge, limiter, identityTokens, bodyMemory: services.bodyMemory, tracing
+    }, {
       trustedProxies: config.decision.trustedProxies,
       server: config.server,
       log: app.log

@@ -41,7 +41,8 @@ export function resourcesFromEntries (entries: readonly ResourceEntry[], problem
 }
 
 /** The resource a route entry names (undefined: none, or a problem said why). */
-export function routeResource (entry: RouteEntry, index: number, resources: ReadonlyMap<string, ProtectedResource>, problems: Problem[]): ProtectedResource | undefined {
+export function routeResource (entry: RouteEntry, index: number, resources: ReadonlyMap<string, ProtectedResource>,
+  problems: Problem[]): ProtectedResource | undefined {
   if (entry.resource === undefined) return undefined
   const at = `routes[${index}].resource`
   const resource = resources.get(entry.resource)
@@ -49,7 +50,8 @@ export function routeResource (entry: RouteEntry, index: number, resources: Read
     const known = [...resources.keys()]
     problems.push({
       route: index,
-      text: `${at}: ${JSON.stringify(entry.resource)} is not one of the file's resources (${known.length === 0 ? 'it has none: list them under resources' : `known: ${known.join(', ')}`})`
+      text: `${at}: ${JSON.stringify(entry.resource)} is not one of the file's resources ` +
+        `(${known.length === 0 ? 'it has none: list them under resources' : `known: ${known.join(', ')}`})`
     })
     return undefined
   }

@@ -15,7 +15,9 @@ import { OVERRIDE_HEADERS } from './upstream-request.js'
  * keygate's own endpoints. A route may not match one, except the catch-alls "/" and "/v1/",
  * under which keygate's endpoints still answer first.
  */
-export const RESERVED_PATHS = ['/v1/auth/token', '/v1/api-keys', '/.well-known/jwks.json', '/healthz', '/readyz', '/v1/time', '/v1/routes', '/v1/usage', METADATA_PATH]
+export const RESERVED_PATHS = [
+  '/v1/auth/token', '/v1/api-keys', '/.well-known/jwks.json', '/healthz', '/readyz', '/v1/time', '/v1/routes', '/v1/usage', METADATA_PATH
+]
 /**
  * keygate's own subtrees: /docs and everything under it (the docs page and its assets). A route
  * may neither cover one nor lie inside it; the catch-alls excepted, as above. The developer

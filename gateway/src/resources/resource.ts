@@ -47,8 +47,17 @@ export function resourceIdProblem (id: string): string | undefined {
   return undefined
 }
 
+/** A resource as the route file gives it. */
+export interface ResourceFields {
+  id: string
+  name: string
+  documentation?: string | undefined
+  issuers: readonly string[]
+  audiences?: readonly string[] | undefined
+}
+
 /** The resource, from its configuration (its id checked by resourceIdProblem). */
-export function protectedResource (entry: { id: string, name: string, documentation?: string | undefined, issuers: readonly string[], audiences?: readonly string[] | undefined }): ProtectedResource {
+export function protectedResource (entry: ResourceFields): ProtectedResource {
   const url = new URL(entry.id)
   const metadataPath = METADATA_PATH + (url.pathname === '/' ? '' : url.pathname)
   return {

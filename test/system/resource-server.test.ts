@@ -1,0 +1,241 @@
+// keygate as a standard OAuth resource server (issue 41), driven by an independent client:
+// panva's oauth4webapi, starting from nothing but the API's URL, against a real OpenID Provider
+// (oidc-provider, resource indicators on: its tokens carry aud = the resource asked for). The
+// client reads the 401's WWW-Authenticate, fetches the resource's metadata (RFC 9728, oauth4webapi
+// checks `resource` is the one it asked about), then the authorization server's, gets a token with
+// resource= (RFC 8707) and retries; on a 403 insufficient_scope it asks for the scope named and
+// retries (step-up). keygate sits behind a balancer at https://keygate.test (the resource's id):
+// the client's fetch goes there, the balancer (this test's customFetch) to keygate. Hostile: a
+// token for another resource, a token with no aud, a forged Host or X-Forwarded-Host on the
+// metadata, and no challenge pointing anywhere but the configured origin. Then the same through a
+// real nginx in decision mode, configured as docs/decision/nginx.md says.
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { generateKeyPairSync } from 'node:crypto'
+import { exportJWK, SignJWT } from 'jose'
+import * as oauth from 'oauth4webapi'
+import t, { type Test } from 'tap'
+import { loadDecisionConfig } from '../../bench/nginx.js'
+import { docSnippet } from '../helpers/docs.js'
+import { send } from '../helpers/http.js'
+import { findNginx, runNginx } from '../helpers/nginx.js'
+import { startTestIdp, TEST_IDP_SERVICE_CLIENT } from '../helpers/oidc-provider.js'
+import { startRecorder } from '../helpers/recorder.js'
+import { routeFile, routesFromYaml } from '../helpers/routes.js'
+import { addUser, login, startTestGateway } from '../helpers/stack.js'
+
+const PUBLIC_ORIGIN = 'https://keygate.test'
+const API = `${PUBLIC_ORIGIN}/api` // the resource the test IdP mints tokens for (TEST_IDP_AUDIENCE)
+const OTHER = `${PUBLIC_ORIGIN}/other`
+const nginx = findNginx()
+
+const ROUTES = `resources:
+  - id: ${API}
+    name: The reports API
+    documentation: https://docs.keygate.test/api
+    issuers: [corp, local]
+  - id: ${OTHER}
+    name: Another API
+    issuers: [corp]
+routes:
+  - name: api-read
+    prefix: /api/read/
+    upstream: UPSTREAM
+    auth: bearer
+    resource: ${API}
+    scopes: [reports:read]
+  - name: api-write
+    prefix: /api/write/
+    upstream: UPSTREAM
+    auth: bearer
+    resource: ${API}
+    scopes: [reports:write]
+  - name: other
+    prefix: /other/
+    upstream: UPSTREAM
+    auth: bearer
+    resource: ${OTHER}
+  - name: plain
+    prefix: /plain/
+    upstream: UPSTREAM
+    auth: bearer
+`
+
+/** An issuer of the test's own, for tokens oidc-provider will not mint (no aud): its JWKS on a loopback port. */
+async function localIssuer (t: Test) {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  const jwk = { ...await exportJWK(publicKey), kid: 'local-1', alg: 'ES256', use: 'sig' }
+  const server = createServer((_req, res) => { res.setHeader('content-type', 'application/json'); res.end(JSON.stringify({ keys: [jwk] })) })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { server.closeAllConnections(); server.close() })
+  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const mint = async (claims: Record<string, unknown>): Promise<string> => await new SignJWT({ scope: 'reports:read', ...claims })
+    .setProtectedHeader({ alg: 'ES256', kid: 'local-1', typ: 'at+jwt' }).setIssuer(issuer).setSubject('robot')
+    .setIssuedAt().setExpirationTime('5m').sign(privateKey)
+  return { issuer, jwksUri: `${issuer}/jwks`, mint }
+}
+
+t.test('a standard OAuth client finds its way in from the API\'s URL alone', async (t) => {
+  const idp = await startTestIdp(t)
+  const local = await localIssuer(t)
+  const upstream = await startRecorder(t)
+  // the issuer's own audiences do not repeat the resources': the resources that name it add theirs
+  const issuers = routeFile(t, `issuers:
+  - name: corp
+    issuer: ${idp.issuer}
+    audiences: [api://plain]
+    accessTokenType: at+jwt
+    scopes:
+      map: { "api:read": reports:read, "api:write": [reports:read, reports:write] }
+  - name: local
+    issuer: ${local.issuer}
+    jwksUri: ${local.jwksUri}
+    audiences: [api://plain]
+`, 'issuers.yaml')
+  const gw = await startTestGateway(t, {
+    store: 'redis',
+    upstreamUrl: upstream.url,
+    routes: (url) => routesFromYaml(ROUTES, url),
+    config: {
+      identityProviders: { file: issuers.path, oidc: undefined },
+      // a balancer keygate believes: still, nothing it forwards makes the resource's URLs
+      clientAddress: { trustedProxies: ['127.0.0.1/32'], header: 'x-forwarded-for' },
+      decision: { port: 0, host: '127.0.0.1', trustedProxies: ['127.0.0.1'] }
+    }
+  })
+  // the balancer in front: https://keygate.test/... reaches keygate; anything else is not on the path
+  const fetched: string[] = []
+  const balancer = async (url: string, init: RequestInit): Promise<Response> => {
+    fetched.push(url)
+    if (!url.startsWith(`${PUBLIC_ORIGIN}/`)) return await fetch(url, init)
+    return await fetch(gw.url + url.slice(PUBLIC_ORIGIN.length), init)
+  }
+  /**
+   * A request as oauth4webapi makes it (protectedResourceRequest): its answer, and the Bearer
+   * challenge oauth4webapi parsed from it (it rejects an answer that has one). Without a token, the
+   * balancer is told to send none.
+   */
+  const get = async (path: string, token?: string): Promise<{ response: Response, challenge?: oauth.WWWAuthenticateChallenge }> => {
+    const anonymous = async (url: string, init: RequestInit): Promise<Response> => {
+      const headers = new Headers(init.headers)
+      headers.delete('authorization')
+      return await balancer(url, { ...init, headers })
+    }
+    try {
+      const response = await oauth.protectedResourceRequest(token ?? 'none', 'GET', new URL(`${PUBLIC_ORIGIN}${path}`), undefined, null,
+        { [oauth.customFetch]: token === undefined ? anonymous : balancer })
+      return { response }
+    } catch (err) {
+      if (!(err instanceof oauth.WWWAuthenticateChallengeError)) throw err
+      return { response: err.response, challenge: err.cause.find((c) => c.scheme === 'bearer') }
+    }
+  }
+  const insecure = { [oauth.allowInsecureRequests]: true }
+
+  t.test('401 -> resource metadata -> AS metadata -> token with resource= -> 200; then a step-up', async (t) => {
+    const first = await get('/api/read/reports')
+    t.equal(first.response.status, 401)
+    t.equal((await first.response.json() as { code: string }).code, 'MISSING_TOKEN', 'the problem+json body as before')
+    const bearer = first.challenge
+    t.equal(bearer?.parameters.resource_metadata, `${PUBLIC_ORIGIN}/.well-known/oauth-protected-resource/api`, 'the metadata URL, from the id')
+    t.equal(bearer?.parameters.error, undefined, 'no token sent: no error')
+
+    const discovery = await oauth.resourceDiscoveryRequest(new URL(API), { [oauth.customFetch]: balancer })
+    t.equal(fetched.at(-1), bearer?.parameters.resource_metadata, 'the URL the challenge named is the one RFC 9728 derives from the id')
+    t.equal(discovery.headers.get('cache-control'), 'public, max-age=300')
+    const rs = await oauth.processResourceDiscoveryResponse(new URL(API), discovery)
+    t.same(rs, {
+      resource: API,
+      authorization_servers: [idp.issuer, local.issuer],
+      // corp's names (its map), and local's, which has no map: keygate's names as they are
+      scopes_supported: ['api:read', 'api:write', 'reports:read', 'reports:write'],
+      bearer_methods_supported: ['header'],
+      resource_name: 'The reports API',
+      resource_documentation: 'https://docs.keygate.test/api'
+    }, 'every member from configuration; scopes in each issuer\'s terms')
+
+    const issuer = new URL(rs.authorization_servers?.[0] as string)
+    const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oidc', ...insecure }))
+    const client: oauth.Client = { client_id: TEST_IDP_SERVICE_CLIENT.id }
+    const tokenFor = async (scope: string, resource: string): Promise<string> => {
+      const response = await oauth.clientCredentialsGrantRequest(as, client, oauth.ClientSecretBasic(TEST_IDP_SERVICE_CLIENT.secret),
+        { scope, resource }, insecure)
+      return (await oauth.processClientCredentialsResponse(as, client, response)).access_token
+    }
+    const token = await tokenFor('api:read', rs.resource)
+    const ok = (await get('/api/read/reports?first=1', token)).response
+    t.equal(ok.status, 200, await ok.text())
+    const seen = upstream.requests.find((r) => r.url === '/api/read/reports?first=1')
+    t.equal(seen?.headers['x-gateway-user'], 'corp:keygate-service')
+    t.equal(seen?.headers.authorization, undefined, 'no token passthrough: the upstream never sees the client\'s token')
+
+    // step-up: the write route wants reports:write, which only api:write maps to
+    const short = await get('/api/write/x', token)
+    t.equal(short.response.status, 403)
+    t.equal((await short.response.json() as { code: string }).code, 'INSUFFICIENT_SCOPE')
+    const asked = short.challenge
+    t.equal(asked?.parameters.error, 'insufficient_scope')
+    t.equal(asked?.parameters.scope, 'api:write', 'the scope to ask the IdP for, in its terms')
+    t.equal(asked?.parameters.resource_metadata, `${PUBLIC_ORIGIN}/.well-known/oauth-protected-resource/api`)
+    const more = await tokenFor(asked?.parameters.scope as string, rs.resource)
+    t.equal((await get('/api/write/x?stepped=1', more)).response.status, 200, 'with the scope asked for: through')
+  })
+
+  t.test('hostile: a token for another resource, none for any, a forged Host; keygate\'s own tokens still work', async (t) => {
+    const forApi = await idp.clientCredentialsToken(['api:read'])
+    const onOther = await get('/other/x', forApi)
+    t.equal(onOther.response.status, 401, 'a token the same IdP minted for another resource')
+    const refused = await onOther.response.json() as { code: string, detail: string }
+    t.equal(refused.code, 'INVALID_TOKEN')
+    t.match(refused.detail, `This token is for ${API}, not for ${OTHER}`)
+    const bearer = onOther.challenge
+    t.equal(bearer?.parameters.error, 'invalid_token')
+    t.match(bearer?.parameters.error_description ?? '', `not for ${OTHER}`)
+    t.equal(bearer?.parameters.resource_metadata, `${PUBLIC_ORIGIN}/.well-known/oauth-protected-resource/other`)
+    t.equal((await get('/plain/x', forApi)).response.status, 401, 'nor on a route of no resource: the issuer\'s own audiences only')
+    t.equal(upstream.requests.filter((r) => r.url === '/other/x' || r.url === '/plain/x').length, 0, 'neither reached the upstream')
+
+    const noAud = await get('/api/read/x', await local.mint({}))
+    t.equal(noAud.response.status, 401, 'a token with no aud')
+    t.match(await noAud.response.json(), { code: 'INVALID_TOKEN', detail: /names no audience/ })
+    t.equal(noAud.challenge?.parameters.error, 'invalid_token')
+    t.equal((await get('/api/read/x?local=1', await local.mint({ aud: API }))).response.status, 200, 'the same issuer\'s token for the resource: through')
+
+    const forged = { host: 'evil.example', 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'http', forwarded: 'host=evil.example;proto=http' }
+    const honest = await send(gw.url, '/.well-known/oauth-protected-resource/api')
+    const lied = await send(gw.url, '/.well-known/oauth-protected-resource/api', { headers: forged })
+    t.equal(lied.status, 200)
+    t.equal(lied.text, honest.text, 'the same document, whatever the Host says')
+    t.notMatch(lied.text, 'evil.example')
+    const unauthenticated = await send(gw.url, '/api/read/x', { headers: forged })
+    t.equal(unauthenticated.status, 401)
+    const metadataUrl = /resource_metadata="([^"]*)"/.exec(String(unauthenticated.headers['www-authenticate']))?.[1]
+    t.equal(new URL(metadataUrl ?? 'x:').origin, PUBLIC_ORIGIN, 'the challenge points at the configured origin, never the forged one')
+    t.match(await send(gw.url, '/.well-known/oauth-protected-resource/nothing'), { status: 404, headers: { 'content-type': /problem\+json/ } })
+
+    await addUser(gw, 'ann')
+    await gw.app.keygate.users.setScopes('ann', ['reports:read'])
+    t.equal((await get('/api/read/x?own=1', await login(gw.url, 'ann'))).response.status, 200, 'keygate\'s own token: keygate is its resource server')
+  })
+
+  t.test('decision mode behind a real nginx, configured as docs/decision/nginx.md says', { skip: 'reason' in nginx ? nginx.reason : false }, async (t) => {
+    const decisionUrl = await gw.app.keygate.decisions?.listen({ port: 0, host: '127.0.0.1' }) as string
+    const metadataLocation = docSnippet('docs/decision/nginx.md', 'Protected resources', 'nginx').split('\n').map((line) => `    ${line}`).join('\n')
+    const config = (port: number): string =>
+      loadDecisionConfig()(port, decisionUrl, upstream.url).replace('    location / {', `${metadataLocation}\n    location / {`)
+    const proxy = await runNginx(t, 'path' in nginx ? nginx.path : '', config)
+    const missing = await send(proxy.url, '/api/read/x')
+    t.equal(missing.status, 401)
+    t.match(String(missing.headers['www-authenticate']), `resource_metadata="${PUBLIC_ORIGIN}/.well-known/oauth-protected-resource/api"`)
+    const wrong = await send(proxy.url, '/other/x', { headers: { authorization: `Bearer ${await idp.clientCredentialsToken(['api:read'])}` } })
+    t.equal(wrong.status, 401)
+    t.match(String(wrong.headers['www-authenticate']), /error="invalid_token"/)
+    const short = await send(proxy.url, '/api/write/x', { headers: { authorization: `Bearer ${await idp.clientCredentialsToken(['api:read'])}` } })
+    t.equal(short.status, 403)
+    t.match(String(short.headers['www-authenticate']), 'error="insufficient_scope", scope="api:write"')
+    const metadata = await send(proxy.url, '/.well-known/oauth-protected-resource/api', { headers: { host: 'evil.example' } })
+    t.equal(metadata.status, 200)
+    t.equal(metadata.text, (await send(gw.url, '/.well-known/oauth-protected-resource/api')).text, 'the same document through nginx')
+    t.equal(metadata.headers['cache-control'], 'public, max-age=300')
+  })
+})
