@@ -239,3 +239,11 @@ t.test('a standard OAuth client finds its way in from the API\'s URL alone', asy
     t.equal(metadata.headers['cache-control'], 'public, max-age=300')
   })
 })
+
+t.test('keygate does not start when a resource names an issuer the issuers file does not have', async (t) => {
+  await t.rejects(startTestGateway(t, {
+    store: 'memory',
+    upstreamUrl: 'http://127.0.0.1:9',
+    routes: (url) => routesFromYaml(ROUTES, url)
+  }), { name: 'RouteFileError', message: /names the issuer "corp", which is not a trusted issuer \(none is configured/ })
+})

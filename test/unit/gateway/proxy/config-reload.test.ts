@@ -77,3 +77,28 @@ t.test('a refused reload closes no key in force; a removed issuer\'s keys are cl
   t.match(third, { outcome: 'reloaded', issuers: { removed: ['corp'] } })
   t.same(s.closed, ['corp'], 'removed: its keys closed')
 })
+
+t.test('a resource names issuers of the issuers file: the two are checked together, in every reload and at start', async (t) => {
+  const s = await setUp(t)
+  const resourceRoutes = (issuerName: string): string => 'resources:\n  - { id: "https://api.example.com/mcp", name: MCP, issuers: [' + issuerName + '] }\n' +
+    'routes:\n  - { name: mcp, prefix: /mcp/, upstream: "http://127.0.0.1:9", auth: bearer, resource: "https://api.example.com/mcp" }\n'
+  s.routes.write(resourceRoutes('partner'))
+  const refused = await s.reloader.reload()
+  t.same(refused, {
+    outcome: 'invalid',
+    files: [s.routes.path],
+    problems: [`${s.routes.path}: resources: "https://api.example.com/mcp" names the issuer "partner", which is not a trusted issuer (known: corp)`]
+  })
+  t.same(s.registry.current.routes.map((r) => r.name), ['a'], 'nothing put in force')
+  // the issuer renamed in both files at once: checked against the issuers that would be in force
+  writeFileSync(s.issuersFile, `issuers:\n${issuer('partner')}`)
+  t.match(await s.reloader.reload(), { outcome: 'reloaded', routes: { added: ['mcp'] }, issuers: { added: ['partner'], removed: ['corp'] } })
+
+  // the routes alone (POST /v1/routes/reload, a watched file): checked against the issuers in force
+  s.registry.checkWith((routes) => routes.some((r) => r.resource?.issuers.includes('partner') === true) ? [] : ['not partner'])
+  s.routes.write(resourceRoutes('corp'))
+  const alone = await s.registry.reload()
+  t.match(alone, { ok: false, error: { message: /not partner/ } })
+  t.same(s.registry.current.routes.map((r) => r.name), ['mcp'], 'the routes in force stay')
+  t.throws(() => { s.registry.checkWith(() => ['wrong now']) }, { name: 'RouteFileError', message: /wrong now/ }, 'at start: the routes in force checked at once')
+})
