@@ -8,7 +8,7 @@
 // the client's fetch goes there, the balancer (this test's customFetch) to keygate. Hostile: a
 // token for another resource, a token with no aud, a forged Host or X-Forwarded-Host on the
 // metadata, and no challenge pointing anywhere but the configured origin. Then the same through a
-// real nginx in decision mode, configured as docs/decision/nginx.md says.
+// real nginx and a real Caddy in decision mode, configured as docs/decision/ says.
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { generateKeyPairSync } from 'node:crypto'
@@ -18,6 +18,7 @@ import t, { type Test } from 'tap'
 import { loadDecisionConfig } from '../../bench/nginx.js'
 import { docSnippet } from '../helpers/docs.js'
 import { send } from '../helpers/http.js'
+import { findCaddy, runCaddy } from '../helpers/caddy.js'
 import { findNginx, runNginx } from '../helpers/nginx.js'
 import { startTestIdp, TEST_IDP_SERVICE_CLIENT } from '../helpers/oidc-provider.js'
 import { startRecorder } from '../helpers/recorder.js'
@@ -28,6 +29,7 @@ const PUBLIC_ORIGIN = 'https://keygate.test'
 const API = `${PUBLIC_ORIGIN}/api` // the resource the test IdP mints tokens for (TEST_IDP_AUDIENCE)
 const OTHER = `${PUBLIC_ORIGIN}/other`
 const nginx = findNginx()
+const caddy = findCaddy()
 
 const ROUTES = `resources:
   - id: ${API}
@@ -131,6 +133,9 @@ t.test('a standard OAuth client finds its way in from the API\'s URL alone', asy
     }
   }
   const insecure = { [oauth.allowInsecureRequests]: true }
+  let decisionUrl: string | undefined
+  /** keygate's decision listener, listening from the first proxy test on */
+  const deciding = async (): Promise<string> => (decisionUrl ??= await gw.app.keygate.decisions?.listen({ port: 0, host: '127.0.0.1' }) as string)
 
   t.test('401 -> resource metadata -> AS metadata -> token with resource= -> 200; then a step-up', async (t) => {
     const first = await get('/api/read/reports')
@@ -219,7 +224,7 @@ t.test('a standard OAuth client finds its way in from the API\'s URL alone', asy
   })
 
   t.test('decision mode behind a real nginx, configured as docs/decision/nginx.md says', { skip: 'reason' in nginx ? nginx.reason : false }, async (t) => {
-    const decisionUrl = await gw.app.keygate.decisions?.listen({ port: 0, host: '127.0.0.1' }) as string
+    const decisionUrl = await deciding()
     const metadataLocation = docSnippet('docs/decision/nginx.md', 'Protected resources', 'nginx').split('\n').map((line) => `    ${line}`).join('\n')
     const config = (port: number): string =>
       loadDecisionConfig()(port, decisionUrl, upstream.url).replace('    location / {', `${metadataLocation}\n    location / {`)
@@ -237,6 +242,24 @@ t.test('a standard OAuth client finds its way in from the API\'s URL alone', asy
     t.equal(metadata.status, 200)
     t.equal(metadata.text, (await send(gw.url, '/.well-known/oauth-protected-resource/api')).text, 'the same document through nginx')
     t.equal(metadata.headers['cache-control'], 'public, max-age=300')
+  })
+
+  t.test('decision mode behind a real Caddy, with docs/decision/caddy.md\'s Caddyfile', { skip: 'reason' in caddy ? caddy.reason : false }, async (t) => {
+    const decisionUrl = await deciding()
+    const proxy = await runCaddy(t, 'path' in caddy ? caddy.path : '', docSnippet('docs/decision/caddy.md', 'The Caddyfile', 'caddyfile'), {
+      KEYGATE_DECISION: new URL(decisionUrl).host,
+      KEYGATE_PUBLIC: new URL(gw.url).host,
+      UPSTREAM: new URL(upstream.url).host
+    })
+    const missing = await send(proxy.url, '/api/read/x')
+    t.equal(missing.status, 401)
+    t.match(String(missing.headers['www-authenticate']), `resource_metadata="${PUBLIC_ORIGIN}/.well-known/oauth-protected-resource/api"`)
+    const short = await send(proxy.url, '/api/write/x', { headers: { authorization: `Bearer ${await idp.clientCredentialsToken(['api:read'])}` } })
+    t.equal(short.status, 403)
+    t.match(String(short.headers['www-authenticate']), 'error="insufficient_scope", scope="api:write"')
+    const metadata = await send(proxy.url, '/.well-known/oauth-protected-resource/api', { headers: { 'x-forwarded-host': 'evil.example' } })
+    t.equal(metadata.status, 200)
+    t.equal(metadata.text, (await send(gw.url, '/.well-known/oauth-protected-resource/api')).text, 'the same document through Caddy')
   })
 })
 
