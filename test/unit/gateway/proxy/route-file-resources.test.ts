@@ -2,6 +2,7 @@
 // problem in words, naming the entry and the field (the issuers are checked where the issuers
 // file is known too: test/unit/gateway/resources/resources.test.ts, test/unit/gateway/proxy/config-reload.test.ts).
 import t from 'tap'
+import { docSnippet } from '../../../helpers/docs.js'
 import { routesOfText, routeTextProblems } from '../../../helpers/routes.js'
 
 const file = (resources: string, routes: string): string => `resources:\n${resources}\nroutes:\n${routes}\n`
@@ -77,4 +78,17 @@ t.test('every mistake, in words', async (t) => {
     ]]
   ]
   for (const [name, yaml, expected] of cases) t.same(routeTextProblems(yaml), expected, name)
+})
+
+t.test('docs/resource-server.md\'s route file loads as the page says', async (t) => {
+  const [route] = routesOfText(docSnippet('docs/resource-server.md', 'Naming resources', 'yaml'))
+  t.match(route?.resource, {
+    id: 'https://api.example.com/mcp',
+    name: 'Example MCP server',
+    documentation: 'https://docs.example.com/mcp',
+    issuers: ['corp'],
+    audiences: ['api://mcp'],
+    metadataUrl: 'https://api.example.com/.well-known/oauth-protected-resource/mcp'
+  })
+  t.same(route?.scopes, ['mcp:tools'])
 })
