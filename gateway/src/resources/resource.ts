@@ -60,16 +60,20 @@ export interface ResourceFields {
 export function protectedResource (entry: ResourceFields): ProtectedResource {
   const url = new URL(entry.id)
   const metadataPath = METADATA_PATH + (url.pathname === '/' ? '' : url.pathname)
-  return {
+  const resource = {
     id: entry.id,
     name: entry.name,
     documentation: entry.documentation,
     issuers: [...entry.issuers],
     audiences: [...entry.audiences ?? []],
-    accepted: new Set([entry.id, ...entry.audiences ?? []]),
     metadataPath,
     metadataUrl: url.origin + metadataPath
   }
+  // not enumerable: a route shown as JSON (the admin API, routes check --json) lists id and audiences, not the set made of them
+  return Object.defineProperty<Omit<ProtectedResource, 'accepted'>>(resource, 'accepted', {
+    value: new Set([entry.id, ...entry.audiences ?? []]),
+    enumerable: false
+  }) as ProtectedResource
 }
 
 /** The resources some route belongs to, each once, in the order the routes name them. */
