@@ -244,6 +244,29 @@ t.test('a standard OAuth client finds its way in from the API\'s URL alone', asy
     t.equal(metadata.headers['cache-control'], 'public, max-age=300')
   })
 
+  t.test('Traefik\'s and Envoy\'s decision requests: the challenge is in keygate\'s answer, which they hand the client', async (t) => {
+    const decide = await deciding()
+    const token = await idp.clientCredentialsToken(['api:read'])
+    const traefik = await send(decide, '/decide/traefik', {
+      headers: {
+        'x-forwarded-method': 'GET',
+        'x-forwarded-uri': '/api/write/x',
+        'x-forwarded-host': 'evil.example',
+        'x-forwarded-proto': 'https',
+        authorization: `Bearer ${token}`
+      }
+    })
+    t.equal(traefik.status, 403)
+    t.equal(traefik.headers['www-authenticate'],
+      `Bearer realm="keygate", error="insufficient_scope", scope="api:write", resource_metadata="${PUBLIC_ORIGIN}/.well-known/oauth-protected-resource/api"`)
+    const envoy = await send(decide, '/decide/envoy/other/x', { headers: { host: 'evil.example', authorization: `Bearer ${token}` } })
+    t.equal(envoy.status, 401)
+    t.match(String(envoy.headers['www-authenticate']), `resource_metadata="${PUBLIC_ORIGIN}/.well-known/oauth-protected-resource/other", error="invalid_token"`)
+    const metadata = await send(decide, '/.well-known/oauth-protected-resource/other')
+    t.match(metadata.json(), { resource: OTHER, authorization_servers: [idp.issuer], scopes_supported: [] })
+    t.equal(metadata.headers['cache-control'], 'public, max-age=300', 'the decision listener\'s no-store is for decisions only')
+  })
+
   t.test('decision mode behind a real Caddy, with docs/decision/caddy.md\'s Caddyfile', { skip: 'reason' in caddy ? caddy.reason : false }, async (t) => {
     const decisionUrl = await deciding()
     const proxy = await runCaddy(t, 'path' in caddy ? caddy.path : '', docSnippet('docs/decision/caddy.md', 'The Caddyfile', 'caddyfile'), {
