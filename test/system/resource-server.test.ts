@@ -148,6 +148,7 @@ t.test('a standard OAuth client finds its way in from the API\'s URL alone', asy
     const discovery = await oauth.resourceDiscoveryRequest(new URL(API), { [oauth.customFetch]: balancer })
     t.equal(fetched.at(-1), bearer?.parameters.resource_metadata, 'the URL the challenge named is the one RFC 9728 derives from the id')
     t.equal(discovery.headers.get('cache-control'), 'public, max-age=300')
+    t.equal(discovery.headers.get('access-control-allow-origin'), '*', 'readable by a client in a browser')
     const rs = await oauth.processResourceDiscoveryResponse(new URL(API), discovery)
     t.same(rs, {
       resource: API,

@@ -35,6 +35,8 @@ export const resourceMetadataRoutes: FastifyPluginAsync<ResourceMetadataOptions>
     if (resource === undefined) throw new GatewayError('NOT_FOUND', `No protected resource has its metadata at ${path}`)
     // the configuration may change on a reload: a client keeps it a few minutes
     reply.header('cache-control', `public, max-age=${METADATA_MAX_AGE_SECONDS}`)
+    // public and credential-free: a client in a browser (an MCP inspector) may read it from any origin
+    reply.header('access-control-allow-origin', '*')
     return resourceMetadata(resource, inForce, issuers())
   }
   const schema = {
