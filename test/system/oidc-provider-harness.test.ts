@@ -164,7 +164,12 @@ t.test('a client that registers itself gets tokens for an added resource, with t
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
       body: new URLSearchParams({
-        grant_type: 'authorization_code', client_id: clientId, code: back.searchParams.get('code') ?? '', redirect_uri: redirectUri, code_verifier: verifier, resource
+        grant_type: 'authorization_code',
+        client_id: clientId,
+        code: back.searchParams.get('code') ?? '',
+        redirect_uri: redirectUri,
+        code_verifier: verifier,
+        resource
       })
     })
     const { access_token: accessToken } = await answer.json() as { access_token: string }
