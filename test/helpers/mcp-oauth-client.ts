@@ -164,19 +164,3 @@ export async function connectMcp (url: string, provider: TestOAuthProvider): Pro
   }
   throw new Error(`${url}: still unauthorized after two authorizations`)
 }
-
-/**
- * `call` on a connected client; when the SDK answers UnauthorizedError (a step-up: it sent the
- * user to the IdP for more scope), finish with the redirect's code and call once more.
- */
-export async function withStepUp<T> (
-  connection: McpConnection, provider: TestOAuthProvider, call: () => Promise<T>
-): Promise<{ result: T, steppedUp: boolean }> {
-  try {
-    return { result: await call(), steppedUp: false }
-  } catch (error) {
-    if (!(error instanceof UnauthorizedError)) throw error
-    await connection.transport.finishAuth(provider.lastCode())
-    return { result: await call(), steppedUp: true }
-  }
-}
