@@ -66,6 +66,12 @@ export async function startMcpServer (t: { teardown: (fn: () => unknown) => void
         ...(typeof message?.method === 'string' && { rpc: message.method }),
         ...(message?.method === 'tools/call' && typeof message.params?.name === 'string' && { tool: message.params.name })
       })
+      if (req.method !== 'POST') {
+        // stateless: no stream to open (GET) nor session to end (DELETE), as the SDK's stateless example answers
+        res.writeHead(405, { allow: 'POST', 'content-type': 'application/json' })
+        res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null }))
+        return
+      }
       const server = mcpServer(req.headers)
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
       res.on('close', () => { void transport.close(); void server.close() })
