@@ -1,10 +1,11 @@
 // A real MCP server as an upstream (issue 41): the MCP TypeScript SDK's McpServer behind its
 // StreamableHTTPServerTransport, stateless (a server and a transport per POST, as the SDK's
 // stateless example does; GET and DELETE answer 405, so no stream stays open), on a free
-// loopback port, answering at every path (keygate forwards /mcp and /mcp/admin as they came). Two tools: `whoami` answers with the identity headers the
-// request carried (what keygate says about the caller), `write-note` with the note's number.
-// It records every request it receives (method, path, headers, the JSON-RPC method called), so a
-// test can assert what keygate forwarded: its identity headers, and never the client's token.
+// loopback port, answering at every path (keygate forwards /mcp and /mcp/admin as they came).
+// Two tools: `whoami` answers with the identity headers the request carried (what keygate says
+// about the caller), `write-note` with the note's number. It records every request it receives
+// (method, path, headers, the JSON-RPC method called), so a test can assert what keygate
+// forwarded: its identity headers, and never the client's token.
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
