@@ -15,6 +15,12 @@
 // does; the interaction pages answer a request that accepts text/html with a minimal accessible
 // HTML form (login: "Username" and "Sign in"; consent: "Allow" and "Deny") posting to the same
 // steps; and authorize drives an authorization request's URL to the redirect back, as a browser would.
+//
+// For standard OAuth clients (issue 41: the MCP SDK's client): addResource adds another resource
+// indicator it mints JWT access tokens for (aud = that indicator; a keygate's resource is known
+// only once it listens), with its own scopes; `registration` opens dynamic client registration
+// (RFC 7591), as such clients register themselves; authorize's `allow` lets the user consent to
+// only some of the scopes asked (the others rejected), so that a client meets a step-up later.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { createHash, generateKeyPairSync, randomBytes, randomUUID, type KeyObject } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
@@ -74,7 +80,14 @@ export interface TestIdp {
    * to the client, as a browser with a fresh cookie jar: log in as `subject`, then allow (or, with
    * `deny`, decline: the IdP answers error=access_denied). The redirect's URL.
    */
-  authorize: (authorizationUrl: string, subject: string, options?: { deny?: boolean }) => Promise<string>
+  authorize: (authorizationUrl: string, subject: string, options?: TestIdpAuthorizeOptions) => Promise<string>
+  /**
+   * Another resource indicator (RFC 8707) it mints access tokens for: JWTs with aud = `indicator`,
+   * carrying only `scopes` (by default the IdP's `scopes`). Rebuilds the Provider, losing nothing.
+   */
+  addResource: (indicator: string, scopes?: string[]) => Promise<void>
+  /** the clients registered through dynamic client registration (RFC 7591), as they asked: their metadata */
+  readonly registrations: ReadonlyArray<Record<string, unknown>>
   /** how many requests each path has served (e.g. '/token') */
   readonly requests: ReadonlyMap<string, number>
   /** how many requests the JWKS endpoint and the discovery endpoint have served */
@@ -89,12 +102,21 @@ export interface TestIdpClient {
   redirectUris: string[]
 }
 
+export interface TestIdpAuthorizeOptions {
+  /** decline: the IdP answers error=access_denied */
+  deny?: boolean
+  /** consent to only these of the resource scopes asked; the others are rejected (absent: all asked) */
+  allow?: string[]
+}
+
 export interface TestIdpOptions {
   algorithm?: TestIdpAlgorithm
   /** access tokens' lifetime, both grants; 600 by default */
   accessTokenTtlSeconds?: number
   /** the scopes its API defines; ['api:read', 'api:write'] by default */
   scopes?: string[]
+  /** open dynamic client registration (RFC 7591) at `${issuer}/reg`, as its discovery document says */
+  registration?: boolean
 }
 
 export const TEST_IDP_AUDIENCE = 'https://keygate.test/api'
@@ -103,6 +125,7 @@ export const TEST_IDP_USER_CLIENT = { id: 'keygate-cli', redirectUri: 'http://12
 const DEFAULT_SCOPES = ['api:read', 'api:write']
 const JWKS_PATH = '/jwks'
 const DISCOVERY_PATH = '/.well-known/openid-configuration'
+const REGISTRATION_PATH = '/reg'
 const INTERACTION = /^\/interaction\/([A-Za-z0-9_-]+)(?:\/(login|confirm|abort))?$/
 
 /** A private signing JWK for `algorithm` with a fresh kid. */
@@ -194,6 +217,8 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
   let discoveryRequests = 0
   const requests = new Map<string, number>()
   const extraClients: TestIdpClient[] = []
+  const resources = new Map<string, string[]>([[TEST_IDP_AUDIENCE, scopes]])
+  const registrations: Array<Record<string, unknown>> = []
   let jwksHangs = false
   const hung = new Set<ServerResponse>()
 
@@ -203,6 +228,7 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
     const path = (req.url ?? '/').split('?')[0]
     if (path === JWKS_PATH) jwksRequests++
     if (path === DISCOVERY_PATH) discoveryRequests++
+    if (path === REGISTRATION_PATH && req.method === 'POST') recordRegistration(req)
     requests.set(path ?? '/', (requests.get(path ?? '/') ?? 0) + 1)
     if (path === JWKS_PATH && jwksHangs) {
       hung.add(res)
@@ -223,8 +249,18 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
   const port = (server.address() as AddressInfo).port
   const issuer = `http://127.0.0.1:${port}`
 
+  /** a registration request's metadata, read beside oidc-provider (which reads the same stream) */
+  function recordRegistration (req: IncomingMessage): void {
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
+    req.on('end', () => {
+      try { registrations.push(JSON.parse(Buffer.concat(chunks).toString()) as Record<string, unknown>) } catch { registrations.push({}) }
+    })
+  }
+
   function build (): void {
     const kid = keys[0]?.kid as string
+    const resourceScopes = [...new Set([...resources.values()].flat())]
     const configuration: Configuration = {
       adapter,
       clients: [{
@@ -252,6 +288,8 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
       }))],
       // every client's default would be RS256, which an ES256 or EdDSA key set cannot sign
       clientDefaults: { id_token_signed_response_alg: algorithm },
+      // a registering client's `scope` must name only these
+      ...(options.registration === true && { scopes: ['openid', 'offline_access', ...resourceScopes] }),
       jwks: { keys } as JWKS,
       cookies: { keys: cookieKeys },
       findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
@@ -260,15 +298,17 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
       features: {
         devInteractions: { enabled: false },
         clientCredentials: { enabled: true },
+        registration: { enabled: options.registration === true },
         resourceIndicators: {
           enabled: true,
           defaultResource: async () => TEST_IDP_AUDIENCE,
           useGrantedResource: async () => true,
           getResourceServerInfo: async (_ctx, resourceIndicator) => {
-            if (resourceIndicator !== TEST_IDP_AUDIENCE) throw new errors.InvalidTarget()
+            const its = resources.get(resourceIndicator)
+            if (its === undefined) throw new errors.InvalidTarget()
             return {
-              scope: scopes.join(' '),
-              audience: TEST_IDP_AUDIENCE,
+              scope: its.join(' '),
+              audience: resourceIndicator,
               accessTokenTTL: ttl,
               accessTokenFormat: 'jwt',
               jwt: { sign: { alg: algorithm, kid } }
@@ -322,9 +362,19 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
       const missingOIDCScope = missing.missingOIDCScope as string[] | undefined
       const missingOIDCClaims = missing.missingOIDCClaims as string[] | undefined
       const missingResourceScopes = missing.missingResourceScopes as Record<string, string[]> | undefined
-      if (missingOIDCScope !== undefined) grant.addOIDCScope(missingOIDCScope.join(' '))
+      // `allow` (authorize's option): the user consents to only these resource scopes, rejecting the others
+      const allow = form.has('allow') ? new Set((form.get('allow') ?? '').split(' ')) : undefined
+      const allowed = (scope: string): boolean => allow === undefined || allow.has(scope) || !resourceScopeNames().has(scope)
+      if (missingOIDCScope !== undefined) grant.addOIDCScope(missingOIDCScope.filter(allowed).join(' '))
+      const rejectedOIDC = (missingOIDCScope ?? []).filter((scope) => !allowed(scope))
+      if (rejectedOIDC.length > 0) grant.rejectOIDCScope(rejectedOIDC.join(' '))
       if (missingOIDCClaims !== undefined) grant.addOIDCClaims(missingOIDCClaims)
-      for (const [indicator, scope] of Object.entries(missingResourceScopes ?? {})) grant.addResourceScope(indicator, scope.join(' '))
+      for (const [indicator, scope] of Object.entries(missingResourceScopes ?? {})) {
+        const granted = scope.filter(allowed)
+        const rejected = scope.filter((one) => !allowed(one))
+        if (granted.length > 0) grant.addResourceScope(indicator, granted.join(' '))
+        if (rejected.length > 0) grant.rejectResourceScope(indicator, rejected.join(' '))
+      }
       const grantId = await grant.save()
       await provider.interactionFinished(req, res, { consent: details.grantId === undefined ? { grantId } : {} }, { mergeWithLastSubmission: true })
       return
@@ -332,6 +382,8 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
     res.statusCode = 400
     res.end(`interaction ${details.uid} is at ${details.prompt.name}, not ${step}`)
   }
+
+  const resourceScopeNames = (): Set<string> => new Set([...resources.values()].flat())
 
   function requested (asked: string[] | undefined): string[] {
     return asked ?? scopes
@@ -431,7 +483,7 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
     return { accessToken: answer.access_token, ...(answer.id_token !== undefined && { idToken: answer.id_token }) }
   }
 
-  async function authorize (authorizationUrl: string, subject: string, options: { deny?: boolean } = {}): Promise<string> {
+  async function authorize (authorizationUrl: string, subject: string, options: TestIdpAuthorizeOptions = {}): Promise<string> {
     const jar = new CookieJar()
     let next = authorizationUrl
     for (let hops = 0; hops < 12 && new URL(next).origin === issuer; hops++) {
@@ -445,7 +497,9 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
           method: 'POST',
           redirect: 'manual',
           headers: { cookie: jar.header(), 'content-type': 'application/x-www-form-urlencoded' },
-          body: new URLSearchParams(prompt === 'login' ? { login: subject } : {})
+          body: new URLSearchParams(prompt === 'login'
+            ? { login: subject }
+            : options.allow !== undefined ? { allow: options.allow.join(' ') } : {})
         })
       } else {
         response = await fetch(next, { redirect: 'manual', headers: { cookie: jar.header() } })
@@ -499,6 +553,11 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
       build()
     },
     authorize,
+    async addResource (indicator, resourceScopes) {
+      resources.set(indicator, [...(resourceScopes ?? scopes)])
+      build()
+    },
+    registrations,
     requests,
     stop,
     start,

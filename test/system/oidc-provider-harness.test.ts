@@ -1,8 +1,11 @@
 // The test OpenID Provider (test/helpers/oidc-provider.ts) is what keygate's identity-provider
 // tests will trust, so it is checked here on its own: its discovery document, JWT access tokens
 // of both grants (RFC 9068) verified against its JWKS as a resource server would, key rotation
-// with and without the old key, stop and start on the same port, and its request counters.
+// with and without the old key, stop and start on the same port, and its request counters; and,
+// for standard OAuth clients (issue 41), a client that registers itself (RFC 7591), a resource
+// added once known (RFC 8707) and a user who allows only part of the scope asked.
 import t, { type Test } from 'tap'
+import { createHash, randomBytes } from 'node:crypto'
 import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose'
 import { startTestIdp, type TestIdpAlgorithm } from '../helpers/oidc-provider.js'
 
@@ -128,4 +131,53 @@ t.test('stop refuses connections, start serves again on the same port with the s
   t.equal(idp.discoveryRequests, 0, 'nothing asked for discovery')
   await fetch(`${idp.issuer}/.well-known/openid-configuration`)
   t.equal(idp.discoveryRequests, 1)
+})
+
+t.test('a client that registers itself gets tokens for an added resource, with the scope the user allowed', async (t) => {
+  const idp = await startTestIdp(t, { registration: true })
+  const resource = 'http://127.0.0.1:9/mcp'
+  await idp.addResource(resource, ['mcp:read', 'mcp:write'])
+  const discovery = await (await fetch(`${idp.issuer}/.well-known/openid-configuration`)).json() as Record<string, unknown>
+  t.equal(discovery.registration_endpoint, `${idp.issuer}/reg`, 'registration, in the discovery document')
+  const redirectUri = 'http://127.0.0.1/callback-of-a-registered-client'
+  const metadata = { redirect_uris: [redirectUri], application_type: 'native', token_endpoint_auth_method: 'none', scope: 'mcp:read mcp:write' }
+  const registered = await fetch(`${idp.issuer}/reg`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(metadata) })
+  t.equal(registered.status, 201)
+  const { client_id: clientId } = await registered.json() as { client_id: string }
+  t.same(idp.registrations, [metadata], 'the registration recorded as sent')
+
+  const verifier = randomBytes(32).toString('base64url')
+  const url = new URL('/auth', idp.issuer)
+  url.search = new URLSearchParams({
+    client_id: clientId,
+    redirect_uri: redirectUri,
+    response_type: 'code',
+    scope: 'mcp:read mcp:write',
+    resource,
+    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+    code_challenge_method: 'S256'
+  }).toString()
+  const token = async (allow?: string[]): Promise<Record<string, unknown>> => {
+    const back = new URL(await idp.authorize(url.toString(), 'carol', allow === undefined ? {} : { allow }))
+    t.equal(back.origin + back.pathname, redirectUri, 'back at the client')
+    const answer = await fetch(`${idp.issuer}/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        client_id: clientId,
+        code: back.searchParams.get('code') ?? '',
+        redirect_uri: redirectUri,
+        code_verifier: verifier,
+        resource
+      })
+    })
+    const { access_token: accessToken } = await answer.json() as { access_token: string }
+    return (await jwtVerify(accessToken, createRemoteJWKSet(new URL(idp.jwksUri)), { issuer: idp.issuer, audience: resource, typ: 'at+jwt' })).payload
+  }
+  const partial = await token(['mcp:read'])
+  t.equal(partial.aud, resource, 'aud: the added resource')
+  t.equal(partial.scope, 'mcp:read', 'only what the user allowed')
+  t.equal(partial.client_id, clientId)
+  t.equal((await token()).scope, 'mcp:read mcp:write', 'all of it when the user allows all')
 })

@@ -1,0 +1,97 @@
+// A real MCP server as an upstream (issue 41): the MCP TypeScript SDK's McpServer behind its
+// StreamableHTTPServerTransport, stateless (a server and a transport per POST, as the SDK's
+// stateless example does; GET and DELETE answer 405, so no stream stays open), on a free
+// loopback port, answering at every path (keygate forwards /mcp and /mcp/admin as they came).
+// Two tools: `whoami` answers with the identity headers the request carried (what keygate says
+// about the caller), `write-note` with the note's number. It records every request it receives
+// (method, path, headers, the JSON-RPC method called), so a test can assert what keygate
+// forwarded: its identity headers, and never the client's token.
+import { createServer, type IncomingHttpHeaders } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+
+export interface McpRequest {
+  method: string
+  /** the path and query as received */
+  url: string
+  headers: IncomingHttpHeaders
+  /** the JSON-RPC method of a POST's message (initialize, tools/list, tools/call, ...); absent on GET and DELETE */
+  rpc?: string
+  /** with tools/call: the tool's name */
+  tool?: string
+}
+
+export interface TestMcpServer {
+  /** http://127.0.0.1:PORT */
+  url: string
+  /** every request received, in order */
+  requests: McpRequest[]
+  /** the tools/call requests received for `tool` */
+  calls: (tool: string) => McpRequest[]
+}
+
+const IDENTITY = ['x-gateway-user', 'x-gateway-scopes', 'x-gateway-key'] as const
+
+function mcpServer (headers: IncomingHttpHeaders): McpServer {
+  const server = new McpServer({ name: 'keygate-test-mcp', version: '1.0.0' })
+  let notes = 0
+  server.registerTool('whoami', { description: 'The identity keygate sent with this request' }, async () => {
+    const seen = Object.fromEntries(IDENTITY.map((name) => [name, headers[name] ?? null]))
+    return { content: [{ type: 'text', text: JSON.stringify(seen) }] }
+  })
+  server.registerTool('write-note', { description: 'Writes a note (a tool a write scope guards)' }, async () => {
+    notes++
+    return { content: [{ type: 'text', text: `note ${notes} written` }] }
+  })
+  return server
+}
+
+function readJson (chunks: Buffer[]): unknown {
+  if (chunks.length === 0) return undefined
+  try { return JSON.parse(Buffer.concat(chunks).toString()) } catch { return undefined }
+}
+
+export async function startMcpServer (t: { teardown: (fn: () => unknown) => void }): Promise<TestMcpServer> {
+  const requests: McpRequest[] = []
+  const http = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
+    req.on('end', () => {
+      const body = readJson(chunks)
+      const message = (Array.isArray(body) ? body[0] : body) as { method?: string, params?: { name?: string } } | undefined
+      requests.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        ...(typeof message?.method === 'string' && { rpc: message.method }),
+        ...(message?.method === 'tools/call' && typeof message.params?.name === 'string' && { tool: message.params.name })
+      })
+      if (req.method !== 'POST') {
+        // stateless: no stream to open (GET) nor session to end (DELETE), as the SDK's stateless example answers
+        res.writeHead(405, { allow: 'POST', 'content-type': 'application/json' })
+        res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null }))
+        return
+      }
+      const server = mcpServer(req.headers)
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+      res.on('close', () => { void transport.close(); void server.close() })
+      server.connect(transport)
+        .then(async () => { await transport.handleRequest(req, res, body) })
+        .catch((error: unknown) => {
+          if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' })
+          res.end(String(error))
+        })
+    })
+  })
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+  t.teardown(async () => {
+    http.closeAllConnections()
+    await new Promise((resolve) => http.close(resolve))
+  })
+  return {
+    url: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
+    requests,
+    calls: (tool) => requests.filter((r) => r.rpc === 'tools/call' && r.tool === tool)
+  }
+}
