@@ -48,6 +48,7 @@ t.test('the /docs page shows every endpoint in Chromium, offline', async (t) => 
     'DELETE /orders/',
     'DELETE /v1/api-keys/{apiKey}',
     'GET /.well-known/jwks.json',
+    'GET /.well-known/oauth-protected-resource',
     'GET /healthz',
     'GET /orders/',
     'GET /readyz',
