@@ -28,6 +28,7 @@ import { addUser, login, startTestGateway } from '../helpers/stack.js'
 const PUBLIC_ORIGIN = 'https://keygate.test'
 const API = `${PUBLIC_ORIGIN}/api` // the resource the test IdP mints tokens for (TEST_IDP_AUDIENCE)
 const OTHER = `${PUBLIC_ORIGIN}/other`
+const MAPPED = `${PUBLIC_ORIGIN}/mapped`
 const nginx = findNginx()
 const caddy = findCaddy()
 
@@ -39,6 +40,11 @@ const ROUTES = `resources:
   - id: ${OTHER}
     name: Another API
     issuers: [corp]
+  - id: ${MAPPED}
+    name: An API with scopes of its own
+    issuers: [local]
+    scopes:
+      map: { "reports:read": mapped:read, "reports:write": [mapped:read, mapped:write] }
 routes:
   - name: api-read
     prefix: /api/read/
@@ -57,6 +63,18 @@ routes:
     upstream: UPSTREAM
     auth: bearer
     resource: ${OTHER}
+  - name: mapped-read
+    prefix: /mapped/read/
+    upstream: UPSTREAM
+    auth: bearer
+    resource: ${MAPPED}
+    scopes: [mapped:read]
+  - name: mapped-write
+    prefix: /mapped/write/
+    upstream: UPSTREAM
+    auth: bearer
+    resource: ${MAPPED}
+    scopes: [mapped:write]
   - name: plain
     prefix: /plain/
     upstream: UPSTREAM
@@ -222,6 +240,24 @@ t.test('a standard OAuth client finds its way in from the API\'s URL alone', asy
     await addUser(gw, 'ann')
     await gw.app.keygate.users.setScopes('ann', ['reports:read'])
     t.equal((await get('/api/read/x?own=1', await login(gw.url, 'ann'))).response.status, 200, 'keygate\'s own token: keygate is its resource server')
+  })
+
+  t.test('a resource\'s own scope map: the same IdP scopes mean its scopes on its routes, and its metadata and challenges say so', async (t) => {
+    const metadata = await send(gw.url, '/.well-known/oauth-protected-resource/mapped')
+    t.match(metadata.json(), { resource: MAPPED, authorization_servers: [local.issuer], scopes_supported: ['reports:read', 'reports:write'] },
+      'asked for in the IdP\'s terms, through the resource\'s map')
+    const reader = await local.mint({ aud: MAPPED, scope: 'reports:read' })
+    const read = await get('/mapped/read/x', reader)
+    t.equal(read.response.status, 200, 'reports:read is mapped:read on this resource')
+    t.equal(upstream.requests.find((r) => r.url === '/mapped/read/x')?.headers['x-gateway-scopes'], 'mapped:read',
+      'the upstream is told the resource\'s scopes, not the IdP\'s')
+    const short = await get('/mapped/write/x', reader)
+    t.equal(short.response.status, 403)
+    t.equal(short.challenge?.parameters.scope, 'reports:write', 'the step-up names the IdP scope the resource maps to mapped:write')
+    t.equal((await get('/mapped/write/x?stepped=1', await local.mint({ aud: MAPPED, scope: 'reports:write' }))).response.status, 200)
+    // the same token kind on the issuer's other resource: its scopes are taken as named there (local has no map)
+    t.equal((await get('/api/read/x?unmapped=1', await local.mint({ aud: API, scope: 'reports:read' }))).response.status, 200)
+    t.equal(upstream.requests.find((r) => r.url === '/api/read/x?unmapped=1')?.headers['x-gateway-scopes'], 'reports:read')
   })
 
   t.test('decision mode behind a real nginx, configured as docs/decision/nginx.md says', { skip: 'reason' in nginx ? nginx.reason : false }, async (t) => {

@@ -1,6 +1,7 @@
 import { GatewayError } from '../errors.js'
-import type { IdpToken, IdpVerifier } from '../idp/idp-tokens.js'
+import { mappedScopes, type IdpToken, type IdpVerifier } from '../idp/idp-tokens.js'
 import { checkAudience } from '../resources/audience.js'
+import type { ProtectedResource } from '../resources/resource.js'
 import { invalidTokenError, type TokenService, type VerifiedToken } from '../tokens/token-service.js'
 import { removedIdpUserError } from '../users/idp-users.js'
 import { scopeSet, unionScopes } from '../users/scopes.js'
@@ -49,19 +50,22 @@ export function bearerTokenStage (tokens: TokenService, users: Pick<UserScopes, 
 
 /**
  * An IdP token's user: found (a cached user costs no store command and no promise), else made on
- * first use. The request may do what the token's scopes (mapped by its issuer) and an operator's
- * grants to the user in keygate allow together. What a request reads is made once per token and
- * user, not per request.
+ * first use. The request may do what the token's scopes (mapped by its issuer, or by the route's
+ * resource when it has a map of its own) and an operator's grants to the user in keygate allow
+ * together. What a request reads is made once per token, user and resource, not per request.
  */
 function idpUserState (users: Pick<UserScopes, 'current' | 'forget'>, idp: IdpTokens) {
-  const made = new WeakMap<IdpToken, { user: CurrentUser, account: CurrentUser, bearer: VerifiedToken }>()
+  const made = new WeakMap<IdpToken, { user: CurrentUser, resource: ProtectedResource | undefined, account: CurrentUser, bearer: VerifiedToken }>()
   const accept = (token: IdpToken, user: CurrentUser, state: AuthState): void => {
     if (user.idpRemovedAtSeconds !== undefined && token.issuedAt <= user.idpRemovedAtSeconds) throw removedIdpUserError(token.username)
     let known = made.get(token)
-    if (known?.user !== user) {
-      const scopes = token.scopes.length === 0 ? user.scopes : unionScopes(user.scopes, scopeSet(token.scopes))
+    const resource = state.resource
+    if (known?.user !== user || known.resource !== resource) {
+      const tokenScopes = resource?.scopeMap === undefined ? token.scopes : mappedScopes(resource.scopeMap, token.idpScopes)
+      const scopes = tokenScopes.length === 0 ? user.scopes : unionScopes(user.scopes, scopeSet(tokenScopes))
       known = {
         user,
+        resource,
         account: { ...user, scopes },
         // as a keygate token of this user's incarnation would say: a key registered with it is this incarnation's
         bearer: { subject: token.username, userId: user.id, credential: user.credential, issuedAt: token.issuedAt }

@@ -29,6 +29,8 @@ export interface IdpToken {
   readonly username: string
   /** keygate's scopes the token carries, after the issuer's map (sorted, each once) */
   readonly scopes: readonly string[]
+  /** the IdP's own scopes (or roles) the token carries, before any map: a resource's own map starts from these */
+  readonly idpScopes: readonly string[]
   /** `iat` (seconds), or when it was first verified when it has none */
   readonly issuedAt: number
   /** `exp`, seconds */
@@ -84,14 +86,17 @@ export function idpScopes (payload: JWTPayload, claim: string | undefined): stri
   return []
 }
 
-/** keygate's scopes for the IdP's: through the issuer's map when it has one (unmapped ones dropped), else those that are valid scopes, as named. */
-export function mappedScopes (issuer: IssuerConfig, fromIdp: readonly string[]): string[] {
+/**
+ * keygate's scopes for the IdP's: through a map (the issuer's, or a resource's) when there is one
+ * (unmapped ones dropped), else those that are valid scopes, as named.
+ */
+export function mappedScopes (map: ReadonlyMap<string, readonly string[]> | undefined, fromIdp: readonly string[]): string[] {
   const out = new Set<string>()
   for (const scope of fromIdp) {
-    if (issuer.scopeMap === undefined) {
+    if (map === undefined) {
       if (isScope(scope)) out.add(scope)
     } else {
-      for (const mapped of issuer.scopeMap.get(scope) ?? []) out.add(mapped)
+      for (const mapped of map.get(scope) ?? []) out.add(mapped)
     }
   }
   return [...out].sort()
@@ -180,11 +185,13 @@ export function createIdpVerifier (issuers: readonly IssuerConfig[], keysOf: (is
       throw idpTokenError(issuer, `The token's ${issuer.subjectClaim} is not a subject keygate can name a user after (1-255 printable characters, no spaces)`)
     }
     const seconds = Math.floor(now() / 1000)
+    const fromIdp = idpScopes(payload, issuer.scopeClaim)
     return {
       issuer,
       subject,
       username: `${issuer.name}${IDP_USER_SEPARATOR}${subject}`,
-      scopes: mappedScopes(issuer, idpScopes(payload, issuer.scopeClaim)),
+      scopes: mappedScopes(issuer.scopeMap, fromIdp),
+      idpScopes: fromIdp,
       issuedAt: typeof payload.iat === 'number' ? payload.iat : seconds,
       expiresAt: payload.exp as number,
       audiences: new Set(typeof payload.aud === 'string' ? [payload.aud] : payload.aud ?? []),

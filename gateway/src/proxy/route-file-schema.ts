@@ -86,7 +86,14 @@ export const ResourceEntrySchema = Type.Object({
   documentation: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
   issuers: Type.Array(Type.String({ pattern: `^${ISSUER_NAME}$`, description: `an issuer's name: ${ISSUER_NAME_RULE}` }),
     { minItems: 1, maxItems: 32, uniqueItems: true }),
-  audiences: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { maxItems: 16, uniqueItems: true }))
+  audiences: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { maxItems: 16, uniqueItems: true })),
+  // the IdP's scope (or role) -> keygate's, for tokens used on this resource: in place of the issuer's map
+  scopes: Type.Optional(Type.Object({
+    map: Type.Record(Type.String({ minLength: 1, maxLength: 256 }), Type.Union([
+      Scope,
+      Type.Array(Scope, { maxItems: 64 })
+    ]))
+  }, { additionalProperties: false }))
 }, { additionalProperties: false })
 export type ResourceEntry = Static<typeof ResourceEntrySchema>
 

@@ -34,7 +34,7 @@ export function resourceChallenge (error: GatewayError, resource: ProtectedResou
   }
   if (error.code === 'INSUFFICIENT_SCOPE') {
     const wanted = error.extra?.requiredScopes
-    const scopes = issuerScopes(issuer, Array.isArray(wanted) ? wanted.filter((s): s is string => typeof s === 'string') : [])
+    const scopes = issuerScopes(issuer, Array.isArray(wanted) ? wanted.filter((s): s is string => typeof s === 'string') : [], resource)
     return `Bearer realm="keygate", error="insufficient_scope", scope=${quoted(scopes.join(' '))}, ${metadata}`
   }
   return undefined

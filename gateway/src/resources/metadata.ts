@@ -1,7 +1,8 @@
 // What a client is told about a protected resource: its metadata document (RFC 9728 §2) and the
 // scopes, said in the terms a client asks its authorization server for. An issuer whose
-// `scopes.map` turns its own scopes into keygate's is asked for its own names; an issuer without
-// one is asked for keygate's names, which its tokens carry as they are.
+// `scopes.map` (or the resource's own `scopes.map`) turns its own scopes into keygate's is asked
+// for its own names; an issuer without one is asked for keygate's names, which its tokens carry
+// as they are.
 import type { IssuerConfig } from '../idp/issuers.js'
 import type { ProtectedResource } from './resource.js'
 
@@ -14,9 +15,13 @@ export interface ResourceMetadata {
   resource_documentation?: string
 }
 
-/** The scopes to ask `issuer` for so that a token carries keygate's `scopes`: its names that map to them, or the names themselves. */
-export function issuerScopes (issuer: IssuerConfig | undefined, scopes: readonly string[]): string[] {
-  const map = issuer?.scopeMap
+/**
+ * The scopes to ask `issuer` for so that a token carries keygate's `scopes` on `resource`: the
+ * names that map to them (through the resource's own map when it has one, else the issuer's), or
+ * the names themselves. No issuer (keygate's own token): keygate's names.
+ */
+export function issuerScopes (issuer: IssuerConfig | undefined, scopes: readonly string[], resource?: ProtectedResource): string[] {
+  const map = issuer === undefined ? undefined : (resource?.scopeMap ?? issuer.scopeMap)
   if (map === undefined) return [...scopes]
   const out = new Set<string>()
   for (const scope of scopes) {
@@ -31,7 +36,7 @@ export function resourceMetadata (resource: ProtectedResource, routes: ReadonlyA
   issuers: readonly IssuerConfig[]): ResourceMetadata {
   const scopes = [...new Set(routes.filter((route) => route.resource?.id === resource.id).flatMap((route) => route.scopes))]
   const its = resource.issuers.map((name) => issuers.find((issuer) => issuer.name === name)).filter((issuer) => issuer !== undefined)
-  const supported = new Set(its.length === 0 ? scopes : its.flatMap((issuer) => issuerScopes(issuer, scopes)))
+  const supported = new Set(its.length === 0 ? scopes : its.flatMap((issuer) => issuerScopes(issuer, scopes, resource)))
   return {
     resource: resource.id,
     authorization_servers: its.map((issuer) => issuer.issuer),

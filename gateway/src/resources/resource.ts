@@ -21,6 +21,11 @@ export interface ProtectedResource {
   readonly issuers: readonly string[]
   /** other `aud` values a token for it may carry, besides its id */
   readonly audiences: readonly string[]
+  /**
+   * the IdP's scopes (or roles) -> keygate's, for tokens used on its routes, in place of the
+   * issuer's `scopes.map`; undefined: the issuer's map applies
+   */
+  readonly scopeMap: ReadonlyMap<string, readonly string[]> | undefined
   /** the id and the audiences: a token for it names one of these in `aud` */
   readonly accepted: ReadonlySet<string>
   /** where keygate serves its metadata: /.well-known/oauth-protected-resource + the id's path */
@@ -54,6 +59,7 @@ export interface ResourceFields {
   documentation?: string | undefined
   issuers: readonly string[]
   audiences?: readonly string[] | undefined
+  scopes?: { map: Readonly<Record<string, string | readonly string[]>> } | undefined
 }
 
 /** The resource, from its configuration (its id checked by resourceIdProblem). */
@@ -69,10 +75,15 @@ export function protectedResource (entry: ResourceFields): ProtectedResource {
     metadataPath,
     metadataUrl: url.origin + metadataPath
   }
-  // not enumerable: a route shown as JSON (the admin API, routes check --json) lists id and audiences, not the set made of them
-  return Object.defineProperty<Omit<ProtectedResource, 'accepted'>>(resource, 'accepted', {
-    value: new Set([entry.id, ...entry.audiences ?? []]),
-    enumerable: false
+  // not enumerable: a route shown as JSON (the admin API, routes check --json) lists id and audiences, not the set and map made of them
+  return Object.defineProperties<Omit<ProtectedResource, 'accepted' | 'scopeMap'>>(resource, {
+    accepted: { value: new Set([entry.id, ...entry.audiences ?? []]), enumerable: false },
+    scopeMap: {
+      value: entry.scopes === undefined
+        ? undefined
+        : new Map(Object.entries(entry.scopes.map).map(([from, to]) => [from, typeof to === 'string' ? [to] : [...to]])),
+      enumerable: false
+    }
   }) as ProtectedResource
 }
 

@@ -76,6 +76,10 @@ t.test('the metadata: everything from configuration, scopes in each issuer\'s te
   t.same(resourceMetadata(mcp, routes, [plain]).authorization_servers, ['https://plain.example.com'], 'an issuer not in force is left out')
   t.same(issuerScopes(corp, ['reports:write']), ['api.write'])
   t.same(issuerScopes(undefined, ['reports:write']), ['reports:write'], 'keygate\'s own token: keygate\'s names')
+  const ownMap = protectedResource({ id: 'https://api.example.com/own', name: 'Own', issuers: ['corp'], scopes: { map: { 'own.write': 'reports:write' } } })
+  t.same(issuerScopes(corp, ['reports:write'], ownMap), ['own.write'], 'a resource\'s own map, in place of the issuer\'s')
+  t.same(issuerScopes(undefined, ['reports:write'], ownMap), ['reports:write'], 'keygate\'s own token: keygate\'s names, whatever the map')
+  t.same(JSON.parse(JSON.stringify(ownMap)).scopeMap, undefined, 'the map made of it is not shown as JSON')
   t.same(resourcesOf(routes), [mcp, root], 'each resource once, in route order')
 })
 
