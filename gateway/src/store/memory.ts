@@ -4,6 +4,7 @@
 import { memoryKeyEvents } from './memory/key-events.js'
 import { memoryKeys } from './memory/keys.js'
 import { memoryLimits } from './memory/limits.js'
+import { memoryMcpSessions } from './memory/mcp-sessions.js'
 import { memoryOnce } from './memory/once.js'
 import { memorySigningKeys } from './memory/signing-keys.js'
 import { memoryUsage } from './memory/usage.js'
@@ -17,12 +18,14 @@ export function createMemoryStore (now: () => number = Date.now): Store {
   const { sweep: sweepOnce, ...once } = memoryOnce(now)
   const { sweep: sweepLimits, ...limits } = memoryLimits(now)
   const { sweep: sweepUsage, ...usage } = memoryUsage(now)
+  const { sweep: sweepSessions, ...mcpSessions } = memoryMcpSessions(now)
   // Expiring entries are swept lazily on access and by a timer that never keeps the process alive.
   const sweep = setInterval(() => {
     const t = now()
     sweepOnce(t)
     sweepLimits(t)
     sweepUsage(t)
+    sweepSessions(t)
   }, 10_000)
   sweep.unref()
 
@@ -37,6 +40,7 @@ export function createMemoryStore (now: () => number = Date.now): Store {
     ...once,
     ...limits,
     ...usage,
+    ...mcpSessions,
     async ping () {},
     async close () { clearInterval(sweep) }
   }

@@ -9,6 +9,7 @@ import { redisKeyEvents } from './redis/key-events.js'
 import { sameSlotKey } from './redis/key-names.js'
 import { redisKeys } from './redis/keys.js'
 import { redisLimits } from './redis/limits.js'
+import { redisMcpSessions } from './redis/mcp-sessions.js'
 import { redisOnce } from './redis/once.js'
 import { redisSigningKeys } from './redis/signing-keys.js'
 import { redisUsage } from './redis/usage.js'
@@ -53,6 +54,7 @@ export async function createRedisStore (options: RedisStoreOptions): Promise<Sto
     ...once,
     ...redisLimits(context),
     ...redisUsage(context),
+    ...redisMcpSessions(context),
     ping: async () => { await context.guarded(async () => await redis.ping()) },
     close: async () => {
       stopForgets()

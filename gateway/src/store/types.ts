@@ -252,6 +252,16 @@ export interface Store {
   addUsageCounts: (buckets: readonly UsageBucketWrite[]) => Promise<void>
   /** the counters of each named bucket, in order (an empty Map for a bucket that is gone or never was) */
   readUsageCounts: (names: readonly string[]) => Promise<Array<Map<string, number>>>
+  /**
+   * MCP sessions (mcp/sessions.ts): binds session `id` to `owner` for `ttlMs`, unless it is bound
+   * already (set-if-absent, atomic across every gateway on the store). Returns the owner the
+   * session has after the call: `owner`, or the one an earlier binding gave it.
+   */
+  bindMcpSession: (id: string, owner: string, ttlMs: number) => Promise<string>
+  /** The owner of session `id`, its lifetime renewed to `ttlMs` from now in the same step; null when unbound or expired. */
+  mcpSessionOwner: (id: string, ttlMs: number) => Promise<string | null>
+  /** Forgets session `id` (its owner ended it) */
+  forgetMcpSession: (id: string) => Promise<void>
   /** resolves when the store answers; throws STORE_UNAVAILABLE otherwise */
   ping: () => Promise<void>
   close: () => Promise<void>
@@ -271,6 +281,8 @@ export type SigningKeyStore = Pick<Store, 'getOrCreateSigningKey' | 'getSigningK
 export type OnceStore = Pick<Store, 'rememberOnce' | 'putOnce' | 'takeOnce'>
 /** counters: fixed windows (hit: the login guard's) and rate limits (countRate, peekRate) */
 export type LimitStore = Pick<Store, 'hit' | 'resetHits' | 'countRate' | 'peekRate'>
+/** MCP sessions and who opened each (mcp/sessions.ts) */
+export type McpSessionStore = Pick<Store, 'bindMcpSession' | 'mcpSessionOwner' | 'forgetMcpSession'>
 /** usage analytics' buckets */
 export type UsageStore = Pick<Store, 'addUsageCounts' | 'readUsageCounts'>
 

@@ -43,6 +43,8 @@ export function redisKeyNames (prefix: string, cluster: boolean) {
     takeOnce: (key: string): string => `${prefix}take-once:${key}`,
     // per request too, and one key per counter: in a cluster they spread over every shard
     rate: (key: string): string => `${prefix}rate:${key}`,
+    // MCP sessions: session id -> its owner, one key each with no tag (per session: spread over the shards)
+    mcpSession: (id: string): string => `${prefix}mcp-session:${id}`,
     // usage analytics: one hash per time bucket, written in batches; each is one key, so one slot
     usage: (bucket: string): string => `${prefix}usage:${bucket}`
   }
