@@ -388,6 +388,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     metrics: services.metrics,
     upstreams: config.upstreams,
     bodyMemory: services.bodyMemory,
+    mcpSessions: store,
     ...(tracing !== undefined && { tracing })
   })
   return app

@@ -40,6 +40,7 @@ export const ERRORS = {
   NOT_FOUND: { status: 404, title: 'No such route' },
   API_KEY_NOT_FOUND: { status: 404, title: 'No such API key' },
   USER_NOT_FOUND: { status: 404, title: 'No such user' },
+  MCP_SESSION_NOT_FOUND: { status: 404, title: 'No such MCP session for this identity' },
   METHOD_NOT_ALLOWED: { status: 405, title: 'The route does not take this method' },
   REQUEST_TIMEOUT: { status: 408, title: 'The request did not arrive in time' },
   DUPLICATE_KEY: { status: 409, title: 'This public key is already registered' },
@@ -91,6 +92,15 @@ export interface GatewayErrorOptions {
   cause?: unknown
   /** where one code has two statuses (INVALID_SIGNATURE: 400 at registration, 401 on requests) */
   status?: number
+  /** an MCP client's error: the body is a JSON-RPC error object (this code and message, the problem as its data) */
+  jsonRpc?: JsonRpcErrorShape
+}
+
+/** What a JSON-RPC error answer says besides the problem: the request's id (null when unknown), the error's code and message. */
+export interface JsonRpcErrorShape {
+  id: string | number | null
+  code: number
+  message: string
 }
 
 export class GatewayError extends Error {
@@ -98,6 +108,7 @@ export class GatewayError extends Error {
   readonly statusCode: number
   readonly extra: Record<string, unknown> | undefined
   readonly headers: Record<string, string> | undefined
+  readonly jsonRpc: JsonRpcErrorShape | undefined
 
   constructor (code: ErrorCode, detail: string, options: GatewayErrorOptions = {}) {
     const status = options.status ?? ERRORS[code].status
@@ -115,6 +126,7 @@ export class GatewayError extends Error {
     this.statusCode = status
     this.extra = options.extra
     this.headers = options.headers
+    this.jsonRpc = options.jsonRpc
   }
 
   toProblem (): ProblemBody {

@@ -6,10 +6,16 @@
 // about the caller), `write-note` with the note's number. It records every request it receives
 // (method, path, headers, the JSON-RPC method called), so a test can assert what keygate
 // forwarded: its identity headers, and never the client's token.
-import { createServer, type IncomingHttpHeaders } from 'node:http'
+// Stateful (`{ stateful: true }`, issue 42): one server and transport per session, as the SDK's
+// stateful example keeps them: initialize opens a session (its id, random, in the answer's
+// Mcp-Session-Id), later requests name it, GET opens its stream, DELETE ends it; an unknown id is
+// answered 404. `sessions` lists the ids it issued.
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
+import { randomUUID } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js'
 
 export interface McpRequest {
   method: string
@@ -29,6 +35,8 @@ export interface TestMcpServer {
   requests: McpRequest[]
   /** the tools/call requests received for `tool` */
   calls: (tool: string) => McpRequest[]
+  /** stateful: the session ids issued, in order */
+  sessions: string[]
 }
 
 const IDENTITY = ['x-gateway-user', 'x-gateway-scopes', 'x-gateway-key'] as const
@@ -36,8 +44,10 @@ const IDENTITY = ['x-gateway-user', 'x-gateway-scopes', 'x-gateway-key'] as cons
 function mcpServer (headers: IncomingHttpHeaders): McpServer {
   const server = new McpServer({ name: 'keygate-test-mcp', version: '1.0.0' })
   let notes = 0
-  server.registerTool('whoami', { description: 'The identity keygate sent with this request' }, async () => {
-    const seen = Object.fromEntries(IDENTITY.map((name) => [name, headers[name] ?? null]))
+  server.registerTool('whoami', { description: 'The identity keygate sent with this request' }, async (extra) => {
+    // stateful: this request's headers (the server outlives the initialize it was made for)
+    const current = (extra.requestInfo?.headers ?? headers) as IncomingHttpHeaders
+    const seen = Object.fromEntries(IDENTITY.map((name) => [name, current[name] ?? null]))
     return { content: [{ type: 'text', text: JSON.stringify(seen) }] }
   })
   server.registerTool('write-note', { description: 'Writes a note (a tool a write scope guards)' }, async () => {
@@ -52,8 +62,51 @@ function readJson (chunks: Buffer[]): unknown {
   try { return JSON.parse(Buffer.concat(chunks).toString()) } catch { return undefined }
 }
 
-export async function startMcpServer (t: { teardown: (fn: () => unknown) => void }): Promise<TestMcpServer> {
+/** Stateful: the session's transport (initialize makes one), or an answer for a request that names none or an unknown one. */
+function statefulRequest (transports: Map<string, StreamableHTTPServerTransport>, sessions: string[], req: IncomingMessage, res: ServerResponse,
+  body: unknown): void {
+  const id = req.headers['mcp-session-id']
+  let transport = typeof id === 'string' ? transports.get(id) : undefined
+  if (transport === undefined && id === undefined && req.method === 'POST' && isInitializeRequest(body)) {
+    const server = mcpServer(req.headers)
+    const made = transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (sessionId) => { transports.set(sessionId, made); sessions.push(sessionId) }
+    })
+    made.onclose = () => { if (made.sessionId !== undefined) transports.delete(made.sessionId) }
+    server.connect(made).then(async () => { await made.handleRequest(req, res, body) }, (error: unknown) => { res.writeHead(500).end(String(error)) })
+    return
+  }
+  if (transport === undefined) {
+    res.writeHead(id === undefined ? 400 : 404, { 'content-type': 'application/json' })
+    res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }))
+    return
+  }
+  transport.handleRequest(req, res, body).catch((error: unknown) => { if (!res.headersSent) res.writeHead(500).end(String(error)) })
+}
+
+function statelessRequest (req: IncomingMessage, res: ServerResponse, body: unknown): void {
+  if (req.method !== 'POST') {
+    // stateless: no stream to open (GET) nor session to end (DELETE), as the SDK's stateless example answers
+    res.writeHead(405, { allow: 'POST', 'content-type': 'application/json' })
+    res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null }))
+    return
+  }
+  const server = mcpServer(req.headers)
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+  res.on('close', () => { void transport.close(); void server.close() })
+  server.connect(transport)
+    .then(async () => { await transport.handleRequest(req, res, body) })
+    .catch((error: unknown) => {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' })
+      res.end(String(error))
+    })
+}
+
+export async function startMcpServer (t: { teardown: (fn: () => unknown) => void }, options: { stateful?: boolean } = {}): Promise<TestMcpServer> {
   const requests: McpRequest[] = []
+  const sessions: string[] = []
+  const transports = new Map<string, StreamableHTTPServerTransport>()
   const http = createServer((req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
@@ -67,31 +120,20 @@ export async function startMcpServer (t: { teardown: (fn: () => unknown) => void
         ...(typeof message?.method === 'string' && { rpc: message.method }),
         ...(message?.method === 'tools/call' && typeof message.params?.name === 'string' && { tool: message.params.name })
       })
-      if (req.method !== 'POST') {
-        // stateless: no stream to open (GET) nor session to end (DELETE), as the SDK's stateless example answers
-        res.writeHead(405, { allow: 'POST', 'content-type': 'application/json' })
-        res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null }))
-        return
-      }
-      const server = mcpServer(req.headers)
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
-      res.on('close', () => { void transport.close(); void server.close() })
-      server.connect(transport)
-        .then(async () => { await transport.handleRequest(req, res, body) })
-        .catch((error: unknown) => {
-          if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' })
-          res.end(String(error))
-        })
+      if (options.stateful === true) statefulRequest(transports, sessions, req, res, body)
+      else statelessRequest(req, res, body)
     })
   })
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
   t.teardown(async () => {
+    for (const transport of transports.values()) await transport.close()
     http.closeAllConnections()
     await new Promise((resolve) => http.close(resolve))
   })
   return {
     url: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
     requests,
-    calls: (tool) => requests.filter((r) => r.rpc === 'tools/call' && r.tool === tool)
+    calls: (tool) => requests.filter((r) => r.rpc === 'tools/call' && r.tool === tool),
+    sessions
   }
 }

@@ -70,6 +70,14 @@ export interface UpstreamTrace {
 /** Connection errors that show the request was never written: nothing reached the upstream. */
 const NOT_CONNECTED = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'])
 
+/**
+ * Told of the upstream's final answer (its status, and its headers as the client will get them)
+ * before any of it reaches the client: a promise holds the answer back until it settles, and a
+ * rejection replaces the answer with its error (an MCP session bound before its id is handed out:
+ * mcp/sessions.ts). The answer's body waits meanwhile, with back-pressure on the upstream.
+ */
+export type BeforeAnswer = (status: number, headers: Readonly<Record<string, string | string[]>>) => Promise<void> | undefined
+
 /** Headers the gateway writes on an upstream's answer, over the upstream's own (undefined: removed). */
 export type AnswerHeaders = Readonly<Record<string, string | undefined>>
 
@@ -193,6 +201,8 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   #sentAt = 0
   /** the CLIENT span, when tracing is on */
   #span: unknown
+  /** what beforeAnswer asked the answer to wait for, until it settles */
+  #gate: Promise<void> | undefined
   /** while waiting: the socket whose end (the client's FIN) takes the request out of the queue, and that listener */
   #socket: Socket | null = null
   #onEnd: (() => void) | undefined
@@ -208,6 +218,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   private readonly tag: Tag
   private readonly answerHeaders: AnswerHeaders | undefined
   private readonly trace: UpstreamTrace | undefined
+  private readonly beforeAnswer: BeforeAnswer | undefined
 
   constructor (
     reply: FastifyReply,
@@ -217,7 +228,8 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     notSent: NotSent | undefined,
     tag: Tag,
     answerHeaders: AnswerHeaders | undefined,
-    trace: UpstreamTrace | undefined
+    trace: UpstreamTrace | undefined,
+    beforeAnswer: BeforeAnswer | undefined
   ) {
     this.reply = reply
     this.request = request
@@ -227,6 +239,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     this.tag = tag
     this.answerHeaders = answerHeaders
     this.trace = trace
+    this.beforeAnswer = beforeAnswer
   }
 
   /**
@@ -323,6 +336,13 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
         else answer[name] = value
       }
     }
+    if (this.beforeAnswer !== undefined) {
+      try {
+        this.#gate = this.beforeAnswer(statusCode, answer)
+      } catch (err) {
+        this.#gate = Promise.reject(err)
+      }
+    }
     const declared = headers['content-length']
     const length = declared === undefined ? NaN : Number(declared)
     if (this.request.method === 'HEAD' || statusCode === 204 || statusCode === 304 || length <= BUFFERED_RESPONSE_MAX) {
@@ -361,11 +381,31 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   }
 
   #send (payload: Buffer | Readable): void {
+    const gate = this.#gate
+    if (gate !== undefined) {
+      this.#gate = undefined
+      gate.then(() => { this.#send(payload) }, (err: unknown) => { this.#refuseAnswer(payload, err) })
+      return
+    }
+    if (payload instanceof Readable && payload.destroyed && !this.reply.raw.destroyed) {
+      // the answer broke off while it was held back: nothing of it was sent, so say so
+      this.reply.send(upstreamError(new Error('the upstream\'s answer broke off')))
+      return
+    }
     if (this.reply.raw.destroyed) {
       if (payload instanceof Readable) payload.destroy()
       return
     }
     this.reply.code(this.#status).headers(this.#headers ?? {}).send(payload)
+  }
+
+  /** beforeAnswer refused the answer: none of it reaches the client, which gets the error instead. */
+  #refuseAnswer (payload: Buffer | Readable, err: unknown): void {
+    if (payload instanceof Readable) {
+      payload.destroy()
+      if (this.#state === 'sent') this.#controller?.abort(new Error('the answer was refused'))
+    }
+    if (!this.reply.raw.destroyed) this.reply.send(err)
   }
 }
 
@@ -393,11 +433,11 @@ export class Forwarder<Tag = undefined> {
    * answer's headers once sent, then each gap between its body chunks. Answers `reply` with the
    * upstream's answer, or with a problem. `answerHeaders`: the gateway's own headers on the
    * upstream's answer (lower-case names), replacing the upstream's of the same name; undefined
-   * values remove the upstream's.
+   * values remove the upstream's. `beforeAnswer`: told of the answer before the client sees any of it (BeforeAnswer).
    */
-  forward (request: UpstreamRequest, reply: FastifyReply, tag: Tag, answerHeaders?: AnswerHeaders): void {
+  forward (request: UpstreamRequest, reply: FastifyReply, tag: Tag, answerHeaders?: AnswerHeaders, beforeAnswer?: BeforeAnswer): void {
     const handler = new ForwardHandler(reply, request, this.#upstream(request.origin), this.options.onAnswerBegins, this.options.onNotSent, tag, answerHeaders,
-      this.options.trace)
+      this.options.trace, beforeAnswer)
     reply.raw.once('close', handler.clientGone)
     handler.upstream.admit(handler, reply.raw.socket?.readableEnded === true)
   }

@@ -9,7 +9,7 @@ import { ISSUER_NAME, ISSUER_NAME_RULE, MAX_BODY_LIMIT } from '../config/env.js'
 import { BUCKET_PATTERN, MAX_LIMIT, RATE_LIMIT_BY, STORE_DOWN_POLICIES, WINDOW_PATTERN } from '../limits/rate-limit.js'
 import { MAX_SCOPES, SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
 import { PATH_NORMALISATIONS } from './backend-paths.js'
-import { AUTH_TIERS } from './route.js'
+import { AUTH_TIERS, MAX_MCP_SESSION_TTL_SECONDS } from './route.js'
 
 const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 const HeaderName = Type.String({ pattern: HEADER_NAME, maxLength: 100, description: 'an HTTP header name' })
@@ -75,7 +75,13 @@ export const RouteEntrySchema = Type.Object({
   onStoreDown: Type.Optional(Type.Union(STORE_DOWN_POLICIES.map((policy) => Type.Literal(policy)))),
   scopes: Type.Optional(Type.Array(Scope, { uniqueItems: true, maxItems: MAX_SCOPES })),
   backendNormalises: Type.Optional(Type.Array(Type.Union(PATH_NORMALISATIONS.map((n) => Type.Literal(n))), { uniqueItems: true })),
-  resource: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'the id of one of the file\'s resources' }))
+  resource: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'the id of one of the file\'s resources' })),
+  // an MCP route (docs/mcp.md): sessions are bound to the identity that opened them
+  mcp: Type.Optional(Type.Object({
+    sessions: Type.Optional(Type.Object({
+      ttlSeconds: Type.Optional(Type.Integer({ minimum: 60, maximum: MAX_MCP_SESSION_TTL_SECONDS }))
+    }, { additionalProperties: false }))
+  }, { additionalProperties: false }))
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
 

@@ -38,6 +38,16 @@ export interface IdentityTokenConfig {
   audience: string
 }
 
+/** An MCP session is forgotten after this long unused (each request in it renews it), unless the route says otherwise. */
+export const DEFAULT_MCP_SESSION_TTL_SECONDS = 86_400
+export const MAX_MCP_SESSION_TTL_SECONDS = 30 * 86_400
+
+/** An MCP route's settings (docs/mcp.md). */
+export interface McpRouteConfig {
+  /** sessions (mcp/sessions.ts): each belongs to the identity whose initialize the upstream answered with it */
+  sessions: { ttlSeconds: number }
+}
+
 /** A business route: requests it matches are authenticated per `auth` and forwarded to `upstream`. */
 export interface RouteConfig {
   /** how errors and logs name it: its `name`, or `routes[i]` */
@@ -100,6 +110,8 @@ export interface RouteConfig {
   backendNormalises: PathNormalisation[]
   /** the protected resource (RFC 9728) the route belongs to: its challenges point at its metadata, IdP tokens must be for it */
   resource?: ProtectedResource
+  /** an MCP route: undefined on any other */
+  mcp?: McpRouteConfig
 }
 
 export const TIER_RANK: Record<AuthTier, number> = { public: 0, agent: 1, bearer: 1, signed: 2 }

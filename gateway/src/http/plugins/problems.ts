@@ -82,6 +82,12 @@ export function sendProblem (request: FastifyRequest, reply: FastifyReply, error
   const resource = request.forward?.route.resource
   const challenge = resource === undefined ? undefined : resourceChallenge(error, resource, request.auth?.idpIssuer)
   if (challenge !== undefined) reply.header('www-authenticate', challenge)
+  // an MCP client reads JSON-RPC: the error object, with the problem as its data
+  const rpc = error.jsonRpc
+  if (rpc !== undefined) {
+    return reply.code(error.statusCode).type('application/json')
+      .send({ jsonrpc: '2.0', id: rpc.id, error: { code: rpc.code, message: rpc.message, data: error.toProblem() } })
+  }
   return reply.code(error.statusCode).type(PROBLEM_CONTENT_TYPE).send(error.toProblem())
 }
 

@@ -14,6 +14,7 @@ import { releaseReplayMark } from '../../auth/replay.js'
 import type { UpstreamLimits } from '../../config/env.js'
 import type { ByteBudget } from '../../lib/byte-budget.js'
 import type { RateLimiter } from '../../limits/limiter.js'
+import { checkSession, requestedSession, sessionAnswerHook } from '../../mcp/sessions.js'
 import type { GatewayMetrics } from '../../metrics/metrics.js'
 import { Forwarder, type UpstreamTrace } from '../../proxy/forwarder.js'
 import { admit, limitAndIdentify, routeState } from '../../proxy/admission.js'
@@ -21,6 +22,7 @@ import type { IdentityTokenIssuer } from '../../proxy/identity.js'
 import type { RouteConfig } from '../../proxy/route.js'
 import type { RouteRegistry } from '../../proxy/route-registry.js'
 import { upstreamRequest, type ForwardState } from '../../proxy/upstream-request.js'
+import type { McpSessionStore } from '../../store/types.js'
 import { parseRawBodies, rememberAnswer } from '../plugins/body-memory.js'
 import { PROXY_ROUTE_URLS } from '../plugins/catch-all.js'
 
@@ -33,6 +35,8 @@ export interface ProxyOptions {
   upstreams: UpstreamLimits
   /** the routes' rate limits */
   limiter: RateLimiter
+  /** MCP routes' sessions and who opened each (mcp/sessions.ts) */
+  mcpSessions: McpSessionStore
   /** the bytes of request bodies every request together may hold at once (KEYGATE_BODY_MEMORY_LIMIT) */
   bodyMemory: ByteBudget
   /** with tracing on (tracing/tracer.ts): the upstream call's CLIENT span, and the rate-limit script's span */
@@ -45,7 +49,7 @@ function forwardState (request: FastifyRequest): ForwardState {
 }
 
 export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options) => {
-  const { routes, authenticator, identityTokens, metrics, limiter, bodyMemory, tracing } = options
+  const { routes, authenticator, identityTokens, metrics, limiter, bodyMemory, tracing, mcpSessions } = options
   app.decorateRequest('forward', null)
 
   // Raw bytes up to the route's limit, counted against the body memory (http/plugins/body-memory.ts)
@@ -58,22 +62,29 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     return authenticator.beforeBody(request, route.auth, routeState(route))
   }
 
-  // 2. Authenticate what needs the body; 3. count the request against the route's rate limits
+  // 2. Authenticate what needs the body; on an MCP route, a request in a session passes only for
+  // the session's owner (mcp/sessions.ts); 3. count the request against the route's rate limits
   // and 4. mutate: the identity token, on routes that send one (proxy/admission.ts).
   const admitted = { limiter, identityTokens }
+  const limitAndMutate = (request: FastifyRequest, state: ForwardState): void | Promise<void> => {
+    const { route } = state
+    if (route.identityToken === undefined && route.rateLimits.length === 0) return
+    const described = describeInline(request)
+    const startTime = tracing === undefined ? 0 : performance.now()
+    const pending = limitAndIdentify(admitted, route, described, request.auth ?? {}, state)
+    return pending === undefined || tracing === undefined || route.rateLimits.length === 0
+      ? pending
+      : tracing.around(described, 'keygate.rate_limit', startTime, pending)
+  }
   const finishAuthentication = (request: FastifyRequest): void | Promise<void> => {
     const state = forwardState(request)
     const { route } = state
     const authenticated = authenticator.afterBody(request, route.auth)
-    // most routes send no identity token and have no limits: nothing more to allocate or wait for
-    if (route.identityToken === undefined && route.rateLimits.length === 0) return authenticated
+    // most routes send no identity token, have no limits and are not MCP: nothing more to allocate or wait for
+    if (route.mcp === undefined && route.identityToken === undefined && route.rateLimits.length === 0) return authenticated
     const next = (): void | Promise<void> => {
-      const described = describeInline(request)
-      const startTime = tracing === undefined ? 0 : performance.now()
-      const pending = limitAndIdentify(admitted, route, described, request.auth ?? {}, state)
-      return pending === undefined || tracing === undefined || route.rateLimits.length === 0
-        ? pending
-        : tracing.around(described, 'keygate.rate_limit', startTime, pending)
+      const session = checkSession(mcpSessions, route, request.auth, request.headers)
+      return session === undefined ? limitAndMutate(request, state) : session.then(() => limitAndMutate(request, state))
     }
     return authenticated === undefined ? next() : authenticated.then(next)
   }
@@ -96,7 +107,12 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     const body = request.body
     if (Buffer.isBuffer(body) && body.length > 0) state.body = body
     const client = { method: request.method, target: request.raw.url ?? '/', headers: request.headers, ip: request.ip, proxyHop: request.proxyHop }
-    forwarder.forward(upstreamRequest(client, state, request.auth), reply, state.route, state.answerHeaders)
+    const { route } = state
+    // an MCP route: the answer binds a session the upstream opens, or forgets one it ended (mcp/sessions.ts)
+    const sessions = route.mcp === undefined
+      ? undefined
+      : sessionAnswerHook(mcpSessions, route, { method: request.method, session: requestedSession(request.headers), auth: request.auth })
+    forwarder.forward(upstreamRequest(client, state, request.auth), reply, route, state.answerHeaders, sessions)
   }
 
   const authenticateHook = asHook(matchAndAuthenticate)
