@@ -112,7 +112,7 @@ t.test('bad files and the exact messages they get', async (t) => {
         'bodyLimit, identityHeaders, agents, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
         'bodyOnMethods, identityToken, ' +
         'allowMatrixParams, keepHeaders, ' +
-        'rateLimits, onStoreDown, scopes, backendNormalises, resource)']],
+        'rateLimits, onStoreDown, scopes, backendNormalises, resource, mcp)']],
     ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
       ['routes.yaml: routes[0].methods[1]: "FETCH" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']],
     ['a method twice', route(`${ok}\nmethods: [GET, GET]`), ['routes.yaml: routes[0].methods: lists an item twice']],
@@ -168,10 +168,22 @@ t.test('bad files and the exact messages they get', async (t) => {
           'bodyLimit, identityHeaders, agents, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
         'bodyOnMethods, identityToken, ' +
           'allowMatrixParams, keepHeaders, ' +
-          'rateLimits, onStoreDown, scopes, backendNormalises, resource)'
+          'rateLimits, onStoreDown, scopes, backendNormalises, resource, mcp)'
       ]]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)
+})
+
+t.test('mcp: sessions bound on every MCP route, for a day after their last use unless ttlSeconds says otherwise', async (t) => {
+  const routesOf = (yaml: string) => routesFromDocument(parseRouteText(yaml, 'routes.yaml'), 'routes.yaml', defaults)
+  t.equal(routesOf(route('prefix: /a/\nupstream: http://x\nauth: bearer'))[0]?.mcp, undefined, 'a route without mcp is not MCP')
+  t.same(routesOf(route('prefix: /mcp\nupstream: http://x\nauth: bearer\nmcp: {}'))[0]?.mcp, { sessions: { ttlSeconds: 86400 } }, 'the default lifetime')
+  t.same(routesOf(route('prefix: /mcp\nupstream: http://x\nauth: bearer\nmcp: { sessions: { ttlSeconds: 600 } }'))[0]?.mcp,
+    { sessions: { ttlSeconds: 600 } })
+  t.same(problems(route('prefix: /mcp\nupstream: http://x\nauth: bearer\nmcp: { sessions: { ttlSeconds: 10 } }')),
+    ['routes.yaml: routes[0].mcp.sessions.ttlSeconds: 10 is not allowed (expected integer to be greater or equal to 60)'])
+  t.same(problems(route('prefix: /mcp\nupstream: http://x\nauth: bearer\nmcp: { sessions: { bind: false } }')),
+    ['routes.yaml: routes[0].mcp.sessions.bind: is not a known field (known: ttlSeconds)'])
 })
 
 t.test('matrix parameters: a boolean, on prefix routes', async (t) => {
