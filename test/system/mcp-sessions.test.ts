@@ -9,7 +9,7 @@ import t from 'tap'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { startMcpServer } from '../helpers/mcp-server.js'
-import { uniquePrefix, deletePrefix, testRedisUrl } from '../helpers/redis.js'
+import { deletePrefix, startPrivateRedis, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { routesFromYaml } from '../helpers/routes.js'
 import { addUser, login, startTestGateway } from '../helpers/stack.js'
 
@@ -143,4 +143,40 @@ t.test('the embedded store: the same rules in one gateway, and a session on a ro
   const plain = await post(`${gateway.url}/plain`, bob, { jsonrpc: '2.0', id: 3, method: 'tools/list' }, session)
   t.equal(plain.status, 200, 'on a route without mcp:, keygate binds nothing (the MCP server itself answers)')
   await plain.body?.cancel()
+})
+
+t.test('Redis away: a request in a session is refused 503, and a session opened meanwhile is not handed out', async (t) => {
+  const mcp = await startMcpServer(t, { stateful: true })
+  const redis = await startPrivateRedis(t)
+  t.teardown(() => { redis.resume() })
+  const gateway = await startTestGateway(t, { store: 'redis', redis: redis.url, upstreamUrl: mcp.url, routes: (url) => routesFromYaml(ROUTES, url) })
+  await addUser(gateway, 'alice')
+  await addUser(gateway, 'bob')
+  const alice = await login(gateway.url, 'alice')
+  const bob = await login(gateway.url, 'bob')
+  const init = await post(`${gateway.url}/mcp`, alice, INITIALIZE)
+  const session = init.headers.get('mcp-session-id') ?? ''
+  await init.body?.cancel()
+  t.equal((await post(`${gateway.url}/mcp`, alice, { jsonrpc: '2.0', method: 'notifications/initialized' }, session)).status, 202, 'a session in use')
+  // bob's token is checked once before the pause, so that his user is known to the gateway then
+  t.equal((await post(`${gateway.url}/mcp`, bob, { jsonrpc: '2.0', id: 9, method: 'tools/list' }, session)).status, 404, 'and not Bob\'s')
+
+  redis.pause()
+  const received = mcp.requests.length
+  const inSession = await post(`${gateway.url}/mcp`, alice, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, session)
+  t.equal(inSession.status, 503, 'a request in the session: 503, the owner cannot be checked')
+  t.match(await inSession.json(), { code: 'STORE_UNAVAILABLE' })
+  t.equal(mcp.requests.length, received, 'and it was not forwarded')
+  const opened = await post(`${gateway.url}/mcp`, alice, INITIALIZE)
+  t.equal(opened.status, 503, 'an initialize the upstream answered with a new session: 503, its binding could not be stored')
+  t.equal(opened.headers.get('mcp-session-id'), null, 'the new id is not handed out')
+  t.equal(mcp.sessions.length, 2, '(the upstream did open it)')
+  await opened.body?.cancel()
+  redis.resume()
+  // the binding's write may still land once Redis runs what it queued: it names Alice, so it gives nobody else anything
+  t.equal((await post(`${gateway.url}/mcp`, bob, { jsonrpc: '2.0', method: 'notifications/initialized' }, mcp.sessions[1])).status, 404,
+    'Redis back: the id never handed out is refused to another user')
+  const back = await post(`${gateway.url}/mcp`, alice, { jsonrpc: '2.0', id: 3, method: 'tools/list' }, session)
+  t.equal(back.status, 200, 'and the session opened before works again')
+  await back.body?.cancel()
 })
