@@ -50,7 +50,8 @@ async function connect (url: string, token: string): Promise<{ client: Client, t
   return { client, transport }
 }
 
-const NOT_FOUND = { jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found', data: { code: 'MCP_SESSION_NOT_FOUND', status: 404 } } }
+// what an MCP client reads: a JSON-RPC error -32001 (the SDK's server answers an unknown session so), the catalog code in its data
+const NOT_FOUND = { jsonrpc: '2.0', error: { code: -32001, message: /session not found/i, data: { code: 'MCP_SESSION_NOT_FOUND', status: 404 } } }
 
 t.test('an MCP session is its opener\'s, on every gateway of one Redis; DELETE ends it', async (t) => {
   const mcp = await startMcpServer(t, { stateful: true })
