@@ -40,7 +40,7 @@ export const ERRORS = {
   NOT_FOUND: { status: 404, title: 'No such route' },
   API_KEY_NOT_FOUND: { status: 404, title: 'No such API key' },
   USER_NOT_FOUND: { status: 404, title: 'No such user' },
-  MCP_SESSION_NOT_FOUND: { status: 404, title: 'No such MCP session for this identity' },
+  MCP_SESSION_NOT_FOUND: { status: 404, title: 'MCP session not found for this identity' },
   METHOD_NOT_ALLOWED: { status: 405, title: 'The route does not take this method' },
   REQUEST_TIMEOUT: { status: 408, title: 'The request did not arrive in time' },
   DUPLICATE_KEY: { status: 409, title: 'This public key is already registered' },
