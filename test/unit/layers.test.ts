@@ -47,6 +47,8 @@ const LAYERS: Array<[room: string, rank: number]> = [
   ['gateway/src/resources/', 4.5],
   ['gateway/src/auth/', 5],
   ['gateway/src/proxy/', 6],
+  // MCP-aware routes: what keygate judges of an MCP exchange (sessions and who opened each)
+  ['gateway/src/mcp/', 6.5],
   ['gateway/src/http/schemas/', 7],
   ['gateway/src/http/docs/', 7],
   ['gateway/src/http/plugins/', 7.1],
