@@ -55,6 +55,7 @@ export function routeState (route: RouteConfig): AuthState {
     replay: route.replay,
     ...(route.agents !== undefined && { agents: route.agents }),
     ...(route.resource !== undefined && { resource: route.resource }),
+    ...(route.mcp !== undefined && { mcp: route.mcp }),
     requiredScopes: route.scopes,
     signaturePolicy: route.signature,
     signatureLabel: route.signatureLabel,

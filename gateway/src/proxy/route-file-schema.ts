@@ -30,6 +30,21 @@ const RateLimitEntrySchema = Type.Object({
   bucket: Type.Optional(Type.String({ pattern: BUCKET_PATTERN, description: 'a bucket name: lower-case letters, digits, "-" and "_", at most 63' }))
 }, { additionalProperties: false })
 
+/** scopes a call asks for beyond the route's ([]: none more), or deny */
+const McpRequirement = Type.Union([Type.Array(Scope, { uniqueItems: true, maxItems: MAX_SCOPES }), Type.Literal('deny')],
+  { description: 'a list of scopes, or deny' })
+const McpNames = Type.Record(Type.String({ minLength: 1, maxLength: 1024 }), McpRequirement)
+/** An MCP route (docs/mcp.md): its policy per tool, resource, prompt and method, and the origins it allows. */
+const McpSchema = Type.Object({
+  tools: Type.Optional(McpNames),
+  resources: Type.Optional(McpNames),
+  prompts: Type.Optional(McpNames),
+  methods: Type.Optional(McpNames),
+  default: Type.Optional(McpRequirement),
+  origins: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300, description: 'an origin: https://host[:port]' }),
+    { uniqueItems: true, maxItems: 100 }))
+}, { additionalProperties: false })
+
 export const RouteEntrySchema = Type.Object({
   name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
   prefix: Type.Optional(Path),
@@ -75,7 +90,8 @@ export const RouteEntrySchema = Type.Object({
   onStoreDown: Type.Optional(Type.Union(STORE_DOWN_POLICIES.map((policy) => Type.Literal(policy)))),
   scopes: Type.Optional(Type.Array(Scope, { uniqueItems: true, maxItems: MAX_SCOPES })),
   backendNormalises: Type.Optional(Type.Array(Type.Union(PATH_NORMALISATIONS.map((n) => Type.Literal(n))), { uniqueItems: true })),
-  resource: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'the id of one of the file\'s resources' }))
+  resource: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'the id of one of the file\'s resources' })),
+  mcp: Type.Optional(McpSchema)
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
 

@@ -11,6 +11,7 @@ import { rateLimit, routeScope } from '../limits/rate-limit.js'
 import { MAX_PROBLEMS, schemaProblems, type Problem, type RouteEntry, type RouteFile } from './route-file-schema.js'
 import { resourcesFromEntries, routeResource, unusedResourceProblems } from './route-resources.js'
 import { entryProblems, ruleProblems } from './route-rules.js'
+import { compilePolicy } from '../mcp/policy.js'
 import type { ProtectedResource } from '../resources/resource.js'
 import { DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
 
@@ -87,6 +88,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     ...(entry.scopes !== undefined && { scopes: entry.scopes }),
     ...(entry.backendNormalises !== undefined && { backendNormalises: entry.backendNormalises }),
     ...(resource !== undefined && { resource }),
+    ...(entry.mcp !== undefined && { mcp: compilePolicy(entry.mcp) }),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {

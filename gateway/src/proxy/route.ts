@@ -3,6 +3,7 @@
 import { HTTP_METHODS } from '#client/protocol'
 import type { AgentAllowance, AuthTier, ReplayPolicy, SeedBodyBoundary, SignatureSchemePolicy, UnseenBodyPolicy } from '../auth/stage.js'
 import type { RouteDefaults } from '../config/env.js'
+import type { McpPolicy } from '../mcp/policy.js'
 import type { ProtectedResource } from '../resources/resource.js'
 import { DEFAULT_STORE_DOWN_POLICY, type RateLimit, type StoreDownPolicy } from '../limits/rate-limit.js'
 import { PATH_NORMALISATIONS, type PathNormalisation } from './backend-paths.js'
@@ -100,6 +101,8 @@ export interface RouteConfig {
   backendNormalises: PathNormalisation[]
   /** the protected resource (RFC 9728) the route belongs to: its challenges point at its metadata, IdP tokens must be for it */
   resource?: ProtectedResource
+  /** an MCP route (docs/mcp.md): the body read as JSON-RPC, each message authorized, the Origin checked (auth/mcp.ts) */
+  mcp?: McpPolicy
 }
 
 export const TIER_RANK: Record<AuthTier, number> = { public: 0, agent: 1, bearer: 1, signed: 2 }

@@ -1,0 +1,105 @@
+// An MCP route's policy: which scopes each tool (tools/call by params.name), resource
+// (resources/read by params.uri), prompt (prompts/get by params.name) and other method asks for,
+// beyond the route's own scopes. Names are exact or globs with `*` (any run of characters, "/"
+// included); the most specific rule wins: an exact name beats any glob, then the glob with the
+// longer literal prefix, then the longer literal text, then the one listed first. An unlisted
+// tool, resource or prompt takes `default`; an unlisted other method asks for nothing more.
+import type { McpMessage } from './messages.js'
+
+/** the scopes a call asks for, all of them ([]: the route's scopes suffice), or `deny`: never through this route */
+export type Requirement = readonly string[] | 'deny'
+
+interface GlobRule { pattern: string; regex: RegExp; prefix: number; literal: number; requirement: Requirement }
+export interface NameRules { exact: ReadonlyMap<string, Requirement>; globs: readonly GlobRule[] }
+
+export interface McpPolicy {
+  tools: NameRules
+  resources: NameRules
+  prompts: NameRules
+  methods: NameRules
+  /** for a tool, resource or prompt no rule names */
+  default: Requirement
+  /** the Origin values a request may carry (absent Origin passes) */
+  origins: ReadonlySet<string>
+  /** as the route file says it (the admin API and `keygate routes check --json` show this) */
+  toJSON: () => McpEntry
+}
+
+/** The route file's `mcp` object, as the schema checks it. */
+export interface McpEntry {
+  tools?: Record<string, string[] | 'deny'>
+  resources?: Record<string, string[] | 'deny'>
+  prompts?: Record<string, string[] | 'deny'>
+  methods?: Record<string, string[] | 'deny'>
+  default?: string[] | 'deny'
+  origins?: string[]
+}
+
+/** the methods judged by their own maps: `methods` may not name them */
+export const NAMED_METHODS: Record<string, 'tools' | 'resources' | 'prompts'> = {
+  'tools/call': 'tools',
+  'resources/read': 'resources',
+  'prompts/get': 'prompts'
+}
+
+const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+export function compileRules (map: Readonly<Record<string, Requirement>> = {}): NameRules {
+  const exact = new Map<string, Requirement>()
+  const globs: GlobRule[] = []
+  for (const [pattern, requirement] of Object.entries(map)) {
+    if (!pattern.includes('*')) {
+      exact.set(pattern, requirement)
+      continue
+    }
+    const parts = pattern.split('*')
+    globs.push({
+      pattern,
+      regex: new RegExp(`^${parts.map(escape).join('[\\s\\S]*')}$`),
+      prefix: (parts[0] ?? '').length,
+      literal: parts.join('').length,
+      requirement
+    })
+  }
+  // stable: equal rules keep the file's order
+  globs.sort((a, b) => b.prefix - a.prefix || b.literal - a.literal)
+  return { exact, globs }
+}
+
+/** The rule for `name`: the most specific that matches, or undefined. */
+export function lookup (rules: NameRules, name: string): { pattern: string; requirement: Requirement } | undefined {
+  const exact = rules.exact.get(name)
+  if (exact !== undefined) return { pattern: name, requirement: exact }
+  const glob = rules.globs.find((rule) => rule.regex.test(name))
+  return glob === undefined ? undefined : { pattern: glob.pattern, requirement: glob.requirement }
+}
+
+export function compilePolicy (entry: McpEntry): McpPolicy {
+  return {
+    tools: compileRules(entry.tools),
+    resources: compileRules(entry.resources),
+    prompts: compileRules(entry.prompts),
+    methods: compileRules(entry.methods),
+    default: entry.default ?? [],
+    origins: new Set(entry.origins ?? []),
+    toJSON: () => entry
+  }
+}
+
+/** What a message asks of the caller: what it is called (for refusals), and the requirement. */
+export interface Judged { what: string; requirement: Requirement }
+
+/** The requirement of one message: undefined when it asks nothing beyond the route's scopes (responses, unlisted methods). */
+export function judge (policy: McpPolicy, message: McpMessage): Judged | undefined {
+  const method = message.method
+  if (method === undefined) return undefined
+  const kind = NAMED_METHODS[method]
+  if (kind === undefined) {
+    const rule = lookup(policy.methods, method)
+    return rule === undefined ? undefined : { what: `the method ${method}`, requirement: rule.requirement }
+  }
+  const name = String(message.params?.[kind === 'resources' ? 'uri' : 'name'])
+  const rule = lookup(policy[kind], name)
+  const noun = kind === 'tools' ? 'tool' : kind === 'resources' ? 'resource' : 'prompt'
+  return { what: `the ${noun} ${JSON.stringify(name)}`, requirement: rule === undefined ? policy.default : rule.requirement }
+}
