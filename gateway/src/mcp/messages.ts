@@ -32,7 +32,7 @@ const FOLDED = new Map(PROTOCOL_KEYS.map((key) => [fold(key), key]))
 const REQUEST_MEMBERS = new Set(['jsonrpc', 'id', 'method', 'params'])
 const RESPONSE_MEMBERS = new Set(['jsonrpc', 'id', 'result', 'error'])
 /** the methods whose params name what is used: the name or URI must be there to be judged */
-const NAMED_BY: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
+const NAMED_BY: ReadonlyMap<string, 'name' | 'uri'> = new Map([['tools/call', 'name'], ['prompts/get', 'name'], ['resources/read', 'uri']])
 
 function invalid (detail: string): GatewayError {
   return new GatewayError('MCP_INVALID_MESSAGE', detail)
@@ -77,7 +77,7 @@ export function readMessage (value: JsonValue, where: string, sink?: IdSink): Mc
   const params = value.params
   if (params !== undefined && !isObject(params)) throw invalid(`${where}'s "params" is not an object`)
   if (params !== undefined) checkProtocolKeys(params, `${where}'s params`)
-  const named = NAMED_BY[method]
+  const named = NAMED_BY.get(method)
   if (named !== undefined && typeof params?.[named] !== 'string') throw invalid(`${where} is ${method} without a string params.${named}`)
   return { kind: isId(id) ? 'request' : 'notification', method, ...(isId(id) && { id }), ...(params !== undefined && { params }) }
 }

@@ -36,11 +36,11 @@ export interface McpEntry {
 }
 
 /** the methods judged by their own maps: `methods` may not name them */
-export const NAMED_METHODS: Record<string, 'tools' | 'resources' | 'prompts'> = {
-  'tools/call': 'tools',
-  'resources/read': 'resources',
-  'prompts/get': 'prompts'
-}
+export const NAMED_METHODS: ReadonlyMap<string, 'tools' | 'resources' | 'prompts'> = new Map([
+  ['tools/call', 'tools'],
+  ['resources/read', 'resources'],
+  ['prompts/get', 'prompts']
+])
 
 const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
@@ -93,7 +93,7 @@ export interface Judged { what: string; requirement: Requirement }
 export function judge (policy: McpPolicy, message: McpMessage): Judged | undefined {
   const method = message.method
   if (method === undefined) return undefined
-  const kind = NAMED_METHODS[method]
+  const kind = NAMED_METHODS.get(method)
   if (kind === undefined) {
     const rule = lookup(policy.methods, method)
     return rule === undefined ? undefined : { what: `the method ${method}`, requirement: rule.requirement }

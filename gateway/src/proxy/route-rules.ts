@@ -113,7 +113,7 @@ function mcpProblems (entry: RouteEntry, index: number): Problem[] {
   const at = `routes[${index}].mcp`
   const mcp = entry.mcp ?? {}
   for (const method of Object.keys(mcp.methods ?? {})) {
-    const own = NAMED_METHODS[method]
+    const own = NAMED_METHODS.get(method)
     if (own !== undefined) problems.push({ route: index, text: `${at}.methods: ${method} is judged per name by mcp.${own}; list it there` })
   }
   if (entry.auth === 'agent' || entry.auth === 'public') {
