@@ -121,7 +121,8 @@ function mcpProblems (entry: RouteEntry, index: number): Problem[] {
     if (lists.some((requirement) => Array.isArray(requirement) && requirement.length > 0)) {
       problems.push({
         route: index,
-        text: `${at}: an ${entry.auth} route has no user whose scopes it could check; give it auth: bearer or signed, or use [] and deny only`
+        text: `${at}: ${entry.auth === 'agent' ? 'an agent' : 'a public'} route has no user whose scopes it could check; ` +
+          'give it auth: bearer or signed, or use [] and deny only'
       })
     }
   }
