@@ -9,7 +9,7 @@ import type { McpMessage } from './messages.js'
 /** the scopes a call asks for, all of them ([]: the route's scopes suffice), or `deny`: never through this route */
 export type Requirement = readonly string[] | 'deny'
 
-interface GlobRule { pattern: string; regex: RegExp; prefix: number; literal: number; requirement: Requirement }
+interface GlobRule { pattern: string; parts: readonly string[]; prefix: number; literal: number; requirement: Requirement }
 export interface NameRules { exact: ReadonlyMap<string, Requirement>; globs: readonly GlobRule[] }
 
 export interface McpPolicy {
@@ -42,7 +42,26 @@ export const NAMED_METHODS: ReadonlyMap<string, 'tools' | 'resources' | 'prompts
   ['prompts/get', 'prompts']
 ])
 
-const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+/**
+ * Whether `name` matches the glob split at its `*`s: the first part a prefix, the last a suffix,
+ * the others found in order, each as early as it occurs (for `*`-only globs the earliest is never
+ * wrong). No regular expression: a caller's name of a megabyte costs a few indexOf calls, never a
+ * backtracking search.
+ */
+function globMatches (parts: readonly string[], name: string): boolean {
+  const first = parts[0] ?? ''
+  const last = parts[parts.length - 1] ?? ''
+  if (name.length < first.length + last.length || !name.startsWith(first) || !name.endsWith(last)) return false
+  let at = first.length
+  const end = name.length - last.length
+  for (let i = 1; i < parts.length - 1; i++) {
+    const part = parts[i] as string
+    const found = name.indexOf(part, at)
+    if (found < 0 || found + part.length > end) return false
+    at = found + part.length
+  }
+  return true
+}
 
 export function compileRules (map: Readonly<Record<string, Requirement>> = {}): NameRules {
   const exact = new Map<string, Requirement>()
@@ -55,7 +74,7 @@ export function compileRules (map: Readonly<Record<string, Requirement>> = {}): 
     const parts = pattern.split('*')
     globs.push({
       pattern,
-      regex: new RegExp(`^${parts.map(escape).join('[\\s\\S]*')}$`),
+      parts,
       prefix: (parts[0] ?? '').length,
       literal: parts.join('').length,
       requirement
@@ -70,7 +89,7 @@ export function compileRules (map: Readonly<Record<string, Requirement>> = {}): 
 export function lookup (rules: NameRules, name: string): { pattern: string; requirement: Requirement } | undefined {
   const exact = rules.exact.get(name)
   if (exact !== undefined) return { pattern: name, requirement: exact }
-  const glob = rules.globs.find((rule) => rule.regex.test(name))
+  const glob = rules.globs.find((rule) => globMatches(rule.parts, name))
   return glob === undefined ? undefined : { pattern: glob.pattern, requirement: glob.requirement }
 }
 

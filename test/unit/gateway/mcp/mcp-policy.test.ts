@@ -1,6 +1,7 @@
 // An MCP route's policy (mcp/policy.ts): which rule judges a tool, resource, prompt or method, with
 // globs and precedence (exact beats glob, the longer literal prefix beats the shorter, the file's
 // order breaks ties), the default for unlisted names and none for unlisted methods.
+import fc from 'fast-check'
 import t from 'tap'
 import { compilePolicy, compileRules, judge, lookup } from '../../../../gateway/src/mcp/policy.js'
 import type { McpMessage } from '../../../../gateway/src/mcp/messages.js'
@@ -56,4 +57,16 @@ t.test('each message is judged by its own map', async (t) => {
   t.same(judge(policy, { kind: 'notification', method: 'notifications/cancelled' })?.requirement, [], 'a notification by its method')
   t.same(judge(compilePolicy({}), rpc('tools/call', { name: 'x' }))?.requirement, [], 'no default: the route\'s scopes suffice')
   t.same(JSON.parse(JSON.stringify(policy)).default, 'deny', 'shown as written')
+})
+
+t.test('a glob matches as its regular expression would (property), without one', async (t) => {
+  const reference = (pattern: string, name: string): boolean =>
+    new RegExp(`^${pattern.split('*').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('[\\s\\S]*')}$`).test(name)
+  const text = fc.string({ unit: fc.constantFrom('a', 'b', '/', '*'), maxLength: 8 })
+  fc.assert(fc.property(text, fc.string({ unit: fc.constantFrom('a', 'b', '/'), maxLength: 10 }), (pattern, name) => {
+    const rules = compileRules({ [pattern === '' ? 'x' : pattern]: [] })
+    t.equal(lookup(rules, name) !== undefined, reference(pattern === '' ? 'x' : pattern, name), `${pattern} ~ ${name}`)
+  }), { numRuns: 2000 })
+  // a name of a megabyte against a glob a backtracking matcher would take years over
+  t.equal(lookup(compileRules({ 'a*a*a*a*a*a*b': [] }), 'a'.repeat(1024 * 1024)), undefined, 'answered, not searched')
 })
