@@ -9,7 +9,7 @@ export const ERRORS = {
   MALFORMED_HTTP: { status: 400, title: 'The request is not well-formed HTTP/1.1' },
   AMBIGUOUS_SIGNED_BODY: { status: 400, title: 'The body could be read as the end of the signed target: one seed signature would authorize other requests' },
   UNSEEN_BODY: { status: 400, title: 'The request has a body keygate is not shown: it cannot vouch for it' },
-  // MCP routes (mcp/messages.ts): the body read once, strictly; answered as JSON-RPC errors
+  // MCP routes (mcp-calls/messages.ts): the body read once, strictly; answered as JSON-RPC errors
   MCP_PARSE_ERROR: { status: 400, title: 'The MCP body is not one strict JSON value (duplicate keys, bad UTF-8, a byte order mark, bad JSON)' },
   MCP_INVALID_MESSAGE: { status: 400, title: 'The MCP body is not a JSON-RPC message keygate can judge' },
   MCP_BATCH_NOT_ALLOWED: { status: 400, title: 'A JSON-RPC batch, which the request\'s MCP protocol version does not allow' },

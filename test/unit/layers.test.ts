@@ -46,7 +46,7 @@ const LAYERS: Array<[room: string, rank: number]> = [
   // protected resources (RFC 9728, RFC 8707): their identifiers, metadata, challenges and audience check
   ['gateway/src/resources/', 4.5],
   // MCP: the strict reading of a JSON-RPC body, an MCP route's policy, its JSON-RPC refusals
-  ['gateway/src/mcp/', 4],
+  ['gateway/src/mcp-calls/', 4],
   ['gateway/src/auth/', 5],
   ['gateway/src/proxy/', 6],
   ['gateway/src/http/schemas/', 7],

@@ -1,14 +1,14 @@
 // An MCP route's stages (the route's `mcp`; docs/mcp.md). Before the body: the Origin (DNS
 // rebinding: a browser page may not reach a local MCP server through keygate) and the content
-// type. Once the body is read: its JSON-RPC messages, read once and strictly (mcp/messages.ts),
+// type. Once the body is read: its JSON-RPC messages, read once and strictly (mcp-calls/messages.ts),
 // before any signature is verified; and after the scope stage, each message authorized against
-// the route's policy (mcp/policy.ts) with the scopes the scope stage found, so every tier that has
+// the route's policy (mcp-calls/policy.ts) with the scopes the scope stage found, so every tier that has
 // scopes (keys, keygate's and IdPs' tokens, users' agents) is judged by one scope model. The
 // upstream receives the bytes read here: nothing re-serialises the body. On routes without `mcp`
 // each stage costs one property check.
 import { GatewayError } from '../errors.js'
-import { protocolVersion, readMcpBody, type IdSink } from '../mcp/messages.js'
-import { judge } from '../mcp/policy.js'
+import { protocolVersion, readMcpBody, type IdSink } from '../mcp-calls/messages.js'
+import { judge } from '../mcp-calls/policy.js'
 import { missingScopes, scopeSet } from '../users/scopes.js'
 import { UNSEEN_BODY, unseenBodyError } from './described-request.js'
 import { insufficientScope } from './scope.js'

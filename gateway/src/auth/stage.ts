@@ -7,8 +7,8 @@ import type { RegisteredKey } from '../keys/key-registry.js'
 import type { AgentKey } from '../agents/agent-directories.js'
 import type { SignatureAgent } from '../agents/signature-agent.js'
 import type { IssuerConfig } from '../idp/issuers.js'
-import type { McpMessage } from '../mcp/messages.js'
-import type { McpPolicy } from '../mcp/policy.js'
+import type { McpMessage } from '../mcp-calls/messages.js'
+import type { McpPolicy } from '../mcp-calls/policy.js'
 import type { ProtectedResource } from '../resources/resource.js'
 import type { RememberedMark } from '../store/index.js'
 import type { VerifiedToken } from '../tokens/token-service.js'
@@ -143,7 +143,7 @@ export interface AuthState {
   scopes?: ScopeSet
   /** an MCP route's policy (auth/mcp.ts): its body is read as JSON-RPC, each message authorized */
   mcp?: McpPolicy
-  /** the messages of its body, read once (mcp/messages.ts) */
+  /** the messages of its body, read once (mcp-calls/messages.ts) */
   mcpMessages?: readonly McpMessage[]
   /** the id of its one request, once known: a refusal carries it */
   mcpId?: string | number

@@ -11,7 +11,7 @@ import { rateLimit, routeScope } from '../limits/rate-limit.js'
 import { MAX_PROBLEMS, schemaProblems, type Problem, type RouteEntry, type RouteFile } from './route-file-schema.js'
 import { resourcesFromEntries, routeResource, unusedResourceProblems } from './route-resources.js'
 import { entryProblems, ruleProblems } from './route-rules.js'
-import { compilePolicy } from '../mcp/policy.js'
+import { compilePolicy } from '../mcp-calls/policy.js'
 import type { ProtectedResource } from '../resources/resource.js'
 import { DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
 

@@ -5,7 +5,7 @@
 import { HTTP_METHODS, requestTargetProblem } from '#client/protocol'
 import { agentOriginProblem } from '../agents/signature-agent.js'
 import { MAX_WINDOW_SECONDS } from '../limits/rate-limit.js'
-import { NAMED_METHODS } from '../mcp/policy.js'
+import { NAMED_METHODS } from '../mcp-calls/policy.js'
 import { METADATA_PATH } from '../resources/resource.js'
 import type { Problem, RouteEntry } from './route-file-schema.js'
 import { routeMatchesPath as matches } from './route-table.js'

@@ -3,7 +3,7 @@
 import { HTTP_METHODS } from '#client/protocol'
 import type { AgentAllowance, AuthTier, ReplayPolicy, SeedBodyBoundary, SignatureSchemePolicy, UnseenBodyPolicy } from '../auth/stage.js'
 import type { RouteDefaults } from '../config/env.js'
-import type { McpPolicy } from '../mcp/policy.js'
+import type { McpPolicy } from '../mcp-calls/policy.js'
 import type { ProtectedResource } from '../resources/resource.js'
 import { DEFAULT_STORE_DOWN_POLICY, type RateLimit, type StoreDownPolicy } from '../limits/rate-limit.js'
 import { PATH_NORMALISATIONS, type PathNormalisation } from './backend-paths.js'

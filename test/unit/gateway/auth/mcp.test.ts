@@ -7,7 +7,7 @@ import type { DescribedRequest } from '../../../../gateway/src/auth/described-re
 import { mcpMessageStage, mcpPolicyStage, mcpRequestStage } from '../../../../gateway/src/auth/mcp.js'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
 import { GatewayError } from '../../../../gateway/src/errors.js'
-import { compilePolicy } from '../../../../gateway/src/mcp/policy.js'
+import { compilePolicy } from '../../../../gateway/src/mcp-calls/policy.js'
 import { resourceChallenge } from '../../../../gateway/src/resources/challenge.js'
 import { protectedResource } from '../../../../gateway/src/resources/resource.js'
 import { scopeSet } from '../../../../gateway/src/users/scopes.js'

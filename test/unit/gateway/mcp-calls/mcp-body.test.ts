@@ -1,12 +1,12 @@
-// One reading of an MCP body (mcp/strict-json.ts, mcp/messages.ts): every body that two JSON
+// One reading of an MCP body (mcp-calls/strict-json.ts, mcp/messages.ts): every body that two JSON
 // readers could read two ways is refused, with the code a client sees; what passes is read as
 // JSON.parse reads it. Duplicates at any depth and after escapes, case variants of protocol keys
 // (Unicode folding included), batches by protocol version, big numbers, a BOM, bad UTF-8.
 import fc from 'fast-check'
 import t from 'tap'
 import { GatewayError } from '../../../../gateway/src/errors.js'
-import { protocolVersion, readMcpBody } from '../../../../gateway/src/mcp/messages.js'
-import { parseStrictJson, StrictJsonError, MAX_JSON_DEPTH } from '../../../../gateway/src/mcp/strict-json.js'
+import { protocolVersion, readMcpBody } from '../../../../gateway/src/mcp-calls/messages.js'
+import { parseStrictJson, StrictJsonError, MAX_JSON_DEPTH } from '../../../../gateway/src/mcp-calls/strict-json.js'
 
 const bytes = (text: string): Buffer => Buffer.from(text, 'utf8')
 const call = (name: string, id: unknown = 1): string => JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: {} } })

@@ -1,10 +1,10 @@
-// An MCP route's policy (mcp/policy.ts): which rule judges a tool, resource, prompt or method, with
+// An MCP route's policy (mcp-calls/policy.ts): which rule judges a tool, resource, prompt or method, with
 // globs and precedence (exact beats glob, the longer literal prefix beats the shorter, the file's
 // order breaks ties), the default for unlisted names and none for unlisted methods.
 import fc from 'fast-check'
 import t from 'tap'
-import { compilePolicy, compileRules, judge, lookup } from '../../../../gateway/src/mcp/policy.js'
-import type { McpMessage } from '../../../../gateway/src/mcp/messages.js'
+import { compilePolicy, compileRules, judge, lookup } from '../../../../gateway/src/mcp-calls/policy.js'
+import type { McpMessage } from '../../../../gateway/src/mcp-calls/messages.js'
 
 t.test('the most specific rule wins', async (t) => {
   const rules = compileRules({
