@@ -4,7 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { createUsageCounter, type UsageCounter } from './analytics/counter.js'
 import { createAuthenticator, type Authenticator } from './auth/authenticate.js'
 import type { IdpTokens } from './auth/bearer.js'
-import { agentPipeline, bearerPipeline, signedPipeline } from './auth/pipeline.js'
+import { agentPipeline, bearerPipeline, publicPipeline, signedPipeline } from './auth/pipeline.js'
 import { createSignatureBudget, type SignatureBudget } from './auth/signature-budget.js'
 import { buildDecisionApp } from './decision/server.js'
 import { MAX_HEADER_BYTES, SCRYPT_LOG_N, type GatewayConfig } from './config/env.js'
@@ -249,10 +249,11 @@ function authenticatorOf ({ options, store, tracing }: Building, services: Keyga
   })
   const bearer = bearerPipeline({ tokens, userScopes, idp, agents, store, signatureBudget, ...(options.now && { now: options.now }) })
   const agent = agentPipeline({ tokens, keys, store, userScopes, signatureBudget, agents, ...(options.now && { now: options.now }) })
+  const open = publicPipeline()
   // with tracing on, the stages where time goes have child spans
   return createAuthenticator(tracing === undefined
-    ? { signed, bearer, agent, public: [] }
-    : { signed: tracing.traceStages(signed), bearer: tracing.traceStages(bearer), agent: tracing.traceStages(agent), public: [] })
+    ? { signed, bearer, agent, public: open }
+    : { signed: tracing.traceStages(signed), bearer: tracing.traceStages(bearer), agent: tracing.traceStages(agent), public: tracing.traceStages(open) })
 }
 
 /**

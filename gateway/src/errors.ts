@@ -9,6 +9,10 @@ export const ERRORS = {
   MALFORMED_HTTP: { status: 400, title: 'The request is not well-formed HTTP/1.1' },
   AMBIGUOUS_SIGNED_BODY: { status: 400, title: 'The body could be read as the end of the signed target: one seed signature would authorize other requests' },
   UNSEEN_BODY: { status: 400, title: 'The request has a body keygate is not shown: it cannot vouch for it' },
+  // MCP routes (mcp-calls/messages.ts): the body read once, strictly; answered as JSON-RPC errors
+  MCP_PARSE_ERROR: { status: 400, title: 'The MCP body is not one strict JSON value (duplicate keys, bad UTF-8, a byte order mark, bad JSON)' },
+  MCP_INVALID_MESSAGE: { status: 400, title: 'The MCP body is not a JSON-RPC message keygate can judge' },
+  MCP_BATCH_NOT_ALLOWED: { status: 400, title: 'A JSON-RPC batch, which the request\'s MCP protocol version does not allow' },
   INVALID_DECISION_REQUEST: { status: 400, title: 'The proxy\'s decision request does not say exactly which request to judge' },
   // the portal's login through an IdP (idp/portal-login.ts)
   LOGIN_STATE_INVALID: { status: 400, title: 'The login is unknown, already used or expired, or was begun in another browser' },
@@ -34,6 +38,8 @@ export const ERRORS = {
   AGENT_DIRECTORY_UNAVAILABLE: { status: 401, title: 'The agent\'s key directory cannot be fetched, or is refused' },
   KEY_OWNER_MISMATCH: { status: 403, title: 'The API key belongs to another user' },
   AGENT_NOT_ALLOWED: { status: 403, title: 'The route does not let this agent in' },
+  MCP_CALL_DENIED: { status: 403, title: 'The route lets no one call this MCP tool, resource, prompt or method' },
+  ORIGIN_NOT_ALLOWED: { status: 403, title: 'The request\'s Origin is not one the route allows' },
   KEY_LIMIT_REACHED: { status: 403, title: 'The user has as many active API keys as allowed' },
   UNTRUSTED_PROXY: { status: 403, title: 'The decision listener takes decision requests from the proxies it trusts only' },
   INSUFFICIENT_SCOPE: { status: 403, title: 'The credentials lack a scope this route requires' },
@@ -92,15 +98,6 @@ export interface GatewayErrorOptions {
   cause?: unknown
   /** where one code has two statuses (INVALID_SIGNATURE: 400 at registration, 401 on requests) */
   status?: number
-  /** an MCP client's error: the body is a JSON-RPC error object (this code and message, the problem as its data) */
-  jsonRpc?: JsonRpcErrorShape
-}
-
-/** What a JSON-RPC error answer says besides the problem: the request's id (null when unknown), the error's code and message. */
-export interface JsonRpcErrorShape {
-  id: string | number | null
-  code: number
-  message: string
 }
 
 export class GatewayError extends Error {
@@ -108,7 +105,6 @@ export class GatewayError extends Error {
   readonly statusCode: number
   readonly extra: Record<string, unknown> | undefined
   readonly headers: Record<string, string> | undefined
-  readonly jsonRpc: JsonRpcErrorShape | undefined
 
   constructor (code: ErrorCode, detail: string, options: GatewayErrorOptions = {}) {
     const status = options.status ?? ERRORS[code].status
@@ -126,7 +122,6 @@ export class GatewayError extends Error {
     this.statusCode = status
     this.extra = options.extra
     this.headers = options.headers
-    this.jsonRpc = options.jsonRpc
   }
 
   toProblem (): ProblemBody {

@@ -166,7 +166,7 @@ t.test('Redis away: a request in a session is refused 503, and a session opened 
   const received = mcp.requests.length
   const inSession = await post(`${gateway.url}/mcp`, alice, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, session)
   t.equal(inSession.status, 503, 'a request in the session: 503, the owner cannot be checked')
-  t.match(await inSession.json(), { code: 'STORE_UNAVAILABLE' })
+  t.match(await inSession.json(), { error: { data: { code: 'STORE_UNAVAILABLE' } } })
   t.equal(mcp.requests.length, received, 'and it was not forwarded')
   const opened = await post(`${gateway.url}/mcp`, alice, INITIALIZE)
   t.equal(opened.status, 503, 'an initialize the upstream answered with a new session: 503, its binding could not be stored')

@@ -85,6 +85,7 @@ const CLAIMS: Claim[] = [
   { page: 'docs/decision/nginx.md', heading: 'Where clients log in and register keys', lang: 'nginx', by: 'test/system/decision-nginx.test.ts' },
   { page: 'docs/decision/nginx.md', heading: 'Protected resources', lang: 'nginx', by: 'test/system/resource-server.test.ts' },
   { page: 'docs/resource-server.md', heading: 'Naming resources', lang: 'yaml', by: 'test/unit/gateway/proxy/route-file-resources.test.ts' },
+  { page: 'docs/mcp.md', heading: 'A route file', lang: 'yaml', by: 'test/unit/gateway/proxy/route-file-mcp.test.ts' },
   { page: 'docs/decision/envoy.md', heading: 'The Envoy configuration', lang: 'yaml', by: 'test/system/decision-dialects.test.ts' },
   { page: 'docs/decision/envoy.md', heading: 'keygate\'s settings', lang: 'sh', by: 'test/system/decision-dialects.test.ts' },
   { page: 'docs/decision/traefik.md', heading: 'The dynamic configuration', lang: 'yaml', by: 'test/system/decision-dialects.test.ts' },

@@ -45,6 +45,8 @@ const LAYERS: Array<[room: string, rank: number]> = [
   ['gateway/src/analytics/', 4],
   // protected resources (RFC 9728, RFC 8707): their identifiers, metadata, challenges and audience check
   ['gateway/src/resources/', 4.5],
+  // MCP: the strict reading of a JSON-RPC body, an MCP route's policy, its JSON-RPC refusals
+  ['gateway/src/mcp-calls/', 4],
   ['gateway/src/auth/', 5],
   ['gateway/src/proxy/', 6],
   // MCP-aware routes: what keygate judges of an MCP exchange (sessions and who opened each)

@@ -11,6 +11,7 @@ import { agentKeyStage, agentSignatureHeadersStage, agentVerificationStage } fro
 import { apiKeyStage } from './api-key.js'
 import { bearerTokenStage, type IdpTokens } from './bearer.js'
 import { keyIdStage } from './key-id.js'
+import { mcpMessageStage, mcpPolicyStage, mcpRequestStage } from './mcp.js'
 import { keyOwnerStage } from './key-owner.js'
 import { keyUsageStage } from './key-usage.js'
 import { messageSignatureStage } from './message-signature.js'
@@ -73,7 +74,18 @@ function whenAgentsNamed (stage: AuthStage): AuthStage {
 /** `agent` routes: a signed agent's signature alone (Web Bot Auth), no user. */
 export function agentPipeline (deps: PipelineDeps): AuthStage[] {
   const clock = deps.now ?? Date.now
-  return [...(deps.signatureBudget === undefined ? [] : [signatureBudgetStage(deps.signatureBudget, clock)]), ...agentStages(deps, true)]
+  return [
+    mcpRequestStage(),
+    ...(deps.signatureBudget === undefined ? [] : [signatureBudgetStage(deps.signatureBudget, clock)]),
+    mcpMessageStage(),
+    ...agentStages(deps, true),
+    mcpPolicyStage()
+  ]
+}
+
+/** `public` routes ask nothing of a request; an MCP route's checks still apply (auth/mcp.ts). */
+export function publicPipeline (): AuthStage[] {
+  return [mcpRequestStage(), mcpMessageStage(), mcpPolicyStage()]
 }
 
 /** `signed` routes: bearer token and API key signature. */
@@ -82,6 +94,8 @@ export function signedPipeline (deps: PipelineDeps): AuthStage[] {
   const clock = now ?? Date.now
   const onFailure = budget && ((request: DescribedRequest, state: AuthState): void => { budget.recordFailure(request.ip, clock(), state.key?.apiKey) })
   return [
+    // an MCP route's Origin and content type: before any credential is looked at (auth/mcp.ts)
+    mcpRequestStage(),
     ...(budget === undefined ? [] : [signatureBudgetStage(budget, clock)]),
     bearerTokenStage(tokens, userScopes, idp),
     // the seed's X-API-* headers, or RFC 9421's Signature-Input and Signature (scheme.ts)
@@ -97,6 +111,8 @@ export function signedPipeline (deps: PipelineDeps): AuthStage[] {
     // the first stage once the body is read: a seed-signed body that could be the target's end is
     // refused before any verification (seed-body.ts)
     onlyFor('seed', seedBodyStage()),
+    // an MCP route's messages, read once, before any verification
+    mcpMessageStage(),
     perScheme({
       seed: signatureStage(observeVerification, onFailure),
       rfc9421: messageSignatureStage(observeVerification, onFailure)
@@ -104,6 +120,8 @@ export function signedPipeline (deps: PipelineDeps): AuthStage[] {
     // authenticated: now what it may do. Before the replay mark and the key's use are recorded, so
     // a refused request spends neither (signed again once the scope is granted, it passes).
     scopeStage(userScopes, { needsBody: true }),
+    // an MCP route: each message's tool, resource, prompt or method within those scopes
+    mcpPolicyStage(),
     replayStage(store, now),
     keyUsageStage(keys, now),
     // a user's agent: the route names agents, and the request is signed by one too
@@ -114,7 +132,14 @@ export function signedPipeline (deps: PipelineDeps): AuthStage[] {
 /** `bearer` routes (and keygate's key routes): the token, then what its user may do. */
 export function bearerPipeline (deps: Pick<PipelineDeps, 'tokens' | 'userScopes' | 'idp' | 'agents' | 'store' | 'now' | 'signatureBudget'>): AuthStage[] {
   const { tokens, userScopes, idp } = deps
-  return [bearerTokenStage(tokens, userScopes, idp), scopeStage(userScopes, { needsBody: false }), ...agentStages(deps as PipelineDeps, false)]
+  return [
+    mcpRequestStage(),
+    bearerTokenStage(tokens, userScopes, idp),
+    scopeStage(userScopes, { needsBody: false }),
+    mcpMessageStage(),
+    mcpPolicyStage(),
+    ...agentStages(deps as PipelineDeps, false)
+  ]
 }
 
 /**

@@ -41,7 +41,9 @@ export function scopeStage (userScopes: UserScopes, options: { needsBody: boolea
   }
 }
 
-function insufficientScope (wanted: readonly string[], missing: string[], key: RegisteredKey | undefined, user: ScopeSet): GatewayError {
+/** 403 INSUFFICIENT_SCOPE: `what` (the route, or an MCP tool on it) requires `wanted`, of which `missing` lacks. */
+export function insufficientScope (wanted: readonly string[], missing: string[], key: RegisteredKey | undefined, user: ScopeSet,
+  what = 'This route'): GatewayError {
   // Whose the gap is says what to do about it: a user never granted the scope, or a key registered without it.
   const userLacks = missing.filter((scope) => !user.set.has(scope))
   const keyLacks = missing.filter((scope) => user.set.has(scope))
@@ -52,7 +54,7 @@ function insufficientScope (wanted: readonly string[], missing: string[], key: R
           '(GET /v1/api-keys shows each key\'s scopes)']
       : [])
   ].join('; ')
-  return new GatewayError('INSUFFICIENT_SCOPE', `This route requires the scope${wanted.length === 1 ? '' : 's'} ${wanted.join(', ')}; ${why}`, {
+  return new GatewayError('INSUFFICIENT_SCOPE', `${what} requires the scope${wanted.length === 1 ? '' : 's'} ${wanted.join(', ')}; ${why}`, {
     extra: { requiredScopes: [...wanted], missingScopes: missing },
     // RFC 6750's answer to a token without the scope a resource needs
     headers: { 'www-authenticate': `Bearer realm="keygate", error="insufficient_scope", scope="${wanted.join(' ')}"` }

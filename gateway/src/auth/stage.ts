@@ -7,6 +7,8 @@ import type { RegisteredKey } from '../keys/key-registry.js'
 import type { AgentKey } from '../agents/agent-directories.js'
 import type { SignatureAgent } from '../agents/signature-agent.js'
 import type { IssuerConfig } from '../idp/issuers.js'
+import type { McpMessage } from '../mcp-calls/messages.js'
+import type { McpPolicy } from '../mcp-calls/policy.js'
 import type { ProtectedResource } from '../resources/resource.js'
 import type { RememberedMark } from '../store/index.js'
 import type { VerifiedToken } from '../tokens/token-service.js'
@@ -139,6 +141,12 @@ export interface AuthState {
   requiredScopes?: readonly string[]
   /** what the request may do: the key's scopes its user still has, or the bearer's user's (scope.ts) */
   scopes?: ScopeSet
+  /** an MCP route's policy (auth/mcp.ts): its body is read as JSON-RPC, each message authorized */
+  mcp?: McpPolicy
+  /** the messages of its body, read once (mcp-calls/messages.ts) */
+  mcpMessages?: readonly McpMessage[]
+  /** the id of its one request, once known: a refusal carries it */
+  mcpId?: string | number
 }
 
 export interface AuthStage {

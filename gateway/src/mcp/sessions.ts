@@ -21,8 +21,6 @@ export const MCP_SESSION_HEADER = 'mcp-session-id'
 export const MAX_SESSION_ID_LENGTH = 256
 /** the spec: visible ASCII only (0x21 to 0x7E) */
 const SESSION_ID = new RegExp(`^[\\x21-\\x7E]{1,${MAX_SESSION_ID_LENGTH}}$`)
-/** JSON-RPC error code MCP servers answer an unknown session with (the SDK's -32001) */
-export const SESSION_NOT_FOUND_RPC_CODE = -32001
 
 /**
  * Who a session belongs to: the user (a keygate user, an IdP's `<issuer>:<subject>`, the owner of
@@ -36,7 +34,8 @@ export function sessionOwner (auth: AuthState | null): string {
 }
 
 export function sessionNotFound (detail: string): GatewayError {
-  return new GatewayError('MCP_SESSION_NOT_FOUND', detail, { jsonRpc: { id: null, code: SESSION_NOT_FOUND_RPC_CODE, message: 'Session not found' } })
+  // on an MCP route every refusal is a JSON-RPC error (mcp-calls/json-rpc-error.ts): -32001, as MCP servers answer an unknown session
+  return new GatewayError('MCP_SESSION_NOT_FOUND', detail)
 }
 
 /** The session a request names: undefined when none; refused when it cannot be a session id. */

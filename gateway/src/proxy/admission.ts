@@ -20,8 +20,9 @@ export const tooLarge = (limit: number): GatewayError =>
  * The route of a request, or the error that refuses it before authentication: no route, a ";"
  * the route does not take, another spelling of a stronger route's path, a method the route does
  * not take, a body the route's method may not carry, a declared length over the route's limit.
+ * `matched` hears of the route before its own refusals (an MCP route answers them as JSON-RPC).
  */
-export function admit (table: RouteTable, request: DescribedRequest): RouteConfig {
+export function admit (table: RouteTable, request: DescribedRequest, matched?: (route: RouteConfig) => void): RouteConfig {
   const path = pathOf(request.target)
   const match = table.match(path, request.method)
   if (match.kind === 'not-found') throw new GatewayError('NOT_FOUND', `No route for ${request.method} ${path}`)
@@ -35,6 +36,7 @@ export function admit (table: RouteTable, request: DescribedRequest): RouteConfi
     })
   }
   const { route } = match
+  matched?.(route)
   // (a GET with a body was refused before: the protocol core's bodyless methods.) On a signed route
   // a DELETE or OPTIONS with one too, unless the route takes it: what a backend does with such a
   // body is its own guess, and the signature should not vouch for a guess.
@@ -55,6 +57,7 @@ export function routeState (route: RouteConfig): AuthState {
     replay: route.replay,
     ...(route.agents !== undefined && { agents: route.agents }),
     ...(route.resource !== undefined && { resource: route.resource }),
+    ...(route.mcp !== undefined && { mcp: route.mcp }),
     requiredScopes: route.scopes,
     signaturePolicy: route.signature,
     signatureLabel: route.signatureLabel,

@@ -9,7 +9,8 @@ import { ISSUER_NAME, ISSUER_NAME_RULE, MAX_BODY_LIMIT } from '../config/env.js'
 import { BUCKET_PATTERN, MAX_LIMIT, RATE_LIMIT_BY, STORE_DOWN_POLICIES, WINDOW_PATTERN } from '../limits/rate-limit.js'
 import { MAX_SCOPES, SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
 import { PATH_NORMALISATIONS } from './backend-paths.js'
-import { AUTH_TIERS, MAX_MCP_SESSION_TTL_SECONDS } from './route.js'
+import { MAX_MCP_SESSION_TTL_SECONDS } from '../mcp-calls/policy.js'
+import { AUTH_TIERS } from './route.js'
 
 const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 const HeaderName = Type.String({ pattern: HEADER_NAME, maxLength: 100, description: 'an HTTP header name' })
@@ -28,6 +29,25 @@ const RateLimitEntrySchema = Type.Object({
   limit: Type.Integer({ minimum: 1, maximum: MAX_LIMIT }),
   window: Type.String({ pattern: WINDOW_PATTERN, description: 'a whole number and s, m, h or d (1s, 10s, 1m, 1h, 1d, 30d)' }),
   bucket: Type.Optional(Type.String({ pattern: BUCKET_PATTERN, description: 'a bucket name: lower-case letters, digits, "-" and "_", at most 63' }))
+}, { additionalProperties: false })
+
+/** scopes a call asks for beyond the route's ([]: none more), or deny */
+const McpRequirement = Type.Union([Type.Array(Scope, { uniqueItems: true, maxItems: MAX_SCOPES }), Type.Literal('deny')],
+  { description: 'a list of scopes, or deny' })
+const McpNames = Type.Record(Type.String({ minLength: 1, maxLength: 1024 }), McpRequirement)
+/** An MCP route (docs/mcp.md): its policy per tool, resource, prompt and method, and the origins it allows. */
+const McpSchema = Type.Object({
+  tools: Type.Optional(McpNames),
+  resources: Type.Optional(McpNames),
+  prompts: Type.Optional(McpNames),
+  methods: Type.Optional(McpNames),
+  default: Type.Optional(McpRequirement),
+  origins: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300, description: 'an origin: https://host[:port]' }),
+    { uniqueItems: true, maxItems: 100 })),
+  // sessions are bound to the identity that opened them (mcp/sessions.ts)
+  sessions: Type.Optional(Type.Object({
+    ttlSeconds: Type.Optional(Type.Integer({ minimum: 60, maximum: MAX_MCP_SESSION_TTL_SECONDS }))
+  }, { additionalProperties: false }))
 }, { additionalProperties: false })
 
 export const RouteEntrySchema = Type.Object({
@@ -76,12 +96,7 @@ export const RouteEntrySchema = Type.Object({
   scopes: Type.Optional(Type.Array(Scope, { uniqueItems: true, maxItems: MAX_SCOPES })),
   backendNormalises: Type.Optional(Type.Array(Type.Union(PATH_NORMALISATIONS.map((n) => Type.Literal(n))), { uniqueItems: true })),
   resource: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'the id of one of the file\'s resources' })),
-  // an MCP route (docs/mcp.md): sessions are bound to the identity that opened them
-  mcp: Type.Optional(Type.Object({
-    sessions: Type.Optional(Type.Object({
-      ttlSeconds: Type.Optional(Type.Integer({ minimum: 60, maximum: MAX_MCP_SESSION_TTL_SECONDS }))
-    }, { additionalProperties: false }))
-  }, { additionalProperties: false }))
+  mcp: Type.Optional(McpSchema)
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
 

@@ -11,8 +11,9 @@ import { rateLimit, routeScope } from '../limits/rate-limit.js'
 import { MAX_PROBLEMS, schemaProblems, type Problem, type RouteEntry, type RouteFile } from './route-file-schema.js'
 import { resourcesFromEntries, routeResource, unusedResourceProblems } from './route-resources.js'
 import { entryProblems, ruleProblems } from './route-rules.js'
+import { compilePolicy } from '../mcp-calls/policy.js'
 import type { ProtectedResource } from '../resources/resource.js'
-import { DEFAULT_IDENTITY_HEADERS, DEFAULT_MCP_SESSION_TTL_SECONDS, route, type RouteConfig } from './route.js'
+import { DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from './route.js'
 
 export const DEFAULT_IDENTITY_TOKEN_HEADER = 'x-keygate-identity'
 export const DEFAULT_IDENTITY_TOKEN_TTL_SECONDS = 300
@@ -87,7 +88,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     ...(entry.scopes !== undefined && { scopes: entry.scopes }),
     ...(entry.backendNormalises !== undefined && { backendNormalises: entry.backendNormalises }),
     ...(resource !== undefined && { resource }),
-    ...(entry.mcp !== undefined && { mcp: { sessions: { ttlSeconds: entry.mcp.sessions?.ttlSeconds ?? DEFAULT_MCP_SESSION_TTL_SECONDS } } }),
+    ...(entry.mcp !== undefined && { mcp: compilePolicy(entry.mcp) }),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {

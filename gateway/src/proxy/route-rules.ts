@@ -5,6 +5,7 @@
 import { HTTP_METHODS, requestTargetProblem } from '#client/protocol'
 import { agentOriginProblem } from '../agents/signature-agent.js'
 import { MAX_WINDOW_SECONDS } from '../limits/rate-limit.js'
+import { NAMED_METHODS } from '../mcp-calls/policy.js'
 import { METADATA_PATH } from '../resources/resource.js'
 import type { Problem, RouteEntry } from './route-file-schema.js'
 import { routeMatchesPath as matches } from './route-table.js'
@@ -88,6 +89,7 @@ export function entryProblems (entry: RouteEntry, index: number): Problem[] {
           '(signature: seed), which signs the body\'s bytes; use any or rfc9421, or drop it'
     })
   }
+  if (entry.mcp !== undefined) problems.push(...mcpProblems(entry, index))
   if (entry.bodyOnMethods !== undefined) {
     const missing = entry.bodyOnMethods.filter((m) => !(entry.methods ?? HTTP_METHODS).includes(m))
     if (entry.auth !== 'signed') {
@@ -97,6 +99,38 @@ export function entryProblems (entry: RouteEntry, index: number): Problem[] {
       })
     } else if (missing.length > 0) {
       problems.push({ route: index, text: `${at}.bodyOnMethods: ${missing.join(', ')} is not among the route's methods; add it there, or drop it here` })
+    }
+  }
+  return problems
+}
+
+/**
+ * An MCP route's policy: scopes only where the tier knows a user's, tools/call, resources/read and
+ * prompts/get judged by their own maps (not `methods`), origins as browsers send them.
+ */
+function mcpProblems (entry: RouteEntry, index: number): Problem[] {
+  const problems: Problem[] = []
+  const at = `routes[${index}].mcp`
+  const mcp = entry.mcp ?? {}
+  for (const method of Object.keys(mcp.methods ?? {})) {
+    const own = NAMED_METHODS.get(method)
+    if (own !== undefined) problems.push({ route: index, text: `${at}.methods: ${method} is judged per name by mcp.${own}; list it there` })
+  }
+  if (entry.auth === 'agent' || entry.auth === 'public') {
+    const lists = [mcp.default, ...(['tools', 'resources', 'prompts', 'methods'] as const).flatMap((kind) => Object.values(mcp[kind] ?? {}))]
+    if (lists.some((requirement) => Array.isArray(requirement) && requirement.length > 0)) {
+      problems.push({
+        route: index,
+        text: `${at}: ${entry.auth === 'agent' ? 'an agent' : 'a public'} route has no user whose scopes it could check; ` +
+          'give it auth: bearer or signed, or use [] and deny only'
+      })
+    }
+  }
+  for (const [i, origin] of (mcp.origins ?? []).entries()) {
+    let serialised: string | undefined
+    try { serialised = new URL(origin).origin } catch {}
+    if (serialised !== origin || !/^https?:/.test(origin)) {
+      problems.push({ route: index, text: `${at}.origins[${i}]: ${JSON.stringify(origin)} is not an origin as a browser sends it (scheme://host[:port], lower case, no path)` })
     }
   }
   return problems

@@ -3,6 +3,7 @@
 import { HTTP_METHODS } from '#client/protocol'
 import type { AgentAllowance, AuthTier, ReplayPolicy, SeedBodyBoundary, SignatureSchemePolicy, UnseenBodyPolicy } from '../auth/stage.js'
 import type { RouteDefaults } from '../config/env.js'
+import type { McpPolicy } from '../mcp-calls/policy.js'
 import type { ProtectedResource } from '../resources/resource.js'
 import { DEFAULT_STORE_DOWN_POLICY, type RateLimit, type StoreDownPolicy } from '../limits/rate-limit.js'
 import { PATH_NORMALISATIONS, type PathNormalisation } from './backend-paths.js'
@@ -36,16 +37,6 @@ export interface IdentityTokenConfig {
   ttlSeconds: number
   /** the token's `aud`: by default the upstream's origin */
   audience: string
-}
-
-/** An MCP session is forgotten after this long unused (each request in it renews it), unless the route says otherwise. */
-export const DEFAULT_MCP_SESSION_TTL_SECONDS = 86_400
-export const MAX_MCP_SESSION_TTL_SECONDS = 30 * 86_400
-
-/** An MCP route's settings (docs/mcp.md). */
-export interface McpRouteConfig {
-  /** sessions (mcp/sessions.ts): each belongs to the identity whose initialize the upstream answered with it */
-  sessions: { ttlSeconds: number }
 }
 
 /** A business route: requests it matches are authenticated per `auth` and forwarded to `upstream`. */
@@ -110,8 +101,8 @@ export interface RouteConfig {
   backendNormalises: PathNormalisation[]
   /** the protected resource (RFC 9728) the route belongs to: its challenges point at its metadata, IdP tokens must be for it */
   resource?: ProtectedResource
-  /** an MCP route: undefined on any other */
-  mcp?: McpRouteConfig
+  /** an MCP route (docs/mcp.md): the body read as JSON-RPC, each message authorized, the Origin checked (auth/mcp.ts), sessions bound (mcp/sessions.ts) */
+  mcp?: McpPolicy
 }
 
 export const TIER_RANK: Record<AuthTier, number> = { public: 0, agent: 1, bearer: 1, signed: 2 }

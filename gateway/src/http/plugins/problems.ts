@@ -6,6 +6,7 @@ import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest, Fa
 import fp from 'fastify-plugin'
 import { HTTP_METHODS, pathOf } from '#client/protocol'
 import { GatewayError, PROBLEM_CONTENT_TYPE, isGatewayError, type FieldError } from '../../errors.js'
+import { jsonRpcError } from '../../mcp-calls/json-rpc-error.js'
 import { resourceChallenge } from '../../resources/challenge.js'
 
 declare module 'fastify' {
@@ -82,11 +83,9 @@ export function sendProblem (request: FastifyRequest, reply: FastifyReply, error
   const resource = request.forward?.route.resource
   const challenge = resource === undefined ? undefined : resourceChallenge(error, resource, request.auth?.idpIssuer)
   if (challenge !== undefined) reply.header('www-authenticate', challenge)
-  // an MCP client reads JSON-RPC: the error object, with the problem as its data
-  const rpc = error.jsonRpc
-  if (rpc !== undefined) {
-    return reply.code(error.statusCode).type('application/json')
-      .send({ jsonrpc: '2.0', id: rpc.id, error: { code: rpc.code, message: rpc.message, data: error.toProblem() } })
+  // an MCP route answers as JSON-RPC, which its clients read (mcp-calls/json-rpc-error.ts)
+  if (request.forward?.route.mcp !== undefined) {
+    return reply.code(error.statusCode).type('application/json').send(jsonRpcError(error, request.auth?.mcpId ?? null))
   }
   return reply.code(error.statusCode).type(PROBLEM_CONTENT_TYPE).send(error.toProblem())
 }

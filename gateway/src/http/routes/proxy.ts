@@ -57,8 +57,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
 
   // 1. Match the route (proxy/admission.ts), then authenticate what needs no body.
   const matchAndAuthenticate = (request: FastifyRequest): void | Promise<void> => {
-    const route = admit(routes.current, describeInline(request))
-    request.forward = { route }
+    const route = admit(routes.current, describeInline(request), (matched) => { request.forward = { route: matched } })
     return authenticator.beforeBody(request, route.auth, routeState(route))
   }
 

@@ -3,13 +3,14 @@
 // upstream's answer, and that the check fails closed when the store is away.
 import t from 'tap'
 import { GatewayError } from '../../../../gateway/src/errors.js'
+import { compilePolicy } from '../../../../gateway/src/mcp-calls/policy.js'
 import { checkSession, requestedSession, sessionAnswer, sessionOwner } from '../../../../gateway/src/mcp/sessions.js'
 import { route, type RouteConfig } from '../../../../gateway/src/proxy/route.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
 import type { Store } from '../../../../gateway/src/store/index.js'
 
 const defaults = { bodyLimit: 1024, timeoutMs: 1000 }
-const mcpRoute: RouteConfig = route({ prefix: '/mcp', upstream: 'http://127.0.0.1:1', auth: 'bearer', mcp: { sessions: { ttlSeconds: 3600 } } }, defaults)
+const mcpRoute: RouteConfig = route({ prefix: '/mcp', upstream: 'http://127.0.0.1:1', auth: 'bearer', mcp: compilePolicy({ sessions: { ttlSeconds: 3600 } }) }, defaults)
 const plainRoute: RouteConfig = route({ prefix: '/plain', upstream: 'http://127.0.0.1:1', auth: 'bearer' }, defaults)
 const alice = { user: 'alice' }
 const bob = { user: 'bob' }

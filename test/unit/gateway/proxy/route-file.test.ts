@@ -177,9 +177,9 @@ t.test('bad files and the exact messages they get', async (t) => {
 t.test('mcp: sessions bound on every MCP route, for a day after their last use unless ttlSeconds says otherwise', async (t) => {
   const routesOf = (yaml: string) => routesFromDocument(parseRouteText(yaml, 'routes.yaml'), 'routes.yaml', defaults)
   t.equal(routesOf(route('prefix: /a/\nupstream: http://x\nauth: bearer'))[0]?.mcp, undefined, 'a route without mcp is not MCP')
-  t.same(routesOf(route('prefix: /mcp\nupstream: http://x\nauth: bearer\nmcp: {}'))[0]?.mcp, { sessions: { ttlSeconds: 86400 } }, 'the default lifetime')
-  t.same(routesOf(route('prefix: /mcp\nupstream: http://x\nauth: bearer\nmcp: { sessions: { ttlSeconds: 600 } }'))[0]?.mcp,
-    { sessions: { ttlSeconds: 600 } })
+  t.same(routesOf(route('prefix: /mcp\nupstream: http://x\nauth: bearer\nmcp: {}'))[0]?.mcp?.sessions, { ttlSeconds: 86400 }, 'the default lifetime')
+  t.same(routesOf(route('prefix: /mcp\nupstream: http://x\nauth: bearer\nmcp: { sessions: { ttlSeconds: 600 } }'))[0]?.mcp?.sessions,
+    { ttlSeconds: 600 })
   t.same(problems(route('prefix: /mcp\nupstream: http://x\nauth: bearer\nmcp: { sessions: { ttlSeconds: 10 } }')),
     ['routes.yaml: routes[0].mcp.sessions.ttlSeconds: 10 is not allowed (expected integer to be greater or equal to 60)'])
   t.same(problems(route('prefix: /mcp\nupstream: http://x\nauth: bearer\nmcp: { sessions: { bind: false } }')),

@@ -1,0 +1,132 @@
+// An MCP route's policy: which scopes each tool (tools/call by params.name), resource
+// (resources/read by params.uri), prompt (prompts/get by params.name) and other method asks for,
+// beyond the route's own scopes. Names are exact or globs with `*` (any run of characters, "/"
+// included); the most specific rule wins: an exact name beats any glob, then the glob with the
+// longer literal prefix, then the longer literal text, then the one listed first. An unlisted
+// tool, resource or prompt takes `default`; an unlisted other method asks for nothing more.
+import type { McpMessage } from './messages.js'
+
+/** the scopes a call asks for, all of them ([]: the route's scopes suffice), or `deny`: never through this route */
+export type Requirement = readonly string[] | 'deny'
+
+interface GlobRule { pattern: string; parts: readonly string[]; prefix: number; literal: number; requirement: Requirement }
+export interface NameRules { exact: ReadonlyMap<string, Requirement>; globs: readonly GlobRule[] }
+
+export interface McpPolicy {
+  tools: NameRules
+  resources: NameRules
+  prompts: NameRules
+  methods: NameRules
+  /** for a tool, resource or prompt no rule names */
+  default: Requirement
+  /** the Origin values a request may carry (absent Origin passes) */
+  origins: ReadonlySet<string>
+  /** sessions (mcp/sessions.ts): each belongs to the identity whose initialize the upstream answered with it, for ttlSeconds after its last use */
+  sessions: { ttlSeconds: number }
+  /** as the route file says it (the admin API and `keygate routes check --json` show this) */
+  toJSON: () => McpEntry
+}
+
+/** The route file's `mcp` object, as the schema checks it. */
+export interface McpEntry {
+  tools?: Record<string, string[] | 'deny'>
+  resources?: Record<string, string[] | 'deny'>
+  prompts?: Record<string, string[] | 'deny'>
+  methods?: Record<string, string[] | 'deny'>
+  default?: string[] | 'deny'
+  origins?: string[]
+  sessions?: { ttlSeconds?: number }
+}
+
+/** An MCP session is forgotten after this long unused (each request in it renews it), unless the route says otherwise. */
+export const DEFAULT_MCP_SESSION_TTL_SECONDS = 86_400
+export const MAX_MCP_SESSION_TTL_SECONDS = 30 * 86_400
+
+/** the methods judged by their own maps: `methods` may not name them */
+export const NAMED_METHODS: ReadonlyMap<string, 'tools' | 'resources' | 'prompts'> = new Map([
+  ['tools/call', 'tools'],
+  ['resources/read', 'resources'],
+  ['prompts/get', 'prompts']
+])
+
+/**
+ * Whether `name` matches the glob split at its `*`s: the first part a prefix, the last a suffix,
+ * the others found in order, each as early as it occurs (for `*`-only globs the earliest is never
+ * wrong). No regular expression: a caller's name of a megabyte costs a few indexOf calls, never a
+ * backtracking search.
+ */
+function globMatches (parts: readonly string[], name: string): boolean {
+  const first = parts[0] ?? ''
+  const last = parts[parts.length - 1] ?? ''
+  if (name.length < first.length + last.length || !name.startsWith(first) || !name.endsWith(last)) return false
+  let at = first.length
+  const end = name.length - last.length
+  for (let i = 1; i < parts.length - 1; i++) {
+    const part = parts[i] as string
+    const found = name.indexOf(part, at)
+    if (found < 0 || found + part.length > end) return false
+    at = found + part.length
+  }
+  return true
+}
+
+export function compileRules (map: Readonly<Record<string, Requirement>> = {}): NameRules {
+  const exact = new Map<string, Requirement>()
+  const globs: GlobRule[] = []
+  for (const [pattern, requirement] of Object.entries(map)) {
+    if (!pattern.includes('*')) {
+      exact.set(pattern, requirement)
+      continue
+    }
+    const parts = pattern.split('*')
+    globs.push({
+      pattern,
+      parts,
+      prefix: (parts[0] ?? '').length,
+      literal: parts.join('').length,
+      requirement
+    })
+  }
+  // stable: equal rules keep the file's order
+  globs.sort((a, b) => b.prefix - a.prefix || b.literal - a.literal)
+  return { exact, globs }
+}
+
+/** The rule for `name`: the most specific that matches, or undefined. */
+export function lookup (rules: NameRules, name: string): { pattern: string; requirement: Requirement } | undefined {
+  const exact = rules.exact.get(name)
+  if (exact !== undefined) return { pattern: name, requirement: exact }
+  const glob = rules.globs.find((rule) => globMatches(rule.parts, name))
+  return glob === undefined ? undefined : { pattern: glob.pattern, requirement: glob.requirement }
+}
+
+export function compilePolicy (entry: McpEntry): McpPolicy {
+  return {
+    tools: compileRules(entry.tools),
+    resources: compileRules(entry.resources),
+    prompts: compileRules(entry.prompts),
+    methods: compileRules(entry.methods),
+    default: entry.default ?? [],
+    origins: new Set(entry.origins ?? []),
+    sessions: { ttlSeconds: entry.sessions?.ttlSeconds ?? DEFAULT_MCP_SESSION_TTL_SECONDS },
+    toJSON: () => entry
+  }
+}
+
+/** What a message asks of the caller: what it is called (for refusals), and the requirement. */
+export interface Judged { what: string; requirement: Requirement }
+
+/** The requirement of one message: undefined when it asks nothing beyond the route's scopes (responses, unlisted methods). */
+export function judge (policy: McpPolicy, message: McpMessage): Judged | undefined {
+  const method = message.method
+  if (method === undefined) return undefined
+  const kind = NAMED_METHODS.get(method)
+  if (kind === undefined) {
+    const rule = lookup(policy.methods, method)
+    return rule === undefined ? undefined : { what: `the method ${method}`, requirement: rule.requirement }
+  }
+  const name = String(message.params?.[kind === 'resources' ? 'uri' : 'name'])
+  const rule = lookup(policy[kind], name)
+  const noun = kind === 'tools' ? 'tool' : kind === 'resources' ? 'resource' : 'prompt'
+  return { what: `the ${noun} ${JSON.stringify(name)}`, requirement: rule === undefined ? policy.default : rule.requirement }
+}
