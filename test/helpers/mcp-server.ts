@@ -17,6 +17,17 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js'
 
+/** The headers of a JSON-RPC POST to an MCP endpoint, as a Streamable HTTP client sends them (protocol 2025-06-18), with a bearer token. */
+export function mcpPostHeaders (token: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    authorization: `Bearer ${token}`,
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': '2025-06-18',
+    ...extra
+  }
+}
+
 export interface McpRequest {
   method: string
   /** the path and query as received */

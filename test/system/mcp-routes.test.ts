@@ -10,7 +10,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import t from 'tap'
 import { send, type RawResponse } from '../helpers/http.js'
 import { rsaKeyPair, signBase64 } from '../helpers/keys.js'
-import { startMcpServer } from '../helpers/mcp-server.js'
+import { mcpPostHeaders, startMcpServer } from '../helpers/mcp-server.js'
 import { routesFromYaml } from '../helpers/routes.js'
 import { addUser, login, sendSigned, startTestGateway } from '../helpers/stack.js'
 
@@ -59,13 +59,7 @@ t.test('an MCP route: per-tool scopes, one strict reading, the Origin', async (t
   const before = (): number => mcp.requests.length
   const post = async (body: string, headers: Record<string, string> = {}): Promise<RawResponse> => await send(gw.url, '/mcp', {
     method: 'POST',
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2025-06-18',
-      ...headers
-    },
+    headers: mcpPostHeaders(token, headers),
     body
   })
   const call = (name: string, id: number | string): string => JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: {} } })

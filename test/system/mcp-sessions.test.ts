@@ -8,7 +8,7 @@
 import t from 'tap'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { startMcpServer } from '../helpers/mcp-server.js'
+import { mcpPostHeaders, startMcpServer } from '../helpers/mcp-server.js'
 import { deletePrefix, startPrivateRedis, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { routesFromYaml } from '../helpers/routes.js'
 import { addUser, login, startTestGateway } from '../helpers/stack.js'
@@ -32,15 +32,21 @@ const INITIALIZE = {
 async function post (url: string, token: string, message: unknown, session?: string): Promise<Response> {
   return await fetch(url, {
     method: 'POST',
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2025-06-18',
-      ...(session !== undefined && { 'mcp-session-id': session })
-    },
+    headers: mcpPostHeaders(token, session === undefined ? {} : { 'mcp-session-id': session }),
     body: JSON.stringify(message)
   })
+}
+
+/** Users alice and bob, each with a token; alice opens a session with a raw initialize (its id). */
+async function aliceOpensSession (url: string, gateway: Parameters<typeof addUser>[0]): Promise<{ alice: string, bob: string, session: string }> {
+  await addUser(gateway, 'alice')
+  await addUser(gateway, 'bob')
+  const alice = await login(url, 'alice')
+  const bob = await login(url, 'bob')
+  const init = await post(`${url}/mcp`, alice, INITIALIZE)
+  const session = init.headers.get('mcp-session-id') ?? ''
+  await init.body?.cancel()
+  return { alice, bob, session }
 }
 
 async function connect (url: string, token: string): Promise<{ client: Client, transport: StreamableHTTPClientTransport }> {
@@ -129,13 +135,7 @@ t.test('the embedded store: the same rules in one gateway, and a session on a ro
     auth: bearer
 `, url)
   })
-  await addUser(gateway, 'alice')
-  await addUser(gateway, 'bob')
-  const alice = await login(gateway.url, 'alice')
-  const bob = await login(gateway.url, 'bob')
-  const init = await post(`${gateway.url}/mcp`, alice, INITIALIZE)
-  const session = init.headers.get('mcp-session-id') ?? ''
-  await init.body?.cancel()
+  const { alice, bob, session } = await aliceOpensSession(gateway.url, gateway)
   t.ok(mcp.sessions.includes(session), 'Alice opened a session')
   t.equal((await post(`${gateway.url}/mcp`, bob, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, session)).status, 404, 'Bob is refused it')
   const own = await post(`${gateway.url}/mcp`, alice, { jsonrpc: '2.0', method: 'notifications/initialized' }, session)
@@ -151,13 +151,7 @@ t.test('Redis away: a request in a session is refused 503, and a session opened 
   const redis = await startPrivateRedis(t)
   t.teardown(() => { redis.resume() })
   const gateway = await startTestGateway(t, { store: 'redis', redis: redis.url, upstreamUrl: mcp.url, routes: (url) => routesFromYaml(ROUTES, url) })
-  await addUser(gateway, 'alice')
-  await addUser(gateway, 'bob')
-  const alice = await login(gateway.url, 'alice')
-  const bob = await login(gateway.url, 'bob')
-  const init = await post(`${gateway.url}/mcp`, alice, INITIALIZE)
-  const session = init.headers.get('mcp-session-id') ?? ''
-  await init.body?.cancel()
+  const { alice, bob, session } = await aliceOpensSession(gateway.url, gateway)
   t.equal((await post(`${gateway.url}/mcp`, alice, { jsonrpc: '2.0', method: 'notifications/initialized' }, session)).status, 202, 'a session in use')
   // bob's token is checked once before the pause, so that his user is known to the gateway then
   t.equal((await post(`${gateway.url}/mcp`, bob, { jsonrpc: '2.0', id: 9, method: 'tools/list' }, session)).status, 404, 'and not Bob\'s')
