@@ -4,6 +4,7 @@
 // metadata URL in a challenge, `resource` in the metadata) is made from it alone, never from a
 // request's Host or X-Forwarded-* headers, which a client can forge.
 import type { IssuerConfig } from '../idp/issuers.js'
+import { isLoopbackHost } from '../remote-keys/key-set-fetch.js'
 
 /** RFC 9728 §3: the well-known URI's path; a resource's own path follows it */
 export const METADATA_PATH = '/.well-known/oauth-protected-resource'
@@ -34,8 +35,6 @@ export interface ProtectedResource {
   readonly metadataUrl: string
 }
 
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]'])
-
 /** Why `id` cannot be a resource identifier, or undefined when it can. */
 export function resourceIdProblem (id: string): string | undefined {
   let url: URL
@@ -44,7 +43,7 @@ export function resourceIdProblem (id: string): string | undefined {
   } catch {
     return 'is not an absolute URL'
   }
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname))) {
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname))) {
     return 'must be an https URL (http only on a loopback host, for tests)'
   }
   if (id.includes('?') || id.includes('#')) return 'must have no query and no fragment (RFC 8707 §2)'
