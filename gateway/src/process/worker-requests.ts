@@ -92,16 +92,24 @@ export function workersRoutes (requests: WorkerRequests, reloadWhenListening: ()
       return answer.routes
     },
     async reload () {
-      // a worker still starting reloads once it listens, as on SIGHUP; those that listen answer
-      reloadWhenListening()
-      const answers = (await requests.ask<{ reload: RoutesReload }>((id) => ({ type: RELOAD_ROUTES.type, id }),
-        { timeoutMs: ROUTES_TIMEOUT_MS, what: 'a reload\'s outcome' })).map((answer) => answer.reload)
-      // every worker read the same file: the first refusal speaks for them (a file changed between two reads aside)
-      const outcome = answers.find((answer) => answer.outcome !== 'reloaded') ?? answers[0]
-      if (outcome === undefined) throw new Error('no worker listens yet to reload its routes')
-      return { ...outcome, workers: answers.filter((answer) => answer.outcome === 'reloaded').length }
+      return await everyWorkerReloads<RoutesReload>(requests, reloadWhenListening, RELOAD_ROUTES.type, ROUTES_TIMEOUT_MS, 'its routes')
     }
   }
+}
+
+/**
+ * Every listening worker reloads (a worker still starting does once it listens, as on SIGHUP);
+ * they read the same files, so the first refusal speaks for them all (a file changed between two
+ * reads aside), with the number of workers that reloaded.
+ */
+async function everyWorkerReloads<R extends { outcome: string }> (requests: WorkerRequests, reloadWhenListening: () => void,
+  type: typeof RELOAD_ROUTES.type | typeof RELOAD_FILES.type, timeoutMs: number, what: string): Promise<R & { workers: number }> {
+  reloadWhenListening()
+  const answers = (await requests.ask<{ reload: R }>((id) => ({ type, id }), { timeoutMs, what: 'a reload\'s outcome' }))
+    .map((answer) => answer.reload)
+  const outcome = answers.find((answer) => answer.outcome !== 'reloaded') ?? answers[0]
+  if (outcome === undefined) throw new Error(`no worker listens yet to reload ${what}`)
+  return { ...outcome, workers: answers.filter((answer) => answer.outcome === 'reloaded').length }
 }
 
 /**
@@ -111,13 +119,7 @@ export function workersRoutes (requests: WorkerRequests, reloadWhenListening: ()
 export function workersReload (requests: WorkerRequests, reloadWhenListening: () => void): FilesReload {
   return {
     async reload () {
-      reloadWhenListening()
-      const answers = (await requests.ask<{ reload: ConfigReload }>((id) => ({ type: RELOAD_FILES.type, id }),
-        { timeoutMs: RELOAD_TIMEOUT_MS, what: 'a reload\'s outcome' })).map((answer) => answer.reload)
-      // every worker read the same files: the first refusal speaks for them (a file changed between two reads aside)
-      const outcome = answers.find((answer) => answer.outcome !== 'reloaded') ?? answers[0]
-      if (outcome === undefined) throw new Error('no worker listens yet to reload its files')
-      return { ...outcome, workers: answers.filter((answer) => answer.outcome === 'reloaded').length }
+      return await everyWorkerReloads<ConfigReload>(requests, reloadWhenListening, RELOAD_FILES.type, RELOAD_TIMEOUT_MS, 'its files')
     }
   }
 }
