@@ -108,8 +108,10 @@ class Reader {
       if (e === 'u') {
         const hex = text.slice(this.at + 2, this.at + 6)
         if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail('a \\u escape without four hex digits')
-        out += String.fromCharCode(parseInt(hex, 16))
+        const unit = parseInt(hex, 16)
+        out += String.fromCharCode(unit)
         this.at += 6
+        if (unit >= 0xd800 && unit <= 0xdfff) out += this.lowSurrogate(unit)
       } else {
         const escaped = ESCAPES[e]
         if (escaped === undefined) this.fail('an unknown escape')
@@ -121,6 +123,20 @@ class Reader {
     out += text.slice(from, this.at)
     this.at++
     return out
+  }
+
+  /**
+   * After a \\u escape of a surrogate: the low half that must follow a high one, escaped too. A lone
+   * half (RFC 8259 §8.2: its reading is unpredictable) is refused: one reader keeps it, another
+   * makes it U+FFFD, another drops it, so "delete\\ud800" could name two tools.
+   */
+  lowSurrogate (unit: number): string {
+    const text = this.text
+    const hex = text.slice(this.at + 2, this.at + 6)
+    const low = text[this.at] === '\\' && text[this.at + 1] === 'u' && /^[0-9a-fA-F]{4}$/.test(hex) ? parseInt(hex, 16) : -1
+    if (unit >= 0xdc00 || low < 0xdc00 || low > 0xdfff) { this.at -= 6; this.fail('a \\u escape of half a surrogate pair, alone') }
+    this.at += 6
+    return String.fromCharCode(low)
   }
 
   array (depth: number): JsonValue[] {

@@ -38,6 +38,11 @@ t.test('the strict reader refuses what has no single reading', async (t) => {
     ['a raw control character in a string', '{"a":"\u0001"}'],
     ['an unknown escape', '{"a":"\\x41"}'],
     ['a short \\u escape', '{"a":"\\u12"}'],
+    ['a lone high surrogate', '{"name":"delete\\ud800"}'],
+    ['a lone low surrogate', '{"name":"\\udc00delete"}'],
+    ['a high surrogate then a character', '{"name":"\\ud800x"}'],
+    ['a high surrogate then another high one', '{"name":"\\ud800\\ud800"}'],
+    ['two low surrogates', '{"name":"\\udc00\\udc00"}'],
     ['a non-breaking space as whitespace', '{\u00a0"a":1}'],
     ['nothing', ''],
     ['too deep', '['.repeat(MAX_JSON_DEPTH + 2) + ']'.repeat(MAX_JSON_DEPTH + 2)]
@@ -48,6 +53,7 @@ t.test('the strict reader refuses what has no single reading', async (t) => {
   const proto = parseStrictJson(bytes('{"__proto__":{"x":1}}')) as Record<string, unknown>
   t.same(Object.keys(proto), ['__proto__'], '__proto__ is a key like any other')
   t.equal(({} as Record<string, unknown>).x, undefined, 'and pollutes nothing')
+  t.same(parseStrictJson(bytes('{"name":"\\ud83d\\ude00 \\u00e9"}')), { name: '\u{1F600} \u00e9' }, 'a surrogate pair escaped is one character')
   t.equal(parseStrictJson(bytes('{"id":12345678901234567890}')) !== undefined, true, 'a big number is read (the message rules judge an id)')
 })
 
