@@ -4,14 +4,16 @@ import { KEY_TYPES, type KeyType } from '../client/src/protocol/index.js'
 import { ENV_VARIABLES } from '../gateway/src/config/env.js'
 import { BENCH_SCHEMES, type BenchScheme } from './signing.js'
 
-export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject', 'flood', 'decision'] as const
+export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject', 'flood', 'decision', 'mcp'] as const
 export type Scenario = typeof SCENARIOS[number]
-export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'] as const
+export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k'] as const
 export type ConfigId = typeof CONFIG_IDS[number]
 /** what runs without --only: f (a rate-limited route), i (an IdP's token) and j (a signed agent) are asked for by name */
 export const DEFAULT_CONFIG_IDS: readonly ConfigId[] = ['a', 'b', 'c', 'd', 'e']
 /** --scenario decision: nginx alone (g), nginx asking keygate (h), keygate inline on the same store (d) */
 export const DECISION_CONFIG_IDS: readonly ConfigId[] = ['d', 'g', 'h']
+/** --scenario mcp: keygate forwarding MCP tools/calls on a public route (e), and on a public MCP route that reads and judges each (k) */
+export const MCP_CONFIG_IDS: readonly ConfigId[] = ['e', 'k']
 /** j's agent signs RFC 9421 with an Ed25519 key (Web Bot Auth); with j, the others' requests are signed so too */
 export const AGENT_SCHEME: BenchScheme = 'rfc9421'
 export const AGENT_KEY_TYPE: KeyType = 'ed25519'
@@ -81,6 +83,12 @@ and with --scenario decision (which runs d, g and h):
   g  nginx in front of the example service, no auth
   h  nginx asking keygate's decision listener (auth_request, the configuration of
      docs/decision/nginx.md), then passing the request to the example service; embedded store
+and with --scenario mcp (which runs e and k), to an MCP server of the bench's
+(bench/mcp-upstream.ts) instead of the example service:
+  e  keygate, the MCP path a public route: its proxy hop alone
+  k  keygate, the MCP path a public MCP route (docs/mcp.md): each body read once, strictly,
+     and its tool judged against a policy of globs, exact names and deny: k - e is what
+     JSON-RPC inspection and per-tool authorization cost
 each in its own process on a free loopback port. Prints first the auth layer's cost (c's CPU
 per request - e's, in us) and the signed requests one gateway core serves per second (1,000,000 /
 c's CPU us per request), with the machine and how busy it was; then medians over the rounds:
@@ -118,14 +126,18 @@ Options:
                                on the same example service; reports each one's req/s, the
                                ratios h/g and d/g, and keygate's CPU per request deciding (h)
                                against proxying (d). Needs nginx (apt-get install nginx-light)
+                       mcp     MCP tools/call POSTs (about 200 bytes, JSON-RPC, protocol
+                               2025-06-18) to /mcp, through a public route (e) and a public MCP
+                               route (k), both to the bench's MCP server; reports k's CPU per
+                               call beyond e's
   --reject-share F     the refused share for --scenario reject, 0 to 1   (default 0.5)
   --reject-kind K      all (in turn) | bad-signature | stale | unknown-key (default all)
   --scheme S           how requests are signed: seed (X-API-Key, X-API-Timestamp,
                        X-API-Signature) or rfc9421 (Signature-Input, Signature and
                        Content-Digest: @method, @path, a body's digest)  (default seed)
   --key T              the signing key: rsa (2048 bits), ed25519 or p256     (default rsa)
-  --only a,...,i,j     run only these configurations                     (default a,b,c,d,e;
-                       with --scenario decision d,g,h, and only those)
+  --only a,...,j,k     run only these configurations                     (default a,b,c,d,e;
+                       with --scenario decision d,g,h, with --scenario mcp e,k: only those)
   --url URL            load an existing keygate instead (registers a fresh key for --user)
   --user U             with --url: the user to log in as
   --password P         with --url: that user's password
@@ -220,7 +232,7 @@ function configsOf (values: Values, scenario: string, scheme: string, keyType: s
 { configs: ConfigId[]; signing: { scheme: BenchScheme; keyType: KeyType } } {
   let signing = { scheme: scheme as BenchScheme, keyType: keyType as KeyType }
   const onlyGiven = values.only !== undefined
-  const only = (values.only ?? (scenario === 'decision' ? DECISION_CONFIG_IDS : DEFAULT_CONFIG_IDS).join(','))
+  const only = (values.only ?? (scenario === 'decision' ? DECISION_CONFIG_IDS : scenario === 'mcp' ? MCP_CONFIG_IDS : DEFAULT_CONFIG_IDS).join(','))
     .split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
   for (const id of only) if (!(CONFIG_IDS as readonly string[]).includes(id)) throw new UsageError(`--only: "${id}" is not one of ${CONFIG_IDS.join(', ')}`)
   if (only.length === 0) throw new UsageError(`--only: name at least one of ${CONFIG_IDS.join(', ')}`)
@@ -231,6 +243,13 @@ function configsOf (values: Values, scenario: string, scheme: string, keyType: s
     if (other.length > 0) throw new UsageError(`--scenario decision: runs ${DECISION_CONFIG_IDS.join(', ')} only; leave out ${other.join(', ')}`)
   } else if (configs.includes('g') || configs.includes('h')) {
     throw new UsageError('--only: g and h (nginx) are --scenario decision\'s')
+  }
+  if (scenario === 'mcp') {
+    // MCP tools/calls go to the bench's MCP server, which only e and k are routed to
+    const other = configs.filter((id) => !MCP_CONFIG_IDS.includes(id))
+    if (other.length > 0) throw new UsageError(`--scenario mcp: runs ${MCP_CONFIG_IDS.join(', ')} only; leave out ${other.join(', ')}`)
+  } else if (configs.includes('k')) {
+    throw new UsageError('--only: k (an MCP route) is --scenario mcp\'s')
   }
   if (scenario === 'token' && configs.includes('i')) {
     throw new UsageError('--scenario token: logs in with a password at POST /v1/auth/token; i\'s token is an identity provider\'s: leave i out')
@@ -329,6 +348,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
 
   if (scenario === 'flood' && target !== undefined) throw new UsageError('--scenario flood: runs against the gateways started here, not --url')
   if (scenario === 'decision' && target !== undefined) throw new UsageError('--scenario decision: runs nginx and the gateways started here, not --url')
+  if (scenario === 'mcp' && target !== undefined) throw new UsageError('--scenario mcp: runs the bench\'s MCP server and the gateways started here, not --url')
   if (values.nginx !== undefined && scenario !== 'decision') throw new UsageError('--nginx goes with --scenario decision')
   const gatewayEnv = gatewayEnvOf(values.env, target)
 

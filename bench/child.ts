@@ -1,5 +1,5 @@
 // One measured service in a process of its own, so its CPU time is its own: `node --import tsx
-// bench/child.ts upstream|bare|keygate`. It reports its URL over IPC once it listens, answers CPU
+// bench/child.ts upstream|bare|mcp|keygate`. It reports its URL over IPC once it listens, answers CPU
 // samples (process.cpuUsage: every thread of the process, in microseconds; for keygate with
 // KEYGATE_WORKERS > 1, which makes this process the cluster's primary, plus the CPU time of every
 // process below it, the workers, read from /proc), and exits when told
@@ -8,6 +8,7 @@
 // prefix, so it leaves no key either.
 //   upstream: the example clients service (upstream-stub) on a free port
 //   bare:     buildBareProxy(BENCH_UPSTREAM_URL)
+//   mcp:      an MCP server's answers to JSON-RPC requests (bench/mcp-upstream.ts, --scenario mcp)
 //   keygate:  the gateway as main.ts starts it, configured by its environment (PORT=0, ...),
 //             with KEYGATE_WORKERS > 1 as main.ts's primary does (process/cluster.ts); with
 //             KEYGATE_DECISION_PORT (one process only), it reports its decision listener's URL too
@@ -100,10 +101,14 @@ async function start (role: string): Promise<Running> {
       const url = await app.listen({ port: 0, host: '127.0.0.1' })
       return { url, close: async () => { await app.close() }, cpuUsage: ownCpuUsage }
     }
+    case 'mcp': {
+      const { startMcpUpstream } = await import('./mcp-upstream.js')
+      return { ...await startMcpUpstream(), cpuUsage: ownCpuUsage }
+    }
     case 'keygate':
       return await startKeygate()
     default:
-      throw new Error(`unknown role "${role}" (upstream, bare, keygate)`)
+      throw new Error(`unknown role "${role}" (upstream, bare, mcp, keygate)`)
   }
 }
 

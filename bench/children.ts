@@ -23,7 +23,7 @@ const CHILD = benchModule('child')
 const READY_TIMEOUT_MS = 30_000
 const STDERR_TAIL_BYTES = 8192
 
-export type Role = 'upstream' | 'bare' | 'keygate'
+export type Role = 'upstream' | 'bare' | 'mcp' | 'keygate'
 
 export interface Service {
   name: string

@@ -33,7 +33,8 @@ export const LABELS: Record<ConfigId, string> = {
   g: 'nginx, no auth',
   h: 'nginx asking keygate (decision), embedded store',
   i: 'keygate, Redis store, an IdP\'s token',
-  j: 'keygate, Redis store, a signed agent'
+  j: 'keygate, Redis store, a signed agent',
+  k: 'keygate, public MCP route (each tools/call read and judged)'
 }
 
 // ---- keygate's API, for setting up a target ----
@@ -99,8 +100,8 @@ export async function keygateConfig (
   return config
 }
 
-/** no auth (a, b, e, g): sent with the identity header keygate would have set, which the example service requires */
-export function directConfig (id: 'a' | 'b' | 'e' | 'g', url: string, identityUser: string, cpu: MeasureOptions['cpu'], cpuOf: string): BenchConfig {
+/** no auth (a, b, e, g, k): sent with the identity header keygate would have set, which the example service requires */
+export function directConfig (id: 'a' | 'b' | 'e' | 'g' | 'k', url: string, identityUser: string, cpu: MeasureOptions['cpu'], cpuOf: string): BenchConfig {
   return {
     id,
     label: LABELS[id],

@@ -1,6 +1,7 @@
 // The figures the bench answers, from the medians and rounds of the configurations: what the auth
 // layer costs and what a core serves (with what an IdP's token and a signed agent cost beyond
-// keygate's own), and with --scenario decision, keygate deciding behind nginx against inline.
+// keygate's own), with --scenario decision, keygate deciding behind nginx against inline, and with
+// --scenario mcp, what reading and judging an MCP tools/call costs beyond forwarding it.
 import type { Measurement } from './measure.js'
 import { median, type ConfigResult, type DecisionFigures, type Figure, type Figures, type NoFigure } from './report.js'
 
@@ -48,26 +49,38 @@ export function figuresOf (configs: ConfigResult[], run: { scenario: string; sch
       }
     }
   }
+  const mcp = configs.find((c) => c.id === 'k')
+  if (mcp !== undefined) {
+    figures = {
+      ...figures,
+      mcpCall: {
+        extraCpuUs: overC(configs, mcp, 'cpuPerRequestUs', 'CPU', 'the same tools/calls on a public route',
+          'keygate\'s CPU for a tools/call on a public MCP route (k: its body read once, strictly, and its tool judged against the policy) ' +
+          'beyond forwarding the same call on a public route (e: its proxy hop alone)', 'e')
+      }
+    }
+  }
   return figures
 }
 
-/** x's `measure` (us/req) - c's, the medians and each round's: what x costs beyond (c) on the same load */
+/** x's `measure` (us/req) - the base's (c, or e for k), the medians and each round's: what x costs beyond the base on the same load */
 function overC (configs: ConfigResult[], x: ConfigResult, measure: 'cpuPerRequestUs' | 'redisCpuPerRequestUs', what: string, cDoes: string,
-  meaning: string): Figure | NoFigure {
-  const own = configs.find((c) => c.id === 'c')
-  if (own === undefined) return { value: null, why: `it needs c, ${cDoes}, measured beside ${x.id}: add c to --only` }
+  meaning: string, base = 'c'): Figure | NoFigure {
+  const own = configs.find((c) => c.id === base)
+  if (own === undefined) return { value: null, why: `it needs ${base}, ${cDoes}, measured beside ${x.id}: add ${base} to --only` }
   const ownValue = own.median[measure]
   const xValue = x.median[measure]
-  if (ownValue === null || xValue === null) return { value: null, why: `c or ${x.id} has no ${what} per request: a measurement completed no request` }
+  if (ownValue === null || xValue === null) return { value: null, why: `${base} or ${x.id} has no ${what} per request: a measurement completed no request` }
   const differences = x.rounds.flatMap((r) => {
     const same = own.rounds.find((o) => o.round === r.round)
     const mine = r[measure]
     const theirs = same?.[measure]
     return theirs == null || mine === null ? [] : [oneDecimal(mine - theirs)]
   })
-  if (differences.length === 0) return { value: null, why: `no round measured both c and ${x.id}` }
+  if (differences.length === 0) return { value: null, why: `no round measured both ${base} and ${x.id}` }
   const column = measure === 'cpuPerRequestUs' ? 'CPU us/req' : 'Redis us/req'
-  return figure(oneDecimal(xValue - ownValue), differences, `${x.id}'s ${column} - c's (the medians; the range: that difference in each round): ${meaning}`)
+  return figure(oneDecimal(xValue - ownValue), differences,
+    `${x.id}'s ${column} - ${base}'s (the medians; the range: that difference in each round): ${meaning}`)
 }
 
 function ownFiguresOf (configs: ConfigResult[], run: { scenario: string; scheme: string; keyType: string }): Figures {
@@ -75,6 +88,10 @@ function ownFiguresOf (configs: ConfigResult[], run: { scenario: string; scheme:
   const none = (why: string): Figures => ({ scheme, keyType, authLayerCpuUs: { value: null, why }, signedRequestsPerSecondPerCore: { value: null, why } })
   if (run.scenario === 'decision') {
     return none('--scenario decision gives its own figures instead (decision in the JSON): keygate deciding against keygate inline; ' +
+      'these two come from get, post or mix')
+  }
+  if (run.scenario === 'mcp') {
+    return none('--scenario mcp gives its own figure instead (mcpCall in the JSON): an MCP route (k) over a public route (e); ' +
       'these two come from get, post or mix')
   }
   if (!SIGNED_SCENARIOS.includes(run.scenario)) {

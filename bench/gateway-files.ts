@@ -1,10 +1,10 @@
 // The files the gateways started here are given: route files (f: a rate limit; e: a public route;
-// j: an agent route) and j's agents file. Each in a temp dir of its own, removed when the run ends.
+// j: an agent route; k: a public MCP route) and j's agents file. Each in a temp dir of its own, removed when the run ends.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { onCleanup } from './cleanup.js'
-import { CLIENTS_PATH } from './scenarios.js'
+import { CLIENTS_PATH, MCP_PATH } from './scenarios.js'
 import { agentPublicJwk, BENCH_AGENT_ORIGIN, type BenchKey } from './signing.js'
 
 /** (f): the built-in routes, signed, each with one per-key rate limit too high ever to refuse. */
@@ -21,18 +21,33 @@ export function limitedRouteFile (upstream: string): string {
 }
 
 /**
+ * (k): the policy of the MCP route, as a GitHub-like MCP server's would be: every call the
+ * scenario sends takes a glob (search_*) or an exact name; writes and deletes are denied, and so
+ * is any tool not listed. A public route has no scopes to ask for: [] (the route's scopes
+ * suffice, none here) or deny, judged all the same.
+ */
+const MCP_POLICY = {
+  tools: { 'search_*': [], get_issue: [], list_issues: [], 'create_*': 'deny', 'update_*': 'deny', 'delete_*': 'deny', merge_pull_request: 'deny' },
+  resources: { 'repo://*': [] },
+  default: 'deny'
+}
+
+/**
  * (e): the business paths as a public route. The service still wants to know who calls: the
  * route adds the identity header the signed routes would (keygate drops any a client sends).
+ * With `mcp` (--scenario mcp): the MCP path too, a public route to the bench's MCP server (e),
+ * or a public MCP route with MCP_POLICY (k).
  */
-export function publicRouteFile (upstream: string): string {
+export function publicRouteFile (upstream: string, mcp?: { upstream: string; policy: boolean }): string {
   const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-routes-'))
   onCleanup(async () => { rmSync(dir, { recursive: true, force: true }) })
   const file = join(dir, 'routes.json')
-  writeFileSync(file, JSON.stringify({
-    routes: ['/v1/clients/', '/v1/transactions/'].map((prefix) => ({
-      prefix, upstream, auth: 'public', methods: ['GET', 'POST'], addHeaders: { 'x-gateway-user': 'bench-public' }
-    }))
-  }))
+  const addHeaders = { 'x-gateway-user': 'bench-public' }
+  const routes: unknown[] = ['/v1/clients/', '/v1/transactions/'].map((prefix) => ({ prefix, upstream, auth: 'public', methods: ['GET', 'POST'], addHeaders }))
+  if (mcp !== undefined) {
+    routes.push({ path: MCP_PATH, upstream: mcp.upstream, auth: 'public', methods: ['POST'], addHeaders, ...(mcp.policy && { mcp: MCP_POLICY }) })
+  }
+  writeFileSync(file, JSON.stringify({ routes }))
   return file
 }
 

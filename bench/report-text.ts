@@ -64,6 +64,7 @@ export function headlineLines (report: Pick<BenchReport, 'figures' | 'machine' |
   }
   const idp = f.idpToken
   const agent = f.agentSignature
+  const mcp = f.mcpCall
   return {
     figures: [
       figureLine(`auth layer, ${run}`, f.authLayerCpuUs, 'us of gateway CPU per signed request'),
@@ -81,13 +82,15 @@ export function headlineLines (report: Pick<BenchReport, 'figures' | 'machine' |
             figureLine('a signed agent (j) over a registered key (c), RFC 9421 Ed25519 GETs', agent.extraCpuUs, 'us of gateway CPU per signed GET', 1),
             figureLine('a signed agent (j) over a registered key (c), Redis', agent.extraRedisCpuUs, 'us of Redis CPU per signed GET (its nonce remembered)', 1)
           ]),
+      ...(mcp === undefined ? [] : [figureLine('an MCP route (k) over a public route (e), tools/call', mcp.extraCpuUs, 'us of gateway CPU per call', 1)]),
       machine
     ],
     how: [
       ...(f.authLayerCpuUs.value === null ? [] : [`how: auth layer = ${f.authLayerCpuUs.how}`]),
       ...(f.signedRequestsPerSecondPerCore.value === null ? [] : [`how: per gateway core = ${f.signedRequestsPerSecondPerCore.how}`]),
       ...(idp === undefined || idp.extraCpuUs.value === null ? [] : [`how: IdP token = ${idp.extraCpuUs.how}`]),
-      ...(agent === undefined || agent.extraCpuUs.value === null ? [] : [`how: signed agent = ${agent.extraCpuUs.how}`])
+      ...(agent === undefined || agent.extraCpuUs.value === null ? [] : [`how: signed agent = ${agent.extraCpuUs.how}`]),
+      ...(mcp === undefined || mcp.extraCpuUs.value === null ? [] : [`how: MCP route = ${mcp.extraCpuUs.how}`])
     ]
   }
 }

@@ -76,6 +76,14 @@ export interface Figures {
   idpToken?: IdpTokenFigures
   /** only when (j) ran: what a signed agent's GET costs against the same GET signed by a registered key */
   agentSignature?: AgentSignatureFigures
+  /** only when (k) ran (--scenario mcp): what reading and judging a tools/call costs */
+  mcpCall?: McpCallFigures
+}
+
+/** (k) against (e), --scenario mcp: the same tools/calls on a public MCP route (read once, judged by tool) and on a public route. */
+export interface McpCallFigures {
+  /** µs of gateway CPU per tools/call: k's CPU us/req - e's (each round's difference for the range) */
+  extraCpuUs: Figure | NoFigure
 }
 
 /**

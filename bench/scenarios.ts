@@ -13,6 +13,12 @@ import {
 export const CLIENTS_PATH = '/v1/clients/'
 export const TOKEN_PATH = '/v1/auth/token'
 export const API_KEYS_PATH = '/v1/api-keys'
+/** --scenario mcp: the MCP server's one endpoint */
+export const MCP_PATH = '/mcp'
+/** --scenario mcp: distinct tools/calls rotated through (ids and tools differ, as an agent's calls do) */
+const MCP_CALL_POOL_SIZE = 64
+/** --scenario mcp: the tools called, each allowed by a glob or an exact name of k's policy (gateway-files.ts) */
+const MCP_TOOLS = ['search_issues', 'get_issue', 'search_code', 'list_issues'] as const
 /** register scenario: this many distinct keys, each registered once and then refused as a duplicate */
 export const REGISTRATION_POOL_SIZE = 64
 /** distinct signed GETs rotated through (identical ones would do; distinct ones defeat any cache of verified signatures) */
@@ -232,6 +238,24 @@ function postRequest (destination: Destination, material: SignedMaterial): autoc
   }
 }
 
+/**
+ * --scenario mcp: a tools/call as an MCP client sends it (Streamable HTTP, protocol 2025-06-18),
+ * about 200 bytes of JSON-RPC. Without a signature or token: e and k are public routes.
+ */
+export function mcpCall (i: number): { headers: Record<string, string>; body: string } {
+  const name = MCP_TOOLS[i % MCP_TOOLS.length] as string
+  const body = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1000 + i,
+    method: 'tools/call',
+    params: { name, arguments: { owner: 'example', repo: 'api', query: 'is:open label:bug sort:updated-desc', perPage: 20 }, _meta: { progressToken: i } }
+  })
+  return {
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+    body
+  }
+}
+
 /** POST requests per request sent, for sizing the pool. */
 export function postShare (scenario: Scenario): number {
   if (scenario === 'post') return 1
@@ -266,6 +290,8 @@ export function buildRequests (
       return [postRequest(destination, material)]
     case 'mix':
       return gets.flatMap((_, i) => (i + 1) % MIX_GETS_PER_POST === 0 ? [get(i), postRequest(destination, material)] : [get(i)])
+    case 'mcp':
+      return Array.from({ length: MCP_CALL_POOL_SIZE }, (_, i) => ({ method: 'POST', path: MCP_PATH, ...mcpCall(i) }))
     case 'token': {
       if (destination.credentials === undefined) throw new Error('the token scenario needs keygate')
       return [{

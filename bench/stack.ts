@@ -1,7 +1,7 @@
 // The stack a run starts when it is given no --url: each in its own process on a free loopback
 // port, the example service (a), the bare proxy (b), keygate in each configuration asked for (c,
-// d, e, f, h, i, j: its environment, its Redis prefix, its files), the bench's IdP (i), nginx (g,
-// h) and an OTLP sink (--trace); then the configurations over them, logged in and with the
+// d, e, f, h, i, j, k: its environment, its Redis prefix, its files), the bench's IdP (i), nginx (g,
+// h), the bench's MCP server (--scenario mcp) and an OTLP sink (--trace); then the configurations over them, logged in and with the
 // bench's key registered. Each start registers its undoing (cleanup.ts).
 import { randomBytes, randomUUID } from 'node:crypto'
 import { resolve } from 'node:path'
@@ -44,7 +44,7 @@ function gatewayEnv (settings: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, ...settings }
 }
 
-type GatewayId = 'c' | 'd' | 'e' | 'f' | 'h' | 'i' | 'j'
+type GatewayId = 'c' | 'd' | 'e' | 'f' | 'h' | 'i' | 'j' | 'k'
 /** starts keygate (id), its one user `username`, with `extra` settings over what every gateway here gets */
 type StartGateway = (id: GatewayId, username: string, extra: Record<string, string>) => Promise<Service>
 
@@ -86,13 +86,15 @@ function ownPrefix (redisUrl: string): string {
 /** the Redis prefixes of the gateways on Redis (c, f, i, j), and the IdP that i trusts */
 interface OnRedis { redisUrl: string; c?: string; f?: string; i?: string; j?: string; idp?: BenchIssuer }
 
-/** The processes besides the example service: the bare proxy (b) and each keygate asked for. */
-type Started = Partial<Record<'b' | GatewayId, Service>>
+/** The processes besides the example service: the bare proxy (b), each keygate asked for, the MCP server (--scenario mcp). */
+type Started = Partial<Record<'b' | GatewayId | 'mcp', Service>>
 
 async function startProxies (want: Set<ConfigId>, options: BenchOptions, keyReady: Promise<BenchKey>, upstream: Service,
-  gateway: StartGateway, redis: OnRedis, profiled: string[]): Promise<Started> {
+  gateway: StartGateway, redis: OnRedis, profiled: string[], mcp: Service | undefined): Promise<Started> {
   const { redisUrl, idp } = redis
-  const [b, c, d, e, f, h, i, j] = await Promise.all([
+  // --scenario mcp: the MCP path to the bench's MCP server, a public route (e) or a public MCP route (k)
+  const publicRoutes = (policy: boolean): string => publicRouteFile(upstream.url, mcp === undefined ? undefined : { upstream: mcp.url, policy })
+  const [b, c, d, e, f, h, i, j, k] = await Promise.all([
     want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }, profiled) : undefined,
     // BENCH_OWNS_PREFIX: should this process die, the gateway deletes the prefix itself
     want.has('c')
@@ -102,7 +104,7 @@ async function startProxies (want: Set<ConfigId>, options: BenchOptions, keyRead
       : undefined,
     // the embedded store lives in one process: always one
     want.has('d') ? gateway('d', 'bench-memory', { KEYGATE_WORKERS: '1' }) : undefined,
-    want.has('e') ? gateway('e', 'bench-public', { KEYGATE_ROUTES: publicRouteFile(upstream.url), KEYGATE_WORKERS: '1' }) : undefined,
+    want.has('e') ? gateway('e', 'bench-public', { KEYGATE_ROUTES: publicRoutes(false), KEYGATE_WORKERS: '1' }) : undefined,
     want.has('f')
       ? gateway('f', 'bench-limited', {
         REDIS_URL: redisUrl,
@@ -138,9 +140,10 @@ async function startProxies (want: Set<ConfigId>, options: BenchOptions, keyRead
         KEYGATE_ROUTES: agentRouteFile(upstream.url),
         KEYGATE_AGENT_DIRECTORIES: agentsFile(key)
       }))
-      : undefined
+      : undefined,
+    want.has('k') ? gateway('k', 'bench-mcp', { KEYGATE_ROUTES: publicRoutes(true), KEYGATE_WORKERS: '1' }) : undefined
   ])
-  return { b, c, d, e, f, h, i, j }
+  return { b, c, d, e, f, h, i, j, k, mcp }
 }
 
 interface OwnNginx { running: RunningNginx; g: string | undefined; h: string | undefined }
@@ -171,8 +174,13 @@ async function configsOf (want: Set<ConfigId>, options: BenchOptions, key: Bench
   const upstreamCpu = upstream.cpuMicros
   if (want.has('a')) configs.push(directConfig('a', upstream.url, 'bench-direct', { proxy: upstreamCpu }, 'example service'))
   if (bare !== undefined) configs.push(directConfig('b', bare.url, 'bench-bare', { proxy: bare.cpuMicros, upstream: upstreamCpu }, 'bare proxy'))
+  // --scenario mcp: e's and k's load goes to the bench's MCP server
+  const publicUpstreamCpu = started.mcp?.cpuMicros ?? upstreamCpu
   if (publicGateway !== undefined) {
-    configs.push(directConfig('e', publicGateway.url, 'bench-public', { proxy: publicGateway.cpuMicros, upstream: upstreamCpu }, 'keygate'))
+    configs.push(directConfig('e', publicGateway.url, 'bench-public', { proxy: publicGateway.cpuMicros, upstream: publicUpstreamCpu }, 'keygate'))
+  }
+  if (started.k !== undefined) {
+    configs.push(directConfig('k', started.k.url, 'bench-public', { proxy: started.k.cpuMicros, upstream: publicUpstreamCpu }, 'keygate'))
   }
   if (nginx?.g !== undefined) configs.push(directConfig('g', nginx.g, 'bench-nginx', { proxy: nginx.running.cpuMicros, upstream: upstreamCpu }, 'nginx'))
   const redisCpu = async (): Promise<() => Promise<number>> => {
@@ -253,11 +261,12 @@ export async function startOwnConfigs (options: BenchOptions, keyReady: Promise<
     onCleanup(issuer.close)
   }
   if (want.has('j')) redis.j = ownPrefix(redisUrl)
-  const started = await startProxies(want, options, keyReady, upstream, gateway, redis, profiled)
+  const mcp = options.scenario === 'mcp' ? await startService('MCP server', 'mcp', { ...process.env }) : undefined
+  const started = await startProxies(want, options, keyReady, upstream, gateway, redis, profiled, mcp)
   const nginx = nginxBinary === undefined ? undefined : await startOwnNginx(want, options, nginxBinary, upstream, started.h, decisionConfig)
 
   const configs = await configsOf(want, options, await keyReady, password, upstream, started, nginx, redis)
-  const services = [upstream, started.b, started.c, started.d, started.e, started.f, started.h, started.i, started.j]
+  const services = [upstream, mcp, started.b, started.c, started.d, started.e, started.f, started.h, started.i, started.j, started.k]
     .filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
   if (nginx !== undefined) services.push({ name: 'nginx', pid: nginx.running.pid, url: [nginx.g, nginx.h].filter((u) => u !== undefined).join(' ') })
   return { configs, services, redisPrefix: redis.c ?? redis.f ?? redis.i ?? redis.j, traceSink }

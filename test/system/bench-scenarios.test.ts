@@ -1,5 +1,5 @@
-// `npm run bench -- --scenario register|reject`: the scenarios that measure registrations and
-// refusals, with tiny settings. A file of its own: with the others, bench.test.ts came within
+// `npm run bench -- --scenario register|reject|mcp`: the scenarios that measure registrations,
+// refusals and MCP tools/calls, with tiny settings. A file of its own: with the others, bench.test.ts came within
 // seconds of tap's per-file timeout on a busy machine (72 s alone of 120).
 import t from 'tap'
 import type { BenchReport } from '../../bench/report.js'
@@ -42,4 +42,25 @@ t.test('--scenario reject: refusals are counted by their problem+json code; --re
   const bad = await bench(['--reject-kind', 'nope'])
   t.equal(bad.code, 2)
   t.match(bad.stderr, /--reject-kind: "nope" is not one of all, bad-signature, stale, unknown-key/)
+})
+
+t.test('--scenario mcp: tools/calls through a public route (e) and a public MCP route (k) to the bench\'s MCP server; k - e reported', async (t) => {
+  const run = await bench([...TINY, '--scenario', 'mcp', '--json', '--out', outDir(t)])
+  t.equal(run.code, 0, `exit 0\n${run.stderr}`)
+  const report = JSON.parse(run.stdout) as BenchReport
+  t.same(report.configs.map((c) => c.id), ['e', 'k'], 'e and k, without being told')
+  for (const c of report.configs) {
+    t.ok((c.median.statuses['200'] ?? 0) > 0, `${c.id}: the MCP server answered`)
+    t.same(Object.keys(c.median.statuses), ['200'], `${c.id}: every call allowed and answered (k's policy lets each tool the scenario calls)`)
+  }
+  t.type(report.figures.mcpCall?.extraCpuUs.value, 'number', 'k\'s CPU per call beyond e\'s')
+  t.match(report.figures.authLayerCpuUs, { value: null, why: /--scenario mcp gives its own figure/ })
+  t.same(report.services.map((s) => s.name).sort(), ['MCP server', 'example service', 'keygate (e)', 'keygate (k)'])
+
+  const bad = await bench(['--scenario', 'mcp', '--only', 'c,k'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--scenario mcp: runs e, k only; leave out c/)
+  const stray = await bench(['--only', 'k'])
+  t.equal(stray.code, 2)
+  t.match(stray.stderr, /k \(an MCP route\) is --scenario mcp's/)
 })

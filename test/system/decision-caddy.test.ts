@@ -26,6 +26,7 @@ import { send, sendRaw, type RawResponse } from '../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { startRecorder, type RecordedRequest } from '../helpers/recorder.js'
 import { forgedValues, headerNames, HOSTILE_EXTRAS, ownApiThroughProxy } from '../helpers/upstream-headers.js'
+import { mcpPostHeaders, startMcpServer } from '../helpers/mcp-server.js'
 import { freePort } from '../helpers/redis.js'
 import { routesFromYaml } from '../helpers/routes.js'
 import { addUser, login, registerKey, startTestGateway } from '../helpers/stack.js'
@@ -36,6 +37,9 @@ const skip = 'reason' in caddy ? `Caddy cannot be installed here: ${caddy.reason
 const PAGE = 'docs/decision/caddy.md'
 const CADDYFILE = docSnippet(PAGE, 'The Caddyfile', 'caddyfile')
 const SETTINGS = blockSettings(docSnippet(PAGE, "keygate's settings", 'sh'))
+/** the page's handle that sends MCP routes to keygate's public port (inline), and where it goes: beside @keygate */
+const MCP_HANDLE = docSnippet(PAGE, 'MCP routes', 'caddyfile')
+const MCP_HANDLE_BEFORE = '\t# protected resources\' metadata'
 
 // clients: signed, no matrix parameters, refuses a body it is not shown (the default);
 // matrix: takes ";" below its prefix; uploads: lets an RFC 9421 signature over content-digest
@@ -65,6 +69,12 @@ const ROUTES = `routes:
     methods: [GET]
     rateLimits:
       - { by: key, limit: 2, window: 1m }
+  - path: /mcp
+    upstream: MCP_SERVER
+    auth: bearer
+    scopes: [mcp:use]
+    mcp:
+      tools: { whoami: [mcp:read], "write-*": [notes:write] }
 `
 
 const IDENTITY = ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name', 'x-gateway-scopes'] as const
@@ -128,9 +138,15 @@ async function sendChunked (url: string, target: string, headers: Record<string,
 t.test('docs/decision/caddy.md: Caddy forward_auth in front of keygate\'s decision listener', { skip }, async (t) => {
   if ('reason' in caddy) return
   const upstream = await startRecorder(t)
+  const mcp = await startMcpServer(t)
   const decision = { ...loadConfig(SETTINGS).decision, port: 0 }
   t.same(decision.trustedProxies, ['127.0.0.1'], 'the page\'s settings trust Caddy on this machine')
-  const gw = await startTestGateway(t, { store: 'redis', upstreamUrl: upstream.url, routes: (url) => routesFromYaml(ROUTES, url), config: { decision } })
+  const gw = await startTestGateway(t, {
+    store: 'redis',
+    upstreamUrl: upstream.url,
+    routes: (url) => routesFromYaml(ROUTES.replace('MCP_SERVER', mcp.url), url),
+    config: { decision }
+  })
   const decisionUrl = await gw.app.keygate.decisions!.listen({ port: 0, host: decision.host })
   const proxy: Caddy = await runCaddy(t, caddy.path, CADDYFILE, {
     KEYGATE_DECISION: new URL(decisionUrl).host,
@@ -140,6 +156,7 @@ t.test('docs/decision/caddy.md: Caddy forward_auth in front of keygate\'s decisi
 
   // logged in and keys registered through Caddy, at keygate's public port (the page's @keygate handle)
   await addUser(gw, 'alice')
+  await gw.app.keygate.users.setScopes('alice', ['mcp:use', 'mcp:read'])
   const token = await login(proxy.url, 'alice')
   const rsa = rsaKeyPair()
   t.equal((await registerKey(proxy.url, token, rsa, 'alice rsa')).status, 201)
@@ -480,6 +497,33 @@ t.test('docs/decision/caddy.md: Caddy forward_auth in front of keygate\'s decisi
     t.equal(viaCaddy.status, 400, `raw UTF-8 target via Caddy: ${viaCaddy.text.slice(0, 300)}`)
     t.equal(inline.status, 400, 'raw UTF-8 target straight to keygate')
     t.same(reached, [], 'the upstream never saw it')
+  })
+
+  t.test('an MCP route: decided, a tools/call is 400 UNSEEN_BODY; through the page\'s MCP handle (inline), each tool judged', async (t) => {
+    const call = (name: string, id: number | string): string => JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: {} } })
+    const post = async (url: string, body: string): Promise<RawResponse> => await send(url, '/mcp', { method: 'POST', headers: mcpPostHeaders(token), body })
+    const before = mcp.requests.length
+    const unseen = await post(proxy.url, call('whoami', 1))
+    t.equal(unseen.status, 400, unseen.text)
+    t.match(unseen.headers['content-type'], /^application\/json/)
+    t.match(unseen.json(), { jsonrpc: '2.0', id: null, error: { code: -32001, data: { code: 'UNSEEN_BODY' } } }, 'a JSON-RPC error an MCP client reads')
+    t.equal(mcp.requests.length, before, 'nothing reached the MCP server')
+
+    t.ok(CADDYFILE.includes(MCP_HANDLE_BEFORE), 'the page\'s Caddyfile has the place the handle goes')
+    const inline = await runCaddy(t, caddy.path, CADDYFILE.replace(MCP_HANDLE_BEFORE, `${MCP_HANDLE}\n${MCP_HANDLE_BEFORE}`), {
+      KEYGATE_DECISION: new URL(decisionUrl).host,
+      KEYGATE_PUBLIC: new URL(gw.url).host,
+      UPSTREAM: new URL(upstream.url).host
+    })
+    const allowed = await post(inline.url, call('whoami', 2))
+    t.equal(allowed.status, 200, allowed.text)
+    t.match(allowed.json(), { jsonrpc: '2.0', id: 2, result: { content: [{ type: 'text' }] } }, 'the MCP server\'s answer')
+    t.equal(mcp.calls('whoami').at(-1)?.headers['x-gateway-user'], 'alice', 'keygate forwarded it as alice')
+    const forbidden = await post(inline.url, call('write-note', 3))
+    t.equal(forbidden.status, 403)
+    t.match(forbidden.headers['www-authenticate'], /error="insufficient_scope", scope="mcp:use notes:write"/)
+    t.match(forbidden.json(), { jsonrpc: '2.0', id: 3, error: { code: -32001, data: { code: 'INSUFFICIENT_SCOPE' } } })
+    t.equal(mcp.calls('write-note').length, 0, 'the forbidden tool never reached the MCP server')
   })
 
   t.test('keygate not answering: 504 after KEYGATE_DECISION_TIMEOUT, not listening: 502; the upstream never reached', async (t) => {

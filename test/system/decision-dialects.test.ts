@@ -17,18 +17,36 @@ import { DEFAULT_IDENTITY_HEADERS, route, type RouteConfig } from '../../gateway
 import { DEFAULT_IDENTITY_TOKEN_HEADER } from '../../gateway/src/proxy/route-file.js'
 import { blockSettings, docSnippet } from '../helpers/docs.js'
 import { rsaKeyPair, signedHeaders, type TestKeyPair } from '../helpers/keys.js'
+import { routesFromYaml } from '../helpers/routes.js'
 import { addUser, login, registerKey, startTestGateway } from '../helpers/stack.js'
 
 /** the route limit the body tests use; the docs' limits must be at least keygate's default */
 const BODY_LIMIT = 2048
 const DEFAULTS = { bodyLimit: BODY_LIMIT, timeoutMs: 5000 }
 
+/** an MCP route (docs/mcp.md): whoami needs mcp:read (alice has it), write-* notes:write (she has not) */
+const MCP_ROUTES = `routes:
+  - path: /mcp
+    upstream: UPSTREAM
+    auth: bearer
+    scopes: [mcp:use]
+    mcp:
+      tools: { whoami: [mcp:read], "write-*": [notes:write] }
+      default: deny
+      origins: [https://app.example.com]
+`
+
 function routes (upstream: string): RouteConfig[] {
   return [
     route({ name: 'clients', prefix: '/v1/clients/', upstream, auth: 'signed', methods: ['GET', 'POST'] }, DEFAULTS),
-    route({ name: 'me', prefix: '/v1/me/', upstream, auth: 'bearer', methods: ['GET'] }, DEFAULTS)
+    route({ name: 'me', prefix: '/v1/me/', upstream, auth: 'bearer', methods: ['GET'] }, DEFAULTS),
+    ...routesFromYaml(MCP_ROUTES, upstream)
   ]
 }
+
+/** A tools/call message, as an MCP client sends it */
+const toolCall = (name: string, id: number | string): string =>
+  JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: {} } })
 
 /** The host the client addressed, as each proxy reports it (Envoy's :authority, Traefik's X-Forwarded-Host, ingress-nginx's X-Original-URL). */
 const CLIENT_HOST = 'api.example.com:8443'
@@ -165,6 +183,7 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
   const decide = await gw.app.keygate.decisions!.listen({ port: 0, host: '127.0.0.1' })
   const decideHost = new URL(decide).host
   await addUser(gw, 'alice')
+  await gw.app.keygate.users.setScopes('alice', ['mcp:use', 'mcp:read'])
   const token = await login(gw.url, 'alice')
   const keys = rsaKeyPair()
   t.equal((await registerKey(gw.url, token, keys, 'alice laptop')).status, 201)
@@ -191,6 +210,17 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
     t.same(JSON.parse(header(res, 'x-keygate-problem') ?? '{}'), problem, 'X-Keygate-Problem is the same problem on one line')
     return problem
   }
+
+  /**
+   * An MCP route's refusal, as the proxy hands it to the client (Envoy, Traefik): keygate's status,
+   * a JSON-RPC error with the request's id (null when none was read) and the problem as its data.
+   */
+  const rpcRefused = (t: Test, res: Answer, status: number, code: string, rpcCode: number, id: number | string | null): void => {
+    t.equal(res.status, status, res.body)
+    t.match(header(res, 'content-type'), /^application\/json/, 'a JSON-RPC error, which MCP clients read')
+    t.match(JSON.parse(res.body), { jsonrpc: '2.0', id, error: { code: rpcCode, data: { code, status } } }, `${code}, JSON-RPC ${rpcCode}`)
+  }
+  const mcpCalls = { whoami: toolCall('whoami', 1), forbidden: toolCall('write-note', 'req-2') }
 
   t.test('Envoy ext_authz http_service', async (t) => {
     // The check request (dialects.md 1.1, 1.4): the original method; path_prefix + the original
@@ -274,6 +304,29 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       const target = '/v1/clients/'
       refusedWith(t, await check('POST', target, { 'content-type': 'application/json', ...seed('POST', target, body) }, body), 413, 'PAYLOAD_TOO_LARGE')
     })
+
+    t.test('an MCP route: each tools/call judged on the body Envoy sends; a cut or missing body never allowed', async (t) => {
+      const mcp = { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'mcp-protocol-version': '2025-06-18' }
+      const allowed = await check('POST', '/mcp', mcp, mcpCalls.whoami)
+      t.equal(allowed.status, 200, allowed.body)
+      t.equal(header(allowed, 'x-gateway-user'), 'alice')
+      const forbidden = await check('POST', '/mcp', mcp, mcpCalls.forbidden)
+      rpcRefused(t, forbidden, 403, 'INSUFFICIENT_SCOPE', -32001, 'req-2')
+      t.match(header(forbidden, 'www-authenticate'), /error="insufficient_scope", scope="mcp:use notes:write"/, 'the step-up challenge')
+      rpcRefused(t, await check('POST', '/mcp', mcp, '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","name":"write-note"}}'),
+        400, 'MCP_PARSE_ERROR', -32700, null)
+      rpcRefused(t, await check('POST', '/mcp', { ...mcp, origin: 'https://evil.example' }, mcpCalls.whoami), 403, 'ORIGIN_NOT_ALLOWED', -32001, null)
+      // allow_partial_message: the first bytes only, marked; the mark in any other form than Envoy's
+      // "false" (two copies: Node reads "false, true") is no whole body's either
+      const cut = mcpCalls.whoami.slice(0, 40)
+      rpcRefused(t, await check('POST', '/mcp', mcp, cut, true), 413, 'PAYLOAD_TOO_LARGE', -32600, null)
+      const twice = await ask(decide, [`POST ${ENVOY_PREFIX}/mcp HTTP/1.1`, `host: ${CLIENT_HOST}`, `content-length: ${cut.length}`, ...lines(mcp),
+        'x-envoy-auth-partial-body: false', 'x-envoy-auth-partial-body: true', `x-forwarded-for: 192.0.2.7,${ENVOY_NODE}`], cut)
+      rpcRefused(t, twice, 413, 'PAYLOAD_TOO_LARGE', -32600, null)
+      // a body cut without the mark is no JSON-RPC message; no body (with_request_body off) is no message
+      rpcRefused(t, await check('POST', '/mcp', mcp, cut), 400, 'MCP_PARSE_ERROR', -32700, null)
+      rpcRefused(t, await check('POST', '/mcp', mcp), 400, 'MCP_INVALID_MESSAGE', -32600, null)
+    })
   })
 
   t.test('Traefik forwardAuth', async (t) => {
@@ -354,6 +407,20 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       ]))
       t.match(refusedWith(t, list, 400, 'INVALID_DECISION_REQUEST').detail, /X-Forwarded-Host holds a list/)
     })
+
+    t.test('an MCP route: tools/call judged with forwardBody; without it, 400 UNSEEN_BODY', async (t) => {
+      const mcp = canonical({ authorization: `Bearer ${token}`, 'content-type': 'application/json', 'mcp-protocol-version': '2025-06-18' })
+      const withBody = (body: string, path = TRAEFIK_PATH): string[] =>
+        authRequest([`Content-Length: ${Buffer.byteLength(body)}`, ...mcp, ...forwarded('POST', '/mcp')], path)
+      const allowed = await ask(decide, withBody(mcpCalls.whoami), mcpCalls.whoami)
+      t.equal(allowed.status, 200, allowed.body)
+      t.equal(header(allowed, 'x-gateway-user'), 'alice')
+      const forbidden = await ask(decide, withBody(mcpCalls.forbidden), mcpCalls.forbidden)
+      rpcRefused(t, forbidden, 403, 'INSUFFICIENT_SCOPE', -32001, 'req-2')
+      t.match(header(forbidden, 'www-authenticate'), /error="insufficient_scope", scope="mcp:use notes:write"/)
+      const unseen = await ask(decide, authRequest([...mcp, ...forwarded('POST', '/mcp')], TRAEFIK_ADDRESS.pathname))
+      rpcRefused(t, unseen, 400, 'UNSEEN_BODY', -32001, null)
+    })
   })
 
   t.test('ingress-nginx auth-url', async (t) => {
@@ -428,6 +495,14 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       const client = { 'Content-Type': 'application/json', ...seed('POST', target, body) }
       refusedInHeaders(t, await ask(decide, subrequest('POST', target, client, String(Buffer.byteLength(body)))), 400, 'UNSEEN_BODY')
     })
+
+    t.test('an MCP tools/call: the body is never sent, 400 UNSEEN_BODY, its JSON-RPC error in X-Keygate-Problem', async (t) => {
+      const client = { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', 'MCP-Protocol-Version': '2025-06-18' }
+      const res = await ask(decide, subrequest('POST', '/mcp', client, String(Buffer.byteLength(mcpCalls.whoami))))
+      t.equal(res.status, 403, 'nginx passes 401 and 403 only')
+      t.equal(header(res, 'x-keygate-status'), '400')
+      t.match(JSON.parse(header(res, 'x-keygate-problem') ?? '{}'), { jsonrpc: '2.0', id: null, error: { code: -32001, data: { code: 'UNSEEN_BODY' } } })
+    })
   })
 
   t.test('any dialect: /decide/xyz is 404; a peer not trusted is 403 UNTRUSTED_PROXY', async (t) => {
@@ -472,7 +547,8 @@ t.test('the docs\' configurations name what keygate serves and reads', async (t)
     t.equal(extAuthz.with_request_body.pack_as_bytes, undefined)
     const allowed = exactNames(extAuthz.allowed_headers)
     const signedOver = ['x-api-key', 'x-api-timestamp', 'x-api-signature', 'signature-input', 'signature', 'content-digest', 'content-type']
-    for (const name of [...signedOver, 'x-forwarded-for', 'x-forwarded-proto']) {
+    // origin and mcp-protocol-version: what an MCP route reads besides the body (docs/mcp.md)
+    for (const name of [...signedOver, 'x-forwarded-for', 'x-forwarded-proto', 'origin', 'mcp-protocol-version']) {
       t.ok(allowed.includes(name), `allowed_headers: ${name}`)
     }
     t.notOk(allowed.includes('content-length'), 'Envoy writes its own Content-Length')

@@ -24,6 +24,7 @@ import { FORWARDED_DIGEST_HEADER } from '../../client/src/protocol/index.js'
 import { DEFAULT_IDENTITY_HEADERS } from '../../gateway/src/proxy/route.js'
 import { DEFAULT_IDENTITY_TOKEN_HEADER } from '../../gateway/src/proxy/route-file.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
+import { mcpPostHeaders, startMcpServer, type TestMcpServer } from '../helpers/mcp-server.js'
 import { findNginx, runNginx } from '../helpers/nginx.js'
 import { startRecorder, type Recorder } from '../helpers/recorder.js'
 import { forgedValues, headerNames, HOSTILE_EXTRAS, ownApiThroughProxy } from '../helpers/upstream-headers.js'
@@ -77,6 +78,11 @@ const ROUTES = `routes:
     auth: agent
     agents: [https://agent.example]
     methods: [GET]
+  - path: /mcp
+    upstream: MCP_SERVER
+    auth: bearer
+    mcp:
+      tools: { whoami: [], "write-*": [notes:write] }
 `
 
 /** The page's configuration, its `# EDIT:` lines pointed at this test's nginx port, keygate and upstream (as the bench reads it). */
@@ -102,21 +108,31 @@ interface Setup {
 
 const json = (res: RawResponse): Record<string, unknown> => JSON.parse(res.text) as Record<string, unknown>
 
-/** A recorder, keygate on Redis deciding (with `config` besides), nginx with the page's configuration in front, and alice's token. */
-async function decidingStack (t: Test, config: Partial<GatewayConfig> = {}) {
+/**
+ * A recorder, keygate on Redis deciding (with `config` besides), nginx with the page's configuration
+ * in front, and alice's token; the MCP route's upstream a real MCP server; `extra`: more of the
+ * page's locations, beside `location /`.
+ */
+async function decidingStack (t: Test, config: Partial<GatewayConfig> = {}, extra = '') {
   const recorder = await startRecorder(t)
+  const mcp: TestMcpServer = await startMcpServer(t)
   const gateway = await startTestGateway(t, {
     store: 'redis',
     upstreamUrl: recorder.url,
-    routes: (upstream) => routesFromYaml(ROUTES, upstream),
+    routes: (upstream) => routesFromYaml(ROUTES.replace('MCP_SERVER', mcp.url), upstream),
     config: { decision: DECISION, ...config }
   })
   const decisionUrl = await gateway.app.keygate.decisions?.listen({ port: 0, host: DECISION.host }) as string
-  const proxy = await runNginx(t, nginxPath, (port) => withPublicPort(pageConfig(port, decisionUrl, recorder.url), gateway.url))
+  const located = (config: string): string => extra === '' ? config : config.replace('    location / {', `${indented(extra)}\n    location / {`)
+  const proxy = await runNginx(t, nginxPath, (port) => located(withPublicPort(pageConfig(port, decisionUrl, recorder.url), gateway.url)))
   await addUser(gateway, 'alice')
   // logged in through nginx, at keygate's public port (the page's location for keygate's own API)
-  return { recorder, gateway, proxy, token: await login(proxy.url, 'alice') }
+  return { recorder, mcp, gateway, proxy, token: await login(proxy.url, 'alice') }
 }
+
+const indented = (block: string): string => block.split('\n').map((line) => `    ${line}`).join('\n')
+/** the page's location that sends MCP routes to keygate's public port (inline) */
+const MCP_LOCATION = docSnippet('docs/decision/nginx.md', 'MCP routes', 'nginx')
 
 t.test('nginx auth_request with keygate deciding, configured as docs/decision/nginx.md says', { skip }, async (t) => {
   const { recorder, gateway, proxy, token } = await decidingStack(t)
@@ -368,6 +384,29 @@ t.test('decision and inline share the replay guard; targets; bodies', { skip }, 
     const good = await send(proxy.url, '/v1/clients/?b=3', { headers: signedHeaders({ keys: pair, token, method: 'GET', target: '/v1/clients/?b=3' }) })
     t.equal(good.status, 429, 'a good signature from that address waits too, as inline')
   })
+})
+
+t.test('an MCP route: decided, a tools/call is 400 UNSEEN_BODY; through the page\'s MCP location (inline), each tool judged', { skip }, async (t) => {
+  const decided = await decidingStack(t)
+  const call = (name: string, id: number): string => JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: {} } })
+  const post = async (url: string, token: string, body: string): Promise<RawResponse> =>
+    await send(url, '/mcp', { method: 'POST', headers: mcpPostHeaders(token), body })
+  const unseen = await post(decided.proxy.url, decided.token, call('whoami', 1))
+  t.equal(unseen.status, 400, unseen.text)
+  t.match(unseen.headers['content-type'], /^application\/problem\+json/, 'the page labels every refusal so')
+  t.match(json(unseen), { jsonrpc: '2.0', id: null, error: { code: -32001, data: { code: 'UNSEEN_BODY' } } }, 'keygate\'s JSON-RPC error')
+  t.equal(decided.mcp.requests.length, 0, 'nothing reached the MCP server')
+
+  const inline = await decidingStack(t, {}, MCP_LOCATION)
+  const allowed = await post(inline.proxy.url, inline.token, call('whoami', 2))
+  t.equal(allowed.status, 200, allowed.text)
+  t.match(json(allowed), { jsonrpc: '2.0', id: 2, result: { content: [{ type: 'text' }] } }, 'the MCP server\'s answer')
+  t.equal(inline.mcp.calls('whoami')[0]?.headers['x-gateway-user'], 'alice', 'keygate forwarded it as alice')
+  const forbidden = await post(inline.proxy.url, inline.token, call('write-note', 3))
+  t.equal(forbidden.status, 403)
+  t.match(forbidden.headers['www-authenticate'], /error="insufficient_scope", scope="notes:write"/)
+  t.match(json(forbidden), { jsonrpc: '2.0', id: 3, error: { code: -32001, data: { code: 'INSUFFICIENT_SCOPE' } } })
+  t.equal(inline.mcp.calls('write-note').length, 0, 'the forbidden tool never reached the MCP server')
 })
 
 t.test('a signed agent (Web Bot Auth) through nginx: the decision verifies it as inline does, the upstream hears who it is', { skip }, async (t) => {

@@ -95,7 +95,11 @@ const CLAIMS: Claim[] = [
   { page: 'docs/decision/ingress-nginx.md', heading: 'keygate\'s settings', lang: 'sh', by: 'test/system/decision-dialects.test.ts' },
   { page: 'client/README.md', heading: 'Upstreams behind decision mode: checking the body', lang: 'js', by: 'test/system/forwarded-digest.test.ts' },
   { page: 'docs/decision/caddy.md', heading: 'The Caddyfile', lang: 'caddyfile', by: 'test/system/decision-caddy.test.ts' },
-  { page: 'docs/decision/caddy.md', heading: 'keygate\'s settings', lang: 'sh', by: 'test/system/decision-caddy.test.ts' }
+  { page: 'docs/decision/caddy.md', heading: 'keygate\'s settings', lang: 'sh', by: 'test/system/decision-caddy.test.ts' },
+  { page: 'docs/decision/caddy.md', heading: 'MCP routes', lang: 'caddyfile', by: 'test/system/decision-caddy.test.ts' },
+  { page: 'docs/decision/nginx.md', heading: 'MCP routes', lang: 'nginx', by: 'test/system/decision-nginx.test.ts' },
+  { page: 'docs/mcp-quickstart.md', heading: '1. The identity provider', lang: 'yaml', by: 'test/system/mcp-quickstart.test.ts' },
+  { page: 'docs/mcp-quickstart.md', heading: '2. The route file', lang: 'yaml', by: 'test/system/mcp-quickstart.test.ts' }
 ]
 
 const ROOT = new URL('../../', import.meta.url)

@@ -131,10 +131,15 @@ function describeDecision (request: FastifyRequest, proxies: TrustedProxies, rou
   const refusal = targetRefusal(described.method, described.target, described.declaresBody)
   if (refusal !== undefined) throw refusal
   const route = admit(routes.current, described)
+  // the route's refusals from here on are its own (an MCP route's a JSON-RPC error: http/plugins/problems.ts)
+  request.forward = { route }
   // a body the proxy cannot say anything about: one not shown, where the request may carry one
   described.settleUnknownBody(route.bodyOnMethods)
-  if (dialect === 'envoy' && request.headers[ENVOY_PARTIAL_BODY] === 'true') {
-    throw new GatewayError('PAYLOAD_TOO_LARGE', 'Envoy sent only part of the body (x-envoy-auth-partial-body: true): keygate verifies whole ' +
+  // Envoy writes "false" for a whole body and "true" for a cut one; anything else (two copies, another
+  // spelling) is not a whole body's mark either: a body keygate may have seen part of is refused
+  const partial = request.headers[ENVOY_PARTIAL_BODY]
+  if (dialect === 'envoy' && partial !== undefined && partial !== 'false') {
+    throw new GatewayError('PAYLOAD_TOO_LARGE', `Envoy sent only part of the body (x-envoy-auth-partial-body: ${partial}): keygate verifies whole ` +
       `bodies only; make with_request_body.max_request_bytes at least this route's limit (${route.bodyLimit} bytes) and allow_partial_message false`)
   }
   // A body keygate is not shown: on a signed route only where the route lets a digest stand for it
@@ -176,7 +181,6 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
     if (headersDeclareBody(request.headers)) rememberAnswer(request, reply.raw)
     const decision = request.decision = describe(request)
     tracing?.adopt(request, decision.described)
-    request.forward = { route: decision.route }
     request.auth = decision.state
     return judge.beforeBody(decision.described, decision.route.auth, decision.state)
   }

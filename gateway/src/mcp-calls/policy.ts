@@ -100,6 +100,18 @@ export function lookup (rules: NameRules, name: string): { pattern: string; requ
   return glob === undefined ? undefined : { pattern: glob.pattern, requirement: glob.requirement }
 }
 
+/**
+ * Every scope the policy may ask for (its tools', resources', prompts', methods' and default's),
+ * once each: with the route's own, the scopes a client may need for this route (a protected
+ * resource's metadata lists them, so that a client registers for what a step-up will ask).
+ */
+export function policyScopes (policy: Pick<McpPolicy, 'toJSON'>): string[] {
+  const { tools, resources, prompts, methods, default: fallback } = policy.toJSON()
+  const requirements = [tools, resources, prompts, methods].flatMap((map) => Object.values(map ?? {}))
+  if (fallback !== undefined) requirements.push(fallback)
+  return [...new Set(requirements.flatMap((requirement) => requirement === 'deny' ? [] : requirement))]
+}
+
 export function compilePolicy (entry: McpEntry): McpPolicy {
   return {
     tools: compileRules(entry.tools),

@@ -4,6 +4,7 @@
 // for its own names; an issuer without one is asked for keygate's names, which its tokens carry
 // as they are.
 import type { IssuerConfig } from '../idp/issuers.js'
+import { policyScopes, type McpPolicy } from '../mcp-calls/policy.js'
 import type { ProtectedResource } from './resource.js'
 
 export interface ResourceMetadata {
@@ -32,9 +33,13 @@ export function issuerScopes (issuer: IssuerConfig | undefined, scopes: readonly
 }
 
 /** The resource's metadata: everything from configuration (its routes' scopes, its issuers in force). */
-export function resourceMetadata (resource: ProtectedResource, routes: ReadonlyArray<{ resource?: ProtectedResource | undefined, scopes: readonly string[] }>,
+export function resourceMetadata (resource: ProtectedResource,
+  routes: ReadonlyArray<{ resource?: ProtectedResource | undefined, scopes: readonly string[], mcp?: Pick<McpPolicy, 'toJSON'> | undefined }>,
   issuers: readonly IssuerConfig[]): ResourceMetadata {
-  const scopes = [...new Set(routes.filter((route) => route.resource?.id === resource.id).flatMap((route) => route.scopes))]
+  // an MCP route's tools (resources, prompts, methods) may ask for more: a client asks for those when a call needs them
+  // (the 403's challenge), but registers for what is listed here, so they are listed too
+  const scopes = [...new Set(routes.filter((route) => route.resource?.id === resource.id)
+    .flatMap((route) => route.mcp === undefined ? route.scopes : [...route.scopes, ...policyScopes(route.mcp)]))]
   const its = resource.issuers.map((name) => issuers.find((issuer) => issuer.name === name)).filter((issuer) => issuer !== undefined)
   const supported = new Set(its.length === 0 ? scopes : its.flatMap((issuer) => issuerScopes(issuer, scopes, resource)))
   return {

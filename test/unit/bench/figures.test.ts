@@ -127,3 +127,22 @@ t.test('a signed agent (j): j - c from the medians, in gateway CPU and in Redis\
   t.equal(figuresOf([c], run).agentSignature, undefined, 'no j: no such figure')
   t.match(figuresOf([j], run).agentSignature?.extraCpuUs, { value: null, why: /needs c, .* add c to --only/ })
 })
+
+t.test('an MCP route (k, --scenario mcp): k - e from the medians, its range per round; without e, why; its headline line', async (t) => {
+  const e = config('e', 'keygate, public route (no auth)', [200, 210, 190])
+  const k = config('k', 'keygate, public MCP route (each tools/call read and judged)', [212, 215, 230])
+  const run = { scenario: 'mcp', scheme: 'seed', keyType: 'rsa' }
+  const figures = figuresOf([e, k], run)
+  // medians: k 215 - e 200; per round 212 - 200, 215 - 210, 230 - 190
+  t.match(figures.mcpCall?.extraCpuUs, { value: 15, perRound: [12, 5, 40], min: 5, max: 40 })
+  t.match(measured(figures.mcpCall?.extraCpuUs ?? { value: null, why: 'absent' }).how, /^k's CPU us\/req - e's .*tools\/call/)
+  t.match(figures.authLayerCpuUs, { value: null, why: /^--scenario mcp gives its own figure/ })
+  t.match(figuresOf([k], run).mcpCall?.extraCpuUs, { value: null, why: /needs e, .* add e to --only/ })
+  t.equal(figuresOf([e], run).mcpCall, undefined, 'no k: no such figure')
+  const machine: Machine = {
+    cpus: 2, cpuModel: 'AMD EPYC', node: 'v24.0.0', platform: 'linux-x64', loadAverage: { start: [1, 1, 1], end: [1, 1, 1] }, otherCpuPercent: null
+  }
+  const lines = headlineLines({ figures, machine })
+  t.ok(lines.figures.includes('an MCP route (k) over a public route (e), tools/call: 15.0 us of gateway CPU per call (3 rounds: 5.0 to 40.0)'))
+  t.ok(lines.how.some((line) => line.startsWith('how: MCP route = k\'s CPU us/req - e\'s')))
+})

@@ -7,6 +7,7 @@ import { GatewayError } from '../../../../gateway/src/errors.js'
 import { createIdpVerifier, type IdpToken } from '../../../../gateway/src/idp/idp-tokens.js'
 import { issuersFromDocument, type IssuerConfig } from '../../../../gateway/src/idp/issuers.js'
 import { checkAudience } from '../../../../gateway/src/resources/audience.js'
+import { compilePolicy } from '../../../../gateway/src/mcp-calls/policy.js'
 import { quoted, resourceChallenge } from '../../../../gateway/src/resources/challenge.js'
 import { issuerScopes, resourceMetadata } from '../../../../gateway/src/resources/metadata.js'
 import {
@@ -84,6 +85,11 @@ t.test('the metadata: everything from configuration, scopes in each issuer\'s te
   t.same(issuerScopes(undefined, ['reports:write'], ownMap), ['reports:write'], 'keygate\'s own token: keygate\'s names, whatever the map')
   t.same(JSON.parse(JSON.stringify(ownMap)).scopeMap, undefined, 'the map made of it is not shown as JSON')
   t.same(resourcesOf(routes), [mcp, root], 'each resource once, in route order')
+  const policy = compilePolicy({
+    tools: { 'write-*': ['reports:write'], drop: 'deny' }, prompts: { p: ['prompts:use'] }, methods: { 'logging/*': ['ops'] }, default: ['reports:list']
+  })
+  t.same(resourceMetadata(root, [{ resource: root, scopes: ['admin'], mcp: policy }], [plain]).scopes_supported,
+    ['admin', 'ops', 'prompts:use', 'reports:list', 'reports:write'], 'an MCP route: its scopes and every scope its policy may ask for (never deny)')
 })
 
 t.test('challenges: quoted and escaped; 401 with the metadata URL, invalid_token when a token was refused; 403 with the scope', async (t) => {
