@@ -49,6 +49,9 @@ function events (text: string): Rpc[] {
   })
 }
 
+/** `/raw/sse-open` answers that its stream was closed (keygate cut it) */
+let openStreamClosed: Promise<void> | undefined
+
 /** A hostile upstream: each path answers a list request (its id echoed) in one broken or tricky way. */
 async function startHostile (t: { teardown: (fn: () => unknown) => void }): Promise<string> {
   const server = createServer((req, res) => {
@@ -88,6 +91,12 @@ function answer (url: string, id: number, res: ServerResponse): void {
     case '/raw/text': res.writeHead(200, { 'content-type': 'text/plain' }).end('admin-reset'); return
     case '/raw/big': return json(res, `${head}{"tools":[{"name":"admin-reset","pad":"${'x'.repeat(5 * 1024 * 1024)}"}]}}`)
     case '/raw/sse-dup': return sse(res, progress, `data: ${head}{"tools":[{"name":"whoami"}],"tools":[{"name":"admin-reset"}]}}\n\n`)
+    case '/raw/sse-open':
+      // a bad event, then the stream kept open: keygate ends the client's stream and closes this one
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(`${progress}data: not json\n\n`)
+      openStreamClosed = new Promise((resolve) => res.on('close', resolve))
+      return
     // a byte order mark, CR line ends, the data over two lines, an id and a comment kept
     case '/raw/sse-tricky': return sse(res, '\ufeff: hello\r', `id: e1\rdata: ${head}{"tools":\rdata: [{"name":"whoami"},{"name":"admin-reset"}]}}\r\r`)
     // no blank line at the end: still read, never passed unread
@@ -214,6 +223,10 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     t.match(progress, { method: 'notifications/progress' }, 'the events before it passed')
     t.match(refused, { id: 23, error: { data: { code: 'MCP_LIST_UNFILTERABLE' } } }, 'the list\'s event replaced by an error')
     t.notMatch(dup.text, 'admin-reset')
+    const open = await post('/raw/sse-open', 'alice', list('tools/list', 26))
+    t.match(events(open.text)[1], { id: 26, error: { data: { code: 'MCP_LIST_UNFILTERABLE' } } }, 'a stream kept open: the client\'s ends after the error')
+    await openStreamClosed
+    t.pass('and the upstream\'s stream was closed')
     const tricky = await post('/raw/sse-tricky', 'alice', list('tools/list', 24))
     t.equal(tricky.text, `: hello\nid: e1\ndata: {"jsonrpc":"2.0","id":24,"result":{"tools":[{"name":"whoami"}]}}\n\n`,
       'read past the byte order mark and CR line ends, the two data lines as one; the comment and the event\'s id kept')
