@@ -98,7 +98,8 @@ function holdToolsList (server: McpServer, extras: Extras): void {
   const names = ['whoami', 'write-note', ...(extras.catalog ? CATALOG.tools : [])]
   server.server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
     const token = request.params?._meta?.progressToken
-    if (token !== undefined) await extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: 1, message: 'listing' } })
+    const progress = { progressToken: token ?? 0, progress: 1, message: 'listing' }
+    if (token !== undefined) await extra.sendNotification({ method: 'notifications/progress', params: progress })
     await extras.held()
     return { tools: names.map((name) => ({ name, inputSchema: { type: 'object' as const } })) }
   })

@@ -38,7 +38,12 @@ const SEES = {
   }
 }
 
-interface Rpc { jsonrpc: string, id: string | number | null, result?: Record<string, unknown>, error?: { code: number, message: string, data?: { code: string } } }
+interface Rpc {
+  jsonrpc: string
+  id: string | number | null
+  result?: Record<string, unknown>
+  error?: { code: number, message: string, data?: { code: string } }
+}
 const names = (entries: unknown): string[] => (entries as Array<{ name: string }>).map((entry) => entry.name).sort()
 
 /** The JSON-RPC messages of an event stream's text (LF-separated, as the SDK and keygate's rewriting write them). */
@@ -102,7 +107,7 @@ function answer (url: string, id: number, res: ServerResponse): void {
     // no blank line at the end: still read, never passed unread
     case '/raw/sse-unended': return sse(res, progress, `data: ${head}{"tools":[{"name":"admin-reset"},{"name":"whoami"}]}}`)
     // a GET stream replaying a list's response (as a resumed stream does)
-    case '/raw/stream': return sse(res, `id: 7\ndata: {"jsonrpc":"2.0","id":3,"result":{"prompts":[{"name":"admin-prompt"},{"name":"summarise"}]}}\n\n`)
+    case '/raw/stream': return sse(res, 'id: 7\ndata: {"jsonrpc":"2.0","id":3,"result":{"prompts":[{"name":"admin-prompt"},{"name":"summarise"}]}}\n\n')
     default: res.writeHead(404).end()
   }
 }
@@ -123,7 +128,8 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
 
   const connect = async (path: string, user: 'alice' | 'bob'): Promise<Client> => {
     const client = new Client({ name: 'keygate-test-host', version: '1.0.0' })
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${gw.url}${path}`), { requestInit: { headers: { authorization: `Bearer ${tokens[user]}` } } }))
+    const requestInit = { headers: { authorization: `Bearer ${tokens[user]}` } }
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${gw.url}${path}`), { requestInit }))
     t.teardown(async () => { await client.close() })
     return client
   }
@@ -215,7 +221,8 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     for (const path of ['/raw/dup', '/raw/case', '/raw/no-list', '/raw/truncated', '/raw/text', '/raw/big']) {
       const res = await post(path, 'alice', list('tools/list', 22))
       t.equal(res.status, 502, `${path}: 502`)
-      t.match(res.json(), { jsonrpc: '2.0', id: 22, error: { code: -32001, data: { code: 'MCP_LIST_UNFILTERABLE' } } }, `${path}: a JSON-RPC error with the list's id`)
+      t.match(res.json(), { jsonrpc: '2.0', id: 22, error: { code: -32001, data: { code: 'MCP_LIST_UNFILTERABLE' } } },
+        `${path}: a JSON-RPC error with the list's id`)
       t.notMatch(res.text, 'admin-reset', `${path}: nothing of the list passed`)
     }
     const dup = await post('/raw/sse-dup', 'alice', list('tools/list', 23))
@@ -228,12 +235,13 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     await openStreamClosed
     t.pass('and the upstream\'s stream was closed')
     const tricky = await post('/raw/sse-tricky', 'alice', list('tools/list', 24))
-    t.equal(tricky.text, `: hello\nid: e1\ndata: {"jsonrpc":"2.0","id":24,"result":{"tools":[{"name":"whoami"}]}}\n\n`,
+    t.equal(tricky.text, ': hello\nid: e1\ndata: {"jsonrpc":"2.0","id":24,"result":{"tools":[{"name":"whoami"}]}}\n\n',
       'read past the byte order mark and CR line ends, the two data lines as one; the comment and the event\'s id kept')
     const unended = await post('/raw/sse-unended', 'alice', list('tools/list', 25))
     t.same(names(events(unended.text)[1]?.result?.tools), ['whoami'], 'an event without its blank line is still filtered')
     t.notMatch(unended.text, 'admin-reset')
-    const stream = await send(gw.url, '/raw/stream', { headers: { authorization: `Bearer ${tokens.alice}`, accept: 'text/event-stream', 'last-event-id': '6' } })
+    const headers = { authorization: `Bearer ${tokens.alice}`, accept: 'text/event-stream', 'last-event-id': '6' }
+    const stream = await send(gw.url, '/raw/stream', { headers })
     t.equal(stream.status, 200)
     t.same(names(events(stream.text)[0]?.result?.prompts), ['summarise'], 'a GET stream replaying a list: filtered by its shape')
   })

@@ -60,7 +60,8 @@ export class SseEventFilter extends Transform {
       this.#buffer += text
       this.#lines(atEnd)
       if (this.#buffer.length > MAX_SSE_EVENT_CHARS) {
-        throw new GatewayError('MCP_LIST_UNFILTERABLE', `An event of the upstream's event stream is over ${MAX_SSE_EVENT_CHARS} characters, the most keygate reads to filter a list`)
+        throw new GatewayError('MCP_LIST_UNFILTERABLE',
+          `An event of the upstream's event stream is over ${MAX_SSE_EVENT_CHARS} characters, the most keygate reads to filter a list`)
       }
     } catch (err) {
       this.#fail(err)
