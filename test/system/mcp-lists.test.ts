@@ -107,7 +107,8 @@ function answer (url: string, id: number, res: ServerResponse): void {
     // no blank line at the end: still read, never passed unread
     case '/raw/sse-unended': return sse(res, progress, `data: ${head}{"tools":[{"name":"admin-reset"},{"name":"whoami"}]}}`)
     // a GET stream replaying a list's response (as a resumed stream does)
-    case '/raw/stream': return sse(res, 'id: 7\ndata: {"jsonrpc":"2.0","id":3,"result":{"prompts":[{"name":"admin-prompt"},{"name":"summarise"}]}}\n\n')
+    case '/raw/stream': return sse(res, 'event: endpoint\ndata: /messages?sessionId=1\n\n',
+      'id: 7\ndata: {"jsonrpc":"2.0","id":3,"result":{"prompts":[{"name":"admin-prompt"},{"name":"summarise"}]}}\n\n')
     default: res.writeHead(404).end()
   }
 }
@@ -243,6 +244,8 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     const headers = { authorization: `Bearer ${tokens.alice}`, accept: 'text/event-stream', 'last-event-id': '6' }
     const stream = await send(gw.url, '/raw/stream', { headers })
     t.equal(stream.status, 200)
-    t.same(names(events(stream.text)[0]?.result?.prompts), ['summarise'], 'a GET stream replaying a list: filtered by its shape')
+    t.ok(stream.text.startsWith('event: endpoint\ndata: /messages?sessionId=1\n\n'), 'an event of another type passes unread')
+    t.same(names(events(stream.text.slice(stream.text.indexOf('id: 7')))[0]?.result?.prompts), ['summarise'],
+      'a GET stream replaying a list: filtered by its shape')
   })
 })

@@ -62,6 +62,11 @@ export class ListFilter {
     this.lists = lists
   }
 
+  /** a GET stream's events are read only when MCP clients read them as messages (type `message` or none): the legacy transport's `endpoint` passes */
+  get onlyMessages (): boolean {
+    return this.lists === undefined
+  }
+
   /** The ids of list requests in this answer's request (all of them: a JSON-RPC error names each). */
   ids (): Id[] {
     return this.lists === undefined ? [] : [...this.lists.keys()]

@@ -4,7 +4,8 @@
 // (id, event, retry); every other event passes as it came. The stream is read as the SSE
 // standard (WHATWG HTML §9.2.6) reads it, as MCP clients do: lines end at CRLF, LF or CR, a
 // leading byte order mark is dropped, `data` lines join with "\n", an empty data is no event.
-// Every data is read as one strict JSON value: one that is not (a list's response hidden in a
+// Every data is read as one strict JSON value (on a GET stream, only events of the type
+// `message` or none, the only ones MCP clients read as messages): one that is not (a list's response hidden in a
 // duplicate key or a case variant, or no JSON at all), or an event over MAX_SSE_EVENT_CHARS,
 // ends the stream at that event, with a JSON-RPC error (MCP_LIST_UNFILTERABLE) for each list
 // asked for in its place: keygate does not pass what it cannot read. Events that carry no data
@@ -22,6 +23,8 @@ export interface EventJudge {
   text: (bytes: Uint8Array) => Uint8Array | string
   /** the JSON-RPC errors that answer the lists asked for in place of their responses */
   errors: (error: GatewayError) => string[]
+  /** only events of the type `message` (or none) are read, as MCP clients read only those; else every event with data */
+  readonly onlyMessages: boolean
 }
 
 export class SseEventFilter extends Transform {
@@ -35,6 +38,8 @@ export class SseEventFilter extends Transform {
   /** the current event's data lines, and its other lines (kept when its data is rewritten) */
   #data: string[] = []
   #other: string[] = []
+  /** the current event's type (its last `event` field) */
+  #type = ''
   #first = true
   #ended = false
 
@@ -100,6 +105,7 @@ export class SseEventFilter extends Transform {
     const colon = line.indexOf(':')
     const name = colon < 0 ? line : line.slice(0, colon)
     if (name !== 'data') {
+      if (name === 'event') this.#type = colon < 0 ? '' : line.slice(line[colon + 1] === ' ' ? colon + 2 : colon + 1)
       this.#other.push(line)
       return
     }
@@ -113,9 +119,11 @@ export class SseEventFilter extends Transform {
     const other = this.#other
     this.#buffer = this.#buffer.slice(raw.length)
     this.#line = this.#scan = 0
+    const type = this.#type
     this.#data = []
     this.#other = []
-    if (data === '') {
+    this.#type = ''
+    if (data === '' || (this.#judge.onlyMessages && type !== '' && type !== 'message')) {
       this.push(raw)
       return
     }
