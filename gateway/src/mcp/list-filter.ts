@@ -55,6 +55,8 @@ export class ListFilter {
   readonly granted: ReadonlySet<string>
   /** each list request's id and its list; undefined on a GET stream: any response with a list's member is filtered */
   readonly lists: ReadonlyMap<Id, ListKind[]> | undefined
+  /** the list requests whose responses have passed (filtered, or an error) */
+  readonly #answered = new Set<Id>()
 
   constructor (policy: McpPolicy, granted: ReadonlySet<string>, lists: ReadonlyMap<Id, ListKind[]> | undefined) {
     this.policy = policy
@@ -67,9 +69,9 @@ export class ListFilter {
     return this.lists === undefined
   }
 
-  /** The ids of list requests in this answer's request (all of them: a JSON-RPC error names each). */
+  /** The ids of the list requests in this answer's request not answered yet (a JSON-RPC error answers each). */
   ids (): Id[] {
-    return this.lists === undefined ? [] : [...this.lists.keys()]
+    return this.lists === undefined ? [] : [...this.lists.keys()].filter((id) => !this.#answered.has(id))
   }
 
   #visible (list: ListKind, entry: JsonValue): boolean {
@@ -94,7 +96,10 @@ export class ListFilter {
     const asked = this.lists === undefined ? LIST_KINDS : (typeof id === 'string' || typeof id === 'number') ? this.lists.get(id) : undefined
     if (asked === undefined) return { value: message, changed: false }
     const byShape = this.lists === undefined
-    if ('error' in message && !('result' in message)) return { value: message, changed: false }
+    if ('error' in message && !('result' in message)) {
+      if (!byShape) this.#answered.add(id as Id)
+      return { value: message, changed: false }
+    }
     const result = message.result
     if (!isObject(result) && byShape) return { value: message, changed: false }
     if (!isObject(result) || ('error' in message && !byShape)) {
@@ -115,6 +120,7 @@ export class ListFilter {
     if (!found && !byShape) {
       throw unfilterable(`The upstream's answer to the list request ${JSON.stringify(id)} has no ${asked.map((list) => `"${list.member}"`).join(' or ')}`)
     }
+    if (!byShape) this.#answered.add(id as Id)
     return { value: message, changed: found }
   }
 
@@ -145,7 +151,7 @@ export class ListFilter {
     return changed ? JSON.stringify(value) : bytes
   }
 
-  /** The answer replaced: for each list asked for, a JSON-RPC error carrying its id, as `error`. */
+  /** The answer cut short: for each list asked for and not answered yet, a JSON-RPC error carrying its id, as `error`. */
   errors (error: GatewayError): string[] {
     return this.ids().map((id) => jsonRpcError(error, id))
   }
