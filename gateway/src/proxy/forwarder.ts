@@ -391,12 +391,9 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     this.#finish()
     if (this.#span !== undefined) this.trace?.ended(this.#span, this.#status)
     const chunks = this.#chunks
-    if (chunks === undefined) {
-      this.#stream?.push(null)
-      return
-    }
-    const body = chunks.length === 1 ? chunks[0] as Buffer : Buffer.concat(chunks)
-    this.#send(this.#whole === undefined ? body : this.#whole.whole(body))
+    const body = chunks === undefined ? undefined : chunks.length === 1 ? chunks[0] as Buffer : Buffer.concat(chunks)
+    if (body === undefined) this.#stream?.push(null)
+    else this.#send(this.#whole === undefined ? body : this.#whole.whole(body))
   }
 
   onResponseError (_controller: Dispatcher.DispatchController, error: Error): void {
@@ -430,11 +427,8 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
       if (payload instanceof Readable) payload.destroy()
       return
     }
-    if (payload instanceof Error) {
-      this.reply.send(payload)
-      return
-    }
-    this.reply.code(this.#status).headers(this.#headers ?? {}).send(payload)
+    if (payload instanceof Error) this.reply.send(payload)
+    else this.reply.code(this.#status).headers(this.#headers ?? {}).send(payload)
   }
 
   /** beforeAnswer refused the answer: none of it reaches the client, which gets the error instead. */
