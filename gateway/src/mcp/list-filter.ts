@@ -38,6 +38,7 @@ const BY_METHOD = new Map(LIST_KINDS.map((list) => [list.method, list]))
 /** as messages.ts folds keys: a "Tools" or "NAME" beside "tools" or "name" is what a case-blind reader would take */
 const fold = (key: string): string => key.normalize('NFKC').toUpperCase().toLowerCase()
 const MEMBERS = new Map(LIST_KINDS.map((list) => [fold(list.member), list.member]))
+const RESPONSE_KEYS = new Map(['jsonrpc', 'id', 'result', 'error', 'method'].map((key) => [fold(key), key]))
 
 type Id = string | number
 
@@ -91,13 +92,20 @@ export class ListFilter {
    * response that cannot be read as one.
    */
   message (message: JsonValue): { value: JsonValue, changed: boolean } {
-    if (!isObject(message) || 'method' in message) return { value: message, changed: false }
-    const id = message.id
-    const asked = this.lists === undefined ? LIST_KINDS : (typeof id === 'string' || typeof id === 'number') ? this.lists.get(id) : undefined
+    if (!isObject(message)) return { value: message, changed: false }
+    for (const key of Object.keys(message)) {
+      const protocolKey = RESPONSE_KEYS.get(fold(key))
+      if (protocolKey !== undefined && protocolKey !== key) {
+        throw unfilterable(`A message of the upstream's answer has the key ${JSON.stringify(key)}, a case variant of "${protocolKey}"`)
+      }
+    }
+    // a response: what has a result or an error, whatever else it has
+    if (!('result' in message) && !('error' in message)) return { value: message, changed: false }
+    const [id, asked] = this.lists === undefined ? [undefined, LIST_KINDS] : this.#asked(message.id)
     if (asked === undefined) return { value: message, changed: false }
     const byShape = this.lists === undefined
     if ('error' in message && !('result' in message)) {
-      if (!byShape) this.#answered.add(id as Id)
+      if (id !== undefined) this.#answered.add(id)
       return { value: message, changed: false }
     }
     const result = message.result
@@ -120,8 +128,22 @@ export class ListFilter {
     if (!found && !byShape) {
       throw unfilterable(`The upstream's answer to the list request ${JSON.stringify(id)} has no ${asked.map((list) => `"${list.member}"`).join(' or ')}`)
     }
-    if (!byShape) this.#answered.add(id as Id)
+    if (id !== undefined) this.#answered.add(id)
     return { value: message, changed: found }
+  }
+
+  /**
+   * The list request a response's id answers, as a client may read it: exactly, or as the MCP
+   * SDK's client reads a response's id, Number(id) (the string "1", or " 1", answers the request 1).
+   */
+  #asked (id: JsonValue | undefined): [Id, readonly ListKind[]] | [undefined, undefined] {
+    const lists = this.lists
+    if (lists === undefined || (typeof id !== 'string' && typeof id !== 'number')) return [undefined, undefined]
+    const exact = lists.get(id)
+    if (exact !== undefined) return [id, exact]
+    const loose = typeof id === 'string' ? Number(id) : String(id)
+    const found = lists.get(loose)
+    return found === undefined ? [undefined, undefined] : [loose, found]
   }
 
   /**

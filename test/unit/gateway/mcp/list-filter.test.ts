@@ -42,10 +42,16 @@ t.test('JSON: a list response rewritten, everything else kept', async (t) => {
   }
   t.same(text({ jsonrpc: '2.0', id: 1, result: { tools: [{ name: 'whoami' }, { name: 'write-note' }, { name: 'x' }], nextCursor: 'n' } }),
     { jsonrpc: '2.0', id: 1, result: { tools: [{ name: 'whoami' }], nextCursor: 'n' } })
+  const two = [{ name: 'whoami' }, { name: 'write-note' }]
+  t.same(text({ jsonrpc: '2.0', id: '1', result: { tools: two } }), { jsonrpc: '2.0', id: '1', result: { tools: [{ name: 'whoami' }] } },
+    'the id "1" answers the request 1 to a client that reads ids as the MCP SDK does (Number)')
+  t.same(text({ jsonrpc: '2.0', id: 1, method: 'x', result: { tools: two } }), { jsonrpc: '2.0', id: 1, method: 'x', result: { tools: [{ name: 'whoami' }] } },
+    'a response is what has a result, whatever else it has')
   const untouched = Buffer.from('{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"x"}]}}')
   t.equal(lists.text(untouched), untouched, 'another id: the same bytes')
   t.same(text({ jsonrpc: '2.0', id: 1, error: { code: -1, message: 'no' } }), { jsonrpc: '2.0', id: 1, error: { code: -1, message: 'no' } })
-  for (const bad of ['{"jsonrpc":"2.0","id":1,"result":{"tools":[]},"error":{}}', '{"jsonrpc":"2.0","id":1,"result":{"tools":{}}}', '[1', '"x"']) {
+  for (const bad of ['{"jsonrpc":"2.0","id":1,"result":{"tools":[]},"error":{}}', '{"jsonrpc":"2.0","ID":1,"result":{"tools":[{"name":"x"}]}}',
+    '{"jsonrpc":"2.0","id":1,"error":{},"Result":{"tools":[{"name":"x"}]}}', '{"jsonrpc":"2.0","id":1,"result":{"tools":{}}}', '[1', '"x"']) {
     t.throws(() => lists.text(Buffer.from(bad)), { code: 'MCP_LIST_UNFILTERABLE' }, bad)
   }
 })
