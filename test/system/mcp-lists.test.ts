@@ -7,6 +7,7 @@
 // raw upstream's list answers that keygate cannot read are refused, never passed unfiltered.
 import { createServer, request as httpRequest, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { gzipSync } from 'node:zlib'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import t from 'tap'
@@ -56,6 +57,8 @@ function events (text: string): Rpc[] {
 
 /** `/raw/sse-open` answers that its stream was closed (keygate cut it) */
 let openStreamClosed: Promise<void> | undefined
+/** the Accept-Encoding of the hostile upstream's last request */
+let acceptEncoding: string | undefined
 
 /** A hostile upstream: each path answers a list request (its id echoed) in one broken or tricky way. */
 async function startHostile (t: { teardown: (fn: () => unknown) => void }): Promise<string> {
@@ -64,6 +67,7 @@ async function startHostile (t: { teardown: (fn: () => unknown) => void }): Prom
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     req.on('end', () => {
       const id = chunks.length === 0 ? 1 : (JSON.parse(Buffer.concat(chunks).toString()) as { id: number }).id
+      acceptEncoding = req.headers['accept-encoding']
       answer(req.url ?? '', id, res)
     })
   })
@@ -94,6 +98,11 @@ function answer (url: string, id: number, res: ServerResponse): void {
     case '/raw/no-list': return json(res, `${head}{"items":[{"name":"admin-reset"}]}}`)
     case '/raw/truncated': return json(res, `${head}{"tools":[{"name":"admin-reset"}]`)
     case '/raw/text': res.writeHead(200, { 'content-type': 'text/plain' }).end('admin-reset'); return
+    // compressed although keygate asked for identity
+    case '/raw/gzip':
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' })
+      res.end(gzipSync(`${head}{"tools":[{"name":"admin-reset"}]}}`))
+      return
     case '/raw/big': return json(res, `${head}{"tools":[{"name":"admin-reset","pad":"${'x'.repeat(5 * 1024 * 1024)}"}]}}`)
     case '/raw/sse-dup': return sse(res, progress, `data: ${head}{"tools":[{"name":"whoami"}],"tools":[{"name":"admin-reset"}]}}\n\n`)
     case '/raw/sse-open':
@@ -219,8 +228,9 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     t.same(good.json(), {
       jsonrpc: '2.0', id: 21, result: { tools: [{ name: 'whoami', inputSchema: { type: 'object' }, x: 1 }], nextCursor: 'c2', _meta: { m: 1 } }
     }, 'only the allowed entry; nextCursor and the other members kept')
-    for (const path of ['/raw/dup', '/raw/case', '/raw/no-list', '/raw/truncated', '/raw/text', '/raw/big']) {
-      const res = await post(path, 'alice', list('tools/list', 22))
+    for (const path of ['/raw/dup', '/raw/case', '/raw/no-list', '/raw/truncated', '/raw/text', '/raw/big', '/raw/gzip']) {
+      const res = await post(path, 'alice', list('tools/list', 22), { 'accept-encoding': 'gzip, br' })
+      t.equal(acceptEncoding, 'identity', `${path}: keygate asked for an uncompressed answer`)
       t.equal(res.status, 502, `${path}: 502`)
       t.match(res.json(), { jsonrpc: '2.0', id: 22, error: { code: -32001, data: { code: 'MCP_LIST_UNFILTERABLE' } } },
         `${path}: a JSON-RPC error with the list's id`)

@@ -18,7 +18,7 @@ import { jsonRpcError } from '../mcp-calls/json-rpc-error.js'
 import type { McpMessage } from '../mcp-calls/messages.js'
 import { mayUse, mayUseAllUnder, type McpPolicy, type NamedKind } from '../mcp-calls/policy.js'
 import { parseStrictJson, StrictJsonError, type JsonObject, type JsonValue } from '../mcp-calls/strict-json.js'
-import type { RewriteAnswer } from '../proxy/forwarder.js'
+import type { AnswerBody, RewriteAnswer } from '../proxy/forwarder.js'
 import { SseEventFilter } from './sse-filter.js'
 
 /** A JSON list answer is read whole up to this many bytes; a larger one is refused (502 MCP_LIST_UNFILTERABLE). */
@@ -199,10 +199,28 @@ function mediaType (headers: Readonly<Record<string, string | string[]>>): strin
   return (typeof value === 'string' ? value : '').split(';')[0]?.trim().toLowerCase() ?? ''
 }
 
+/** A JSON answer to a list request, read whole (up to MAX_LIST_ANSWER_BYTES) and rewritten. */
+function jsonAnswer (filter: ListFilter): AnswerBody {
+  return {
+    max: MAX_LIST_ANSWER_BYTES,
+    tooLarge: () => unfilterable(`The upstream's answer to a list request is over ${MAX_LIST_ANSWER_BYTES} bytes, the most keygate reads to filter a list`),
+    whole: (body) => {
+      try {
+        const text = filter.text(body)
+        return typeof text === 'string' ? Buffer.from(text) : body
+      } catch (err) {
+        return err instanceof Error ? err : new Error(String(err))
+      }
+    }
+  }
+}
+
 /**
  * The forwarder's rewriting of an MCP route's answer (proxy/forwarder.ts: RewriteAnswer), or
  * undefined when the route is not MCP or the answer can hold no list: a POST without a list
- * request, or a GET or DELETE whose answer is no event stream.
+ * request, or a GET or DELETE whose answer is no event stream. Where it is defined, the request
+ * asks the upstream for an answer without Content-Encoding (`Accept-Encoding: identity`, proxy.ts):
+ * keygate reads no compressed answer, and refuses one that comes all the same.
  */
 export function listAnswerHook (policy: McpPolicy | undefined, method: string, auth: AuthState | null): RewriteAnswer | undefined {
   if (policy === undefined) return undefined
@@ -212,25 +230,15 @@ export function listAnswerHook (policy: McpPolicy | undefined, method: string, a
   return (status, headers) => {
     if (status === 204 || status === 304) return undefined
     const type = mediaType(headers)
-    if (type === 'text/event-stream') return { stream: () => new SseEventFilter(filter) }
-    if (method !== 'POST') return undefined
-    if (type === 'application/json') {
-      return {
-        max: MAX_LIST_ANSWER_BYTES,
-        tooLarge: () => unfilterable(`The upstream's answer to a list request is over ${MAX_LIST_ANSWER_BYTES} bytes, the most keygate reads to filter a list`),
-        whole: (body) => {
-          try {
-            const text = filter.text(body)
-            return typeof text === 'string' ? Buffer.from(text) : body
-          } catch (err) {
-            return err instanceof Error ? err : new Error(String(err))
-          }
-        }
-      }
-    }
-    // a 2xx answer to a list request in a form keygate cannot read is not passed (an error, or 202, carries no list)
-    if (status < 200 || status >= 300 || status === 202) return undefined
-    const refused = (): GatewayError => unfilterable(`The upstream answered a list request as ${JSON.stringify(type)}, which keygate cannot filter`)
+    const readable = type === 'text/event-stream' || (method === 'POST' && type === 'application/json')
+    const encoding = headers['content-encoding']
+    const encoded = encoding !== undefined && encoding !== 'identity'
+    if (readable && !encoded) return type === 'text/event-stream' ? { stream: () => new SseEventFilter(filter) } : jsonAnswer(filter)
+    // a GET's other answers; a POST's error, or 202, carries no list
+    if (!readable && (method !== 'POST' || status < 200 || status >= 300 || status === 202)) return undefined
+    // a list answer in a form keygate cannot read is not passed
+    const form = `${JSON.stringify(type)}${encoded ? ` with Content-Encoding ${JSON.stringify(String(encoding))}` : ''}`
+    const refused = (): GatewayError => unfilterable(`The upstream answered as ${form}, which keygate cannot read to filter a list`)
     return { max: 0, tooLarge: refused, whole: refused }
   }
 }

@@ -112,9 +112,11 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     const sessions = route.mcp === undefined
       ? undefined
       : sessionAnswerHook(mcpSessions, route, { method: request.method, session: requestedSession(request.headers), auth: request.auth })
-    // and a list's answer shows only what the caller may use (mcp/list-filter.ts)
+    // and a list's answer shows only what the caller may use (mcp/list-filter.ts), read uncompressed
     const lists = listAnswerHook(route.mcp, request.method, request.auth)
-    forwarder.forward(upstreamRequest(client, state, request.auth), reply, route, state.answerHeaders, sessions, lists)
+    const upstream = upstreamRequest(client, state, request.auth)
+    if (lists !== undefined) upstream.headers['accept-encoding'] = 'identity'
+    forwarder.forward(upstream, reply, route, state.answerHeaders, sessions, lists)
   }
 
   const authenticateHook = asHook(matchAndAuthenticate)
