@@ -60,6 +60,8 @@ export const ERRORS = {
   HEADERS_TOO_LARGE: { status: 431, title: 'The request headers are too large' },
   INTERNAL_ERROR: { status: 500, title: 'Internal error' },
   UPSTREAM_UNAVAILABLE: { status: 502, title: 'The upstream service could not be reached' },
+  // MCP routes (mcp/list-filter.ts): a list answer keygate cannot read to filter is not passed
+  MCP_LIST_UNFILTERABLE: { status: 502, title: 'The upstream\'s answer to an MCP list request could not be filtered to what the caller may use' },
   STORE_UNAVAILABLE: { status: 503, title: 'The key and user store cannot be reached' },
   IDP_KEYS_UNAVAILABLE: { status: 503, title: 'The issuer\'s signing keys cannot be fetched, and those kept are too old to trust' },
   SHUTTING_DOWN: { status: 503, title: 'The gateway is shutting down' },

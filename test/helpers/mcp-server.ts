@@ -10,12 +10,17 @@
 // stateful example keeps them: initialize opens a session (its id, random, in the answer's
 // Mcp-Session-Id), later requests name it, GET opens its stream, DELETE ends it; an unknown id is
 // answered 404. `sessions` lists the ids it issued.
+// Lists (issue 42, `{ catalog: true }`): more tools, resources, resource templates and prompts
+// (CATALOG), for a policy to show some and hide others; `{ sse: true }` answers POSTs as event
+// streams (the SDK's default) instead of JSON; `{ holdLists: true }` makes tools/list send a
+// progress notification (to a request with a progressToken) and then wait for `releaseLists()`
+// before it answers, so a test can see the notification arrive while the list's stream is open.
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import { randomUUID } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js'
+import { isInitializeRequest, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 
 /** The headers of a JSON-RPC POST to an MCP endpoint, as a Streamable HTTP client sends them (protocol 2025-06-18), with a bearer token. */
 export function mcpPostHeaders (token: string, extra: Record<string, string> = {}): Record<string, string> {
@@ -48,11 +53,61 @@ export interface TestMcpServer {
   calls: (tool: string) => McpRequest[]
   /** stateful: the session ids issued, in order */
   sessions: string[]
+  /** holdLists: lets the tools/list answers waiting (and every later one) through */
+  releaseLists: () => void
+}
+
+export interface McpServerOptions {
+  stateful?: boolean
+  /** the CATALOG's tools, resources, templates and prompts besides whoami and write-note */
+  catalog?: boolean
+  /** POSTs answered as text/event-stream (stateless only) */
+  sse?: boolean
+  /** tools/list: a progress notification, then the list once releaseLists() is called */
+  holdLists?: boolean
+}
+
+/** With `catalog`: what the server offers beyond whoami and write-note. */
+export const CATALOG = {
+  tools: ['search-docs', 'admin-reset', 'unlisted-tool'],
+  resources: ['file:///public/readme', 'file:///private/plan', 'file:///private/keys', 'other://thing'],
+  templates: ['file:///public/{name}', 'file:///private/{name}', 'file:///private/plans/{id}', 'file:///{path}'],
+  prompts: ['summarise', 'admin-prompt', 'unlisted-prompt']
+} as const
+
+interface Extras { catalog: boolean, holdLists: boolean, held: () => Promise<void> }
+
+function addCatalog (server: McpServer): void {
+  for (const name of CATALOG.tools) {
+    server.registerTool(name, { description: `the catalog's ${name}` }, async () => ({ content: [{ type: 'text', text: name }] }))
+  }
+  for (const [i, uri] of CATALOG.resources.entries()) {
+    server.registerResource(`resource-${i}`, uri, { mimeType: 'text/plain' }, async () => ({ contents: [{ uri, text: uri }] }))
+  }
+  for (const [i, template] of CATALOG.templates.entries()) {
+    server.registerResource(`template-${i}`, new ResourceTemplate(template, { list: undefined }), { mimeType: 'text/plain' },
+      async (uri) => ({ contents: [{ uri: uri.href, text: uri.href }] }))
+  }
+  for (const name of CATALOG.prompts) {
+    server.registerPrompt(name, { description: `the catalog's ${name}` }, () => ({ messages: [{ role: 'user', content: { type: 'text', text: name } }] }))
+  }
+}
+
+/** holdLists: tools/list sends progress, waits for the test, then answers with every tool's name */
+function holdToolsList (server: McpServer, extras: Extras): void {
+  const names = ['whoami', 'write-note', ...(extras.catalog ? CATALOG.tools : [])]
+  server.server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
+    const token = request.params?._meta?.progressToken
+    const progress = { progressToken: token ?? 0, progress: 1, message: 'listing' }
+    if (token !== undefined) await extra.sendNotification({ method: 'notifications/progress', params: progress })
+    await extras.held()
+    return { tools: names.map((name) => ({ name, inputSchema: { type: 'object' as const } })) }
+  })
 }
 
 const IDENTITY = ['x-gateway-user', 'x-gateway-scopes', 'x-gateway-key'] as const
 
-function mcpServer (headers: IncomingHttpHeaders): McpServer {
+function mcpServer (headers: IncomingHttpHeaders, extras?: Extras): McpServer {
   const server = new McpServer({ name: 'keygate-test-mcp', version: '1.0.0' })
   let notes = 0
   server.registerTool('whoami', { description: 'The identity keygate sent with this request' }, async (extra) => {
@@ -65,6 +120,8 @@ function mcpServer (headers: IncomingHttpHeaders): McpServer {
     notes++
     return { content: [{ type: 'text', text: `note ${notes} written` }] }
   })
+  if (extras?.catalog === true) addCatalog(server)
+  if (extras?.holdLists === true) holdToolsList(server, extras)
   return server
 }
 
@@ -96,15 +153,15 @@ function statefulRequest (transports: Map<string, StreamableHTTPServerTransport>
   transport.handleRequest(req, res, body).catch((error: unknown) => { if (!res.headersSent) res.writeHead(500).end(String(error)) })
 }
 
-function statelessRequest (req: IncomingMessage, res: ServerResponse, body: unknown): void {
+function statelessRequest (req: IncomingMessage, res: ServerResponse, body: unknown, extras: Extras, sse: boolean): void {
   if (req.method !== 'POST') {
     // stateless: no stream to open (GET) nor session to end (DELETE), as the SDK's stateless example answers
     res.writeHead(405, { allow: 'POST', 'content-type': 'application/json' })
     res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null }))
     return
   }
-  const server = mcpServer(req.headers)
-  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+  const server = mcpServer(req.headers, extras)
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !sse })
   res.on('close', () => { void transport.close(); void server.close() })
   server.connect(transport)
     .then(async () => { await transport.handleRequest(req, res, body) })
@@ -114,7 +171,10 @@ function statelessRequest (req: IncomingMessage, res: ServerResponse, body: unkn
     })
 }
 
-export async function startMcpServer (t: { teardown: (fn: () => unknown) => void }, options: { stateful?: boolean } = {}): Promise<TestMcpServer> {
+export async function startMcpServer (t: { teardown: (fn: () => unknown) => void }, options: McpServerOptions = {}): Promise<TestMcpServer> {
+  let release: () => void = () => {}
+  const gate = new Promise<void>((resolve) => { release = resolve })
+  const extras: Extras = { catalog: options.catalog === true, holdLists: options.holdLists === true, held: async () => { await gate } }
   const requests: McpRequest[] = []
   const sessions: string[] = []
   const transports = new Map<string, StreamableHTTPServerTransport>()
@@ -132,7 +192,7 @@ export async function startMcpServer (t: { teardown: (fn: () => unknown) => void
         ...(message?.method === 'tools/call' && typeof message.params?.name === 'string' && { tool: message.params.name })
       })
       if (options.stateful === true) statefulRequest(transports, sessions, req, res, body)
-      else statelessRequest(req, res, body)
+      else statelessRequest(req, res, body, extras, options.sse === true)
     })
   })
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
@@ -145,6 +205,7 @@ export async function startMcpServer (t: { teardown: (fn: () => unknown) => void
     url: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
     requests,
     calls: (tool) => requests.filter((r) => r.rpc === 'tools/call' && r.tool === tool),
-    sessions
+    sessions,
+    releaseLists: () => { release() }
   }
 }

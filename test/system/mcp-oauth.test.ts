@@ -9,7 +9,10 @@
 // that also needs mcp:write then answers 403 insufficient_scope, and the SDK steps up by itself
 // (its 1.32 transport handles the 403: a new authorization for the scope the challenge names).
 // The upstream is a real MCP server (the SDK's McpServer, test/helpers/mcp-server.ts), which
-// sees keygate's identity headers and never the client's token. keygate runs on Redis.
+// sees keygate's identity headers and never the client's token. keygate runs on Redis. The
+// /mcp route is an MCP route (issue 42): its tools/list shows the SDK only the tools its token
+// may call, and a forbidden tool is refused before the upstream (the SDK's step-up brings no
+// write scope while the user allows reading only).
 import t from 'tap'
 import { startMcpServer } from '../helpers/mcp-server.js'
 import { MCP_CLIENT_REDIRECT, TestOAuthProvider, connectMcp, type Exchange } from '../helpers/mcp-oauth-client.js'
@@ -47,6 +50,8 @@ routes:
     auth: bearer
     resource: ${resource}
     scopes: [mcp:read]
+    mcp:
+      tools: { whoami: [mcp:read], "write-*": [mcp:write] }
   - prefix: /mcp/admin
     upstream: UPSTREAM
     auth: bearer
@@ -98,9 +103,9 @@ routes:
     t.match(seen(token, (e) => e.url === resource), { method: 'POST', status: 200 }, 'the retry, with the token: initialized')
   })
 
-  t.test('tools through keygate: the upstream sees keygate\'s identity, never the token', async (t) => {
+  t.test('tools through keygate: only its own listed; the upstream sees keygate\'s identity, never the token', async (t) => {
     const { tools } = await connection.client.listTools()
-    t.same(tools.map((tool) => tool.name).sort(), ['whoami', 'write-note'])
+    t.same(tools.map((tool) => tool.name), ['whoami'], 'write-note (mcp:write) is not shown to a token with mcp:read')
     const identity = JSON.parse(text(await connection.client.callTool({ name: 'whoami' }))) as Record<string, string | null>
     t.equal(identity['x-gateway-user'], 'testidp:alice', 'the issuer\'s name and the subject')
     t.equal(identity['x-gateway-scopes'], 'mcp:read')
@@ -109,6 +114,12 @@ routes:
     t.equal(call?.headers['x-gateway-user'], 'testidp:alice')
     t.same(mcp.requests.filter((r) => r.headers.authorization !== undefined), [], 'no request carried the client\'s token upstream')
     t.same(mcp.requests.filter((r) => r.headers['x-gateway-user'] !== 'testidp:alice'), [], 'nothing reached the upstream unauthenticated')
+  })
+
+  t.test('a tool the list hides: refused (the user allows no write scope), and it never reaches the upstream', async (t) => {
+    await t.rejects(connection.client.callTool({ name: 'write-note' }), 'the SDK tries to step up, the user allows reading only: refused')
+    t.equal(provider.authorizations.at(-1)?.scope, 'mcp:read mcp:write', 'the step-up asked for the scope the challenge named')
+    t.equal(mcp.calls('write-note').length, 0, 'write-note never reached the upstream')
   })
 
   t.test('a tool behind mcp:write: 403 insufficient_scope, the SDK steps up by itself, the retry succeeds', async (t) => {
@@ -122,7 +133,7 @@ routes:
     t.match(refused?.challenge, 'error="insufficient_scope"')
     t.match(refused?.challenge, 'scope="mcp:read mcp:write"', 'the scopes the request needs')
     t.match(refused?.challenge, `resource_metadata="${metadataUrl}"`)
-    const stepUp = provider.authorizations[1]
+    const stepUp = provider.authorizations.at(-1)
     t.equal(stepUp?.scope, 'mcp:read mcp:write', 'the SDK asked for the scope the challenge named')
     t.equal(stepUp?.resource, resource, 'for the same resource')
     t.equal(idp.registrations.length, 1, 'with the client it registered before')

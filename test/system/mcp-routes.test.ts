@@ -48,7 +48,7 @@ t.test('an MCP route: per-tool scopes, one strict reading, the Origin', async (t
 
   t.test('the SDK client: lists tools, calls an allowed one, is refused a forbidden one that never reaches the server', async (t) => {
     const tools = await client.listTools()
-    t.same(tools.tools.map((tool) => tool.name).sort(), ['whoami', 'write-note'], 'tools/list asks nothing beyond the route (filtering: not yet)')
+    t.same(tools.tools.map((tool) => tool.name), ['whoami'], 'tools/list shows only what alice may call (write-note needs notes:write)')
     const result = await client.callTool({ name: 'whoami', arguments: {} }) as { content: Array<{ text: string }> }
     t.match(JSON.parse(result.content[0]?.text ?? '{}'), { 'x-gateway-user': 'alice' }, 'whoami reached the server as alice')
     await t.rejects(client.callTool({ name: 'write-note', arguments: {} }), /403|insufficient|notes:write/i, 'the SDK surfaces the refusal')

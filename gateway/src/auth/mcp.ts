@@ -8,8 +8,8 @@
 // each stage costs one property check.
 import { GatewayError } from '../errors.js'
 import { protocolVersion, readMcpBody, type IdSink } from '../mcp-calls/messages.js'
-import { judge } from '../mcp-calls/policy.js'
-import { missingScopes, scopeSet } from '../users/scopes.js'
+import { judge, shortfall } from '../mcp-calls/policy.js'
+import { scopeSet } from '../users/scopes.js'
 import { UNSEEN_BODY, unseenBodyError } from './described-request.js'
 import { insufficientScope } from './scope.js'
 import type { AuthStage } from './stage.js'
@@ -85,13 +85,14 @@ export function mcpPolicyStage (): AuthStage {
         const judged = judge(policy, message)
         if (judged === undefined) continue
         const { what, requirement } = judged
-        if (requirement === 'deny') {
+        // the one rule of "may use" (mcp-calls/policy.ts): a list shows the caller only what passes it
+        const missing = shortfall(requirement, scopes.set)
+        if (missing === 'deny') {
           throw new GatewayError('MCP_CALL_DENIED', `This route lets no one use ${what} (its mcp policy says deny)`)
         }
-        const missing = missingScopes(requirement, scopes.set)
         if (missing.length === 0) continue
-        // the scopes to ask for: the route's and the call's, as a client stepping up needs them all
-        const wanted = [...new Set([...(state.requiredScopes ?? []), ...requirement])]
+        // the scopes to ask for: the route's and the call's, as a client stepping up needs them all (not deny: missing is a list)
+        const wanted = [...new Set([...(state.requiredScopes ?? []), ...(requirement as readonly string[])])]
         const capitalised = what.charAt(0).toUpperCase() + what.slice(1)
         throw insufficientScope(wanted, missing, state.key, state.account?.scopes ?? scopes, capitalised)
       }

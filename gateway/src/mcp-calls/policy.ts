@@ -43,7 +43,7 @@ export const DEFAULT_MCP_SESSION_TTL_SECONDS = 86_400
 export const MAX_MCP_SESSION_TTL_SECONDS = 30 * 86_400
 
 /** the methods judged by their own maps: `methods` may not name them */
-export const NAMED_METHODS: ReadonlyMap<string, 'tools' | 'resources' | 'prompts'> = new Map([
+export const NAMED_METHODS: ReadonlyMap<string, NamedKind> = new Map([
   ['tools/call', 'tools'],
   ['resources/read', 'resources'],
   ['prompts/get', 'prompts']
@@ -125,6 +125,54 @@ export function compilePolicy (entry: McpEntry): McpPolicy {
   }
 }
 
+export type NamedKind = 'tools' | 'resources' | 'prompts'
+
+/** The requirement of the tool, resource (by URI) or prompt `name`: its most specific rule's, or the default. */
+export function requirementOf (policy: McpPolicy, kind: NamedKind, name: string): Requirement {
+  const rule = lookup(policy[kind], name)
+  return rule === undefined ? policy.default : rule.requirement
+}
+
+/**
+ * What `requirement` leaves a caller holding `granted` without: `deny`, the scopes it lacks (in
+ * the requirement's order), or [] when the caller may. The ONE rule of "may use": auth/mcp.ts
+ * refuses a call by it, and mcp/list-filter.ts hides a list's entry by it.
+ */
+export function shortfall (requirement: Requirement, granted: ReadonlySet<string>): string[] | 'deny' {
+  return requirement === 'deny' ? 'deny' : requirement.filter((scope) => !granted.has(scope))
+}
+
+function permits (requirement: Requirement, granted: ReadonlySet<string>): boolean {
+  const missing = shortfall(requirement, granted)
+  return missing !== 'deny' && missing.length === 0
+}
+
+/** Whether a caller holding `granted` may use the tool, resource or prompt `name` (beyond the route's own scopes, which it has). */
+export function mayUse (policy: McpPolicy, kind: NamedKind, name: string, granted: ReadonlySet<string>): boolean {
+  return permits(requirementOf(policy, kind, name), granted)
+}
+
+/**
+ * Whether a caller holding `granted` may use EVERY name that begins with `prefix` (a resource
+ * template's URIs: mcp/list-filter.ts). Sound, not exact: every rule that could decide such a name
+ * must allow it: each exact name that begins with `prefix`, each glob that some such name can
+ * match (its text before the first `*` and `prefix` are one the other's prefix), and the default
+ * unless one glob `<p>*` with `prefix` beginning with `<p>` takes every such name.
+ */
+export function mayUseAllUnder (policy: McpPolicy, kind: NamedKind, prefix: string, granted: ReadonlySet<string>): boolean {
+  const rules = policy[kind]
+  for (const [name, requirement] of rules.exact) if (name.startsWith(prefix) && !permits(requirement, granted)) return false
+  let covered = false
+  for (const glob of rules.globs) {
+    const head = glob.parts[0] ?? ''
+    if (!(prefix.startsWith(head) || head.startsWith(prefix))) continue
+    if (!permits(glob.requirement, granted)) return false
+    // `<head>*`: every name beginning with `prefix` matches it, so the default decides none of them
+    if (glob.parts.length === 2 && glob.parts[1] === '' && prefix.startsWith(head)) covered = true
+  }
+  return covered || permits(policy.default, granted)
+}
+
 /** What a message asks of the caller: what it is called (for refusals), and the requirement. */
 export interface Judged { what: string; requirement: Requirement }
 
@@ -138,7 +186,6 @@ export function judge (policy: McpPolicy, message: McpMessage): Judged | undefin
     return rule === undefined ? undefined : { what: `the method ${method}`, requirement: rule.requirement }
   }
   const name = String(message.params?.[kind === 'resources' ? 'uri' : 'name'])
-  const rule = lookup(policy[kind], name)
   const noun = kind === 'tools' ? 'tool' : kind === 'resources' ? 'resource' : 'prompt'
-  return { what: `the ${noun} ${JSON.stringify(name)}`, requirement: rule === undefined ? policy.default : rule.requirement }
+  return { what: `the ${noun} ${JSON.stringify(name)}`, requirement: requirementOf(policy, kind, name) }
 }

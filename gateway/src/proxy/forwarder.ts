@@ -19,7 +19,7 @@
 // never sent. The list runs through the handlers themselves: enqueueing, leaving and taking the
 // next are O(1) and allocate nothing; a request sent at once costs two counter updates.
 import type { IncomingHttpHeaders } from 'node:http'
-import { Readable } from 'node:stream'
+import { pipeline, Readable, type Transform } from 'node:stream'
 import type { Socket } from 'node:net'
 import type { FastifyReply } from 'fastify'
 import { Pool, type Dispatcher } from 'undici'
@@ -77,6 +77,15 @@ const NOT_CONNECTED = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTF
  * mcp/sessions.ts). The answer's body waits meanwhile, with back-pressure on the upstream.
  */
 export type BeforeAnswer = (status: number, headers: Readonly<Record<string, string | string[]>>) => Promise<void> | undefined
+
+/**
+ * A rewriting of an answer's body (without its Content-Length): `whole` collects up to `max` bytes and sends what
+ * `whole` returns (an Error, or a body over max: `tooLarge()`, instead); `stream` pipes it through a Transform.
+ */
+export type AnswerBody = { whole: (body: Buffer) => Buffer | Error, max: number, tooLarge: () => Error } | { stream: () => Transform }
+
+/** Told of the final answer's status and headers (as the client will get them): the rewriting of its body, or undefined (as it came). */
+export type RewriteAnswer = (status: number, headers: Readonly<Record<string, string | string[]>>) => AnswerBody | undefined
 
 /** Headers the gateway writes on an upstream's answer, over the upstream's own (undefined: removed). */
 export type AnswerHeaders = Readonly<Record<string, string | undefined>>
@@ -201,6 +210,9 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   #sentAt = 0
   /** the CLIENT span, when tracing is on */
   #span: unknown
+  /** rewriteAnswer's `whole` rewriting of this answer, and the bytes collected for it */
+  #whole: Extract<AnswerBody, { whole: unknown }> | undefined
+  #size = 0
   /** what beforeAnswer asked the answer to wait for, until it settles */
   #gate: Promise<void> | undefined
   /** while waiting: the socket whose end (the client's FIN) takes the request out of the queue, and that listener */
@@ -219,6 +231,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   private readonly answerHeaders: AnswerHeaders | undefined
   private readonly trace: UpstreamTrace | undefined
   private readonly beforeAnswer: BeforeAnswer | undefined
+  private readonly rewriteAnswer: RewriteAnswer | undefined
 
   constructor (
     reply: FastifyReply,
@@ -229,7 +242,8 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     tag: Tag,
     answerHeaders: AnswerHeaders | undefined,
     trace: UpstreamTrace | undefined,
-    beforeAnswer: BeforeAnswer | undefined
+    beforeAnswer: BeforeAnswer | undefined,
+    rewriteAnswer: RewriteAnswer | undefined
   ) {
     this.reply = reply
     this.request = request
@@ -240,6 +254,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     this.answerHeaders = answerHeaders
     this.trace = trace
     this.beforeAnswer = beforeAnswer
+    this.rewriteAnswer = rewriteAnswer
   }
 
   /**
@@ -343,18 +358,32 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
         this.#gate = Promise.reject(err)
       }
     }
+    const rewrite = this.rewriteAnswer?.(statusCode, answer)
+    if (rewrite !== undefined) delete answer['content-length']
     const declared = headers['content-length']
     const length = declared === undefined ? NaN : Number(declared)
-    if (this.request.method === 'HEAD' || statusCode === 204 || statusCode === 304 || length <= BUFFERED_RESPONSE_MAX) {
+    if (rewrite !== undefined && 'whole' in rewrite) this.#whole = rewrite
+    const small = this.request.method === 'HEAD' || statusCode === 204 || statusCode === 304 || length <= BUFFERED_RESPONSE_MAX
+    if (this.#whole !== undefined || (rewrite === undefined && small)) {
       this.#chunks = []
       return
     }
-    const stream = this.#stream = new Readable({ read: () => { controller.resume() } })
-    this.#send(stream)
+    const stream = this.#stream = new Readable({
+      read: () => { controller.resume() },
+      // cut before the upstream's end (a rewriting Transform ended the answer): the upstream's answer is not wanted either
+      destroy: (error, done) => {
+        if (this.#state === 'sent') controller.abort(error ?? new Error('the answer was cut'))
+        done(error)
+      }
+    })
+    this.#send(rewrite === undefined || 'whole' in rewrite ? stream : pipeline(stream, rewrite.stream(), () => {}))
   }
 
   onResponseData (controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.#chunks !== undefined) this.#chunks.push(chunk)
+    if (this.#whole !== undefined && this.#chunks !== undefined && (this.#size += chunk.length) > this.#whole.max) {
+      this.#chunks = undefined
+      controller.abort(this.#whole.tooLarge())
+    } else if (this.#chunks !== undefined) this.#chunks.push(chunk)
     else if (this.#stream !== undefined && !this.#stream.push(chunk)) controller.pause()
   }
 
@@ -362,8 +391,9 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     this.#finish()
     if (this.#span !== undefined) this.trace?.ended(this.#span, this.#status)
     const chunks = this.#chunks
-    if (chunks !== undefined) this.#send(chunks.length === 1 ? chunks[0] as Buffer : Buffer.concat(chunks))
-    else this.#stream?.push(null)
+    const body = chunks === undefined ? undefined : chunks.length === 1 ? chunks[0] as Buffer : Buffer.concat(chunks)
+    if (body === undefined) this.#stream?.push(null)
+    else this.#send(this.#whole === undefined ? body : this.#whole.whole(body))
   }
 
   onResponseError (_controller: Dispatcher.DispatchController, error: Error): void {
@@ -377,10 +407,11 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     if (NOT_CONNECTED.has((error as Error & { code?: string }).code ?? '')) this.notSent?.(this.reply)
     if (this.reply.raw.destroyed) return
     this.reply.request.log.warn({ err: error }, 'upstream request failed')
-    this.reply.send(upstreamError(error))
+    // a GatewayError: the answer's rewriting refused it (AnswerBody's tooLarge)
+    this.reply.send(error instanceof GatewayError ? error : upstreamError(error))
   }
 
-  #send (payload: Buffer | Readable): void {
+  #send (payload: Buffer | Readable | Error): void {
     const gate = this.#gate
     if (gate !== undefined) {
       this.#gate = undefined
@@ -396,11 +427,12 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
       if (payload instanceof Readable) payload.destroy()
       return
     }
-    this.reply.code(this.#status).headers(this.#headers ?? {}).send(payload)
+    if (payload instanceof Error) this.reply.send(payload)
+    else this.reply.code(this.#status).headers(this.#headers ?? {}).send(payload)
   }
 
   /** beforeAnswer refused the answer: none of it reaches the client, which gets the error instead. */
-  #refuseAnswer (payload: Buffer | Readable, err: unknown): void {
+  #refuseAnswer (payload: Buffer | Readable | Error, err: unknown): void {
     if (payload instanceof Readable) {
       payload.destroy()
       if (this.#state === 'sent') this.#controller?.abort(new Error('the answer was refused'))
@@ -434,10 +466,12 @@ export class Forwarder<Tag = undefined> {
    * upstream's answer, or with a problem. `answerHeaders`: the gateway's own headers on the
    * upstream's answer (lower-case names), replacing the upstream's of the same name; undefined
    * values remove the upstream's. `beforeAnswer`: told of the answer before the client sees any of it (BeforeAnswer).
+   * `rewriteAnswer`: the rewriting of the answer's body, chosen per answer (RewriteAnswer).
    */
-  forward (request: UpstreamRequest, reply: FastifyReply, tag: Tag, answerHeaders?: AnswerHeaders, beforeAnswer?: BeforeAnswer): void {
+  forward (request: UpstreamRequest, reply: FastifyReply, tag: Tag, answerHeaders?: AnswerHeaders, beforeAnswer?: BeforeAnswer,
+    rewriteAnswer?: RewriteAnswer): void {
     const handler = new ForwardHandler(reply, request, this.#upstream(request.origin), this.options.onAnswerBegins, this.options.onNotSent, tag, answerHeaders,
-      this.options.trace, beforeAnswer)
+      this.options.trace, beforeAnswer, rewriteAnswer)
     reply.raw.once('close', handler.clientGone)
     handler.upstream.admit(handler, reply.raw.socket?.readableEnded === true)
   }

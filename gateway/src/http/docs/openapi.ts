@@ -221,7 +221,7 @@ export function routeProblems (route: RouteConfig, method: string, guardsAgainst
     // the user's scopes are read from the store when they are not cached
     ...(route.scopes.length > 0 ? ['INSUFFICIENT_SCOPE' as const, 'STORE_UNAVAILABLE' as const] : []),
     // an MCP route: a session another identity opened, or none (mcp/sessions.ts); its owner is read from the store
-    ...(route.mcp !== undefined ? ['MCP_SESSION_NOT_FOUND' as const, 'STORE_UNAVAILABLE' as const] : []),
+    ...(route.mcp !== undefined ? ['MCP_SESSION_NOT_FOUND' as const, 'STORE_UNAVAILABLE' as const, 'MCP_LIST_UNFILTERABLE' as const] : []),
     'UPSTREAM_UNAVAILABLE',
     'UPSTREAM_BUSY',
     'UPSTREAM_TIMEOUT'

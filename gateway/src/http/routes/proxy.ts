@@ -14,6 +14,7 @@ import { releaseReplayMark } from '../../auth/replay.js'
 import type { UpstreamLimits } from '../../config/env.js'
 import type { ByteBudget } from '../../lib/byte-budget.js'
 import type { RateLimiter } from '../../limits/limiter.js'
+import { listAnswerHook } from '../../mcp/list-filter.js'
 import { checkSession, requestedSession, sessionAnswerHook } from '../../mcp/sessions.js'
 import type { GatewayMetrics } from '../../metrics/metrics.js'
 import { Forwarder, type UpstreamTrace } from '../../proxy/forwarder.js'
@@ -111,7 +112,11 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
     const sessions = route.mcp === undefined
       ? undefined
       : sessionAnswerHook(mcpSessions, route, { method: request.method, session: requestedSession(request.headers), auth: request.auth })
-    forwarder.forward(upstreamRequest(client, state, request.auth), reply, route, state.answerHeaders, sessions)
+    // and a list's answer shows only what the caller may use (mcp/list-filter.ts), read uncompressed
+    const lists = listAnswerHook(route.mcp, request.method, request.auth)
+    const upstream = upstreamRequest(client, state, request.auth)
+    if (lists !== undefined) upstream.headers['accept-encoding'] = 'identity'
+    forwarder.forward(upstream, reply, route, state.answerHeaders, sessions, lists)
   }
 
   const authenticateHook = asHook(matchAndAuthenticate)
