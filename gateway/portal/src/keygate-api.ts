@@ -63,6 +63,8 @@ export interface UsageSeries {
   to: string
   /** every bucket of the window, oldest first, zeros included */
   points: UsagePoint[]
+  /** the requests on MCP routes over the window, by route, JSON-RPC method and tool (null: not tools/call), most first */
+  mcpCalls: Array<{ route: string, method: string, tool: string | null, requests: number, refusals: number }>
 }
 
 export const KEYS_PER_PAGE = 10

@@ -4,7 +4,7 @@
 // tier knows and one limit per counter.
 import { HTTP_METHODS, requestTargetProblem } from '#client/protocol'
 import { agentOriginProblem } from '../agents/signature-agent.js'
-import { MAX_WINDOW_SECONDS } from '../limits/rate-limit.js'
+import { MAX_WINDOW_SECONDS, type RateLimit } from '../limits/rate-limit.js'
 import { NAMED_METHODS } from '../mcp-calls/policy.js'
 import { METADATA_PATH } from '../resources/resource.js'
 import type { Problem, RouteEntry } from './route-file-schema.js'
@@ -197,9 +197,30 @@ function routePathProblems (r: RouteConfig, i: number): Problem[] {
  * onStoreDown only with limits.
  */
 function rateLimitProblems (r: RouteConfig, i: number, hasOnStoreDown: boolean): Problem[] {
+  const problems = limitListProblems(r, i, r.rateLimits, `routes[${i}].rateLimits`, 'rateLimits')
+  // a tool's limits (mcp.toolRateLimits): the same rules, and no counter of the route's own (a request would count in it once)
+  const tools = Object.entries(r.mcp?.toJSON().toolRateLimits ?? {})
+  for (const [pattern] of tools) {
+    const limits = r.mcp?.toolLimits?.exact.get(pattern) ?? r.mcp?.toolLimits?.globs.find((rule) => rule.pattern === pattern)?.requirement ?? []
+    const at = `routes[${i}].mcp.toolRateLimits[${JSON.stringify(pattern)}]`
+    problems.push(...limitListProblems(r, i, limits, at, `mcp.toolRateLimits[${JSON.stringify(pattern)}]`))
+    limits.forEach((limit, j) => {
+      const shared = r.rateLimits.findIndex((other) => other.counter === limit.counter)
+      if (shared >= 0) {
+        problems.push({ route: i, text: `${at}[${j}]: counts in the same counter as the route's rateLimits[${shared}]; give the tool another bucket` })
+      }
+    })
+  }
+  if (hasOnStoreDown && r.rateLimits.length === 0 && tools.length === 0) {
+    problems.push({ route: i, text: `routes[${i}].onStoreDown: applies only to a route with rateLimits (or mcp.toolRateLimits)` })
+  }
+  return problems
+}
+
+/** One list of limits (a route's, or a tool's): `at` names it in problems, `field` in a duplicate's. */
+function limitListProblems (r: RouteConfig, i: number, limits: readonly RateLimit[], at: string, field: string): Problem[] {
   const problems: Problem[] = []
-  const at = `routes[${i}].rateLimits`
-  r.rateLimits.forEach((limit, j) => {
+  limits.forEach((limit, j) => {
     if (limit.windowMs > MAX_WINDOW_SECONDS * 1000) {
       problems.push({ route: i, text: `${at}[${j}].window: ${JSON.stringify(limit.window)} is longer than the longest window, 366d` })
     }
@@ -226,18 +247,15 @@ function rateLimitProblems (r: RouteConfig, i: number, hasOnStoreDown: boolean):
           `signed route naming agents); this route is ${r.auth} without agents (count by ${r.auth === 'public' ? 'address' : 'user or address'})`
       })
     }
-    const earlier = r.rateLimits.findIndex((other) => other.counter === limit.counter)
+    const earlier = limits.findIndex((other) => other.counter === limit.counter)
     if (earlier < j) {
       problems.push({
         route: i,
-        text: `${at}[${j}]: counts in the same counter as rateLimits[${earlier}] (by ${limit.by} per ${limit.window}` +
+        text: `${at}[${j}]: counts in the same counter as ${field}[${earlier}] (by ${limit.by} per ${limit.window}` +
           `${limit.bucket === undefined ? '' : `, bucket ${limit.bucket}`}); give each counter one limit`
       })
     }
   })
-  if (hasOnStoreDown && r.rateLimits.length === 0) {
-    problems.push({ route: i, text: `routes[${i}].onStoreDown: applies only to a route with rateLimits` })
-  }
   return problems
 }
 
