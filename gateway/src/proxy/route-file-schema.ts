@@ -44,12 +44,12 @@ const McpSchema = Type.Object({
   default: Type.Optional(McpRequirement),
   origins: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 300, description: 'an origin: https://host[:port]' }),
     { uniqueItems: true, maxItems: 100 })),
-  // a tool's own rate limits and quotas, by name or glob as `tools` (mcp-calls/tool-limits.ts)
-  toolRateLimits: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 1024 }), Type.Array(RateLimitEntrySchema, { minItems: 1, maxItems: 16 }))),
   // sessions are bound to the identity that opened them (mcp/sessions.ts)
   sessions: Type.Optional(Type.Object({
     ttlSeconds: Type.Optional(Type.Integer({ minimum: 60, maximum: MAX_MCP_SESSION_TTL_SECONDS }))
-  }, { additionalProperties: false }))
+  }, { additionalProperties: false })),
+  // a tool's own rate limits and quotas, by name or glob as `tools` (mcp-calls/tool-limits.ts)
+  toolRateLimits: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 1024 }), Type.Array(RateLimitEntrySchema, { minItems: 1, maxItems: 16 })))
 }, { additionalProperties: false })
 
 export const RouteEntrySchema = Type.Object({
