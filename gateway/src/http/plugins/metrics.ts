@@ -43,9 +43,8 @@ const metricsHooks: FastifyPluginAsync<{ metrics: GatewayMetrics }> = async (app
     }
     // MCP routes: each JSON-RPC message read, by method and tool (bounded: mcp-calls/labels.ts)
     const mcp = request.forward?.route.mcp
-    const messages = request.auth?.mcpMessages
-    if (mcp !== undefined && messages !== undefined) {
-      for (const message of messages) {
+    if (mcp !== undefined) {
+      for (const message of request.auth?.mcpMessages ?? []) {
         const labels = messageLabels(mcp, message)
         metrics.countMcpMessage(route, labels.method, labels.tool ?? '', reply.statusCode)
       }
