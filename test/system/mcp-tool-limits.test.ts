@@ -6,7 +6,8 @@
 // and never reaches the server; a batch of calls costs one request per call. The metrics (each
 // gateway's /metrics listener) count each message by method and tool, a tool the policy does not
 // name as `other`; usage over time
-// (flushed by hand) gives a key's calls per tool, as the portal reads them.
+// (flushed by hand) gives a key's calls per tool, as the portal reads them; a user's read-out of
+// her limits lists the tool's.
 import t from 'tap'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
@@ -85,6 +86,11 @@ t.test('a tool\'s rate limit counts its calls through every gateway on one Redis
   t.equal(mcp.calls('write-note').length, calls, 'the refused calls never reached the MCP server')
 
   t.equal((await post(one.url, alice, call(10, 'whoami'))).status, 200, 'a tool without limits of its own still passes for alice')
+  const standing = await send(two.url, '/v1/usage', { headers: { authorization: `Bearer ${alice}` } })
+  t.match(standing.json(), {
+    user: 'alice', items: [{ routes: ['mcp'], tools: ['write-note'], policy: 'tool-user-1h', by: 'user', limit: 2, used: 2, remaining: 0 }]
+  },
+    'alice\'s read-out of her limits (the portal\'s table) lists the tool\'s, used up')
   t.equal((await post(two.url, bob, call(11, 'write-note'))).status, 200, 'and the limited tool for bob: it counts per user')
   // a batch (protocol 2025-03-26, no MCP-Protocol-Version): each call costs one; bob has one left
   const before = mcp.calls('write-note').length

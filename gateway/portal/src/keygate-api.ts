@@ -40,6 +40,8 @@ export interface LimitUsage {
   used: number
   remaining: number
   resetSeconds: number
+  /** a tool's own limit on an MCP route: the tools (names or globs) it counts */
+  tools?: string[]
 }
 
 /** One bucket of a key's requests (GET /v1/api-keys/{apiKey}/usage/series): schemas/usage-analytics.ts */
