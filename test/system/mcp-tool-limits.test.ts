@@ -90,7 +90,7 @@ t.test('a tool\'s rate limit counts its calls through every gateway on one Redis
   t.match(standing.json(), {
     user: 'alice', items: [{ routes: ['mcp'], tools: ['write-note'], policy: 'tool-user-1h', by: 'user', limit: 2, used: 2, remaining: 0 }]
   },
-    'alice\'s read-out of her limits (the portal\'s table) lists the tool\'s, used up')
+  'alice\'s read-out of her limits (the portal\'s table) lists the tool\'s, used up')
   t.equal((await post(two.url, bob, call(11, 'write-note'))).status, 200, 'and the limited tool for bob: it counts per user')
   // a batch (protocol 2025-03-26, no MCP-Protocol-Version): each call costs one; bob has one left
   const before = mcp.calls('write-note').length
