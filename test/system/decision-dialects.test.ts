@@ -24,16 +24,17 @@ import { addUser, login, registerKey, startTestGateway } from '../helpers/stack.
 const BODY_LIMIT = 2048
 const DEFAULTS = { bodyLimit: BODY_LIMIT, timeoutMs: 5000 }
 
-/** an MCP route (docs/mcp.md): whoami needs mcp:read (alice has it), write-* notes:write (she has not) */
+/** an MCP route (docs/mcp.md): whoami needs mcp:read (alice has it), write-* notes:write (she has not); echo once an hour a user */
 const MCP_ROUTES = `routes:
   - path: /mcp
     upstream: UPSTREAM
     auth: bearer
     scopes: [mcp:use]
     mcp:
-      tools: { whoami: [mcp:read], "write-*": [notes:write] }
+      tools: { whoami: [mcp:read], "write-*": [notes:write], echo: [mcp:read] }
       default: deny
       origins: [https://app.example.com]
+      toolRateLimits: { echo: [{ by: user, limit: 1, window: 1h }] }
 `
 
 function routes (upstream: string): RouteConfig[] {
@@ -316,6 +317,11 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       rpcRefused(t, await check('POST', '/mcp', mcp, '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","name":"write-note"}}'),
         400, 'MCP_PARSE_ERROR', -32700, null)
       rpcRefused(t, await check('POST', '/mcp', { ...mcp, origin: 'https://evil.example' }, mcpCalls.whoami), 403, 'ORIGIN_NOT_ALLOWED', -32001, null)
+      // a tool's own limit (mcp.toolRateLimits), decided as inline
+      t.equal((await check('POST', '/mcp', mcp, toolCall('echo', 8))).status, 200, 'a tool with a limit of its own: its first call')
+      const over = await check('POST', '/mcp', mcp, toolCall('echo', 9))
+      rpcRefused(t, over, 429, 'RATE_LIMITED', -32001, 9)
+      t.match(header(over, 'ratelimit-policy'), /^"tool-user-1h";q=1;w=3600$/, 'the second: refused by the tool\'s limit')
       // allow_partial_message: the first bytes only, marked; the mark in any other form than Envoy's
       // "false" (two copies: Node reads "false, true") is no whole body's either
       const cut = mcpCalls.whoami.slice(0, 40)

@@ -4,7 +4,8 @@
 // elsewhere with the page's own openssl commands), signed calls go out in both schemes, a rewriting
 // proxy (request interception) makes keygate refuse one and the page shows why, keys rotate and
 // are revoked, the private key stays unexportable across a reload (a key made exportable too, once
-// downloaded), a key's view shows its requests (usage flushed every 200 ms), Try it folds the long
+// downloaded), a key's view shows its requests (usage flushed every 200 ms) and its calls per tool
+// on an MCP route (a real MCP server behind it), Try it folds the long
 // parts of its answer, the CSP holds and blocks nothing the page does, no /favicon.ico is asked
 // for, and axe-core finds no serious or critical violation on any view. Screenshots of each view go to
 // KEYGATE_SCREENSHOTS_DIR (npm run portal:screenshots: docs/portal) or a temporary folder.
@@ -18,6 +19,7 @@ import t, { type Test } from 'tap'
 import { createClient, registerKey } from '#client'
 import { axeViolations, seriousOnes } from '../helpers/axe.js'
 import { launchChromium } from '../helpers/chromium.js'
+import { startMcpServer } from '../helpers/mcp-server.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { routeFile } from '../helpers/routes.js'
 import { addUser, login, PASSWORD, startStack } from '../helpers/stack.js'
@@ -28,6 +30,7 @@ const SCREENSHOTS = ['login.png', 'keys.png', 'key.png', 'new-key.png', 'try-it.
 
 t.test('the developer portal in Chromium: keys made, used, rotated and revoked in the page', async (t) => {
   const recorder = await startRecorder(t)
+  const mcp = await startMcpServer(t)
   const routes = routeFile(t, `routes:
   - name: clients
     prefix: /v1/clients/
@@ -38,6 +41,7 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
       - { by: key, limit: 100, window: 1h }
       - { by: user, limit: 1000, window: 1d }
   - { name: status, path: /status, upstream: ${recorder.url}, auth: public, methods: [GET] }
+  - { name: mcp, path: /mcp, upstream: ${mcp.url}, auth: signed, mcp: { tools: { whoami: [] } } }
 `)
   // usage counts flushed to Redis every 200 ms (5 s by default): a key's view shows the calls just made
   const gw = await startStack(t, {
@@ -445,6 +449,20 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   t.equal(await tryIt({ key: exportable, scheme: 'Seed (X-API-* headers)', method: 'GET', query: 'from=browser' }), 'Answer: 200 OK',
     'and Try it still signs with that copy')
   t.equal(recorder.requests.at(-1)?.headers['x-gateway-key'], exportable)
+  // its calls on an MCP route: the key's view gives them by tool, an unlisted tool as other
+  for (const [id, name] of [[1, 'whoami'], [2, 'whoami'], [3, 'launch-the-missiles']] as const) {
+    const body = JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: {} } })
+    const res = await cli.fetch('POST', '/mcp', body, { headers: { accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' } })
+    t.equal(res.status, 200, `tools/call ${name} through the MCP route`)
+    await res.body?.cancel()
+  }
+  await gw.app.keygate.usage?.flush()
+  await page.goto(`${portal}#/keys/${exportable}`)
+  await heading('Key "for the cli"')
+  await page.waitForSelector('caption ::-p-text(on MCP routes)')
+  t.same(await tableRows('table.tools'), [['whoami', 'tools/call', 'mcp', '2', '0'], ['other', 'tools/call', 'mcp', '1', '0']],
+    'the key\'s calls per tool over the day')
+  await accessible(t, 'a key\'s view with its calls per tool')
   // a key an earlier version of the page stored extractable: replaced by a non-extractable copy when next read
   const older = '0'.repeat(64)
   await page.evaluate(inKeyStore(`async (ask) => {

@@ -3,7 +3,7 @@
 // OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, @opentelemetry/exporter-trace-otlp-proto) with
 // protobufjs, or JSON (http/json, @opentelemetry/exporter-trace-otlp-http). The spans of a signed
 // request (and the components an RFC 9421 one covered), a refused one, a replay, an upstream that
-// is down, the traceparent the upstream receives, a client's traceparent ignored or continued; a
+// is down, an MCP route's JSON-RPC method and tool, the traceparent the upstream receives, a client's traceparent ignored or continued; a
 // protocol keygate does not speak refused at start; and with tracing off, no OpenTelemetry module
 // loaded at all.
 import { spawn } from 'node:child_process'
@@ -15,7 +15,9 @@ import { exitOn, startCommand } from '../helpers/listening.js'
 import { deletePrefix, testRedisUrl, uniquePrefix } from '../helpers/redis.js'
 import { rsaKeyPair, signedHeaders } from '../helpers/keys.js'
 import { startTestIdp } from '../helpers/oidc-provider.js'
+import { mcpPostHeaders, startMcpServer } from '../helpers/mcp-server.js'
 import { startRecorder } from '../helpers/recorder.js'
+import { routesFromYaml } from '../helpers/routes.js'
 import { send } from '../helpers/http.js'
 import { addUser, login, registerKey, sendSigned, startTestGateway } from '../helpers/stack.js'
 import { route } from '../../gateway/src/proxy/route.js'
@@ -213,6 +215,25 @@ t.test('the upstream latency histogram: a sampled request\'s trace id as its buc
   t.notMatch(classic.text, / # \{|# EOF/, 'no exemplar in the classic text')
   t.match(classic.text, /^# TYPE keygate_http_requests_total counter$/m, 'counters keep their names after an OpenMetrics scrape')
   t.ok(parse(classic.text).length > 0)
+})
+
+t.test('an MCP route: the SERVER span names the JSON-RPC method and the tool, an unlisted tool as other', async (t) => {
+  const mcp = await startMcpServer(t)
+  const yaml = 'routes:\n  - { name: mcp, prefix: /mcp/, upstream: UPSTREAM, auth: bearer, mcp: { tools: { whoami: [] } } }\n'
+  const gateway = await startTestGateway(t, {
+    store: 'memory', upstreamUrl: mcp.url, routes: (url) => routesFromYaml(yaml, url), config: { tracing: tracingOf({}, 'ignore') }
+  })
+  await addUser(gateway, 'alice')
+  const bearer = await login(gateway.url, 'alice')
+  for (const [path, name] of [['/mcp/listed', 'whoami'], ['/mcp/unlisted', 'launch-the-missiles']]) {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } })
+    const res = await fetch(`${gateway.url}${path}`, { method: 'POST', headers: mcpPostHeaders(bearer), body })
+    t.equal(res.status, 200)
+    await res.body?.cancel()
+  }
+  t.match((await traceOf('/mcp/listed')).server.attributes, { 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'whoami' })
+  const unlisted = (await traceOf('/mcp/unlisted')).server.attributes
+  t.match(unlisted, { 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'other' }, 'a name the route does not list: other, never the client\'s')
 })
 
 t.test('a refused request: its code, decision refused, not an error span (4xx)', async (t) => {

@@ -49,6 +49,20 @@ function busy (series: UsageSeries): Array<[Node | string, Totals]> {
   return series.points.filter((point) => point.requests > 0).reverse().map((point) => [when(point.at, point.at), point])
 }
 
+/** On MCP routes: the last day's calls by tool (tools/call) and by method otherwise; undefined when the key made none. */
+function toolsTable (day: UsageSeries): HTMLElement | undefined {
+  if (day.mcpCalls.length === 0) return undefined
+  return h('div', { class: 'table-wrap' }, h('table', { class: 'calls tools' },
+    h('caption', {}, 'The last day on MCP routes, by tool ("other": a tool the route does not name) and method'),
+    h('thead', {}, h('tr', {}, ['Tool', 'Method', 'Route', 'Requests', 'Refused by keygate'].map((title) => h('th', { scope: 'col' }, title)))),
+    h('tbody', {}, day.mcpCalls.map((call) => h('tr', {},
+      h('th', { scope: 'row' }, call.tool ?? '—'),
+      h('td', {}, call.method),
+      h('td', {}, call.route),
+      h('td', { class: 'number' }, String(call.requests)),
+      h('td', { class: 'number' }, String(call.refusals)))))))
+}
+
 export function callsTables (name: string, hour: UsageSeries, day: UsageSeries): HTMLElement {
   const lastDay = total(day.points)
   if (lastDay.requests === 0 && total(hour.points).requests === 0) {
@@ -56,6 +70,7 @@ export function callsTables (name: string, hour: UsageSeries, day: UsageSeries):
   }
   return h('div', {},
     table(`Requests signed with "${name}"`, 'Over', [['the last hour', total(hour.points)], ['the last day', lastDay]]),
+    toolsTable(day),
     table('The last hour, minute by minute (UTC; minutes without a request left out)', 'Minute', busy(hour)),
     table('The last day, hour by hour (UTC; hours without a request left out)', 'Hour', busy(day)))
 }

@@ -40,6 +40,8 @@ export interface LimitUsage {
   used: number
   remaining: number
   resetSeconds: number
+  /** a tool's own limit on an MCP route: the tools (names or globs) it counts */
+  tools?: string[]
 }
 
 /** One bucket of a key's requests (GET /v1/api-keys/{apiKey}/usage/series): schemas/usage-analytics.ts */
@@ -63,6 +65,8 @@ export interface UsageSeries {
   to: string
   /** every bucket of the window, oldest first, zeros included */
   points: UsagePoint[]
+  /** the requests on MCP routes over the window, by route, JSON-RPC method and tool (null: not tools/call), most first */
+  mcpCalls: Array<{ route: string, method: string, tool: string | null, requests: number, refusals: number }>
 }
 
 export const KEYS_PER_PAGE = 10

@@ -24,7 +24,7 @@ export function usageTable (caption: string, items: LimitUsage[], none: string):
       h('th', { scope: 'col' }, 'Full again'))),
     h('tbody', {}, items.map((item) => h('tr', {},
       h('th', { scope: 'row' }, item.bucket === null ? item.policy : `${item.policy} (shared: ${item.bucket})`),
-      h('td', {}, item.routes.join(', ')),
+      h('td', {}, item.tools === undefined ? item.routes.join(', ') : `${item.routes.join(', ')} (tools ${item.tools.join(', ')})`),
       h('td', {}, `${item.limit} per ${item.window} per ${item.by}`),
       h('td', { class: 'number' }, String(item.used)),
       h('td', { class: 'number' }, String(item.remaining)),

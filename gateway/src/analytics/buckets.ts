@@ -1,5 +1,5 @@
 // The shape of usage analytics in the store: counts of requests in time buckets, one hash per
-// bucket, one field per (key, user, route, status class, error code, signed agent). Two resolutions: a minute
+// bucket, one field per (key, user, route, status class, error code, signed agent, MCP method and tool). Two resolutions: a minute
 // for the recent hours, an hour for the recent days. Every flush adds to both, so a window is
 // read from one resolution alone.
 
@@ -75,19 +75,32 @@ export interface UsageDimensions {
   code: string
   /** the signed agent's directory origin (Web Bot Auth), else NONE */
   agent: string
+  /** on an MCP route, the JSON-RPC method and the tool (bounded labels: mcp-calls/labels.ts), else NONE */
+  method: string
+  tool: string
 }
 
-/** The field of one series; a request without an agent keeps the five-part field counted before agents were (one series, not two). */
-export function encodeField (key: string, user: string, route: string, status: string, code: string, agent: string = NONE): string {
-  const field = key + SEP + user + SEP + (route.includes(SEP) ? route.replaceAll(SEP, ' ') : route) + SEP + status + SEP + code
+/** SEP cannot be in a route's name or a tool's label: it is taken out */
+const clean = (text: string): string => text.includes(SEP) ? text.replaceAll(SEP, ' ') : text
+
+/**
+ * The field of one series; a request without an agent keeps the five-part field counted before
+ * agents were (one series, not two), and one without an MCP method the six-part field (an MCP
+ * route's request: eight parts, its method and tool last).
+ */
+export function encodeField (key: string, user: string, route: string, status: string, code: string, agent: string = NONE,
+  method: string = NONE, tool: string = NONE): string {
+  const field = key + SEP + user + SEP + clean(route) + SEP + status + SEP + code
+  if (method !== NONE) return field + SEP + agent + SEP + method + SEP + clean(tool)
   return agent === NONE ? field : field + SEP + agent
 }
 
 export function decodeField (field: string): UsageDimensions | undefined {
   const parts = field.split(SEP)
-  if (parts.length !== 5 && parts.length !== 6) return undefined
-  const [key, user, route, status, code, agent = NONE] = parts as [string, string, string, string, string, string?]
-  return { key, user, route, status, code, agent }
+  if (parts.length !== 5 && parts.length !== 6 && parts.length !== 8) return undefined
+  const [key, user, route, status, code, agent = NONE, method = NONE, tool = NONE] =
+    parts as [string, string, string, string, string, string?, string?, string?]
+  return { key, user, route, status, code, agent, method, tool }
 }
 
 /** 200 -> '2xx'; a table, not a string built per request */

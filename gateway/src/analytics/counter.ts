@@ -27,12 +27,15 @@ export interface UsageStats {
 export interface UsageCounter {
   readonly stats: UsageStats
   /** one answered request; `code` is keygate's error code when it refused it, else NONE; `agent` its signed agent's origin, else NONE (buckets.ts) */
-  count: (key: string, user: string, route: string, status: number, code: string, agent?: string) => void
+  count: (key: string, user: string, route: string, status: number, code: string, agent?: string, mcp?: McpCallLabels) => void
   /** writes what was counted so far; resolves when the store has it (or refused it) */
   flush: () => Promise<void>
   /** a last flush, and no more */
   close: () => Promise<void>
 }
+
+/** an MCP route's request: its JSON-RPC method and tool, as labels (mcp-calls/labels.ts) */
+export interface McpCallLabels { method: string; tool?: string | undefined }
 
 interface MinuteCounts { start: number; counts: Map<string, number> }
 
@@ -50,7 +53,7 @@ export function createUsageCounter (options: UsageCounterOptions): UsageCounter 
   const stats = { overflowed: 0, flushFailures: 0 }
   let flushing: Promise<void> = Promise.resolve()
 
-  const count = (key: string, user: string, route: string, status: number, code: string, agent?: string): void => {
+  const count = (key: string, user: string, route: string, status: number, code: string, agent?: string, mcp?: McpCallLabels): void => {
     const at = now()
     const start = at - (at % minuteMs)
     if (start !== currentStart) {
@@ -59,11 +62,12 @@ export function createUsageCounter (options: UsageCounterOptions): UsageCounter 
       currentStart = start
     }
     const cls = statusClass(status)
-    let field = encodeField(key, user, route, cls, code, agent)
+    let field = encodeField(key, user, route, cls, code, agent, mcp?.method, mcp?.tool)
     let value = current.get(field)
     if (value === undefined) {
       if (seriesNow >= maxSeries) {
-        field = encodeField(OTHER, OTHER, OTHER, cls, code, agent === undefined || agent === NONE ? NONE : OTHER)
+        field = encodeField(OTHER, OTHER, OTHER, cls, code, agent === undefined || agent === NONE ? NONE : OTHER,
+          mcp === undefined ? NONE : OTHER, mcp?.tool === undefined ? NONE : OTHER)
         value = current.get(field)
         overflowNow++
         stats.overflowed++

@@ -35,10 +35,15 @@ export interface TopUsage extends UsageWindow {
   items: Array<{ name: string | null } & UsageTotals>
 }
 
+/** requests on an MCP route over a window, by its JSON-RPC method and tool (bounded labels: mcp-calls/labels.ts) */
+export interface McpCalls { route: string; method: string; tool: string | null; requests: number; refusals: number }
+
 export interface UsageSeries extends UsageWindow {
   by: UsageDimension
   name: string
   points: Array<{ at: string } & UsageTotals>
+  /** over the whole window, most first */
+  mcpCalls: McpCalls[]
 }
 
 const WINDOW = /^([1-9][0-9]{0,4})([mhd])$/
@@ -116,17 +121,30 @@ export async function topUsage (store: Pick<Store, 'readUsageCounts'>,
   return { by: query.by, order: query.order, ...window, items }
 }
 
+function countCall (calls: Map<string, McpCalls>, { route, method, tool, code }: UsageDimensions, n: number): void {
+  const id = JSON.stringify([route, method, tool])
+  let entry = calls.get(id)
+  if (entry === undefined) calls.set(id, entry = { route, method, tool: tool === NONE ? null : tool, requests: 0, refusals: 0 })
+  entry.requests += n
+  if (code !== NONE) entry.refusals += n
+}
+
 /** One key's, user's or route's counts, bucket by bucket over the window (every bucket, zeros included). */
 export async function usageSeries (store: Pick<Store, 'readUsageCounts'>, query: { by: UsageDimension; name: string; since: string; windowMs: number },
   nowMs: number = Date.now()): Promise<UsageSeries> {
   const { window, starts, buckets } = await readWindow(store, query.since, query.windowMs, nowMs)
+  const calls = new Map<string, McpCalls>()
   const points = starts.map((start, i) => {
     const totals = emptyTotals()
     for (const [field, n] of buckets[i] ?? []) {
       const dims = decodeField(field)
-      if (dims !== undefined && dims[query.by] === query.name) add(totals, dims, n)
+      if (dims === undefined || dims[query.by] !== query.name) continue
+      add(totals, dims, n)
+      if (dims.method !== NONE) countCall(calls, dims, n)
     }
     return { at: new Date(start).toISOString(), ...totals }
   })
-  return { by: query.by, name: query.name, ...window, points }
+  const mcpCalls = [...calls.values()].sort((a, b) => b.requests - a.requests || a.route.localeCompare(b.route) ||
+    a.method.localeCompare(b.method) || String(a.tool).localeCompare(String(b.tool)))
+  return { by: query.by, name: query.name, ...window, points, mcpCalls }
 }

@@ -29,6 +29,9 @@ export interface RateLimitSubjects {
 /** The answer's RateLimit fields; a field set to undefined is removed (an upstream's copy is never passed on). */
 export type RateLimitHeaders = Record<string, string | undefined>
 
+/** requests one check takes of a limit, where not one (an MCP batch's calls of one tool: mcp-calls/tool-limits.ts) */
+export type Costs = ReadonlyMap<RateLimit, number>
+
 /** On `allow` with the store down: the upstream's fields are dropped and none are set. */
 const NO_HEADERS: RateLimitHeaders = Object.freeze({ [RATE_LIMIT_POLICY_HEADER]: undefined, [RATE_LIMIT_HEADER]: undefined })
 
@@ -50,7 +53,7 @@ export interface RateLimiter {
    * Counts a request against the route's limits. Resolves to the answer's headers; rejects with
    * RATE_LIMITED (429) or, on a route with `onStoreDown: deny` whose store is down, STORE_UNAVAILABLE.
    */
-  check: (route: LimitedRoute, subjects: RateLimitSubjects) => Promise<RateLimitHeaders>
+  check: (route: LimitedRoute, subjects: RateLimitSubjects, costs?: Costs) => Promise<RateLimitHeaders>
 }
 
 function subjectOf (limit: RateLimit, subjects: RateLimitSubjects): string | undefined {
@@ -70,14 +73,14 @@ function allowedField (limits: readonly RateLimit[], outcome: RateOutcome): stri
   }).join(', ')
 }
 
-function rateLimited (limits: readonly RateLimit[], outcome: RateOutcome, policy: string): { error: GatewayError; limit: RateLimit } {
+function rateLimited (limits: readonly RateLimit[], outcome: RateOutcome, policy: string, costs?: Costs): { error: GatewayError; limit: RateLimit } {
   // A refused request counted nowhere: each backlog is the state before it. A limit refused it
   // when one more request does not fit; it fits again once the backlog has drained by the excess.
   let worst: RateLimit | undefined
   let worstWaitMs = 0
   const items = limits.map((limit, i) => {
     const backlog = outcome.backlogMs[i] ?? 0
-    const waitMs = backlog + share(limit) - limit.windowMs
+    const waitMs = backlog + share(limit) * (costs?.get(limit) ?? 1) - limit.windowMs
     if (waitMs > 0 && (worst === undefined || waitMs > worstWaitMs)) {
       worst = limit
       worstWaitMs = waitMs
@@ -135,12 +138,13 @@ export function createRateLimiter (options: RateLimiterOptions): RateLimiter {
   }
 
   return {
-    async check (route, subjects) {
+    async check (route, subjects, costs) {
       let limits = route.rateLimits
       const counters: RateCounter[] = []
       for (const limit of limits) {
         const subject = subjectOf(limit, subjects)
-        if (subject !== undefined) counters.push({ key: counterKey(limit, subject), limit: limit.limit, windowMs: limit.windowMs })
+        // n requests at once: a counter whose request adds n times the ms (GCRA), checked and counted as one
+        if (subject !== undefined) counters.push({ key: counterKey(limit, subject), limit: limit.limit / (costs?.get(limit) ?? 1), windowMs: limit.windowMs })
       }
       // Only a limit whose subject is unknown (a user on a public route) is left out; the tiers
       // (route-rules.ts) make that rare, so the common case keeps the route's own list.
@@ -159,7 +163,7 @@ export function createRateLimiter (options: RateLimiterOptions): RateLimiter {
       }
       const policy = limits === route.rateLimits ? policyOf(limits) : policyField(limits)
       if (outcome.allowed) return { [RATE_LIMIT_POLICY_HEADER]: policy, [RATE_LIMIT_HEADER]: allowedField(limits, outcome) }
-      const { error, limit } = rateLimited(limits, outcome, policy)
+      const { error, limit } = rateLimited(limits, outcome, policy, costs)
       options.onLimited?.(route, limit)
       throw error
     }

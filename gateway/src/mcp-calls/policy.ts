@@ -4,13 +4,16 @@
 // included); the most specific rule wins: an exact name beats any glob, then the glob with the
 // longer literal prefix, then the longer literal text, then the one listed first. An unlisted
 // tool, resource or prompt takes `default`; an unlisted other method asks for nothing more.
+import { createHash } from 'node:crypto'
+import { rateLimit, type RateLimit } from '../limits/rate-limit.js'
 import type { McpMessage } from './messages.js'
 
 /** the scopes a call asks for, all of them ([]: the route's scopes suffice), or `deny`: never through this route */
 export type Requirement = readonly string[] | 'deny'
 
-interface GlobRule { pattern: string; parts: readonly string[]; prefix: number; literal: number; requirement: Requirement }
-export interface NameRules { exact: ReadonlyMap<string, Requirement>; globs: readonly GlobRule[] }
+interface GlobRule<T> { pattern: string; parts: readonly string[]; prefix: number; literal: number; requirement: T }
+/** names (exact, or globs) to what each asks: a requirement, or (tool-limits.ts) a tool's rate limits */
+export interface NameRules<T = Requirement> { exact: ReadonlyMap<string, T>; globs: ReadonlyArray<GlobRule<T>> }
 
 export interface McpPolicy {
   tools: NameRules
@@ -23,6 +26,10 @@ export interface McpPolicy {
   origins: ReadonlySet<string>
   /** sessions (mcp/sessions.ts): each belongs to the identity whose initialize the upstream answered with it, for ttlSeconds after its last use */
   sessions: { ttlSeconds: number }
+  /** the tool names (exact, or globs) metrics, usage and traces label by: those `tools` and `toolRateLimits` list (labels.ts) */
+  toolLabels: NameRules<true>
+  /** the tools' own rate limits (tool-limits.ts); absent when `toolRateLimits` names none */
+  toolLimits?: NameRules<readonly RateLimit[]>
   /** as the route file says it (the admin API and `keygate routes check --json` show this) */
   toJSON: () => McpEntry
 }
@@ -36,6 +43,8 @@ export interface McpEntry {
   default?: string[] | 'deny'
   origins?: string[]
   sessions?: { ttlSeconds?: number }
+  /** a tool's own rate limits and quotas (tool-limits.ts), by name (exact, or globs) as `tools` */
+  toolRateLimits?: Record<string, Array<{ by: 'key' | 'user' | 'agent' | 'address'; limit: number; window: string; bucket?: string }>>
 }
 
 /** An MCP session is forgotten after this long unused (each request in it renews it), unless the route says otherwise. */
@@ -70,9 +79,9 @@ function globMatches (parts: readonly string[], name: string): boolean {
   return true
 }
 
-export function compileRules (map: Readonly<Record<string, Requirement>> = {}): NameRules {
-  const exact = new Map<string, Requirement>()
-  const globs: GlobRule[] = []
+export function compileRules<T = Requirement> (map: Readonly<Record<string, T>> = {}): NameRules<T> {
+  const exact = new Map<string, T>()
+  const globs: Array<GlobRule<T>> = []
   for (const [pattern, requirement] of Object.entries(map)) {
     if (!pattern.includes('*')) {
       exact.set(pattern, requirement)
@@ -93,7 +102,7 @@ export function compileRules (map: Readonly<Record<string, Requirement>> = {}): 
 }
 
 /** The rule for `name`: the most specific that matches, or undefined. */
-export function lookup (rules: NameRules, name: string): { pattern: string; requirement: Requirement } | undefined {
+export function lookup<T> (rules: NameRules<T>, name: string): { pattern: string; requirement: T } | undefined {
   const exact = rules.exact.get(name)
   if (exact !== undefined) return { pattern: name, requirement: exact }
   const glob = rules.globs.find((rule) => globMatches(rule.parts, name))
@@ -112,8 +121,23 @@ export function policyScopes (policy: Pick<McpPolicy, 'toJSON'>): string[] {
   return [...new Set(requirements.flatMap((requirement) => requirement === 'deny' ? [] : requirement))]
 }
 
-export function compilePolicy (entry: McpEntry): McpPolicy {
+/**
+ * A tool's limit: its own counter (the route's scope, then the rule's pattern, hashed: a name of a
+ * kilobyte makes no longer key), or its bucket's, shared like any; its policy name says "tool".
+ */
+function toolLimit (entry: NonNullable<McpEntry['toolRateLimits']>[string][number], scope: string, pattern: string): RateLimit {
+  const limit = rateLimit(entry, `${scope}:t:${createHash('sha256').update(pattern).digest('base64url').slice(0, 16)}`)
+  return limit.bucket === undefined ? { ...limit, policy: `tool-${limit.policy}` } : limit
+}
+
+/** `scope`: the route's counter scope (limits/rate-limit.ts: routeScope), which the tools' own counters are under */
+export function compilePolicy (entry: McpEntry, scope = ''): McpPolicy {
+  const toolRateLimits = entry.toolRateLimits === undefined || Object.keys(entry.toolRateLimits).length === 0
+    ? undefined
+    : Object.fromEntries(Object.entries(entry.toolRateLimits).map(([pattern, limits]) =>
+      [pattern, limits.map((limit) => toolLimit(limit, scope, pattern))]))
   return {
+    ...(toolRateLimits !== undefined && { toolLimits: compileRules<readonly RateLimit[]>(toolRateLimits) }),
     tools: compileRules(entry.tools),
     resources: compileRules(entry.resources),
     prompts: compileRules(entry.prompts),
@@ -121,6 +145,8 @@ export function compilePolicy (entry: McpEntry): McpPolicy {
     default: entry.default ?? [],
     origins: new Set(entry.origins ?? []),
     sessions: { ttlSeconds: entry.sessions?.ttlSeconds ?? DEFAULT_MCP_SESSION_TTL_SECONDS },
+    toolLabels: compileRules(Object.fromEntries([...Object.keys(entry.tools ?? {}), ...Object.keys(entry.toolRateLimits ?? {})]
+      .map((name) => [name, true as const]))),
     toJSON: () => entry
   }
 }

@@ -7,6 +7,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { HTTP_METHODS } from '#client/protocol'
 import type { CacheStats } from '../lib/lru-cache.js'
 import { FastHistogram, type Series } from './fast-histogram.js'
+import { MCP_MESSAGES_METRIC, mcpMetrics, type McpMetrics } from './mcp.js'
 import { OPENMETRICS_CONTENT_TYPE, openMetricsText } from './openmetrics.js'
 
 /** what the scrape reads from the services: counters they keep themselves */
@@ -37,7 +38,7 @@ export interface LabelledRoute {
   readonly name: string
 }
 
-export interface GatewayMetrics {
+export interface GatewayMetrics extends McpMetrics {
   readonly registry: Registry
   /** one finished request: its route label (see routeLabel in http/plugins/metrics.ts), method and status */
   countRequest: (route: string, method: string, status: number) => void
@@ -93,7 +94,8 @@ export const METRIC_NAMES = {
   idpKeysAge: 'keygate_idp_keys_age_seconds',
   idpKeysUsable: 'keygate_idp_keys_usable',
   agentRequests: 'keygate_agent_requests_total',
-  agentDirectoryFetches: 'keygate_agent_directory_fetches_total'
+  agentDirectoryFetches: 'keygate_agent_directory_fetches_total',
+  mcpMessages: MCP_MESSAGES_METRIC
 } as const
 
 /** What the metrics read of one trusted issuer's keys (idp/issuer-keys.ts). */
@@ -268,10 +270,7 @@ function rateLimitMetrics (registry: Registry): Pick<GatewayMetrics, 'countRateL
   /** one more in a route's count of `label` */
   const bump = (counts: Map<string, Map<string, number>>, route: string, label: string): void => {
     let byLabel = counts.get(route)
-    if (byLabel === undefined) {
-      byLabel = new Map()
-      counts.set(route, byLabel)
-    }
+    if (byLabel === undefined) counts.set(route, byLabel = new Map())
     byLabel.set(label, (byLabel.get(label) ?? 0) + 1)
   }
 
@@ -466,6 +465,7 @@ export function createGatewayMetrics (sources: MetricSources): GatewayMetrics {
     ...limits,
     ...queues,
     ...identity,
+    ...mcpMetrics(registry),
     includeProcessMetrics () {
       if (processMetrics) return
       processMetrics = true

@@ -9,6 +9,7 @@ import { releaseReplayMark } from '../auth/replay.js'
 import type { AuthState } from '../auth/stage.js'
 import { GatewayError } from '../errors.js'
 import type { RateLimiter } from '../limits/limiter.js'
+import { toolLimited } from '../mcp-calls/tool-limits.js'
 import { identityTokenFor, type IdentityTokenIssuer } from './identity.js'
 import type { RouteConfig } from './route.js'
 import type { RouteTable } from './route-table.js'
@@ -86,8 +87,11 @@ export interface AfterAuthentication {
 export function limitAndIdentify (
   { limiter, identityTokens }: AfterAuthentication, route: RouteConfig, request: DescribedRequest, auth: AuthState, out: Admitted
 ): void | Promise<void> {
+  // an MCP route's tool calls count in their tools' limits too (mcp-calls/tool-limits.ts); other routes pay one property check
+  const tools = route.mcp?.toolLimits === undefined ? undefined : toolLimited(route, auth.mcpMessages)
+  const limited = tools?.route ?? route
   // most routes send no identity token and have no limits: nothing more to allocate or wait for
-  if (route.identityToken === undefined && route.rateLimits.length === 0) return
+  if (route.identityToken === undefined && limited.rateLimits.length === 0) return
   const refused = (err: unknown): never => {
     releaseReplayMark(auth)
     throw err
@@ -98,9 +102,9 @@ export function limitAndIdentify (
   }
   let pending: void | Promise<void>
   try {
-    pending = route.rateLimits.length === 0
+    pending = limited.rateLimits.length === 0
       ? identify()
-      : limiter.check(route, { key: auth.key?.apiKey, user: auth.user, agent: auth.agent?.origin, address: request.ip }).then((headers) => {
+      : limiter.check(limited, { key: auth.key?.apiKey, user: auth.user, agent: auth.agent?.origin, address: request.ip }, tools?.costs).then((headers) => {
         out.answerHeaders = headers
         return identify()
       })

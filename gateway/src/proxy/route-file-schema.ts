@@ -47,7 +47,9 @@ const McpSchema = Type.Object({
   // sessions are bound to the identity that opened them (mcp/sessions.ts)
   sessions: Type.Optional(Type.Object({
     ttlSeconds: Type.Optional(Type.Integer({ minimum: 60, maximum: MAX_MCP_SESSION_TTL_SECONDS }))
-  }, { additionalProperties: false }))
+  }, { additionalProperties: false })),
+  // a tool's own rate limits and quotas, by name or glob as `tools` (mcp-calls/tool-limits.ts)
+  toolRateLimits: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 1024 }), Type.Array(RateLimitEntrySchema, { minItems: 1, maxItems: 16 })))
 }, { additionalProperties: false })
 
 export const RouteEntrySchema = Type.Object({

@@ -88,7 +88,7 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     ...(entry.scopes !== undefined && { scopes: entry.scopes }),
     ...(entry.backendNormalises !== undefined && { backendNormalises: entry.backendNormalises }),
     ...(resource !== undefined && { resource }),
-    ...(entry.mcp !== undefined && { mcp: compilePolicy(entry.mcp) }),
+    ...(entry.mcp !== undefined && { mcp: compilePolicy(entry.mcp, scope) }),
     identityToken: entry.identityToken === undefined
       ? undefined
       : {

@@ -4,7 +4,7 @@
 // tier knows and one limit per counter.
 import { HTTP_METHODS, requestTargetProblem } from '#client/protocol'
 import { agentOriginProblem } from '../agents/signature-agent.js'
-import { MAX_WINDOW_SECONDS } from '../limits/rate-limit.js'
+import { MAX_WINDOW_SECONDS, type RateLimit } from '../limits/rate-limit.js'
 import { NAMED_METHODS } from '../mcp-calls/policy.js'
 import { METADATA_PATH } from '../resources/resource.js'
 import type { Problem, RouteEntry } from './route-file-schema.js'
@@ -197,9 +197,38 @@ function routePathProblems (r: RouteConfig, i: number): Problem[] {
  * onStoreDown only with limits.
  */
 function rateLimitProblems (r: RouteConfig, i: number, hasOnStoreDown: boolean): Problem[] {
+  const problems = limitListProblems(r, i, r.rateLimits, `routes[${i}].rateLimits`, 'rateLimits')
+  // a tool's limits (mcp.toolRateLimits): the same rules, and no counter of the route's own (a request would count in it once)
+  const tools = toolLimitLists(r, i)
+  for (const [at, limits] of tools) {
+    problems.push(...limitListProblems(r, i, limits, at, at.slice(at.indexOf('.') + 1)))
+    limits.forEach((limit, j) => {
+      const shared = r.rateLimits.findIndex((other) => other.counter === limit.counter)
+      if (shared >= 0) {
+        problems.push({ route: i, text: `${at}[${j}]: counts in the same counter as the route's rateLimits[${shared}]; give the tool another bucket` })
+      }
+    })
+  }
+  if (hasOnStoreDown && r.rateLimits.length === 0 && tools.length === 0) {
+    problems.push({ route: i, text: `routes[${i}].onStoreDown: applies only to a route with rateLimits` })
+  }
+  return problems
+}
+
+/** An MCP route's tool limits, each entry's list with where it is in the file. */
+function toolLimitLists (r: RouteConfig, i: number): Array<[string, readonly RateLimit[]]> {
+  const rules = r.mcp?.toolLimits
+  if (rules === undefined) return []
+  return Object.keys(r.mcp?.toJSON().toolRateLimits ?? {}).map((pattern) => [
+    `routes[${i}].mcp.toolRateLimits[${JSON.stringify(pattern)}]`,
+    rules.exact.get(pattern) ?? rules.globs.find((rule) => rule.pattern === pattern)?.requirement ?? []
+  ])
+}
+
+/** One list of limits (a route's, or a tool's): `at` names it in problems, `field` in a duplicate's. */
+function limitListProblems (r: RouteConfig, i: number, limits: readonly RateLimit[], at: string, field: string): Problem[] {
   const problems: Problem[] = []
-  const at = `routes[${i}].rateLimits`
-  r.rateLimits.forEach((limit, j) => {
+  limits.forEach((limit, j) => {
     if (limit.windowMs > MAX_WINDOW_SECONDS * 1000) {
       problems.push({ route: i, text: `${at}[${j}].window: ${JSON.stringify(limit.window)} is longer than the longest window, 366d` })
     }
@@ -226,40 +255,41 @@ function rateLimitProblems (r: RouteConfig, i: number, hasOnStoreDown: boolean):
           `signed route naming agents); this route is ${r.auth} without agents (count by ${r.auth === 'public' ? 'address' : 'user or address'})`
       })
     }
-    const earlier = r.rateLimits.findIndex((other) => other.counter === limit.counter)
+    const earlier = limits.findIndex((other) => other.counter === limit.counter)
     if (earlier < j) {
       problems.push({
         route: i,
-        text: `${at}[${j}]: counts in the same counter as rateLimits[${earlier}] (by ${limit.by} per ${limit.window}` +
+        text: `${at}[${j}]: counts in the same counter as ${field}[${earlier}] (by ${limit.by} per ${limit.window}` +
           `${limit.bucket === undefined ? '' : `, bucket ${limit.bucket}`}); give each counter one limit`
       })
     }
   })
-  if (hasOnStoreDown && r.rateLimits.length === 0) {
-    problems.push({ route: i, text: `routes[${i}].onStoreDown: applies only to a route with rateLimits` })
-  }
   return problems
 }
 
 /** A bucket's counter is one: every route that shares it must give it the same limit and window. */
 function bucketProblems (routes: Array<RouteConfig | undefined>): Problem[] {
   const problems: Problem[] = []
-  const first = new Map<string, { limit: RouteConfig['rateLimits'][number]; at: string }>()
+  const first = new Map<string, { limit: RouteConfig['rateLimits'][number]; at: string; list: string }>()
   routes.forEach((r, i) => {
-    r?.rateLimits.forEach((limit, j) => {
-      if (limit.bucket === undefined) return
-      const at = `routes[${i}].rateLimits[${j}]`
-      const seen = first.get(limit.counter)
-      if (seen === undefined) {
-        first.set(limit.counter, { limit, at })
-      } else if (seen.at.split('.')[0] !== at.split('.')[0] && (seen.limit.limit !== limit.limit || seen.limit.window !== limit.window)) {
-        problems.push({
-          route: i,
-          text: `${at}: bucket ${JSON.stringify(limit.bucket)} by ${limit.by} is ${limit.limit} per ${limit.window} here and ` +
+    if (r === undefined) return
+    const lists: Array<[string, readonly RateLimit[]]> = [[`routes[${i}].rateLimits`, r.rateLimits], ...toolLimitLists(r, i)]
+    for (const [list, limits] of lists) {
+      limits.forEach((limit, j) => {
+        if (limit.bucket === undefined) return
+        const at = `${list}[${j}]`
+        const seen = first.get(limit.counter)
+        if (seen === undefined) {
+          first.set(limit.counter, { limit, at, list })
+        } else if (seen.list !== list && (seen.limit.limit !== limit.limit || seen.limit.window !== limit.window)) {
+          problems.push({
+            route: i,
+            text: `${at}: bucket ${JSON.stringify(limit.bucket)} by ${limit.by} is ${limit.limit} per ${limit.window} here and ` +
             `${seen.limit.limit} per ${seen.limit.window} in ${seen.at}; a shared counter has one limit: give both the same, or another bucket`
-        })
-      }
-    })
+          })
+        }
+      })
+    }
   })
   return problems
 }

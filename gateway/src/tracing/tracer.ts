@@ -28,6 +28,7 @@ import type { AuthStage, AuthState } from '../auth/stage.js'
 import type { TracingSettings } from '../config/tracing.js'
 import { isGatewayError } from '../errors.js'
 import { keygateVersion } from '../lib/version.js'
+import { requestLabels } from '../mcp-calls/labels.js'
 import type { UpstreamTrace } from '../proxy/forwarder.js'
 import type { UpstreamRequest } from '../proxy/upstream-request.js'
 
@@ -114,6 +115,10 @@ function endServerSpan (request: FastifyRequest, reply: FastifyReply, name: stri
     // decision mode has no `authenticated` flag: its answer is the decision
     const allowed = (request.authenticated as boolean | undefined) ?? status < 400
     if (forward.route.auth !== 'public') span.setAttribute('keygate.decision', allowed ? 'allowed' : 'refused')
+    // an MCP route: the JSON-RPC method and tool, as OpenTelemetry's MCP conventions name them, bounded (mcp-calls/labels.ts)
+    const labels = forward.route.mcp === undefined ? undefined : requestLabels(forward.route.mcp, request.auth?.mcpMessages)
+    if (labels !== undefined) span.setAttribute('mcp.method.name', labels.method)
+    if (labels?.tool !== undefined) span.setAttribute('gen_ai.tool.name', labels.tool)
   }
   const auth = request.auth
   if (auth != null) {

@@ -4,6 +4,7 @@
 // or keygate's own route paths, never from the URL a client sent, so their number stays bounded.
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
+import { messageLabels } from '../../mcp-calls/labels.js'
 import type { GatewayMetrics } from '../../metrics/metrics.js'
 import { PROXY_ROUTE_URLS } from './catch-all.js'
 
@@ -39,6 +40,14 @@ const metricsHooks: FastifyPluginAsync<{ metrics: GatewayMetrics }> = async (app
     if (request.forward?.route.agents !== undefined && reason !== null) {
       const agent = request.auth?.agent
       metrics.countAgentRequest(agent === undefined ? 'none' : agent.pinned ? agent.origin : 'other', reason)
+    }
+    // MCP routes: each JSON-RPC message read, by method and tool (bounded: mcp-calls/labels.ts)
+    const mcp = request.forward?.route.mcp
+    if (mcp !== undefined) {
+      for (const message of request.auth?.mcpMessages ?? []) {
+        const labels = messageLabels(mcp, message)
+        metrics.countMcpMessage(route, labels.method, labels.tool ?? '', reply.statusCode)
+      }
     }
     done()
   })

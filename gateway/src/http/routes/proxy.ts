@@ -68,11 +68,13 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
   const admitted = { limiter, identityTokens }
   const limitAndMutate = (request: FastifyRequest, state: ForwardState): void | Promise<void> => {
     const { route } = state
-    if (route.identityToken === undefined && route.rateLimits.length === 0) return
+    // limits of its own, or (an MCP route) of its tools
+    const limited = route.rateLimits.length > 0 || route.mcp?.toolLimits !== undefined
+    if (route.identityToken === undefined && !limited) return
     const described = describeInline(request)
     const startTime = tracing === undefined ? 0 : performance.now()
     const pending = limitAndIdentify(admitted, route, described, request.auth ?? {}, state)
-    return pending === undefined || tracing === undefined || route.rateLimits.length === 0
+    return pending === undefined || tracing === undefined || !limited
       ? pending
       : tracing.around(described, 'keygate.rate_limit', startTime, pending)
   }

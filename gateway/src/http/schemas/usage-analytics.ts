@@ -46,5 +46,15 @@ export const UsageSeries = Type.Object({
   ...Window,
   points: Type.Array(Type.Object({ at: Type.String({ format: 'date-time', description: 'the bucket\'s start' }), ...Totals }), {
     description: 'every bucket of the window, oldest first, zeros included'
-  })
+  }),
+  mcpCalls: Type.Array(Type.Object({
+    route: Type.String(),
+    method: Type.String({ description: 'the JSON-RPC method: one the MCP specification defines, "other", or "batch" for a request of several messages' }),
+    tool: Type.Union([Type.String(), Type.Null()], {
+      description: 'tools/call: the tool as the route\'s policy lists it (a name, or the glob that took it), "other" for a name it does not list; ' +
+        'null for other methods'
+    }),
+    requests: Type.Integer(),
+    refusals: Type.Integer({ description: 'of them, requests keygate refused' })
+  }), { description: 'the requests on MCP routes over the window, by route, method and tool (docs/mcp.md), most first' })
 })

@@ -11,7 +11,10 @@ export const LimitUsage = Type.Object({
   window: Type.String({ description: 'as the route file says it: 10s, 1m, 30d, ...' }),
   used: Type.Integer({ description: 'requests counted that have not drained yet' }),
   remaining: Type.Integer({ description: 'requests that would pass now' }),
-  resetSeconds: Type.Integer({ description: 'seconds until the counter is back to its full limit (0: unused)' })
+  resetSeconds: Type.Integer({ description: 'seconds until the counter is back to its full limit (0: unused)' }),
+  tools: Type.Optional(Type.Array(Type.String(), {
+    description: 'an MCP route\'s tool limit (mcp.toolRateLimits): the tools (names or globs) whose calls count in it; absent for a route\'s own limit'
+  }))
 })
 
 /** The user API's read-outs: the caller's own key, or the caller. */

@@ -122,3 +122,35 @@ t.test('one bucket, one limit, on several routes and tiers; other windows or bys
     route('public', 'rateLimits:\n  - { by: address, limit: 5, window: 30d, bucket: monthly }', '/c/')
   )), [])
 })
+
+t.test('an MCP route\'s tool limits (mcp.toolRateLimits): their own counters and policy names; the same rules, named by tool', async (t) => {
+  const tools = 'mcp:\n  toolRateLimits:\n    "search_*": [{ by: user, limit: 10, window: 1m }]\n' +
+    '    delete_repository: [{ by: user, limit: 5, window: 1d }, { by: user, limit: 100, window: 30d, bucket: monthly }]\n'
+  const [mcp] = load(file(route('bearer', `rateLimits:\n  - { by: user, limit: 100, window: 1m }\n${tools}`, '/mcp/')))
+  const search = mcp?.mcp?.toolLimits?.globs[0]?.requirement ?? []
+  const remove = mcp?.mcp?.toolLimits?.exact.get('delete_repository') ?? []
+  t.same([...search, ...remove].map((limit) => limit.policy), ['tool-user-1m', 'tool-user-1d', 'monthly-user-30d'],
+    'a tool\'s own limit says "tool"; a bucket keeps its name')
+  const counters = [mcp?.rateLimits[0]?.counter, search[0]?.counter, remove[0]?.counter]
+  t.equal(new Set(counters).size, 3, 'the route\'s and each tool\'s: three counters')
+  t.equal(remove[1]?.counter, 'b:monthly:user:2592000', 'a bucket: the one counter of that name')
+  t.same(problems(file(route('bearer', 'mcp:\n  toolRateLimits:\n    write: [{ by: key, limit: 1, window: 1s }]\n', '/mcp/'))), [
+    'routes.yaml: routes[0].mcp.toolRateLimits["write"][0].by: "key" counts per API key, which only a signed route knows; this route is bearer ' +
+      '(count by user or address)'
+  ], 'by key on a bearer route')
+  t.same(problems(file(route('bearer', 'rateLimits:\n  - { by: user, limit: 9, window: 1d, bucket: daily }\n' +
+    'mcp:\n  toolRateLimits:\n    write: [{ by: user, limit: 9, window: 1d, bucket: daily }]\n', '/mcp/'))), [
+    'routes.yaml: routes[0].mcp.toolRateLimits["write"][0]: counts in the same counter as the route\'s rateLimits[0]; give the tool another bucket'
+  ], 'a tool limit in the route\'s own counter')
+  t.same(problems(file(route('bearer', 'onStoreDown: deny\nmcp:\n  toolRateLimits:\n    write: [{ by: user, limit: 1, window: 1s }]\n', '/mcp/'))), [],
+    'onStoreDown with tool limits alone')
+})
+
+t.test('a bucket a route and a tool of another route share: one limit, or a problem', async (t) => {
+  t.same(problems(file(
+    route('bearer', 'rateLimits:\n  - { by: user, limit: 1000, window: 30d, bucket: monthly }', '/a/'),
+    route('bearer', 'mcp:\n  toolRateLimits:\n    write: [{ by: user, limit: 50, window: 30d, bucket: monthly }]\n', '/mcp/'))), [
+    'routes.yaml: routes[1].mcp.toolRateLimits["write"][0]: bucket "monthly" by user is 50 per 30d here and 1000 per 30d in routes[0].rateLimits[0]; ' +
+      'a shared counter has one limit: give both the same, or another bucket'
+  ])
+})

@@ -23,7 +23,7 @@ mcp:
 
 t.test('each mistake is named', async (t) => {
   const cases: Array<[string, RegExp]> = [
-    ['auth: bearer\nmcp: { tool: {} }', /routes\[0\]\.mcp\.tool: is not a known field \(known: tools, resources, prompts, methods, default, origins, sessions\)/],
+    ['auth: bearer\nmcp: { tool: {} }', /routes\[0\]\.mcp\.tool: is not a known field \(known: tools, resources, prompts, methods, default, origins, sessions, toolRateLimits\)/],
     ['auth: bearer\nmcp: { default: allow }', /routes\[0\]\.mcp\.default: .*not a list of scopes, or deny/],
     ['auth: bearer\nmcp: { tools: { x: ["has space"] } }', /routes\[0\]\.mcp\.tools\.x/],
     ['auth: bearer\nmcp: { methods: { "tools/call": [a] } }', /mcp\.methods: tools\/call is judged per name by mcp\.tools; list it there/],
@@ -44,4 +44,7 @@ t.test('docs/mcp.md\'s route file loads as the page says', async (t) => {
   t.same([...policy?.origins ?? []], ['https://app.example.com'])
   t.same(policy?.sessions, { ttlSeconds: 86_400 }, 'sessions bound for a day after their last use, by default')
   t.same(route?.resource?.id, 'https://api.example.com/mcp')
+  const search = policy?.toolLimits?.globs.find((rule) => rule.pattern === 'search_*')?.requirement
+  t.match(search, [{ by: 'user', limit: 60, window: '1m', policy: 'tool-user-1m' }], 'a glob\'s own limit')
+  t.match(policy?.toolLimits?.exact.get('delete_repository'), [{ by: 'user', limit: 10, window: '1d', policy: 'tool-user-1d' }])
 })
