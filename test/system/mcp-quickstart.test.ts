@@ -64,7 +64,7 @@ t.test('docs/mcp-quickstart.md: its files, a real IdP and MCP server, the SDK\'s
     t.equal(provider.authorizations[0]?.scope, 'notes:read notes:write', 'asked for what the metadata lists')
     t.match(provider.accessTokenClaims(), { aud: resource, scope: 'notes:read', sub: 'alice' }, 'the user allowed reading only')
     const { tools } = await connection.client.listTools()
-    t.same(tools.map((tool) => tool.name).sort(), ['whoami', 'write-note'])
+    t.same(tools.map((tool) => tool.name).sort(), ['whoami'], 'the list shows only what notes:read may call')
     const identity = JSON.parse(text(await connection.client.callTool({ name: 'whoami' }))) as Record<string, string | null>
     t.equal(identity['x-gateway-user'], 'corp:alice', 'the server sees the issuer\'s name and the subject')
     t.equal(mcp.calls('whoami')[0]?.headers.authorization, undefined, 'never the token')
@@ -88,6 +88,8 @@ t.test('docs/mcp-quickstart.md: its files, a real IdP and MCP server, the SDK\'s
     t.equal(provider.accessTokenClaims().scope, 'notes:read notes:write')
     t.equal(text(written), 'note 1 written')
     t.equal(mcp.calls('write-note').length, 1, 'the refused call never reached the server; the retry did')
+    const { tools } = await connection.client.listTools()
+    t.same(tools.map((tool) => tool.name).sort(), ['whoami', 'write-note'], 'stepped up, the list shows write-note too')
   })
 
   t.test('delete-note is denied whatever the token; another API\'s token is 401 invalid_token; neither forwarded', async (t) => {
