@@ -5,11 +5,15 @@
 // code flow at a real OpenID Provider, test/helpers/oidc-provider.ts). Between keygate and the
 // server, a TCP relay keeps every byte keygate sent, so the test sees what reached the server.
 // The client lists the server's tools and calls one; its long-running tool's progress
-// notifications reach the client as the server streams them (SSE), before the result; the tool
+// notifications reach the client as the server streams them (SSE), before the result; a tool that
+// asks the client to sample (a request from the server on the call's stream, the client's answer
+// POSTed back) completes; the tool
 // the route denies (get-env, which shows the server's environment) is refused by keygate with a
 // JSON-RPC error the SDK surfaces, and not one byte naming it reaches the server.
 import { connect, createServer, type Socket } from 'node:net'
 import type { AddressInfo } from 'node:net'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import t from 'tap'
 import { startEverything } from '../helpers/mcp-everything.js'
 import { TestOAuthProvider, connectMcp } from '../helpers/mcp-oauth-client.js'
@@ -78,7 +82,14 @@ routes:
   // timeoutMs 1500: keygate holds the SDK client's GET stream (below) until then, and its close waits for it
 
   const provider = new TestOAuthProvider(async (url) => await idp.authorize(url, 'alice', { allow: ['mcp:read'] }))
-  const { client } = await connectMcp(resource, provider)
+  // an MCP host that can sample: the server may ask it for an LLM's answer, inside a tool call
+  const { client } = await connectMcp(resource, provider, () => {
+    const host = new Client({ name: 'keygate-test-host', version: '1.0.0' }, { capabilities: { sampling: {} } })
+    host.setRequestHandler(CreateMessageRequestSchema, (request) => ({
+      role: 'assistant', model: 'test-model', content: { type: 'text', text: `sampled: ${JSON.stringify(request.params.messages[0]?.content)}` }
+    }))
+    return host
+  })
   t.teardown(async () => { await client.close() })
   t.equal(client.getServerVersion()?.name, 'mcp-servers/everything', 'the SDK client connected to server-everything through keygate, with OAuth')
 
@@ -97,6 +108,12 @@ routes:
   events.push(text(result))
   t.same(events, ['progress 1/3', 'progress 2/3', 'progress 3/3', 'Long running operation completed. Duration: 0.3 seconds, Steps: 3.'],
     'the long-running tool\'s progress reached the client step by step, before its result')
+
+  // the server's request (sampling/createMessage) on the tool call's SSE answer; the client's answer, a JSON-RPC response, POSTed back
+  const sampled = text(await client.callTool({ name: 'trigger-sampling-request', arguments: { prompt: 'through keygate' } }))
+  t.match(sampled, /LLM sampling result:[^]*sampled: .*Resource trigger-sampling-request context: through keygate/,
+    'a server-to-client request and its answer went both ways through keygate, inside the tool call')
+  t.match(relay.sent(), /\{"result":\{"model":"test-model",/, 'the host\'s answer reached the server as a response message')
 
   const before = relay.sent().length
   const refused = await client.callTool({ name: 'get-env', arguments: {} }).then(() => undefined, (error: unknown) => error)
