@@ -127,7 +127,7 @@ routes:
   // The GET stream (server-to-client messages outside a request): server-everything answers it at
   // once, 200 text/event-stream, and sends an event only when it has one. keygate passes a streamed
   // answer's headers on with its first chunk, so a quiet stream is held until the route's timeoutMs,
-  // then answered 500 INTERNAL_ERROR (undici's body timeout, unhandled) instead of reaching the client.
+  // then answered 504 UPSTREAM_TIMEOUT instead of reaching the client. A todo (not run) until it does.
   t.test('a quiet GET stream opens through keygate at once', { todo: 'keygate holds a streamed answer\'s headers until its first chunk' }, async (t) => {
     const headers = { authorization: `Bearer ${provider.tokens()?.access_token ?? ''}`, 'mcp-protocol-version': '2025-06-18' }
     const init = await fetch(resource, {
