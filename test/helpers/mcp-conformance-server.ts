@@ -265,7 +265,9 @@ export async function startConformanceServer (t: { teardown: (fn: () => unknown)
           onsessioninitialized: (sessionId) => { transports.set(sessionId, made) }
         })
         made.onclose = () => { if (made.sessionId !== undefined) transports.delete(made.sessionId) }
-        void conformanceServer().connect(made)
+        conformanceServer().connect(made).then(async () => { await made.handleRequest(req, res, body) })
+          .catch(() => { if (!res.headersSent) res.writeHead(500).end() })
+        return
       }
       if (transport === undefined) {
         res.writeHead(id === undefined ? 400 : 404, { 'content-type': 'application/json' })
