@@ -147,12 +147,14 @@ export interface McpConnection {
 /**
  * An MCP client connected to `url` (nothing else known): connect, and while the SDK answers
  * UnauthorizedError (it sent the user to the IdP), finish with the redirect's code and connect
- * again on a new transport, as the SDK's OAuth example does. At most two rounds.
+ * again on a new transport, as the SDK's OAuth example does. At most two rounds. `makeClient`: a
+ * client of the test's own (capabilities, request handlers), made anew for each round.
  */
-export async function connectMcp (url: string, provider: TestOAuthProvider): Promise<McpConnection> {
+export async function connectMcp (url: string, provider: TestOAuthProvider,
+  makeClient = (): Client => new Client({ name: 'keygate-test-host', version: '1.0.0' })): Promise<McpConnection> {
   for (let redirects = 0; redirects <= 2; redirects++) {
     const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider, fetch: provider.fetch })
-    const client = new Client({ name: 'keygate-test-host', version: '1.0.0' })
+    const client = makeClient()
     try {
       await client.connect(transport)
       return { client, transport, redirects }

@@ -400,8 +400,11 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     this.#finish()
     if (this.#span !== undefined) this.trace?.ended(this.#span, this.#status, error)
     if (this.#stream !== undefined) {
-      // the answer has begun: all that can be done is to cut it, so the client sees it is incomplete
-      this.#stream.destroy(error)
+      // the answer has begun: all that can be done is to cut it, so the client sees it is incomplete.
+      // Unless none of it has reached the client yet (headers included: Fastify sends a stream's with
+      // its first byte): then Fastify answers the stream's error, which must be a problem of ours
+      // (504 for a body that never came), not an unexpected error (500)
+      this.#stream.destroy(this.reply.raw.headersSent || error instanceof GatewayError ? error : upstreamError(error))
       return
     }
     if (NOT_CONNECTED.has((error as Error & { code?: string }).code ?? '')) this.notSent?.(this.reply)

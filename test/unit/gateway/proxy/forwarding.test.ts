@@ -2,6 +2,8 @@
 // gateway's identity headers and nothing a client sent in their place; nothing at all for a
 // request the gateway refuses. Plus the proxy's own failures (413, 502, 504, 400).
 import { createHash } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { defaultRoutes } from '../../../../gateway/src/proxy/route.js'
 import { send, sendRaw } from '../../../helpers/http.js'
@@ -181,5 +183,26 @@ t.test('upstream failures', async (t) => {
     t.equal(res.status, 504)
     t.equal(res.json().code, 'UPSTREAM_TIMEOUT')
     t.equal(hanging.requests.length, 1)
+  })
+
+  t.test('an upstream that sends its headers, then no body in time: 504 UPSTREAM_TIMEOUT, not 500', async (t) => {
+    // a streamed answer (no Content-Length) whose headers came and whose first byte never does:
+    // nothing of it reached the client yet (its headers go with its first byte), so the client is
+    // told what happened (as an MCP server's quiet SSE answer did: docs/mcp.md, "Tested with")
+    const stalled = createServer((_req, res) => { res.writeHead(200, { 'content-type': 'application/json' }).flushHeaders() })
+    await new Promise<void>((resolve) => stalled.listen(0, '127.0.0.1', resolve))
+    t.teardown(async () => { stalled.closeAllConnections(); await new Promise((resolve) => stalled.close(resolve)) })
+    const gw = await startTestGateway(t, {
+      store: 'memory',
+      upstreamUrl: `http://127.0.0.1:${(stalled.address() as AddressInfo).port}`,
+      routes: (upstream) => defaultRoutes({ upstream, bodyLimit: 1024, timeoutMs: 300 })
+    })
+    await addUser(gw, 'alice')
+    const token = await login(gw.url, 'alice')
+    const keys = rsaKeyPair()
+    await registerKey(gw.url, token, keys)
+    const res = await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/' })
+    t.equal(res.status, 504)
+    t.equal(res.json().code, 'UPSTREAM_TIMEOUT')
   })
 })
