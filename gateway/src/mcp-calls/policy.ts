@@ -30,6 +30,12 @@ export interface McpPolicy {
   toolLabels: NameRules<true>
   /** the tools' own rate limits (tool-limits.ts); absent when `toolRateLimits` names none */
   toolLimits?: NameRules<readonly RateLimit[]>
+  /**
+   * event streams (SSE answers to POSTs, the GET stream): the upstream may be silent this long
+   * between two bytes of an answer (keep-alive comments are bytes) before keygate cuts it; in
+   * place of timeoutMs, which still bounds the wait for the answer's headers
+   */
+  streams: { idleSeconds: number }
   /** as the route file says it (the admin API and `keygate routes check --json` show this) */
   toJSON: () => McpEntry
 }
@@ -45,11 +51,20 @@ export interface McpEntry {
   sessions?: { ttlSeconds?: number }
   /** a tool's own rate limits and quotas (tool-limits.ts), by name (exact, or globs) as `tools` */
   toolRateLimits?: Record<string, Array<{ by: 'key' | 'user' | 'agent' | 'address'; limit: number; window: string; bucket?: string }>>
+  streams?: { idleSeconds?: number }
 }
 
 /** An MCP session is forgotten after this long unused (each request in it renews it), unless the route says otherwise. */
 export const DEFAULT_MCP_SESSION_TTL_SECONDS = 86_400
 export const MAX_MCP_SESSION_TTL_SECONDS = 30 * 86_400
+
+/**
+ * An answer's stream is cut after this long without a byte from the upstream, unless the route
+ * says otherwise: 20 times the SDK servers' keep-alive interval (15 s), so a live stream is never
+ * cut, and a dead one is let go within minutes (an MCP client opens its GET stream again).
+ */
+export const DEFAULT_MCP_STREAM_IDLE_SECONDS = 300
+export const MAX_MCP_STREAM_IDLE_SECONDS = 86_400
 
 /** the methods judged by their own maps: `methods` may not name them */
 export const NAMED_METHODS: ReadonlyMap<string, NamedKind> = new Map([
@@ -147,6 +162,7 @@ export function compilePolicy (entry: McpEntry, scope = ''): McpPolicy {
     sessions: { ttlSeconds: entry.sessions?.ttlSeconds ?? DEFAULT_MCP_SESSION_TTL_SECONDS },
     toolLabels: compileRules(Object.fromEntries([...Object.keys(entry.tools ?? {}), ...Object.keys(entry.toolRateLimits ?? {})]
       .map((name) => [name, true as const]))),
+    streams: { idleSeconds: entry.streams?.idleSeconds ?? DEFAULT_MCP_STREAM_IDLE_SECONDS },
     toJSON: () => entry
   }
 }
