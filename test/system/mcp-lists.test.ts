@@ -118,6 +118,14 @@ function answer (url: string, id: number, res: ServerResponse): void {
     // a GET stream replaying a list's response (as a resumed stream does)
     case '/raw/stream': return sse(res, 'event: endpoint\ndata: /messages?sessionId=1\n\n',
       'id: 7\ndata: {"jsonrpc":"2.0","id":3,"result":{"prompts":[{"name":"admin-prompt"},{"name":"summarise"}]}}\n\n')
+    // a GET stream without its media type (the SDK's client reads a GET's body as events whatever its Content-Type says)
+    case '/raw/stream-untyped':
+    case '/raw/stream-twice': {
+      const replay = 'id: 7\ndata: {"jsonrpc":"2.0","id":3,"result":{"prompts":[{"name":"admin-prompt"},{"name":"summarise"}]}}\n\n'
+      res.writeHead(200, url.endsWith('twice') ? [['content-type', 'text/event-stream'], ['content-type', 'text/event-stream']] : {})
+      res.end(replay)
+      return
+    }
     default: res.writeHead(404).end()
   }
 }
@@ -257,5 +265,10 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     t.ok(stream.text.startsWith('event: endpoint\ndata: /messages?sessionId=1\n\n'), 'an event of another type passes unread')
     t.same(names(events(stream.text.slice(stream.text.indexOf('id: 7')))[0]?.result?.prompts), ['summarise'],
       'a GET stream replaying a list: filtered by its shape')
+    for (const path of ['/raw/stream-untyped', '/raw/stream-twice']) {
+      const untyped = await send(gw.url, path, { headers })
+      t.notMatch(untyped.text, 'admin-prompt', `${path}: a GET's answer keygate does not read as an event stream is not passed`)
+      t.equal(untyped.status, 502, `${path}: 502`)
+    }
   })
 })
