@@ -8,8 +8,12 @@
 import { createServer, request as httpRequest, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { gzipSync } from 'node:zlib'
+import { randomUUID } from 'node:crypto'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import { ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import t from 'tap'
 import { send, type RawResponse } from '../helpers/http.js'
 import { mcpPostHeaders, startMcpServer } from '../helpers/mcp-server.js'
@@ -130,13 +134,68 @@ function answer (url: string, id: number, res: ServerResponse): void {
   }
 }
 
+/**
+ * A stateful SDK server (one transport per session) whose tools/list and `slow` tool each wait for
+ * the test, as a server that reads its catalog from elsewhere does: `listReached` resolves once a
+ * tools/list is waiting, `callReached` once a call of `slow` is.
+ */
+async function startSlowServer (t: { teardown: (fn: () => unknown) => void }): Promise<{
+  url: string, listReached: Promise<void>, callReached: Promise<void>, release: () => void
+}> {
+  let release: () => void = () => {}
+  const gate = new Promise<void>((resolve) => { release = resolve })
+  let reached: () => void = () => {}
+  const listReached = new Promise<void>((resolve) => { reached = resolve })
+  let called: () => void = () => {}
+  const callReached = new Promise<void>((resolve) => { called = resolve })
+  const transports = new Map<string, StreamableHTTPServerTransport>()
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
+    req.on('end', () => {
+      const body = chunks.length === 0 ? undefined : JSON.parse(Buffer.concat(chunks).toString()) as unknown
+      const id = req.headers['mcp-session-id']
+      let transport = typeof id === 'string' ? transports.get(id) : undefined
+      if (transport === undefined) {
+        const made = transport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(), onsessioninitialized: (session) => { transports.set(session, made) }
+        })
+        const mcp = new McpServer({ name: 'slow', version: '1.0.0' })
+        mcp.registerTool('slow', { description: 'answers once released' }, async () => {
+          called()
+          await gate
+          return { content: [{ type: 'text', text: 'slow' }] }
+        })
+        mcp.server.setRequestHandler(ListToolsRequestSchema, async () => {
+          reached()
+          await gate
+          return { tools: ['whoami', 'admin-reset'].map((name) => ({ name, inputSchema: { type: 'object' as const } })) }
+        })
+        void mcp.connect(made).then(async () => { await made.handleRequest(req, res, body) })
+        return
+      }
+      void transport.handleRequest(req, res, body)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(async () => {
+    release()
+    for (const transport of transports.values()) await transport.close()
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  })
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, listReached, callReached, release: () => { release() } }
+}
+
 t.test('MCP lists show only what the caller may use', async (t) => {
   const mcpJson = await startMcpServer(t, { catalog: true })
   const mcpSse = await startMcpServer(t, { catalog: true, sse: true })
   const held = await startMcpServer(t, { catalog: true, sse: true, holdLists: true })
   const hostile = await startHostile(t)
+  const slow = await startSlowServer(t)
   const routes = `routes:
-${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route('path: /mcp-held', held.url)}${route('prefix: /raw', hostile)}`
+${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route('path: /mcp-held', held.url)}${route('prefix: /raw', hostile)}${
+  route('path: /mcp-slow', slow.url).replace('whoami: []', 'whoami: [], slow: []')}`
   const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: mcpJson.url, routes: () => routesFromYaml(routes, mcpJson.url) })
   await addUser(gw, 'alice')
   await addUser(gw, 'bob')
@@ -227,6 +286,26 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     t.match(progress, { method: 'notifications/progress', params: { progressToken: 'p1' } })
     t.equal(result?.id, 9)
     t.same(names(result?.result?.tools), ['whoami'], 'the list, filtered, after it')
+  })
+
+  t.test('a list request\'s id reused by a call in the same session: the list\'s response, sent on the call\'s stream, is filtered there too', {
+    todo: 'keygate filters only the answer of the POST that asked for a list (docs/mcp.md, Lists: Limits)'
+  }, async (t) => {
+    const init = await post('/mcp-slow', 'alice', JSON.stringify({
+      jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } }
+    }))
+    const session = { 'mcp-session-id': String(init.headers['mcp-session-id']) }
+    t.equal(init.status, 200, init.text)
+    // the list request waits at the server; a call with its id, in the same session, takes its place in the server's id -> stream map
+    const listing = post('/mcp-slow', 'alice', list('tools/list', 9), session)
+    await slow.listReached
+    const slowCall = JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'slow', arguments: {} } })
+    const calling = post('/mcp-slow', 'alice', slowCall, session)
+    await slow.callReached
+    slow.release()
+    const call = await calling
+    t.notMatch(call.text, 'admin-reset', 'the call\'s answer shows no tool alice may not use')
+    void listing.catch(() => {})
   })
 
   t.test('a hostile upstream: what keygate cannot read as the list is refused, never passed', async (t) => {
