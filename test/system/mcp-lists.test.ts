@@ -242,6 +242,18 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     t.ok(await client.callTool({ name: 'whoami', arguments: {} }))
   })
 
+  t.test('resources/read: a URI with a dot segment is refused before the upstream (file:///public/../private/plan is no public file)', async (t) => {
+    for (const uri of ['file:///public/../private/plan', 'file:///public/%2E%2e/private/plan', 'file:///public/./readme', 'file:///public/..']) {
+      const before = mcpJson.requests.length
+      const res = await post('/mcp', 'alice', JSON.stringify({ jsonrpc: '2.0', id: 31, method: 'resources/read', params: { uri } }))
+      t.equal(res.status, 400, `${uri}: 400`)
+      t.match(res.json(), { jsonrpc: '2.0', id: 31, error: { data: { code: 'MCP_INVALID_MESSAGE' } } }, `${uri}: a JSON-RPC error`)
+      t.equal(mcpJson.requests.length, before, `${uri}: nothing reached the upstream`)
+    }
+    const read = await post('/mcp', 'alice', JSON.stringify({ jsonrpc: '2.0', id: 32, method: 'resources/read', params: { uri: 'file:///public/readme' } }))
+    t.equal(read.status, 200, 'a public file is read')
+  })
+
   t.test('batches (protocol 2025-03-26): each list response filtered by its request\'s id and method', async (t) => {
     const batch = `[${list('tools/list', 1)},${list('prompts/list', 'p')},${list('resources/templates/list', 3)},{"jsonrpc":"2.0","id":4,"method":"ping"}]`
     for (const path of ['/mcp', '/mcp-sse']) {

@@ -34,6 +34,15 @@ const RESPONSE_MEMBERS = new Set(['jsonrpc', 'id', 'result', 'error'])
 /** the methods whose params name what is used: the name or URI must be there to be judged */
 const NAMED_BY: ReadonlyMap<string, 'name' | 'uri'> = new Map([['tools/call', 'name'], ['prompts/get', 'name'], ['resources/read', 'uri']])
 
+/**
+ * Whether a URI has a dot segment ("." or "..", or one percent-encoded, between "/" or "\\"): the
+ * policy's globs judge a URI's text, and `file:///public/../private/keys` is under `file:///public/*`
+ * there but not to a server that resolves it.
+ */
+function hasDotSegment (uri: string): boolean {
+  return uri.replace(/%2e/gi, '.').split(/[/\\]/).some((segment) => segment === '.' || segment === '..')
+}
+
 function invalid (detail: string): GatewayError {
   return new GatewayError('MCP_INVALID_MESSAGE', detail)
 }
@@ -79,6 +88,9 @@ export function readMessage (value: JsonValue, where: string, sink?: IdSink): Mc
   if (params !== undefined) checkProtocolKeys(params, `${where}'s params`)
   const named = NAMED_BY.get(method)
   if (named !== undefined && typeof params?.[named] !== 'string') throw invalid(`${where} is ${method} without a string params.${named}`)
+  if (named === 'uri' && hasDotSegment(params?.uri as string)) {
+    throw invalid(`${where}'s params.uri has a "." or ".." segment, which keygate does not resolve to judge it; send the URI resolved`)
+  }
   return { kind: isId(id) ? 'request' : 'notification', method, ...(isId(id) && { id }), ...(params !== undefined && { params }) }
 }
 
