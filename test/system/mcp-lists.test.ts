@@ -242,8 +242,9 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     t.ok(await client.callTool({ name: 'whoami', arguments: {} }))
   })
 
-  t.test('resources/read: a URI with a dot segment is refused before the upstream (file:///public/../private/plan is no public file)', async (t) => {
-    for (const uri of ['file:///public/../private/plan', 'file:///public/%2E%2e/private/plan', 'file:///public/./readme', 'file:///public/..']) {
+  t.test('resources/read: a URI with a dot segment or an unreserved character percent-encoded is refused before the upstream', async (t) => {
+    for (const uri of ['file:///public/../private/plan', 'file:///public/%2E%2e/private/plan', 'file:///public/./readme', 'file:///public/..',
+      'file:///%70rivate/plan']) {
       const before = mcpJson.requests.length
       const res = await post('/mcp', 'alice', JSON.stringify({ jsonrpc: '2.0', id: 31, method: 'resources/read', params: { uri } }))
       t.equal(res.status, 400, `${uri}: 400`)
