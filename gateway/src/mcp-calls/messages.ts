@@ -34,6 +34,20 @@ const RESPONSE_MEMBERS = new Set(['jsonrpc', 'id', 'result', 'error'])
 /** the methods whose params name what is used: the name or URI must be there to be judged */
 const NAMED_BY: ReadonlyMap<string, 'name' | 'uri'> = new Map([['tools/call', 'name'], ['prompts/get', 'name'], ['resources/read', 'uri']])
 
+/**
+ * Why a URI's text is not what a server that resolves it reads, or undefined: a dot segment ("."
+ * or "..", also percent-encoded, between "/" or "\\"), or a percent-encoded unreserved character
+ * (RFC 3986 §2.3: "%70" is "p"). The policy's globs judge the text, and
+ * `file:///public/../private/keys` is under `file:///public/*` there, not to the server.
+ */
+function unresolved (uri: string): string | undefined {
+  if (uri.replace(/%2e/gi, '.').split(/[/\\]/).some((segment) => segment === '.' || segment === '..')) return 'a "." or ".." segment'
+  for (const [escape, hex] of uri.matchAll(/%([0-9a-fA-F]{2})/g)) {
+    if (/[A-Za-z0-9._~-]/.test(String.fromCharCode(parseInt(hex as string, 16)))) return `${escape}, an unreserved character percent-encoded`
+  }
+  return undefined
+}
+
 function invalid (detail: string): GatewayError {
   return new GatewayError('MCP_INVALID_MESSAGE', detail)
 }
@@ -79,6 +93,8 @@ export function readMessage (value: JsonValue, where: string, sink?: IdSink): Mc
   if (params !== undefined) checkProtocolKeys(params, `${where}'s params`)
   const named = NAMED_BY.get(method)
   if (named !== undefined && typeof params?.[named] !== 'string') throw invalid(`${where} is ${method} without a string params.${named}`)
+  const odd = named === 'uri' ? unresolved(params?.uri as string) : undefined
+  if (odd !== undefined) throw invalid(`${where}'s params.uri has ${odd}, which keygate does not resolve to judge it; send the URI resolved`)
   return { kind: isId(id) ? 'request' : 'notification', method, ...(isId(id) && { id }), ...(params !== undefined && { params }) }
 }
 
