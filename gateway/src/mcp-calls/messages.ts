@@ -25,14 +25,18 @@ export interface McpMessage {
 export interface IdSink { id?: string | number }
 
 const PROTOCOL_KEYS = ['jsonrpc', 'id', 'method', 'params', 'result', 'error', 'name', 'uri', 'arguments', '_meta', 'cursor',
-  'protocolVersion', 'capabilities', 'clientInfo', 'progressToken', 'code', 'message', 'data', 'level', 'ref', 'argument']
+  'protocolVersion', 'capabilities', 'clientInfo', 'progressToken', 'code', 'message', 'data', 'level', 'ref', 'argument', 'type']
 /** Unicode case folding, near enough: "ſ" and "K" (Kelvin) fold as Go's reader folds them */
 const fold = (key: string): string => key.normalize('NFKC').toUpperCase().toLowerCase()
 const FOLDED = new Map(PROTOCOL_KEYS.map((key) => [fold(key), key]))
 const REQUEST_MEMBERS = new Set(['jsonrpc', 'id', 'method', 'params'])
 const RESPONSE_MEMBERS = new Set(['jsonrpc', 'id', 'result', 'error'])
 /** the methods whose params name what is used: the name or URI must be there to be judged */
-const NAMED_BY: ReadonlyMap<string, 'name' | 'uri'> = new Map([['tools/call', 'name'], ['prompts/get', 'name'], ['resources/read', 'uri']])
+const NAMED_BY: ReadonlyMap<string, 'name' | 'uri'> = new Map([
+  ['tools/call', 'name'], ['prompts/get', 'name'], ['resources/read', 'uri'], ['resources/subscribe', 'uri'], ['resources/unsubscribe', 'uri']
+])
+/** completion/complete's `ref`: what it names, by its type (the policy judges that prompt or resource too) */
+const REF_NAMED_BY: ReadonlyMap<string, 'name' | 'uri'> = new Map([['ref/prompt', 'name'], ['ref/resource', 'uri']])
 
 /**
  * Why a URI's text is not what a server that resolves it reads, or undefined: a dot segment ("."
@@ -95,7 +99,19 @@ export function readMessage (value: JsonValue, where: string, sink?: IdSink): Mc
   if (named !== undefined && typeof params?.[named] !== 'string') throw invalid(`${where} is ${method} without a string params.${named}`)
   const odd = named === 'uri' ? unresolved(params?.uri as string) : undefined
   if (odd !== undefined) throw invalid(`${where}'s params.uri has ${odd}, which keygate does not resolve to judge it; send the URI resolved`)
+  if (method === 'completion/complete') checkRef(params?.ref, where)
   return { kind: isId(id) ? 'request' : 'notification', method, ...(isId(id) && { id }), ...(params !== undefined && { params }) }
+}
+
+/** completion/complete names a prompt or a resource (template) in `ref`, judged as prompts/get and resources/read judge theirs. */
+function checkRef (ref: JsonValue | undefined, where: string): void {
+  if (!isObject(ref)) throw invalid(`${where} is completion/complete without an object params.ref`)
+  checkProtocolKeys(ref, `${where}'s params.ref`)
+  const named = typeof ref.type === 'string' ? REF_NAMED_BY.get(ref.type) : undefined
+  if (named === undefined) throw invalid(`${where}'s params.ref.type is neither "ref/prompt" nor "ref/resource"`)
+  if (typeof ref[named] !== 'string') throw invalid(`${where}'s params.ref is ${String(ref.type)} without a string ${named}`)
+  const odd = named === 'uri' ? unresolved(ref.uri as string) : undefined
+  if (odd !== undefined) throw invalid(`${where}'s params.ref.uri has ${odd}, which keygate does not resolve to judge it; send the URI resolved`)
 }
 
 /** The version the request says it speaks; 400 for a value that is no version. */
