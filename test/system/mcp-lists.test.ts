@@ -242,9 +242,10 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     t.ok(await client.callTool({ name: 'whoami', arguments: {} }))
   })
 
-  t.test('resources/read: a URI with a dot segment or an unreserved character percent-encoded is refused before the upstream', async (t) => {
+  t.test('resources/read: a URI a server reads otherwise than its text (dot segments, needless or hiding escapes, capitals) is refused', async (t) => {
     for (const uri of ['file:///public/../private/plan', 'file:///public/%2E%2e/private/plan', 'file:///public/./readme', 'file:///public/..',
-      'file:///%70rivate/plan']) {
+      'file:///%70rivate/plan', 'file:///public/..%2fprivate/plan', 'file:///public/..%5Cprivate/plan', 'file:///public/%252e%252e/private/plan',
+      'FILE:///private/plan', 'File:///public/readme', 'https://EXAMPLE.com/private/plan']) {
       const before = mcpJson.requests.length
       const res = await post('/mcp', 'alice', JSON.stringify({ jsonrpc: '2.0', id: 31, method: 'resources/read', params: { uri } }))
       t.equal(res.status, 400, `${uri}: 400`)

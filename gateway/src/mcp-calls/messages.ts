@@ -41,14 +41,27 @@ const REF_NAMED_BY: ReadonlyMap<string, 'name' | 'uri'> = new Map([['ref/prompt'
 /**
  * Why a URI's text is not what a server that resolves it reads, or undefined: a dot segment ("."
  * or "..", also percent-encoded, between "/" or "\\"), or a percent-encoded unreserved character
- * (RFC 3986 §2.3: "%70" is "p"). The policy's globs judge the text, and
+ * (RFC 3986 §2.3: "%70" is "p"), or an encoded "/", "\\" or "%", or capitals in the scheme (or in
+ * a DNS host), which a server reads whatever their case. The policy's globs judge the text, and
  * `file:///public/../private/keys` is under `file:///public/*` there, not to the server.
  */
+const DNS_HOSTS = new Set(['http', 'https', 'ws', 'wss', 'file'])
+
 function unresolved (uri: string): string | undefined {
   if (uri.replace(/%2e/gi, '.').split(/[/\\]/).some((segment) => segment === '.' || segment === '..')) return 'a "." or ".." segment'
   for (const [escape, hex] of uri.matchAll(/%([0-9a-fA-F]{2})/g)) {
-    if (/[A-Za-z0-9._~-]/.test(String.fromCharCode(parseInt(hex as string, 16)))) return `${escape}, an unreserved character percent-encoded`
+    const char = String.fromCharCode(parseInt(hex as string, 16))
+    if (/[A-Za-z0-9._~-]/.test(char)) return `${escape}, an unreserved character percent-encoded`
+    // "/" and "\\" encoded hide a segment from the split above; "%" encoded, a second decoding's escapes
+    if (char === '/' || char === '\\' || char === '%') return `${escape}, a "${char}" percent-encoded`
   }
+  // RFC 3986 §6.2.2.1: a scheme is read whatever its case, and so is a host where it is a DNS name
+  // (http, https, ws, wss, file; another scheme's authority may be case-sensitive); globs match text
+  const parts = /^([^:/?#]*):(?:\/\/([^/?#]*))?/.exec(uri)
+  if (parts === null) return undefined
+  const scheme = parts[1] ?? ''
+  if (/[A-Z]/.test(scheme)) return 'capitals in its scheme'
+  if (DNS_HOSTS.has(scheme) && /[A-Z]/.test(parts[2] ?? '')) return 'capitals in its host'
   return undefined
 }
 
