@@ -1,6 +1,6 @@
 // An MCP answer as a `text/event-stream`, rewritten event by event (mcp/list-filter.ts): each
 // event passes as soon as its blank line arrives, and only an event whose data is a list's
-// response (by id; on a GET stream, by its result's shape) is rewritten, keeping its other fields
+// response (by its list request's id, else by its result's shape) is rewritten, keeping its other fields
 // (id, event, retry); every other event passes as it came. An event the stream ends in before
 // its blank line is dropped, as the standard drops it. The stream is read as the SSE
 // standard (WHATWG HTML §9.2.6) reads it, as MCP clients do: lines end at CRLF, LF or CR, a
