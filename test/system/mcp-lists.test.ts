@@ -91,6 +91,7 @@ const sse = (res: ServerResponse, ...parts: string[]): void => {
 const HONEST_CALL = (id: number): string =>
   `{"jsonrpc":"2.0","id":${id},"result":{"content":[{"type":"text","text":"caf\\u00e9: admin-reset is one of my tools"}],"structuredContent":{"prompts":1}}}`
 const PROGRESS = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n'
+const BIG = 'x'.repeat(5 * 1024 * 1024)
 const LIST = '[{"name":"whoami"},{"name":"admin-reset"}]'
 
 function answer (url: string, id: number, res: ServerResponse): void {
@@ -147,6 +148,14 @@ function answer (url: string, id: number, res: ServerResponse): void {
       res.writeHead(200, { 'content-type': 'application/json' })
       res.write(`${head}{"content":[],"to`)
       res.end(`ols":${LIST}}}`)
+      return
+    // over the bound (5 MiB), chunked: with nothing of a list it streams as it came; a list's key after the bound cuts it
+    case '/raw/call-big':
+    case '/raw/call-big-list':
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.write(`${head}{"content":[{"type":"text","text":"`)
+      res.write(BIG)
+      res.end(url.endsWith('list') ? `"}],"tools":${LIST}}}` : '"}]}}')
       return
     case '/raw/call-bad': return json(res, `${head}{"content":[],"tools":[],"tools":${LIST}}}`)
     case '/raw/call-bad-sse': return sse(res, progress, `data: ${head}{"content":[],"tools":[],"tools":${LIST}}}\n\n`)
@@ -370,8 +379,14 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     const badSse = await post('/raw/call-bad-sse', 'alice', call)
     t.match(events(badSse.text), [{ method: 'notifications/progress' }, { id: 41, error: { data: { code: 'MCP_LIST_UNFILTERABLE' } } }],
       'an event: the stream ends with an error for the call')
-    for (const path of ['/raw/call-list', '/raw/call-list-sse', '/raw/call-list-chunked', '/raw/call-bad', '/raw/call-bad-sse']) {
-      t.notMatch((await post(path, 'alice', call)).text, 'admin-reset', `${path}: the hidden tool never shown`)
+    const big = await post('/raw/call-big', 'alice', call)
+    t.equal(big.status, 200)
+    t.ok(big.text === `{"jsonrpc":"2.0","id":41,"result":{"content":[{"type":"text","text":"${BIG}"}]}}`, 'a 5 MiB answer without a list: as it came')
+    const bigList = await post('/raw/call-big-list', 'alice', call).catch((err: unknown) => ({ text: String(err) }))
+    t.notOk(bigList.text.endsWith('}}}'), 'a list\'s key past the bound: the answer cut')
+    for (const path of ['/raw/call-list', '/raw/call-list-sse', '/raw/call-list-chunked', '/raw/call-bad', '/raw/call-bad-sse', '/raw/call-big-list']) {
+      const res = await post(path, 'alice', call).catch((err: unknown) => ({ text: String(err) }))
+      t.notMatch(res.text, 'admin-reset', `${path}: the hidden tool never shown`)
     }
   })
 
