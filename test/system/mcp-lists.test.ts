@@ -87,9 +87,16 @@ const sse = (res: ServerResponse, ...parts: string[]): void => {
   res.end()
 }
 
+/** an honest tools/call answer whose text ends in "tools" (a string the needle finds: read, and passed as it came) */
+const HONEST_CALL = (id: number): string =>
+  `{"jsonrpc":"2.0","id":${id},"result":{"content":[{"type":"text","text":"caf\\u00e9: admin-reset is one of my tools"}],"structuredContent":{"prompts":1}}}`
+const PROGRESS = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n'
+const BIG = 'x'.repeat(5 * 1024 * 1024)
+const LIST = '[{"name":"whoami"},{"name":"admin-reset"}]'
+
 function answer (url: string, id: number, res: ServerResponse): void {
   const head = `{"jsonrpc":"2.0","id":${id},"result":`
-  const progress = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n'
+  const progress = PROGRESS
   switch (url) {
     case '/raw/good':
       // chunked (no Content-Length), with entries to drop and members to keep
@@ -130,6 +137,29 @@ function answer (url: string, id: number, res: ServerResponse): void {
       res.end(replay)
       return
     }
+    // answers to a tools/call: an honest one whose text mentions "tools" (and an escape), and a list's response on it, as JSON, chunked JSON and an event
+    case '/raw/call-honest':
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': HONEST_CALL(id).length }).end(HONEST_CALL(id))
+      return
+    case '/raw/call-honest-sse': return sse(res, `data: ${HONEST_CALL(id)}\n\n`)
+    case '/raw/call-list':
+      return json(res, `[{"jsonrpc":"2.0","id":${id},"result":{"content":[]}},{"jsonrpc":"2.0","id":"x","result":{"tool\\u0073":${LIST}}}]`)
+    case '/raw/call-list-chunked':
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.write(`${head}{"content":[],"to`)
+      res.end(`ols":${LIST}}}`)
+      return
+    // over the bound (5 MiB), chunked: with nothing of a list it streams as it came; a list's key after the bound cuts it
+    case '/raw/call-big':
+    case '/raw/call-big-list':
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.write(`${head}{"content":[{"type":"text","text":"`)
+      res.write(BIG)
+      res.end(url.endsWith('list') ? `"}],"tools":${LIST}}}` : '"}]}}')
+      return
+    case '/raw/call-bad': return json(res, `${head}{"content":[],"tools":[],"tools":${LIST}}}`)
+    case '/raw/call-bad-sse': return sse(res, progress, `data: ${head}{"content":[],"tools":[],"tools":${LIST}}}\n\n`)
+    case '/raw/call-list-sse': return sse(res, progress, `data: {"jsonrpc":"2.0","id":9,"result":{"tools":${LIST}}}\n\n`, `data: ${head}{"content":[]}}\n\n`)
     default: res.writeHead(404).end()
   }
 }
@@ -302,9 +332,7 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     t.same(names(result?.result?.tools), ['whoami'], 'the list, filtered, after it')
   })
 
-  t.test('a list request\'s id reused by a call in the same session: the list\'s response, sent on the call\'s stream, is filtered there too', {
-    todo: 'keygate filters only the answer of the POST that asked for a list (docs/mcp.md, Lists: Limits)'
-  }, async (t) => {
+  t.test('a list request\'s id reused by a call in the same session: the list\'s response, sent on the call\'s stream, is filtered there too', async (t) => {
     const init = await post('/mcp-slow', 'alice', JSON.stringify({
       jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } }
     }))
@@ -319,7 +347,48 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     slow.release()
     const call = await calling
     t.notMatch(call.text, 'admin-reset', 'the call\'s answer shows no tool alice may not use')
-    void listing.catch(() => {})
+    const listed = events(call.text).find((message) => message.result?.tools !== undefined)
+    t.same(names(listed?.result?.tools), ['whoami'], 'the list\'s response came on the call\'s stream, filtered')
+    // the session ended (DELETE): the list's stream, which got no response, ends with it
+    const end = await send(gw.url, '/mcp-slow', { method: 'DELETE', headers: { authorization: `Bearer ${tokens.alice}`, ...session } })
+    t.equal(end.status, 200)
+    t.notMatch((await listing).text, 'admin-reset')
+  })
+
+  t.test('a tools/call\'s answer: an honest one passes byte for byte; a list\'s response an upstream puts in it is filtered', async (t) => {
+    const call = JSON.stringify({ jsonrpc: '2.0', id: 41, method: 'tools/call', params: { name: 'whoami', arguments: {} } })
+    const honest = await post('/raw/call-honest', 'alice', call)
+    t.equal(honest.status, 200)
+    t.equal(honest.text, HONEST_CALL(41), 'JSON: the same bytes')
+    t.equal(Number(honest.headers['content-length']), honest.body.length, 'with its Content-Length')
+    const honestSse = await post('/raw/call-honest-sse', 'alice', call)
+    t.equal(honestSse.text, `data: ${HONEST_CALL(41)}\n\n`, 'an event: the same bytes')
+    const inJson = await post('/raw/call-list', 'alice', call)
+    t.equal(inJson.status, 200)
+    t.same(inJson.json(), [{ jsonrpc: '2.0', id: 41, result: { content: [] } }, { jsonrpc: '2.0', id: 'x', result: { tools: [{ name: 'whoami' }] } }],
+      'JSON (a key spelled with an escape): the list filtered, the call\'s answer kept')
+    const chunked = await post('/raw/call-list-chunked', 'alice', call)
+    t.same(chunked.json(), { jsonrpc: '2.0', id: 41, result: { content: [], tools: [{ name: 'whoami' }] } }, 'chunked JSON, the key cut in two: filtered')
+    const inSse = await post('/raw/call-list-sse', 'alice', call)
+    const [progress, listed, answered] = events(inSse.text)
+    t.match(progress, { method: 'notifications/progress' })
+    t.same(names(listed?.result?.tools), ['whoami'], 'an event: the list filtered')
+    t.same(answered, { jsonrpc: '2.0', id: 41, result: { content: [] } })
+    const bad = await post('/raw/call-bad', 'alice', call)
+    t.equal(bad.status, 502, 'a possible list keygate cannot read (a duplicate key): refused')
+    t.match(bad.json(), { jsonrpc: '2.0', id: 41, error: { data: { code: 'MCP_LIST_UNFILTERABLE' } } }, 'a JSON-RPC error with the call\'s id')
+    const badSse = await post('/raw/call-bad-sse', 'alice', call)
+    t.match(events(badSse.text), [{ method: 'notifications/progress' }, { id: 41, error: { data: { code: 'MCP_LIST_UNFILTERABLE' } } }],
+      'an event: the stream ends with an error for the call')
+    const big = await post('/raw/call-big', 'alice', call)
+    t.equal(big.status, 200)
+    t.ok(big.text === `{"jsonrpc":"2.0","id":41,"result":{"content":[{"type":"text","text":"${BIG}"}]}}`, 'a 5 MiB answer without a list: as it came')
+    const bigList = await post('/raw/call-big-list', 'alice', call).catch((err: unknown) => ({ text: String(err) }))
+    t.notOk(bigList.text.endsWith('}}}'), 'a list\'s key past the bound: the answer cut')
+    for (const path of ['/raw/call-list', '/raw/call-list-sse', '/raw/call-list-chunked', '/raw/call-bad', '/raw/call-bad-sse', '/raw/call-big-list']) {
+      const res = await post(path, 'alice', call).catch((err: unknown) => ({ text: String(err) }))
+      t.notMatch(res.text, 'admin-reset', `${path}: the hidden tool never shown`)
+    }
   })
 
   t.test('a hostile upstream: what keygate cannot read as the list is refused, never passed', async (t) => {
@@ -350,8 +419,7 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     t.equal(tricky.text, ': hello\nid: e1\ndata: {"jsonrpc":"2.0","id":24,"result":{"tools":[{"name":"whoami"}]}}\n\n',
       'read past the byte order mark and CR line ends, the two data lines as one; the comment and the event\'s id kept')
     const unended = await post('/raw/sse-unended', 'alice', list('tools/list', 25))
-    t.same(names(events(unended.text)[1]?.result?.tools), ['whoami'], 'an event without its blank line is still filtered')
-    t.notMatch(unended.text, 'admin-reset')
+    t.equal(unended.text, PROGRESS, 'an event the stream ends in without its blank line is dropped, as the SSE standard drops it')
     const headers = { authorization: `Bearer ${tokens.alice}`, accept: 'text/event-stream', 'last-event-id': '6' }
     const stream = await send(gw.url, '/raw/stream', { headers })
     t.equal(stream.status, 200)

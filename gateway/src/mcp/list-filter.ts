@@ -4,9 +4,12 @@
 // a resource by its `uri`, judged by the one rule that refuses calls (mcp-calls/policy.ts:
 // mayUse); a resource template is shown only when every URI beginning with its literal text
 // (before its first `{`) is one the caller may read (mayUseAllUnder), since it can expand to any
-// of them. A list's response is found by the JSON-RPC id of the list request; everything else in
-// the answer (other responses, notifications, the result's other members: nextCursor, _meta)
-// passes as it came. An `application/json` answer is read whole, up to MAX_LIST_ANSWER_BYTES, and
+// of them. A list's response is found by the JSON-RPC id of the list request, and by its result's
+// shape anywhere else (a response to another request, in any answer of the route: a server can be
+// made to send a list's response on another request's stream, as the MCP SDK's does for a reused
+// id); everything else in the answer (other responses, notifications, the result's other members:
+// nextCursor, _meta) passes as it came. An answer to a POST that asked for no list is read only
+// where a cheap look at its bytes finds a possible list (mcp/list-needle.ts). An `application/json` answer is read whole, up to MAX_LIST_ANSWER_BYTES, and
 // sent rewritten; a `text/event-stream` answer is rewritten event by event (mcp/sse-filter.ts).
 // What keygate cannot read as the list's response is not passed: 502 MCP_LIST_UNFILTERABLE (a
 // JSON-RPC error carrying the list's id, in an event stream). A GET stream (the server's own
@@ -19,6 +22,7 @@ import type { McpMessage } from '../mcp-calls/messages.js'
 import { mayUse, mayUseAllUnder, type McpPolicy, type NamedKind } from '../mcp-calls/policy.js'
 import { parseStrictJson, StrictJsonError, type JsonObject, type JsonValue } from '../mcp-calls/strict-json.js'
 import type { AnswerBody, RewriteAnswer } from '../proxy/forwarder.js'
+import { JsonAnswerGuard, mayHoldList } from './list-needle.js'
 import { SseEventFilter } from './sse-filter.js'
 
 /** A JSON list answer is read whole up to this many bytes; a larger one is refused (502 MCP_LIST_UNFILTERABLE). */
@@ -58,11 +62,18 @@ export class ListFilter {
   readonly lists: ReadonlyMap<Id, ListKind[]> | undefined
   /** the list requests whose responses have passed (filtered, or an error) */
   readonly #answered = new Set<Id>()
+  /** the requests an answer cut short answers with an error: the lists asked for, or those of a POST that asked for none */
+  readonly #waiting: readonly Id[]
+  /** a message is read only when its text may hold a list (list-needle.ts): a POST that asked for none */
+  readonly #needle: boolean
 
-  constructor (policy: McpPolicy, granted: ReadonlySet<string>, lists: ReadonlyMap<Id, ListKind[]> | undefined) {
+  constructor (policy: McpPolicy, granted: ReadonlySet<string>, lists: ReadonlyMap<Id, ListKind[]> | undefined,
+    other?: { requests: readonly Id[] }) {
     this.policy = policy
     this.granted = granted
     this.lists = lists
+    this.#waiting = lists === undefined ? other?.requests ?? [] : [...lists.keys()]
+    this.#needle = other !== undefined
   }
 
   /** a GET stream's events are read only when MCP clients read them as messages (type `message` or none): the legacy transport's `endpoint` passes */
@@ -70,9 +81,9 @@ export class ListFilter {
     return this.lists === undefined
   }
 
-  /** The ids of the list requests in this answer's request not answered yet (a JSON-RPC error answers each). */
+  /** The ids of the requests waiting (ListFilter's #waiting) not answered yet (a JSON-RPC error answers each). */
   ids (): Id[] {
-    return this.lists === undefined ? [] : [...this.lists.keys()].filter((id) => !this.#answered.has(id))
+    return this.#waiting.filter((id) => !this.#answered.has(id))
   }
 
   #visible (list: ListKind, entry: JsonValue): boolean {
@@ -101,9 +112,11 @@ export class ListFilter {
     }
     // a response: what has a result or an error, whatever else it has
     if (!('result' in message) && !('error' in message)) return { value: message, changed: false }
-    const [id, asked] = this.lists === undefined ? [undefined, LIST_KINDS] : this.#asked(message.id)
-    if (asked === undefined) return { value: message, changed: false }
-    const byShape = this.lists === undefined
+    const [listId, listed] = this.#asked(message.id)
+    // a response to no list asked for: judged by its result's shape
+    const byShape = listed === undefined
+    const asked = listed ?? LIST_KINDS
+    const id = listId ?? (typeof message.id === 'string' || typeof message.id === 'number' ? message.id : undefined)
     if ('error' in message && !('result' in message)) {
       if (id !== undefined) this.#answered.add(id)
       return { value: message, changed: false }
@@ -152,14 +165,15 @@ export class ListFilter {
    * strict JSON value, or a list's response in it cannot be read as one.
    */
   text (bytes: Uint8Array): Uint8Array | string {
+    if (this.#needle && !mayHoldList(bytes)) return bytes
     let value: JsonValue
     try {
       value = parseStrictJson(bytes)
     } catch (err) {
-      if (err instanceof StrictJsonError) throw unfilterable(`The upstream's answer to a list request is not one strict JSON value: ${err.message}`)
+      if (err instanceof StrictJsonError) throw unfilterable(`The upstream's answer, which may hold a list, is not one strict JSON value: ${err.message}`)
       throw err
     }
-    if (!Array.isArray(value) && !isObject(value)) throw unfilterable('The upstream\'s answer to a list request is not a JSON-RPC message')
+    if (!Array.isArray(value) && !isObject(value)) throw unfilterable('The upstream\'s answer, which may hold a list, is not a JSON-RPC message')
     let changed = false
     if (Array.isArray(value)) {
       for (const [i, element] of value.entries()) {
@@ -200,7 +214,7 @@ function mediaType (headers: Readonly<Record<string, string | string[]>>): strin
 }
 
 /** A JSON answer to a list request, read whole (up to MAX_LIST_ANSWER_BYTES) and rewritten. */
-function jsonAnswer (filter: ListFilter): AnswerBody {
+function jsonAnswer (filter: ListFilter): Extract<AnswerBody, { whole: unknown }> {
   return {
     max: MAX_LIST_ANSWER_BYTES,
     tooLarge: () => unfilterable(`The upstream's answer to a list request is over ${MAX_LIST_ANSWER_BYTES} bytes, the most keygate reads to filter a list`),
@@ -216,19 +230,38 @@ function jsonAnswer (filter: ListFilter): AnswerBody {
 }
 
 /**
+ * A JSON answer to a POST that asked for no list: whole when its declared length is within
+ * MAX_LIST_ANSWER_BYTES (it keeps a Content-Length), else held and streamed (list-needle.ts).
+ */
+function otherJsonAnswer (filter: ListFilter, headers: Readonly<Record<string, string | string[]>>): AnswerBody {
+  const declared = headers['content-length']
+  const length = typeof declared === 'string' && /^\d+$/.test(declared) ? Number(declared) : Infinity
+  const whole = jsonAnswer(filter)
+  if (length <= MAX_LIST_ANSWER_BYTES) return whole
+  return { stream: () => new JsonAnswerGuard({ text: (bytes) => filter.text(bytes), tooLarge: whole.tooLarge }, MAX_LIST_ANSWER_BYTES) }
+}
+
+/**
  * The forwarder's rewriting of an MCP route's answer (proxy/forwarder.ts: RewriteAnswer), or
- * undefined when the route is not MCP or the answer can hold no list: a POST without a list
- * request, or a GET's error or a DELETE whose answer is no event stream (a GET that asked for an
- * event stream and has a 2xx with a body that is none is refused: MCP clients read it as one). Where it is defined, the request
- * asks the upstream for an answer without Content-Encoding (`Accept-Encoding: identity`, proxy.ts):
- * keygate reads no compressed answer, and refuses one that comes all the same.
+ * undefined when the route is not MCP or the answer can hold no list: a GET's error or a DELETE
+ * whose answer is no event stream (a GET that asked for an event stream and has a 2xx with a body
+ * that is none is refused: MCP clients read it as one), a POST's answer in a media type MCP
+ * clients do not read. Every POST's JSON or event-stream answer is read, whatever it asked for (a
+ * list's response can come on another request's answer): one that asked for no list only where
+ * its bytes may hold one (list-needle.ts). Where it is defined, the request asks the upstream for
+ * an answer without Content-Encoding (`Accept-Encoding: identity`, proxy.ts): keygate reads no
+ * compressed answer, and refuses one that comes all the same.
  */
 export function listAnswerHook (policy: McpPolicy | undefined, method: string, auth: AuthState | null,
   accept?: string | string[]): RewriteAnswer | undefined {
   if (policy === undefined) return undefined
-  const lists = method === 'POST' ? listRequests(auth?.mcpMessages ?? []) : undefined
-  if (method === 'POST' && lists === undefined) return undefined
-  const filter = new ListFilter(policy, auth?.scopes?.set ?? new Set(), lists)
+  const messages = auth?.mcpMessages ?? []
+  const lists = method === 'POST' ? listRequests(messages) : undefined
+  // a POST that asked for no list: its answer read where it may hold one, and cut short, an error for each of its requests
+  const other = method === 'POST' && lists === undefined
+    ? { requests: messages.flatMap((m) => m.kind === 'request' && (typeof m.id === 'string' || typeof m.id === 'number') ? [m.id] : []) }
+    : undefined
+  const filter = new ListFilter(policy, auth?.scopes?.set ?? new Set(), lists, other)
   const asksStream = method === 'GET' && String(accept ?? '').toLowerCase().includes('text/event-stream')
   return (status, headers) => {
     if (status === 204 || status === 304) return undefined
@@ -236,8 +269,18 @@ export function listAnswerHook (policy: McpPolicy | undefined, method: string, a
     const readable = type === 'text/event-stream' || (method === 'POST' && type === 'application/json')
     const encoding = headers['content-encoding']
     const encoded = encoding !== undefined && encoding !== 'identity'
-    if (readable && !encoded) return type === 'text/event-stream' ? { stream: () => new SseEventFilter(filter) } : jsonAnswer(filter)
+    if (readable && !encoded) {
+      if (type === 'text/event-stream') return { stream: () => new SseEventFilter(filter) }
+      return other === undefined ? jsonAnswer(filter) : otherJsonAnswer(filter, headers)
+    }
     const success = status >= 200 && status < 300
+    // a POST that asked for no list: only an answer MCP clients read (they undo a Content-Encoding) is refused, when it has a body
+    if (other !== undefined) {
+      if (!readable) return undefined
+      const refusedEncoded = (): GatewayError =>
+        unfilterable(`The upstream answered with Content-Encoding ${JSON.stringify(String(encoding))}, which keygate cannot read to filter a list`)
+      return { max: 0, tooLarge: refusedEncoded, whole: (body) => body.length === 0 ? body : refusedEncoded() }
+    }
     // a GET stream's 2xx is read as events by MCP clients whatever its Content-Type says (the SDK's is): only an empty one passes unread
     const unreadStream = asksStream && success && !readable
     // a GET's other answers; a POST's error, or 202, carries no list

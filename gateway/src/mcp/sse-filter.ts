@@ -1,7 +1,8 @@
 // An MCP answer as a `text/event-stream`, rewritten event by event (mcp/list-filter.ts): each
 // event passes as soon as its blank line arrives, and only an event whose data is a list's
-// response (by id; on a GET stream, by its result's shape) is rewritten, keeping its other fields
-// (id, event, retry); every other event passes as it came. The stream is read as the SSE
+// response (by its list request's id, else by its result's shape) is rewritten, keeping its other fields
+// (id, event, retry); every other event passes as it came. An event the stream ends in before
+// its blank line is dropped, as the standard drops it. The stream is read as the SSE
 // standard (WHATWG HTML §9.2.6) reads it, as MCP clients do: lines end at CRLF, LF or CR, a
 // leading byte order mark is dropped, `data` lines join with "\n", an empty data is no event.
 // Every data is read as one strict JSON value (on a GET stream, only events of the type
@@ -57,9 +58,9 @@ export class SseEventFilter extends Transform {
   }
 
   override _flush (done: TransformCallback): void {
-    // an event the stream ends in, without its blank line: read as if it had one, never passed unread
+    // the complete lines left; an event the stream ends in, without its blank line, is dropped, as the
+    // SSE standard's reader drops it (an MCP client never dispatches it): never passed, read or not
     if (!this.#ended) this.#read(this.#decoder.end(), true)
-    if (!this.#ended && this.#buffer.length > 0) this.#read('\n\n', true)
     done()
   }
 

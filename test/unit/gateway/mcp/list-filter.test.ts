@@ -6,7 +6,8 @@ import { Readable } from 'node:stream'
 import fc from 'fast-check'
 import t from 'tap'
 import { compilePolicy, mayUse, mayUseAllUnder } from '../../../../gateway/src/mcp-calls/policy.js'
-import { ListFilter, listRequests } from '../../../../gateway/src/mcp/list-filter.js'
+import { ListFilter, listRequests, MAX_LIST_ANSWER_BYTES, unfilterable } from '../../../../gateway/src/mcp/list-filter.js'
+import { JsonAnswerGuard, mayHoldList } from '../../../../gateway/src/mcp/list-needle.js'
 import { SseEventFilter } from '../../../../gateway/src/mcp/sse-filter.js'
 
 t.test('a template is shown only when every URI under its literal prefix may be read', async (t) => {
@@ -47,8 +48,10 @@ t.test('JSON: a list response rewritten, everything else kept', async (t) => {
     'the id "1" answers the request 1 to a client that reads ids as the MCP SDK does (Number)')
   t.same(text({ jsonrpc: '2.0', id: 1, method: 'x', result: { tools: two } }), { jsonrpc: '2.0', id: 1, method: 'x', result: { tools: [{ name: 'whoami' }] } },
     'a response is what has a result, whatever else it has')
-  const untouched = Buffer.from('{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"x"}]}}')
-  t.equal(lists.text(untouched), untouched, 'another id: the same bytes')
+  t.same(text({ jsonrpc: '2.0', id: 2, result: { tools: [{ name: 'x' }, { name: 'whoami' }] } }),
+    { jsonrpc: '2.0', id: 2, result: { tools: [{ name: 'whoami' }] } }, 'another id: a list\'s response all the same, filtered by its shape')
+  const untouched = Buffer.from('{"jsonrpc":"2.0","id":2,"result":{"content":[{"name":"x"}]}}')
+  t.equal(lists.text(untouched), untouched, 'another id, no list: the same bytes')
   t.same(text({ jsonrpc: '2.0', id: 1, error: { code: -1, message: 'no' } }), { jsonrpc: '2.0', id: 1, error: { code: -1, message: 'no' } })
   for (const bad of ['{"jsonrpc":"2.0","id":1,"result":{"tools":[]},"error":{}}', '{"jsonrpc":"2.0","ID":1,"result":{"tools":[{"name":"x"}]}}',
     '{"jsonrpc":"2.0","id":1,"error":{},"Result":{"tools":[{"name":"x"}]}}', '{"jsonrpc":"2.0","id":1,"result":{"tools":{}}}', '[1', '"x"']) {
@@ -94,4 +97,40 @@ t.test('SSE: a chunk of many lines is read in linear time (an upstream cannot st
   const ms = performance.now() - start
   t.equal(length, flood.length, 'every comment passed as it came')
   t.ok(ms < 2000, `read in ${Math.round(ms)} ms`)
+})
+
+t.test('SSE: an event the stream ends in before its blank line is dropped, as the standard drops it', async (t) => {
+  const listed = 'data: {"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"write-note"}]}}'
+  t.equal(await through([': c\n\n', listed]), ': c\n\n', 'no line end: dropped')
+  t.equal(await through([': c\n\n', `${listed}\n`]), ': c\n\n', 'no blank line: dropped')
+  t.equal(await through([`${listed}\r`, '\r']), 'data: {"jsonrpc":"2.0","id":1,"result":{"tools":[]}}\n\n', 'a CR, then its blank line: read')
+})
+
+t.test('a POST that asked for no list: read only where its bytes may hold one, by shape', async (t) => {
+  for (const text of ['{"tools":1}', '{"TOOLS" :1}', '"Prompts"', '"resources"', '"resourceTemplates"', '"tool\\u0073"', '"a\\u00e9"']) {
+    t.ok(mayHoldList(Buffer.from(text)), `${text}: read`)
+  }
+  for (const text of ['{"content":[{"type":"text","text":"my \\"tools\\" are here"}]}', '{"toolsX":1}', '"tool s"', '"tools\\"']) {
+    t.notOk(mayHoldList(Buffer.from(text)), `${text}: not read`)
+  }
+  const other = new ListFilter(policy, new Set(), undefined, { requests: [7] })
+  const bad = Buffer.from('{"jsonrpc":"2.0","id":7,"result":{"content":"no json at all')
+  t.equal(other.text(bad), bad, 'no needle: passed unread (no JSON needed)')
+  t.throws(() => other.text(Buffer.from('{"jsonrpc":"2.0","id":7,"result":{"tools":[]')), { code: 'MCP_LIST_UNFILTERABLE' }, 'a needle, unreadable: refused')
+  t.same(other.errors(unfilterable('x')).map((e) => (JSON.parse(e) as { id: number }).id), [7], 'cut short: an error for its request')
+  const guard = async (chunks: string[], max: number): Promise<string> => {
+    const judge = { text: (bytes: Uint8Array) => other.text(bytes), tooLarge: () => unfilterable('too large') }
+    const out: Buffer[] = []
+    for await (const chunk of Readable.from(chunks.map((c) => Buffer.from(c))).pipe(new JsonAnswerGuard(judge, max))) out.push(chunk as Buffer)
+    return Buffer.concat(out).toString()
+  }
+  const listed = '{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"write-note"},{"name":"whoami"}]}}'
+  const cut = listed.indexOf('ls"')
+  t.equal(await guard([listed.slice(0, cut), listed.slice(cut)], MAX_LIST_ANSWER_BYTES), '{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"whoami"}]}}',
+    'held whole, the key cut in two: filtered')
+  const plain = '{"jsonrpc":"2.0","id":7,"result":{"content":[]}}'
+  t.equal(await guard([plain.slice(0, 10), plain.slice(10)], 12), plain, 'over the bound, no list: streamed as it came')
+  await t.rejects(guard(['{"jsonrpc":"2.0","id":7,"result":{"too', 'ls":[]}}'], 30), { code: 'MCP_LIST_UNFILTERABLE' },
+    'over the bound, a needle cut across chunks after it: cut')
+  await t.rejects(guard([listed], 10), { code: 'MCP_LIST_UNFILTERABLE' }, 'a needle in what was held past the bound: refused')
 })
