@@ -227,7 +227,7 @@ t.test('DPoP-bound tokens from oidc-provider, proofs from oauth4webapi and dpop,
 
   await t.test('server nonces: oauth4webapi retries with the nonce, which every gateway of the store accepts', async (t) => {
     const nonced = { dpop: { nonceSeconds: 300 } }
-    const c = await gateway(nonced)
+    const c = await gateway({ ...nonced, decision: { port: 0, host: '127.0.0.1', trustedProxies: ['127.0.0.1'] } })
     const d = await gateway(nonced)
     const handle = oauth.DPoP(client, keys)
     const request = async (to: GatewayHandle): Promise<Response> =>
@@ -248,5 +248,14 @@ t.test('DPoP-bound tokens from oidc-provider, proofs from oauth4webapi and dpop,
     t.equal(stale.json<{ code: string }>().code, 'USE_DPOP_NONCE', 'a made-up nonce: USE_DPOP_NONCE')
     t.match(stale.headers['dpop-nonce'], /^[A-Za-z0-9_-]{32}$/, 'with DPoP-Nonce')
     t.match(stale.headers['www-authenticate'], /, DPoP .*error="use_dpop_nonce"/, 'and error="use_dpop_nonce"')
+    // decision mode: the answer carries the nonce for the proxy to pass on
+    const decide = await c.app.keygate.decisions?.listen({ port: 0, host: '127.0.0.1' }) as string
+    const original = { 'x-forwarded-method': 'GET', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'keygate.test', 'x-forwarded-uri': '/api/things' }
+    const asked = await send(decide, '/decide/traefik', { headers: { ...original, authorization: `DPoP ${token}`, dpop: await proof() } })
+    t.equal(asked.json<{ code: string }>().code, 'USE_DPOP_NONCE', 'decision mode: USE_DPOP_NONCE')
+    const nonce = asked.headers['dpop-nonce'] as string
+    const withNonce = await generateProof(keys, `${PUBLIC}/api/things`, 'GET', nonce, token)
+    t.equal((await send(decide, '/decide/traefik', { headers: { ...original, authorization: `DPoP ${token}`, dpop: withNonce } })).status, 200,
+      'and its nonce lets the next proof pass')
   })
 })
