@@ -10,9 +10,18 @@ import { invalidTokenError } from '../tokens/token-service.js'
 import type { DescribedRequest } from './described-request.js'
 import type { AuthStage } from './stage.js'
 
-/** The request's URI as its client addressed it: the scheme and host a trusted balancer forwarded (inline) or the proxy described (decision), and the path. */
+/** a host[:port] and nothing else: no userinfo, path, query or fragment that would move where the URL parser reads the host */
+const AUTHORITY = /^(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/
+
+/**
+ * The request's URI as its client addressed it: the scheme and host a trusted balancer forwarded
+ * (inline) or the proxy described (decision), and the path. A Host that is not one host[:port]
+ * gives no URI (every proof is then refused), so that `Host: good.example#` cannot turn a proof
+ * made for another path into one for this request.
+ */
 export function requestUri (request: DescribedRequest): string {
-  return `${request.scheme}://${request.authority}${pathOf(request.target)}`
+  const authority = request.authority
+  return AUTHORITY.test(authority) ? `${request.scheme}://${authority}${pathOf(request.target)}` : ''
 }
 
 /** Before the token is read: the verifier whose algorithms a refusal's DPoP challenge names (resources/challenge.ts). */

@@ -158,7 +158,8 @@ function checkClaims (payload: Record<string, unknown>, check: ProofCheck, windo
   const claimed = typeof htu === 'string' ? htuOf(htu) : undefined
   if (expected === undefined || claimed !== expected) {
     const shown = JSON.stringify(typeof htu === 'string' ? htu.slice(0, 300) : htu)
-    throw invalidProof(`The DPoP proof's htu is ${shown}; this request's URI is ${expected ?? check.uri} (without query and fragment)`)
+    throw invalidProof(`The DPoP proof's htu is ${shown}; this request's URI is ${expected ?? 'none keygate can read (its Host is not a host[:port])'} ` +
+      '(without query and fragment)')
   }
   if (typeof iat !== 'number' || !Number.isFinite(iat)) throw invalidProof('The DPoP proof needs iat: the time it was made, in seconds since the epoch')
   if (Math.abs(iat * 1000 - nowMs) > windowMs) {
