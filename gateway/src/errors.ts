@@ -21,6 +21,9 @@ export const ERRORS = {
   IDP_LOGIN_FAILED: { status: 401, title: 'The login through the identity provider did not succeed' },
   MISSING_TOKEN: { status: 401, title: 'A bearer token is required' },
   INVALID_TOKEN: { status: 401, title: 'The bearer token is not valid' },
+  DPOP_REQUIRED: { status: 401, title: 'The token is DPoP-bound, or the route requires DPoP: send it with the DPoP scheme and a proof' },
+  INVALID_DPOP_PROOF: { status: 401, title: 'The DPoP proof is missing, malformed, for another request or key, used before, or does not verify' },
+  USE_DPOP_NONCE: { status: 401, title: 'The DPoP proof lacks the server\'s current nonce (DPoP-Nonce)' },
   MISSING_SIGNATURE_HEADERS: { status: 401, title: 'API key signature headers are missing' },
   UNKNOWN_API_KEY: { status: 401, title: 'The API key is not registered' },
   // one title per code, whichever scheme signed (RFC 9457): each names both schemes' fields; the detail names the one sent

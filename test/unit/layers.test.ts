@@ -36,6 +36,8 @@ const LAYERS: Array<[room: string, rank: number]> = [
   ['gateway/src/tokens/', 4],
   // trusted identity providers: their issuers and the verification of their access tokens
   ['gateway/src/idp/', 4],
+  // DPoP (RFC 9449): the proof verifier and the server nonces, over the store's once-marks: no HTTP, no tokens
+  ['gateway/src/dpop/', 4],
   // signed agents (Web Bot Auth): where an agent's keys are (Signature-Agent) and its directories, kept within bounds
   ['gateway/src/agents/', 4],
   ['gateway/src/users/', 4],

@@ -230,6 +230,12 @@ export interface Store {
    */
   takeOnce: (key: string) => Promise<string | null>
   /**
+   * The value every gateway on the store holds under `key` for `ttlMs`: `candidate` when none was
+   * there yet (set-if-absent, the value already there returned in the same atomic step; on Redis:
+   * SET NX GET), so that concurrent callers on any gateway agree (DPoP's server nonces).
+   */
+  shareValue: (key: string, candidate: string, ttlMs: number) => Promise<string>
+  /**
    * Counts a hit in a fixed window that starts with the first hit: returns the count so far and
    * the ms until the window ends (rate limits).
    */
@@ -277,8 +283,8 @@ export type KeyStore = Pick<Store, 'getKey' | 'createKey' | 'listKeys' | 'revoke
 export type KeyEventStore = Pick<Store, 'watchKeys'>
 /** the token-signing key ring */
 export type SigningKeyStore = Pick<Store, 'getOrCreateSigningKey' | 'getSigningKeyRing' | 'rotateSigningKey'>
-/** what happens once: replay marks (rememberOnce) and one-time values (putOnce, takeOnce) */
-export type OnceStore = Pick<Store, 'rememberOnce' | 'putOnce' | 'takeOnce'>
+/** what happens once: replay marks (rememberOnce), one-time values (putOnce, takeOnce) and values set once and shared (shareValue) */
+export type OnceStore = Pick<Store, 'rememberOnce' | 'putOnce' | 'takeOnce' | 'shareValue'>
 /** counters: fixed windows (hit: the login guard's) and rate limits (countRate, peekRate) */
 export type LimitStore = Pick<Store, 'hit' | 'resetHits' | 'countRate' | 'peekRate'>
 /** MCP sessions and who opened each (mcp/sessions.ts) */

@@ -1,5 +1,5 @@
-// What happens once, in one process: replay marks (rememberOnce) and one-time values (putOnce,
-// takeOnce), each until it expires. `sweep`: the store's timer drops the expired ones.
+// What happens once, in one process: replay marks (rememberOnce), one-time values (putOnce,
+// takeOnce) and shared values (shareValue), each until it expires. `sweep`: the store's timer drops the expired ones.
 import type { OnceStore } from '../types.js'
 
 export function memoryOnce (now: () => number): OnceStore & { sweep: (t: number) => void } {
@@ -8,10 +8,13 @@ export function memoryOnce (now: () => number): OnceStore & { sweep: (t: number)
   let marks = 0
   /** putOnce's values, each taken at most once */
   const onces = new Map<string, { value: string; expiresAt: number }>()
+  /** shareValue's values, until each expires */
+  const shared = new Map<string, { value: string; expiresAt: number }>()
   return {
     sweep: (t) => {
       for (const [key, { expiresAt }] of remembered) if (expiresAt <= t) remembered.delete(key)
       for (const [key, { expiresAt }] of onces) if (expiresAt <= t) onces.delete(key)
+      for (const [key, { expiresAt }] of shared) if (expiresAt <= t) shared.delete(key)
     },
     async rememberOnce (key, ttlMs) {
       // Nothing here can time out: a call that fails has written nothing.
@@ -27,6 +30,12 @@ export function memoryOnce (now: () => number): OnceStore & { sweep: (t: number)
     },
     async putOnce (key, value, ttlMs) {
       onces.set(key, { value, expiresAt: now() + ttlMs })
+    },
+    async shareValue (key, candidate, ttlMs) {
+      const held = shared.get(key)
+      if (held !== undefined && held.expiresAt > now()) return held.value
+      shared.set(key, { value: candidate, expiresAt: now() + ttlMs })
+      return candidate
     },
     async takeOnce (key) {
       const held = onces.get(key)

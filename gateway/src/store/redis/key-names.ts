@@ -41,6 +41,8 @@ export function redisKeyNames (prefix: string, cluster: boolean) {
     hits: (key: string): string => `${prefix}hits:${key}`,
     // putOnce/takeOnce: one key each, no tag (a login's state, a handoff: per login, spread over the shards)
     takeOnce: (key: string): string => `${prefix}take-once:${key}`,
+    // shareValue: one key each, no tag (DPoP's nonce of one period: spread over the shards)
+    shared: (key: string): string => `${prefix}shared:${key}`,
     // per request too, and one key per counter: in a cluster they spread over every shard
     rate: (key: string): string => `${prefix}rate:${key}`,
     // MCP sessions: session id -> its owner, one key each with no tag (per session: spread over the shards)

@@ -1,5 +1,6 @@
 // What happens once, on Redis: replay marks (rememberOnce: set if absent, with an expiry, a failed
-// write cancelled so it refuses nothing later) and one-time values (putOnce, takeOnce). Each is one
+// write cancelled so it refuses nothing later), one-time values (putOnce, takeOnce) and values set
+// once and shared (shareValue). Each is one
 // key with no hash tag, so in a cluster they spread over every shard (key-names.ts); a mark's
 // cancel lives in the mark's slot (sameSlotKey).
 import { randomBytes } from 'node:crypto'
@@ -108,6 +109,9 @@ export function redisOnce ({ redis, names, guarded }: RedisStoreContext): OnceSt
     },
     // GETDEL (Redis 6.2): the read and the removal are one command, so a value is taken once
     takeOnce: async (key) => await guarded(async () => await redis.getdel(names.takeOnce(key))),
+    // SET NX GET (Redis 7): the value already there, else ours, in one command
+    shareValue: async (key, candidate, ttlMs) => await guarded(async () =>
+      (await redis.set(names.shared(key), candidate, 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX', 'GET')) ?? candidate),
     stop: () => {
       if (forgetTimer !== undefined) clearInterval(forgetTimer)
     }

@@ -92,3 +92,19 @@ t.test('docs/resource-server.md\'s route file loads as the page says', async (t)
   })
   t.same(route?.scopes, ['mcp:tools'])
 })
+
+t.test('dpop (docs/dpop.md): on a route, or on a resource for each of its routes; only where tokens are taken', async (t) => {
+  const routes = routesOfText(file(`${MCP}\n    dpop: required`, `${route('resource: https://api.example.com/mcp')}
+  - prefix: /strict/
+    upstream: http://x
+    auth: signed
+    dpop: required
+  - prefix: /plain/
+    upstream: http://x
+    auth: bearer`))
+  t.same(routes.map((r) => r.dpop), ['required', 'required', 'allowed'], 'the resource\'s route, the route that says so, the default')
+  t.equal(routes[0]?.resource?.dpopRequired, true)
+  t.same(routeTextProblems(`routes:\n${route('dpop: required', 'public')}\n`),
+    ['routes.yaml: routes[0].dpop: DPoP binds tokens, which only bearer and signed routes take; give it auth: bearer or signed, or drop it'])
+  t.match(routeTextProblems(`routes:\n${route('dpop: always')}\n`).join('\n'), /routes\[0\]\.dpop/, 'an unknown value: refused')
+})

@@ -133,6 +133,14 @@ function storeSuites (t: Test, factories: Record<string, StoreFactory>): void {
       await new Promise((resolve) => setTimeout(resolve, 120))
       t.equal(await store.takeOnce('login:short'), null, 'after its ttl: null')
 
+      // shareValue: the first value stays, every later caller gets it; a new one after its ttl
+      t.equal(await store.shareValue('nonce:1', 'first', 60_000), 'first', 'none there: the candidate')
+      const later = await Promise.all(['a', 'b', 'c'].map(async (v) => await store.shareValue('nonce:1', v, 60_000)))
+      t.same(later, ['first', 'first', 'first'], 'later callers: the first value')
+      t.equal(await store.shareValue('nonce:short', 'x', 50), 'x')
+      await new Promise((resolve) => setTimeout(resolve, 120))
+      t.equal(await store.shareValue('nonce:short', 'y', 50), 'y', 'after its ttl: the new candidate')
+
       const first = await store.hit('user:alice', 60_000)
       t.equal(first.count, 1)
       t.ok(first.resetMs > 59_000 && first.resetMs <= 60_000)

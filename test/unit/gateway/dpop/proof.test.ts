@@ -1,0 +1,132 @@
+// The DPoP proof verifier (gateway/src/dpop/proof.ts): proofs made by panva's `dpop` package, as a
+// real client makes them, pass; each hostile one is refused with INVALID_DPOP_PROOF (or
+// USE_DPOP_NONCE) and says why. The memory store keeps the jti marks and the nonces.
+import { generateKeyPairSync, sign } from 'node:crypto'
+import t from 'tap'
+import { generateKeyPair as dpopKeyPair, generateProof } from 'dpop'
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
+import { accessTokenHash, createDpopVerifier, DEFAULT_DPOP_SETTINGS, dpopSettingsProblem, htuOf, type ProofCheck } from '../../../../gateway/src/dpop/proof.js'
+import { isGatewayError } from '../../../../gateway/src/errors.js'
+import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
+
+const URI = 'https://api.example.com/v1/things'
+const TOKEN = 'the.access.token'
+
+async function refusal (promise: Promise<unknown>): Promise<{ code: string, message: string, headers: Record<string, string> | undefined }> {
+  try {
+    await promise
+  } catch (err) {
+    if (isGatewayError(err)) return { code: err.code, message: err.message, headers: err.headers as Record<string, string> | undefined }
+    throw err
+  }
+  return { code: 'PASSED', message: '', headers: undefined }
+}
+
+/** a proof signed by hand with jose: any header and claims a hostile client likes */
+async function handMade (header: Record<string, unknown>, claims: Record<string, unknown>, key?: CryptoKey): Promise<string> {
+  const pair = await generateKeyPair('ES256', { extractable: true })
+  const jwk = await exportJWK(pair.publicKey)
+  return await new SignJWT({ htm: 'GET', htu: URI, iat: Math.floor(Date.now() / 1000), jti: crypto.randomUUID(), ath: accessTokenHash(TOKEN), ...claims })
+    .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk, ...header } as never).sign(key ?? pair.privateKey)
+}
+
+t.test('proofs from the dpop package pass once; each is bound to its key, request and token', async (t) => {
+  const verifier = createDpopVerifier(DEFAULT_DPOP_SETTINGS, createMemoryStore())
+  for (const alg of ['ES256', 'Ed25519', 'RS256', 'PS256'] as const) {
+    const keys = await dpopKeyPair(alg)
+    const jkt = await calculateJwkThumbprint(await exportJWK(keys.publicKey) as JWK)
+    const proof = await generateProof(keys, `${URI}?page=2#top`, 'GET', undefined, TOKEN)
+    const check: ProofCheck = { method: 'GET', uri: `${URI}?other=1`, proofs: [proof], accessToken: TOKEN, boundKey: jkt }
+    const passed = await verifier.verify(check)
+    t.equal(passed.thumbprint, jkt, `${alg}: the proof's key thumbprint (a query or fragment ignored on both sides)`)
+    t.equal((await refusal(verifier.verify(check))).code, 'INVALID_DPOP_PROOF', `${alg}: the same proof again is refused (jti)`)
+  }
+  // a token endpoint: no token, no binding yet; the thumbprint is what it binds to
+  const keys = await dpopKeyPair('ES256')
+  const passed = await verifier.verify({ method: 'POST', uri: 'https://api.example.com/v1/auth/token', proofs: [await generateProof(keys, 'https://api.example.com/v1/auth/token', 'POST')] })
+  t.equal(passed.thumbprint, await calculateJwkThumbprint(await exportJWK(keys.publicKey) as JWK), 'without a token: the key\'s thumbprint')
+})
+
+t.test('each hostile proof is refused with INVALID_DPOP_PROOF and says why', async (t) => {
+  const verifier = createDpopVerifier(DEFAULT_DPOP_SETTINGS, createMemoryStore())
+  const keys = await dpopKeyPair('ES256')
+  const jkt = await calculateJwkThumbprint(await exportJWK(keys.publicKey) as JWK)
+  const base = { method: 'GET', uri: URI, accessToken: TOKEN, boundKey: jkt }
+  const good = async (): Promise<string> => await generateProof(keys, URI, 'GET', undefined, TOKEN)
+  const other = await dpopKeyPair('ES256')
+  const hmac = new TextEncoder().encode('a shared secret of enough length!!')
+  const now = Math.floor(Date.now() / 1000)
+  const privateJwk = await exportJWK((await generateKeyPair('ES256', { extractable: true })).privateKey)
+  const none = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'dpop+jwt', jwk: await exportJWK(keys.publicKey) })).toString('base64url')}.` +
+    `${Buffer.from(JSON.stringify({ htm: 'GET', htu: URI, iat: now, jti: 'n1', ath: accessTokenHash(TOKEN) })).toString('base64url')}.`
+  const p384 = await exportJWK((await generateKeyPair('ES384', { extractable: true })).publicKey)
+  const rsaJwk = await exportJWK((await generateKeyPair('RS256', { extractable: true })).publicKey)
+  const rsaProof = async (bits: number): Promise<string> => {
+    // signed by hand: jose refuses to sign with a key under 2048 bits
+    const pair = generateKeyPairSync('rsa', { modulusLength: bits })
+    const part = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64url')
+    const input = `${part({ alg: 'RS256', typ: 'dpop+jwt', jwk: pair.publicKey.export({ format: 'jwk' }) })}.` +
+      part({ htm: 'GET', htu: URI, iat: now, jti: crypto.randomUUID(), ath: accessTokenHash(TOKEN) })
+    return `${input}.${sign('sha256', Buffer.from(input), pair.privateKey).toString('base64url')}`
+  }
+  const cases: Array<[string, ProofCheck, RegExp]> = [
+    ['no proof', { ...base, proofs: undefined }, /Send a DPoP proof/],
+    ['two DPoP headers', { ...base, proofs: [await good(), await good()] }, /2 DPoP headers/],
+    ['not a JWS', { ...base, proofs: ['a.b'] }, /compact form/],
+    ['alg none', { ...base, proofs: [none] }, /alg "none"/],
+    ['HS256', { ...base, proofs: [await new SignJWT({ htm: 'GET', htu: URI, iat: now, jti: 'h1' }).setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk: { kty: 'oct', k: 'abc' } } as never).sign(hmac)] }, /alg "HS256"/],
+    ['a private key in jwk', { ...base, proofs: [await handMade({ jwk: privateJwk }, {})] }, /private key material \(d\)/],
+    ['wrong typ', { ...base, proofs: [await handMade({ typ: 'JWT' }, {})] }, /typ is "JWT"/],
+    ['wrong htm', { ...base, method: 'POST', proofs: [await good()] }, /htm is "GET"/],
+    ['another path', { ...base, uri: 'https://api.example.com/v1/other', proofs: [await good()] }, /htu is/],
+    ['another host', { ...base, uri: 'https://evil.example.com/v1/things', proofs: [await good()] }, /htu is/],
+    ['another scheme', { ...base, uri: 'http://api.example.com/v1/things', proofs: [await good()] }, /htu is/],
+    ['a stale iat', { ...base, proofs: [await handMade({}, { iat: now - 120 })] }, /iat/],
+    ['a future iat', { ...base, proofs: [await handMade({}, { iat: now + 120 })] }, /iat/],
+    ['no ath', { ...base, proofs: [await generateProof(keys, URI, 'GET')] }, /no ath/],
+    ['a wrong ath', { ...base, proofs: [await generateProof(keys, URI, 'GET', undefined, 'another.token')] }, /ath is not the hash/],
+    ['another key than cnf.jkt', { ...base, proofs: [await generateProof(other, URI, 'GET', undefined, TOKEN)] }, /another key/],
+    ['an RSA key under 2048 bits', { ...base, boundKey: undefined, proofs: [await rsaProof(1024)] }, /fewer than 2048 bits/],
+    ['an ES256 proof with a P-384 key', { ...base, boundKey: undefined, proofs: [await handMade({ jwk: p384 }, {})] }, /takes a key on P-256/],
+    ['an ES256 proof with an RSA key', { ...base, boundKey: undefined, proofs: [await handMade({ jwk: rsaJwk }, {})] }, /takes a key of type EC/],
+    ['a signature by another key than its jwk', { ...base, boundKey: undefined, proofs: [await handMade({ jwk: await exportJWK(keys.publicKey) }, {})] }, /signature does not verify/]
+  ]
+  for (const [name, check, why] of cases) {
+    const { code, message } = await refusal(verifier.verify(check))
+    t.equal(code, 'INVALID_DPOP_PROOF', `${name}: INVALID_DPOP_PROOF`)
+    t.match(message, why, `${name}: the detail says why`)
+  }
+  t.equal((await refusal(verifier.verify({ ...base, proofs: [await good()] }))).code, 'PASSED', 'and a good proof still passes')
+})
+
+t.test('nonces: off by default; when on, a proof without the current one gets USE_DPOP_NONCE and the nonce to use', async (t) => {
+  let clock = Date.now()
+  const store = createMemoryStore(() => clock)
+  const settings = { ...DEFAULT_DPOP_SETTINGS, nonceSeconds: 60, iatWindowSeconds: 600 }
+  const verifier = createDpopVerifier(settings, store, () => clock)
+  const other = createDpopVerifier(settings, store, () => clock)
+  const keys = await dpopKeyPair('ES256')
+  const check = async (nonce?: string): Promise<ProofCheck> =>
+    ({ method: 'GET', uri: URI, proofs: [await generateProof(keys, URI, 'GET', nonce, TOKEN)], accessToken: TOKEN })
+  const first = await refusal(verifier.verify(await check()))
+  t.equal(first.code, 'USE_DPOP_NONCE', 'no nonce: USE_DPOP_NONCE')
+  const nonce = first.headers?.['dpop-nonce'] as string
+  t.match(nonce, /^[A-Za-z0-9_-]{32}$/, 'with the nonce in DPoP-Nonce')
+  t.equal((await refusal(other.verify(await check(nonce)))).code, 'PASSED', 'the nonce passes at another verifier of the same store')
+  t.equal((await refusal(verifier.verify(await check('made-up')))).code, 'USE_DPOP_NONCE', 'a made-up nonce: refused')
+  clock += 60_000
+  t.equal((await refusal(verifier.verify(await check(nonce)))).code, 'PASSED', 'the previous period\'s nonce still passes')
+  clock += 60_000
+  const late = await refusal(verifier.verify(await check(nonce)))
+  t.equal(late.code, 'USE_DPOP_NONCE', 'two periods on: refused, with a new nonce')
+  t.not(late.headers?.['dpop-nonce'], nonce)
+})
+
+t.test('settings and the URI rule', async (t) => {
+  t.equal(dpopSettingsProblem(DEFAULT_DPOP_SETTINGS), undefined)
+  t.match(dpopSettingsProblem({ ...DEFAULT_DPOP_SETTINGS, algorithms: ['ES256', 'HS256'] }), /HS256/, 'HS256 cannot be configured')
+  t.match(dpopSettingsProblem({ ...DEFAULT_DPOP_SETTINGS, algorithms: ['none'] }), /none/, 'nor none')
+  t.equal(htuOf('HTTPS://API.example.com:443/a/b?x=1#f'), 'https://api.example.com/a/b', 'scheme and host normalised, default port, query and fragment dropped')
+  t.equal(htuOf('ftp://example.com/'), undefined)
+  t.equal(htuOf('https://user:pw@example.com/'), undefined)
+})
