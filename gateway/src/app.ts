@@ -6,7 +6,9 @@ import { createAuthenticator, type Authenticator } from './auth/authenticate.js'
 import type { IdpTokens } from './auth/bearer.js'
 import { agentPipeline, bearerPipeline, publicPipeline, signedPipeline } from './auth/pipeline.js'
 import { createSignatureBudget, type SignatureBudget } from './auth/signature-budget.js'
+import { ConfigError } from './config/config-error.js'
 import { buildDecisionApp } from './decision/server.js'
+import { createDpopVerifier, DEFAULT_DPOP_SETTINGS, dpopSettingsProblem, type DpopVerifier } from './dpop/proof.js'
 import { MAX_HEADER_BYTES, SCRYPT_LOG_N, type GatewayConfig } from './config/env.js'
 import { listenerOptions } from './http/listener-options.js'
 import { accessLogPlugin } from './http/plugins/access-log.js'
@@ -232,9 +234,17 @@ Promise<{ agentDirectories: AgentDirectories; agentsInForce: AgentsInForce }> {
   return { agentDirectories, agentsInForce }
 }
 
+/** DPoP proofs' verifier (RFC 9449), of the KEYGATE_DPOP_* settings: one per process, its jti marks and nonces in the store. */
+function dpopVerifierOf ({ config, store, options }: Building): DpopVerifier {
+  const settings = { ...DEFAULT_DPOP_SETTINGS, ...config.dpop }
+  const problem = dpopSettingsProblem(settings)
+  if (problem !== undefined) throw new ConfigError(`KEYGATE_DPOP_ALGORITHMS ${problem}`)
+  return createDpopVerifier(settings, store, options.now)
+}
+
 /** The one way a request is authenticated, per tier: each tier's pipeline, its stages traced when tracing is on. */
 function authenticatorOf ({ options, store, tracing }: Building, services: KeygateServices, userScopes: UserScopes, signatureBudget: SignatureBudget,
-  idp: IdpTokens | undefined, agents: AgentDirectories): Authenticator {
+  idp: IdpTokens | undefined, agents: AgentDirectories, dpop: DpopVerifier): Authenticator {
   const { tokens, keys } = services
   const signed = signedPipeline({
     tokens,
@@ -245,9 +255,10 @@ function authenticatorOf ({ options, store, tracing }: Building, services: Keyga
     signatureBudget,
     idp,
     agents,
+    dpop,
     ...(options.now && { now: options.now })
   })
-  const bearer = bearerPipeline({ tokens, userScopes, idp, agents, store, signatureBudget, ...(options.now && { now: options.now }) })
+  const bearer = bearerPipeline({ tokens, userScopes, idp, agents, store, signatureBudget, dpop, ...(options.now && { now: options.now }) })
   const agent = agentPipeline({ tokens, keys, store, userScopes, signatureBudget, agents, ...(options.now && { now: options.now }) })
   const open = publicPipeline()
   // with tracing on, the stages where time goes have child spans
@@ -262,7 +273,7 @@ function authenticatorOf ({ options, store, tracing }: Building, services: Keyga
  * endpoints, in the order a request meets them.
  */
 async function registerOwnPlugins ({ app, options, config, store, tracing }: Building, services: KeygateServices, usage: UsageCounter | undefined,
-  portalLogin: PortalLogin | undefined, authenticator: Authenticator): Promise<void> {
+  portalLogin: PortalLogin | undefined, authenticator: Authenticator, dpop: DpopVerifier): Promise<void> {
   const { routes, tokens, keys } = services
   // First: every later hook, log line and limit reads the client's address (request.ip) from it.
   await app.register(clientAddressPlugin, config.clientAddress)
@@ -295,7 +306,11 @@ async function registerOwnPlugins ({ app, options, config, store, tracing }: Bui
 
   await app.register(healthRoutes, { store, identityProviders: () => services.issuers?.keys ?? [] })
   await app.register(jwksRoutes, { tokens })
-  await app.register(resourceMetadataRoutes, { routes: () => services.routes.current.routes, issuers: () => services.issuers?.issuers ?? [] })
+  await app.register(resourceMetadataRoutes, {
+    routes: () => services.routes.current.routes,
+    issuers: () => services.issuers?.issuers ?? [],
+    dpopAlgorithms: dpop.settings.algorithms
+  })
   await app.register(timeRoutes, { ...(options.now && { now: options.now }) })
   // keygate's own JSON endpoints: their bodies count against the same body memory as business ones
   await app.register(async (own) => {
@@ -357,8 +372,9 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
     if (request.raw.socket?.readableEnded === true) reply.header('connection', 'close')
     done(null, payload)
   })
-  const authenticator = authenticatorOf(building, services, userScopes, signatureBudget, idp, agentDirectories)
-  await registerOwnPlugins(building, services, usage, portalLogin, authenticator)
+  const dpop = dpopVerifierOf(building)
+  const authenticator = authenticatorOf(building, services, userScopes, signatureBudget, idp, agentDirectories, dpop)
+  await registerOwnPlugins(building, services, usage, portalLogin, authenticator, dpop)
   const { routes, tokens } = services
   const limiter = createRateLimiter({
     store,
@@ -371,7 +387,7 @@ export async function buildApp (options: BuildAppOptions): Promise<FastifyInstan
   if (config.decision.port !== undefined) {
     const issuers = (): readonly IssuerConfig[] => services.issuers?.issuers ?? []
     const decisions = await buildDecisionApp({
-      routes, issuers, judge: authenticator.judge, limiter, identityTokens, bodyMemory: services.bodyMemory, tracing
+      routes, issuers, judge: authenticator.judge, limiter, identityTokens, bodyMemory: services.bodyMemory, tracing, dpopAlgorithms: dpop.settings.algorithms
     }, {
       trustedProxies: config.decision.trustedProxies,
       server: config.server,

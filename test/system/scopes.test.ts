@@ -35,7 +35,7 @@ function scopedRoutes (upstream: string): RouteConfig[] {
       prefix: '/v1/open/',
       upstream,
       auth: 'signed',
-      identityHeaders: { user: 'x-user', key: 'x-key', keyName: 'x-key-name', scopes: 'x-scopes', agent: 'x-agent', agentKey: 'x-agent-key' },
+      identityHeaders: { user: 'x-user', key: 'x-key', keyName: 'x-key-name', scopes: 'x-scopes', agent: 'x-agent', agentKey: 'x-agent-key', dpopKey: 'x-dpop-jkt' },
       identityToken: { header: 'x-proof', ttlSeconds: 60, audience: 'open' }
     }, DEFAULTS)
   ]

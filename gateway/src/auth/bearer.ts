@@ -9,7 +9,8 @@ import type { CurrentUser, UserScopes } from '../users/user-scopes.js'
 import type { AuthStage, AuthState } from './stage.js'
 
 /** What a request with a bearer token may be refused with, before anything else of its own: a missing or bad token, or an IdP's keys missing. */
-export const BEARER_PROBLEMS = ['MISSING_TOKEN', 'INVALID_TOKEN', 'UNKNOWN_SIGNING_KEY', 'IDP_KEYS_UNAVAILABLE'] as const
+export const BEARER_PROBLEMS = ['MISSING_TOKEN', 'INVALID_TOKEN', 'UNKNOWN_SIGNING_KEY', 'IDP_KEYS_UNAVAILABLE',
+  'DPOP_REQUIRED', 'INVALID_DPOP_PROOF', 'USE_DPOP_NONCE'] as const
 
 /** The tokens of trusted identity providers (idp/), beside keygate's own: how they are checked, and their users made. */
 export interface IdpTokens {
@@ -31,7 +32,7 @@ export function bearerTokenStage (tokens: TokenService, users: Pick<UserScopes, 
     name: 'bearer',
     needsBody: false,
     run (request, state) {
-      const raw = bearerToken(request.headers.authorization)
+      const raw = bearerToken(request.headers.authorization, state)
       // an identity provider's token: verified before, or its `iss` names a trusted issuer (keygate's own never does)
       const known = idp?.verifier.cached(raw)
       if (known !== undefined && idpUsers !== undefined) return idpUsers(known, state)
@@ -68,7 +69,13 @@ function idpUserState (users: Pick<UserScopes, 'current' | 'forget'>, idp: IdpTo
         resource,
         account: { ...user, scopes },
         // as a keygate token of this user's incarnation would say: a key registered with it is this incarnation's
-        bearer: { subject: token.username, userId: user.id, credential: user.credential, issuedAt: token.issuedAt }
+        bearer: {
+          subject: token.username,
+          userId: user.id,
+          credential: user.credential,
+          issuedAt: token.issuedAt,
+          ...(token.boundKey !== undefined && { boundKey: token.boundKey })
+        }
       }
       made.set(token, known)
     }
@@ -133,12 +140,24 @@ export function verifyBearer (tokens: TokenService, header: string | undefined):
   return tokens.verify(bearerToken(header))
 }
 
-function bearerToken (header: string | undefined): string {
+/**
+ * The token of `Authorization: Bearer <token>`, or of `DPoP <token>` (RFC 9449 §7.1: a DPoP-bound
+ * token, with a proof: auth/dpop.ts), the scheme noted in `state`.
+ */
+function bearerToken (header: string | undefined, state?: AuthState): string {
   // Parsed by hand: a regex with a lazy group over a 16 KiB header is a ReDoS.
   const scheme = header?.slice(0, 7).toLowerCase()
-  const token = header !== undefined && (scheme === 'bearer ' || scheme === 'bearer\t') ? header.slice(7).trim() : ''
+  let token = ''
+  if (header !== undefined && (scheme === 'bearer ' || scheme === 'bearer\t')) {
+    token = header.slice(7).trim()
+    if (state !== undefined) state.tokenScheme = 'bearer'
+  } else if (header !== undefined && (scheme?.startsWith('dpop ') === true || scheme?.startsWith('dpop\t') === true)) {
+    token = header.slice(5).trim()
+    if (state !== undefined) state.tokenScheme = 'dpop'
+  }
   if (token === '') {
-    throw new GatewayError('MISSING_TOKEN', 'Send "Authorization: Bearer <token>" with a token from POST /v1/auth/token', {
+    throw new GatewayError('MISSING_TOKEN', 'Send "Authorization: Bearer <token>" with a token from POST /v1/auth/token ' +
+      '(a DPoP-bound token: "Authorization: DPoP <token>" and its DPoP proof)', {
       headers: { 'www-authenticate': 'Bearer realm="keygate"' }
     })
   }

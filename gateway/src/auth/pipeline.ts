@@ -3,6 +3,7 @@
 // scheme's, any key type's) runs last of the checks of who sent the request; then what it may do (scope.ts). Before all of them, a client
 // address that has failed too many signature checks is refused (signature-budget.ts).
 import type { AgentDirectories } from '../agents/agent-directories.js'
+import { createDpopVerifier, DEFAULT_DPOP_SETTINGS, type DpopVerifier } from '../dpop/proof.js'
 import type { KeyRegistry } from '../keys/key-registry.js'
 import type { Store } from '../store/index.js'
 import type { TokenService } from '../tokens/token-service.js'
@@ -10,6 +11,7 @@ import type { UserScopes } from '../users/user-scopes.js'
 import { agentKeyStage, agentSignatureHeadersStage, agentVerificationStage } from './agent-signature.js'
 import { apiKeyStage } from './api-key.js'
 import { bearerTokenStage, type IdpTokens } from './bearer.js'
+import { dpopOfferStage, dpopStage } from './dpop.js'
 import { keyIdStage } from './key-id.js'
 import { mcpMessageStage, mcpPolicyStage, mcpRequestStage } from './mcp.js'
 import { keyOwnerStage } from './key-owner.js'
@@ -44,6 +46,16 @@ export interface PipelineDeps {
   idp?: IdpTokens | undefined
   /** signed agents' key directories (Web Bot Auth): agent routes, and bearer and signed routes that name agents */
   agents?: AgentDirectories | undefined
+  /** DPoP proofs (RFC 9449) of bound tokens; default: the default settings over `store` */
+  dpop?: DpopVerifier | undefined
+}
+
+/** The token's stages: the DPoP offer (for challenges), the token, then its DPoP proof (auth/dpop.ts). */
+type TokenDeps = Pick<PipelineDeps, 'tokens' | 'userScopes' | 'idp' | 'store' | 'now' | 'dpop'>
+
+function tokenStages ({ tokens, userScopes, idp, store, now, dpop }: TokenDeps): AuthStage[] {
+  const verifier = dpop ?? createDpopVerifier(DEFAULT_DPOP_SETTINGS, store, now)
+  return [dpopOfferStage(verifier), bearerTokenStage(tokens, userScopes, idp), dpopStage(verifier)]
 }
 
 /**
@@ -90,14 +102,15 @@ export function publicPipeline (): AuthStage[] {
 
 /** `signed` routes: bearer token and API key signature. */
 export function signedPipeline (deps: PipelineDeps): AuthStage[] {
-  const { tokens, keys, store, userScopes, now, observeVerification, signatureBudget: budget, idp } = deps
+  const { keys, store, now, observeVerification, signatureBudget: budget, userScopes } = deps
   const clock = now ?? Date.now
   const onFailure = budget && ((request: DescribedRequest, state: AuthState): void => { budget.recordFailure(request.ip, clock(), state.key?.apiKey) })
   return [
     // an MCP route's Origin and content type: before any credential is looked at (auth/mcp.ts)
     mcpRequestStage(),
     ...(budget === undefined ? [] : [signatureBudgetStage(budget, clock)]),
-    bearerTokenStage(tokens, userScopes, idp),
+    // the token, and a bound token's DPoP proof (auth/dpop.ts)
+    ...tokenStages(deps),
     // the seed's X-API-* headers, or RFC 9421's Signature-Input and Signature (scheme.ts)
     signatureSchemeStage(),
     perScheme({ seed: signatureHeadersStage(), rfc9421: messageSignatureHeadersStage() }),
@@ -130,11 +143,11 @@ export function signedPipeline (deps: PipelineDeps): AuthStage[] {
 }
 
 /** `bearer` routes (and keygate's key routes): the token, then what its user may do. */
-export function bearerPipeline (deps: Pick<PipelineDeps, 'tokens' | 'userScopes' | 'idp' | 'agents' | 'store' | 'now' | 'signatureBudget'>): AuthStage[] {
-  const { tokens, userScopes, idp } = deps
+export function bearerPipeline (deps: TokenDeps & Pick<PipelineDeps, 'agents' | 'signatureBudget'>): AuthStage[] {
+  const { userScopes } = deps
   return [
     mcpRequestStage(),
-    bearerTokenStage(tokens, userScopes, idp),
+    ...tokenStages(deps),
     scopeStage(userScopes, { needsBody: false }),
     mcpMessageStage(),
     mcpPolicyStage(),

@@ -10,6 +10,7 @@ import type { IssuerConfig } from '../idp/issuers.js'
 import type { McpMessage } from '../mcp-calls/messages.js'
 import type { McpPolicy } from '../mcp-calls/policy.js'
 import type { ProtectedResource } from '../resources/resource.js'
+import type { DpopVerifier } from '../dpop/proof.js'
 import type { RememberedMark } from '../store/index.js'
 import type { VerifiedToken } from '../tokens/token-service.js'
 import type { ScopeSet } from '../users/scopes.js'
@@ -91,6 +92,14 @@ export interface AuthState {
   replay?: ReplayPolicy
   /** the protected resource the route belongs to: an IdP token must be for it (resources/audience.ts) */
   resource?: ProtectedResource
+  /** the route (or its resource) requires every token to be DPoP-bound (auth/dpop.ts) */
+  dpopRequired?: boolean
+  /** a token route's DPoP verifier: its algorithms name the DPoP challenge (resources/challenge.ts) */
+  dpop?: DpopVerifier
+  /** the Authorization scheme the token came with: Bearer or DPoP (bearer.ts) */
+  tokenScheme?: 'bearer' | 'dpop'
+  /** the thumbprint of the key whose DPoP proof bound the token to this request (the identity header) */
+  dpopKey?: string
   /** the bearer token's subject */
   user?: string
   /** the identity provider whose token the request carries (its names for scopes say what a client asks it for) */

@@ -147,6 +147,10 @@ export const EnvSchema = Type.Object({
   KEYGATE_ROUTES: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_ISSUERS: Type.Optional(Type.String({ minLength: 1 })),
   KEYGATE_AGENT_DIRECTORIES: Type.Optional(Type.String({ minLength: 1 })),
+  // DPoP (RFC 9449; docs/dpop.md): the algorithm names are checked where proofs are (dpop/proof.ts), which config does not import
+  KEYGATE_DPOP_ALGORITHMS: Type.Optional(Type.String({ minLength: 1, maxLength: 200, allowed: 'JWS algorithm names, comma-separated' })),
+  KEYGATE_DPOP_IAT_WINDOW_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
+  KEYGATE_DPOP_NONCE_SECONDS: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400 })),
   KEYGATE_OIDC_ISSUER: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, allowed: 'the issuer\'s URL, at most 2048 characters' })),
   KEYGATE_OIDC_AUDIENCE: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, allowed: 'audiences, comma-separated, at most 4096 characters' })),
   KEYGATE_OIDC_NAME: Type.Optional(Type.String({ pattern: `^${ISSUER_NAME}$`, allowed: ISSUER_NAME_RULE })),
@@ -338,6 +342,11 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): GatewayConfig
     routesFile: e.KEYGATE_ROUTES,
     pidFile: e.KEYGATE_PID_FILE,
     agentDirectoriesFile: e.KEYGATE_AGENT_DIRECTORIES,
+    dpop: {
+      ...(e.KEYGATE_DPOP_ALGORITHMS !== undefined && { algorithms: e.KEYGATE_DPOP_ALGORITHMS.split(',').map((alg) => alg.trim()).filter((alg) => alg !== '') }),
+      ...(e.KEYGATE_DPOP_IAT_WINDOW_SECONDS !== undefined && { iatWindowSeconds: e.KEYGATE_DPOP_IAT_WINDOW_SECONDS }),
+      ...(e.KEYGATE_DPOP_NONCE_SECONDS !== undefined && { nonceSeconds: e.KEYGATE_DPOP_NONCE_SECONDS })
+    },
     identityProviders: identityProvidersFrom(e),
     watchRoutes: isOn(e.KEYGATE_ROUTES_WATCH, false),
     docs: isOn(e.KEYGATE_DOCS, true),

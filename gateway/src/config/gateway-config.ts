@@ -67,6 +67,8 @@ export interface GatewayConfig {
   pidFile: string | undefined
   /** KEYGATE_AGENT_DIRECTORIES: signed agents' directories pinned, or allowed on a private address (agents/agents-file.ts) */
   agentDirectoriesFile: string | undefined
+  /** DPoP proofs (RFC 9449): KEYGATE_DPOP_ALGORITHMS, _IAT_WINDOW_SECONDS, _NONCE_SECONDS; unset: dpop/proof.ts's defaults */
+  dpop?: { algorithms?: string[], iatWindowSeconds?: number, nonceSeconds?: number }
   /**
    * Trusted identity providers (idp/issuers.ts reads and checks them): KEYGATE_ISSUERS, an issuers
    * file, or one issuer from KEYGATE_OIDC_ISSUER and KEYGATE_OIDC_AUDIENCE; neither: none

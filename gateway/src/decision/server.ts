@@ -56,6 +56,8 @@ export interface DecisionServices extends AfterAuthentication {
   bodyMemory: ByteBudget
   /** with tracing on: a SERVER span per decision, its stages' spans under it (tracing/tracer.ts) */
   tracing?: Tracing | undefined
+  /** the algorithms DPoP proofs may use: the resources' metadata says them */
+  dpopAlgorithms?: readonly string[] | undefined
 }
 
 export interface DecisionOptions {
@@ -217,7 +219,11 @@ export async function buildDecisionApp (services: DecisionServices, options: Dec
   }
 
   // a protected resource's metadata, for the proxy to send /.well-known/oauth-protected-resource* here (docs/decision/)
-  await app.register(resourceMetadataRoutes, { routes: () => routes.current.routes, issuers: services.issuers ?? (() => []) })
+  await app.register(resourceMetadataRoutes, {
+    routes: () => routes.current.routes,
+    issuers: services.issuers ?? (() => []),
+    dpopAlgorithms: services.dpopAlgorithms
+  })
   // callback-style hooks, as the proxy's: no promise for a decision whose every stage is synchronous
   const hooks = { onRequest: asHook(beforeBody), preHandler: asHook(afterBody), handler }
   app.route({ method: [...HTTP_METHODS], url: '/*', ...hooks })

@@ -221,3 +221,16 @@ export function createDpopVerifier (settings: DpopSettings, store: Pick<OnceStor
     }
   }
 }
+
+/**
+ * The key an access token is bound to: its `cnf.jkt` (RFC 9449 §6), or undefined when it has no
+ * `cnf`. A `cnf` keygate cannot check (jkt not a thumbprint, or only another binding such as
+ * mTLS's x5t#S256) is a reason to refuse the token (returned as `{ problem }`): fail closed.
+ */
+export function tokenBinding (payload: Record<string, unknown>): string | undefined | { problem: string } {
+  const cnf = payload.cnf
+  if (cnf === undefined) return undefined
+  const jkt = isObject(cnf) ? cnf.jkt : undefined
+  if (typeof jkt === 'string' && /^[A-Za-z0-9_-]{43}$/.test(jkt)) return jkt
+  return { problem: 'The token is bound to a key (cnf) in a way keygate cannot check: only DPoP\'s cnf.jkt (an RFC 7638 SHA-256 thumbprint) is' }
+}

@@ -6,6 +6,7 @@
 // cached until they expire, as keygate's own are (tokens/token-service.ts): the hot path pays for
 // one signature check per token, not per request.
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type CryptoKey, type JWTPayload, type KeyObject } from 'jose'
+import { tokenBinding } from '../dpop/proof.js'
 import { GatewayError } from '../errors.js'
 import { LruCache, type CacheStats } from '../lib/lru-cache.js'
 import { isScope } from '../users/scopes.js'
@@ -41,6 +42,8 @@ export interface IdpToken {
   readonly kid: string | undefined
   readonly alg: string
   readonly key: CryptoKey | KeyObject
+  /** `cnf.jkt`: the token is DPoP-bound to this key (RFC 9449); undefined: a bearer token */
+  readonly boundKey: string | undefined
 }
 
 export interface IdpVerifier {
@@ -184,6 +187,8 @@ export function createIdpVerifier (issuers: readonly IssuerConfig[], keysOf: (is
     if (typeof subject !== 'string' || !IDP_SUBJECT.test(subject)) {
       throw idpTokenError(issuer, `The token's ${issuer.subjectClaim} is not a subject keygate can name a user after (1-255 printable characters, no spaces)`)
     }
+    const binding = tokenBinding(payload)
+    if (typeof binding === 'object') throw idpTokenError(issuer, binding.problem)
     const seconds = Math.floor(now() / 1000)
     const fromIdp = idpScopes(payload, issuer.scopeClaim)
     return {
@@ -197,7 +202,8 @@ export function createIdpVerifier (issuers: readonly IssuerConfig[], keysOf: (is
       audiences: new Set(typeof payload.aud === 'string' ? [payload.aud] : payload.aud ?? []),
       kid: typeof header.kid === 'string' ? header.kid : undefined,
       alg,
-      key
+      key,
+      boundKey: binding
     }
   }
 

@@ -58,6 +58,7 @@ export function routeState (route: RouteConfig): AuthState {
     replay: route.replay,
     ...(route.agents !== undefined && { agents: route.agents }),
     ...(route.resource !== undefined && { resource: route.resource }),
+    ...(route.dpop === 'required' && { dpopRequired: true }),
     ...(route.mcp !== undefined && { mcp: route.mcp }),
     requiredScopes: route.scopes,
     signaturePolicy: route.signature,

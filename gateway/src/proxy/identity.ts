@@ -66,7 +66,8 @@ export function identityTokenFor (issuer: IdentityTokenIssuer, route: RouteConfi
 /** The headers that carry the gateway's word on this route: a client's copy of one is never forwarded. */
 export function identityHeaderNames (route: RouteConfig): string[] {
   const names = route.identityHeaders
-  return [names.user, names.key, names.keyName, names.scopes, names.agent, names.agentKey, ...(route.identityToken ? [route.identityToken.header] : [])]
+  return [names.user, names.key, names.keyName, names.scopes, names.agent, names.agentKey, names.dpopKey,
+    ...(route.identityToken ? [route.identityToken.header] : [])]
 }
 
 /** Writes the identity headers into the upstream request's headers: last, so they win. */
@@ -85,5 +86,7 @@ export function writeIdentity (out: IncomingHttpHeaders, route: RouteConfig, aut
     out[names.agent] = auth.agent.origin
     out[names.agentKey] = auth.agent.thumbprint
   }
+  // a DPoP-bound token (RFC 9449): the thumbprint of the key its proof was signed by; the proof itself is never forwarded
+  if (auth?.dpopKey !== undefined) out[names.dpopKey] = auth.dpopKey
   if (identityToken !== undefined && route.identityToken !== undefined) out[route.identityToken.header] = identityToken
 }

@@ -10,7 +10,7 @@ import { BUCKET_PATTERN, MAX_LIMIT, RATE_LIMIT_BY, STORE_DOWN_POLICIES, WINDOW_P
 import { MAX_SCOPES, SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
 import { PATH_NORMALISATIONS } from './backend-paths.js'
 import { MAX_MCP_SESSION_TTL_SECONDS } from '../mcp-calls/policy.js'
-import { AUTH_TIERS } from './route.js'
+import { AUTH_TIERS, DPOP_POLICIES } from './route.js'
 
 const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 const HeaderName = Type.String({ pattern: HEADER_NAME, maxLength: 100, description: 'an HTTP header name' })
@@ -68,7 +68,8 @@ export const RouteEntrySchema = Type.Object({
     keyName: Type.Optional(IdentityHeaderName),
     scopes: Type.Optional(IdentityHeaderName),
     agent: Type.Optional(IdentityHeaderName),
-    agentKey: Type.Optional(IdentityHeaderName)
+    agentKey: Type.Optional(IdentityHeaderName),
+    dpopKey: Type.Optional(IdentityHeaderName)
   }, { additionalProperties: false })),
   agents: Type.Optional(Type.Union([
     Type.Literal('any'),
@@ -98,6 +99,8 @@ export const RouteEntrySchema = Type.Object({
   scopes: Type.Optional(Type.Array(Scope, { uniqueItems: true, maxItems: MAX_SCOPES })),
   backendNormalises: Type.Optional(Type.Array(Type.Union(PATH_NORMALISATIONS.map((n) => Type.Literal(n))), { uniqueItems: true })),
   resource: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'the id of one of the file\'s resources' })),
+  dpop: Type.Optional(Type.Union(DPOP_POLICIES.map((policy) => Type.Literal(policy)),
+    { description: 'required: every token must be DPoP-bound and sent with a proof (RFC 9449); allowed (default): bound tokens need theirs' })),
   mcp: Type.Optional(McpSchema)
 }, { additionalProperties: false })
 export type RouteEntry = Static<typeof RouteEntrySchema>
@@ -110,6 +113,8 @@ export const ResourceEntrySchema = Type.Object({
   issuers: Type.Array(Type.String({ pattern: `^${ISSUER_NAME}$`, description: `an issuer's name: ${ISSUER_NAME_RULE}` }),
     { minItems: 1, maxItems: 32, uniqueItems: true }),
   audiences: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { maxItems: 16, uniqueItems: true })),
+  // required: every token on the resource's routes must be DPoP-bound (its metadata says so)
+  dpop: Type.Optional(Type.Union(DPOP_POLICIES.map((policy) => Type.Literal(policy)))),
   // the IdP's scope (or role) -> keygate's, for tokens used on this resource: in place of the issuer's map
   scopes: Type.Optional(Type.Object({
     map: Type.Record(Type.String({ minLength: 1, maxLength: 256 }), Type.Union([

@@ -50,6 +50,9 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
   }
   problems.push(...entryProblems(entry, index))
   const resource = routeResource(entry, index, resources, problems)
+  if (entry.dpop !== undefined && entry.auth !== 'bearer' && entry.auth !== 'signed') {
+    problems.push({ route: index, text: `${at}.dpop: DPoP binds tokens, which only bearer and signed routes take; give it auth: bearer or signed, or drop it` })
+  }
   const exact = entry.path !== undefined
   const prefix = (entry.path ?? entry.prefix) as string
   const origin = upstream?.origin ?? entry.upstream
@@ -70,7 +73,8 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
       keyName: (entry.identityHeaders?.keyName ?? DEFAULT_IDENTITY_HEADERS.keyName).toLowerCase(),
       scopes: (entry.identityHeaders?.scopes ?? DEFAULT_IDENTITY_HEADERS.scopes).toLowerCase(),
       agent: (entry.identityHeaders?.agent ?? DEFAULT_IDENTITY_HEADERS.agent).toLowerCase(),
-      agentKey: (entry.identityHeaders?.agentKey ?? DEFAULT_IDENTITY_HEADERS.agentKey).toLowerCase()
+      agentKey: (entry.identityHeaders?.agentKey ?? DEFAULT_IDENTITY_HEADERS.agentKey).toLowerCase(),
+      dpopKey: (entry.identityHeaders?.dpopKey ?? DEFAULT_IDENTITY_HEADERS.dpopKey).toLowerCase()
     },
     agents: entry.agents === undefined ? undefined : entry.agents === 'any' ? 'any' : new Set(entry.agents),
     addHeaders: Object.fromEntries(Object.entries(entry.addHeaders ?? {}).map(([name, value]) => [name.toLowerCase(), value])),
@@ -88,6 +92,8 @@ function toRoute (entry: RouteEntry, index: number, defaults: RouteDefaults, pro
     ...(entry.scopes !== undefined && { scopes: entry.scopes }),
     ...(entry.backendNormalises !== undefined && { backendNormalises: entry.backendNormalises }),
     ...(resource !== undefined && { resource }),
+    // a resource that requires DPoP requires it of each of its routes
+    ...((entry.dpop === 'required' || resource?.dpopRequired === true) && { dpop: 'required' as const }),
     ...(entry.mcp !== undefined && { mcp: compilePolicy(entry.mcp, scope) }),
     identityToken: entry.identityToken === undefined
       ? undefined

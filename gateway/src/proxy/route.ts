@@ -21,6 +21,8 @@ export interface IdentityHeaderNames {
   agent: string
   /** a signed agent's key: its JWK thumbprint */
   agentKey: string
+  /** a DPoP-bound token's key (RFC 9449): the thumbprint the request's proof was signed by */
+  dpopKey: string
 }
 export const DEFAULT_IDENTITY_HEADERS: IdentityHeaderNames = {
   user: 'x-gateway-user',
@@ -28,7 +30,8 @@ export const DEFAULT_IDENTITY_HEADERS: IdentityHeaderNames = {
   keyName: 'x-gateway-key-name',
   scopes: 'x-gateway-scopes',
   agent: 'x-gateway-agent',
-  agentKey: 'x-gateway-agent-key'
+  agentKey: 'x-gateway-agent-key',
+  dpopKey: 'x-gateway-dpop-jkt'
 }
 
 export interface IdentityTokenConfig {
@@ -99,11 +102,20 @@ export interface RouteConfig {
    * upstream is refused (400 PATH_ALIAS) a path that reads so as one of this route's. Default: all
    */
   backendNormalises: PathNormalisation[]
+  /**
+   * tokens on this route: `required`, each must be DPoP-bound and sent with a proof (RFC 9449);
+   * `allowed` (the default), a bound token needs its proof, a bearer token passes as one (docs/dpop.md)
+   */
+  dpop: DpopPolicy
   /** the protected resource (RFC 9728) the route belongs to: its challenges point at its metadata, IdP tokens must be for it */
   resource?: ProtectedResource
   /** an MCP route (docs/mcp.md): the body read as JSON-RPC, each message authorized, the Origin checked (auth/mcp.ts), sessions bound (mcp/sessions.ts) */
   mcp?: McpPolicy
 }
+
+/** What a route asks of tokens: DPoP for every one, or for bound ones only (route files' and resources' `dpop`). */
+export type DpopPolicy = 'required' | 'allowed'
+export const DPOP_POLICIES: readonly DpopPolicy[] = ['allowed', 'required']
 
 export const TIER_RANK: Record<AuthTier, number> = { public: 0, agent: 1, bearer: 1, signed: 2 }
 
@@ -154,6 +166,7 @@ export function route (
     onStoreDown: DEFAULT_STORE_DOWN_POLICY,
     scopes: [],
     backendNormalises: [...PATH_NORMALISATIONS],
+    dpop: 'allowed',
     ...fields
   }
 }

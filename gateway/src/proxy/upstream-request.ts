@@ -51,13 +51,13 @@ export interface UpstreamRequest {
 }
 
 /**
- * Never forwarded from the client: keygate's own credentials, the fields keygate answers with
+ * Never forwarded from the client: keygate's own credentials (a DPoP proof among them), the fields keygate answers with
  * (RateLimit, RateLimit-Policy: a request's copy is the client's invention), framing the gateway sets itself,
  * hop-by-hop headers (undici refuses some, which would turn a good request into a 502), and the
  * forwarding headers the gateway writes itself (from a trusted proxy, it passes that proxy's on).
  */
-const NEVER_FORWARDED = new Set(['authorization', 'x-api-signature', 'ratelimit', 'ratelimit-policy', 'content-length', 'transfer-encoding', 'expect',
-  'keep-alive', 'upgrade', 'proxy-connection', 'http2-settings', 'te', 'trailer', 'forwarded', 'x-forwarded-for',
+const NEVER_FORWARDED = new Set(['authorization', 'x-api-signature', 'dpop', 'ratelimit', 'ratelimit-policy', 'content-length', 'transfer-encoding',
+  'expect', 'keep-alive', 'upgrade', 'proxy-connection', 'http2-settings', 'te', 'trailer', 'forwarded', 'x-forwarded-for',
   'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'host', 'connection'])
 
 /**
@@ -80,7 +80,8 @@ const inKeygateNamespace = (normalised: string): boolean => KEYGATE_NAMESPACES.s
  * the client's credentials, keygate's answer fields, and the forwarding headers a proxy passes on
  * unless told (its own X-Forwarded-For and -Proto it writes; framing and hop-by-hop it handles).
  */
-const PROXY_DROPS: readonly string[] = ['authorization', 'x-api-signature', 'ratelimit', 'ratelimit-policy', 'forwarded', 'x-forwarded-host', 'x-real-ip']
+const PROXY_DROPS: readonly string[] = ['authorization', 'x-api-signature', 'dpop', 'ratelimit', 'ratelimit-policy', 'forwarded', 'x-forwarded-host',
+  'x-real-ip']
 
 /**
  * The client headers a proxy that forwards in keygate's stead (decision mode) must remove so that

@@ -14,6 +14,10 @@ export interface ResourceMetadata {
   bearer_methods_supported: string[]
   resource_name: string
   resource_documentation?: string
+  /** RFC 9449 §5.1: the algorithms DPoP proofs may use */
+  dpop_signing_alg_values_supported?: string[]
+  /** RFC 9449 §5.1: every token on the resource must be DPoP-bound */
+  dpop_bound_access_tokens_required?: boolean
 }
 
 /**
@@ -34,20 +38,27 @@ export function issuerScopes (issuer: IssuerConfig | undefined, scopes: readonly
 
 /** The resource's metadata: everything from configuration (its routes' scopes, its issuers in force). */
 export function resourceMetadata (resource: ProtectedResource,
-  routes: ReadonlyArray<{ resource?: ProtectedResource | undefined, scopes: readonly string[], mcp?: Pick<McpPolicy, 'toJSON'> | undefined }>,
-  issuers: readonly IssuerConfig[]): ResourceMetadata {
+  routes: ReadonlyArray<{ resource?: ProtectedResource | undefined, scopes: readonly string[], mcp?: Pick<McpPolicy, 'toJSON'> | undefined, dpop?: string }>,
+  issuers: readonly IssuerConfig[], dpopAlgorithms?: readonly string[]): ResourceMetadata {
+  const its = routes.filter((route) => route.resource?.id === resource.id)
   // an MCP route's tools (resources, prompts, methods) may ask for more: a client asks for those when a call needs them
   // (the 403's challenge), but registers for what is listed here, so they are listed too
-  const scopes = [...new Set(routes.filter((route) => route.resource?.id === resource.id)
+  const scopes = [...new Set(its
     .flatMap((route) => route.mcp === undefined ? route.scopes : [...route.scopes, ...policyScopes(route.mcp)]))]
-  const its = resource.issuers.map((name) => issuers.find((issuer) => issuer.name === name)).filter((issuer) => issuer !== undefined)
-  const supported = new Set(its.length === 0 ? scopes : its.flatMap((issuer) => issuerScopes(issuer, scopes, resource)))
+  const servers = resource.issuers.map((name) => issuers.find((issuer) => issuer.name === name)).filter((issuer) => issuer !== undefined)
+  const supported = new Set(servers.length === 0 ? scopes : servers.flatMap((issuer) => issuerScopes(issuer, scopes, resource)))
   return {
     resource: resource.id,
-    authorization_servers: its.map((issuer) => issuer.issuer),
+    authorization_servers: servers.map((issuer) => issuer.issuer),
     scopes_supported: [...supported].sort(),
     bearer_methods_supported: ['header'],
     resource_name: resource.name,
-    ...(resource.documentation !== undefined && { resource_documentation: resource.documentation })
+    ...(resource.documentation !== undefined && { resource_documentation: resource.documentation }),
+    // DPoP (RFC 9449 §5.1): the algorithms proofs may use, and whether every token must be bound (the
+    // resource requires it, or each of its routes does)
+    ...(dpopAlgorithms !== undefined && {
+      dpop_signing_alg_values_supported: [...dpopAlgorithms],
+      dpop_bound_access_tokens_required: resource.dpopRequired || (its.length > 0 && its.every((route) => route.dpop === 'required'))
+    })
   }
 }

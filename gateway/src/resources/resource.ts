@@ -27,6 +27,8 @@ export interface ProtectedResource {
    * issuer's `scopes.map`; undefined: the issuer's map applies
    */
   readonly scopeMap: ReadonlyMap<string, readonly string[]> | undefined
+  /** every token on its routes must be DPoP-bound and sent with a proof (RFC 9449; its `dpop: required`) */
+  readonly dpopRequired: boolean
   /** the id and the audiences: a token for it names one of these in `aud` */
   readonly accepted: ReadonlySet<string>
   /** where keygate serves its metadata: /.well-known/oauth-protected-resource + the id's path */
@@ -59,6 +61,7 @@ export interface ResourceFields {
   issuers: readonly string[]
   audiences?: readonly string[] | undefined
   scopes?: { map: Readonly<Record<string, string | readonly string[]>> } | undefined
+  dpop?: 'required' | 'allowed' | undefined
 }
 
 /** The resource, from its configuration (its id checked by resourceIdProblem). */
@@ -71,6 +74,7 @@ export function protectedResource (entry: ResourceFields): ProtectedResource {
     documentation: entry.documentation,
     issuers: [...entry.issuers],
     audiences: [...entry.audiences ?? []],
+    dpopRequired: entry.dpop === 'required',
     metadataPath,
     metadataUrl: url.origin + metadataPath
   }

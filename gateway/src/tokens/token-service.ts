@@ -12,6 +12,7 @@
 // second), and they re-read it every 30 s anyway, so they also start signing with the new key.
 import { randomUUID } from 'node:crypto'
 import { SignJWT, jwtVerify, errors as joseErrors, type JWK, type JWTHeaderParameters } from 'jose'
+import { tokenBinding } from '../dpop/proof.js'
 import { GatewayError } from '../errors.js'
 import { LruCache, type CacheStats } from '../lib/lru-cache.js'
 import type { Store } from '../store/types.js'
@@ -69,6 +70,8 @@ export interface VerifiedToken {
   readonly credential: string | undefined
   /** `iat`, seconds since the epoch */
   readonly issuedAt: number
+  /** `cnf.jkt`: the token is DPoP-bound to this key's thumbprint (RFC 9449), and each use needs a proof by it (auth/dpop.ts) */
+  readonly boundKey?: string
 }
 
 export interface IssuedToken {
@@ -185,8 +188,16 @@ function bearerVerifier (settings: TokenSettings, keeper: RingKeeper, now: () =>
       if ((uid === undefined) !== (cred === undefined) || (uid !== undefined && (typeof uid !== 'string' || typeof cred !== 'string'))) {
         throw invalid('The bearer token\'s user claims are malformed')
       }
+      const binding = tokenBinding(payload)
+      if (typeof binding === 'object') throw invalid(binding.problem)
       const entry = {
-        subject, userId: uid as string | undefined, credential: cred as string | undefined, issuedAt: payload.iat, expiresAt: payload.exp * 1000, kid
+        subject,
+        userId: uid as string | undefined,
+        credential: cred as string | undefined,
+        issuedAt: payload.iat,
+        expiresAt: payload.exp * 1000,
+        kid,
+        ...(binding !== undefined && { boundKey: binding })
       }
       verified.set(token, entry)
       return entry

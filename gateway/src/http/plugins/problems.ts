@@ -7,7 +7,7 @@ import fp from 'fastify-plugin'
 import { HTTP_METHODS, pathOf } from '#client/protocol'
 import { GatewayError, PROBLEM_CONTENT_TYPE, isGatewayError, type FieldError } from '../../errors.js'
 import { jsonRpcError } from '../../mcp-calls/json-rpc-error.js'
-import { resourceChallenge } from '../../resources/challenge.js'
+import { resourceChallenge, tokenChallenges } from '../../resources/challenge.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -81,8 +81,15 @@ export function sendProblem (request: FastifyRequest, reply: FastifyReply, error
   if (error.headers !== undefined) reply.headers(error.headers)
   // a protected resource's route: the challenge points at its metadata (either mode: request.forward is its route)
   const resource = request.forward?.route.resource
-  const challenge = resource === undefined ? undefined : resourceChallenge(error, resource, request.auth?.idpIssuer)
-  if (challenge !== undefined) reply.header('www-authenticate', challenge)
+  const auth = request.auth
+  const challenge = resource === undefined ? undefined : resourceChallenge(error, resource, auth?.idpIssuer)
+  // a route that takes tokens: DPoP's challenge beside Bearer's, or alone where DPoP is required (RFC 9449 §7.1)
+  const challenges = auth?.dpop === undefined
+    ? undefined
+    : tokenChallenges(error, challenge ?? error.headers?.['www-authenticate'],
+      { algs: auth.dpop.algs, required: auth.dpopRequired === true, scheme: auth.tokenScheme }, resource)
+  if (challenges !== undefined) reply.header('www-authenticate', challenges)
+  else if (challenge !== undefined) reply.header('www-authenticate', challenge)
   // an MCP route answers as JSON-RPC, which its clients read (mcp-calls/json-rpc-error.ts)
   if (request.forward?.route.mcp !== undefined) {
     return reply.code(error.statusCode).type('application/json').send(jsonRpcError(error, request.auth?.mcpId ?? null))

@@ -16,6 +16,8 @@ export interface ResourceMetadataOptions {
   routes: () => readonly RouteConfig[]
   /** the issuers in force */
   issuers: () => readonly IssuerConfig[]
+  /** the algorithms DPoP proofs may use (RFC 9449; dpop/proof.ts): dpop_signing_alg_values_supported */
+  dpopAlgorithms?: readonly string[] | undefined
 }
 
 const Metadata = Type.Object({
@@ -24,10 +26,12 @@ const Metadata = Type.Object({
   scopes_supported: Type.Array(Type.String()),
   bearer_methods_supported: Type.Array(Type.String()),
   resource_name: Type.String(),
-  resource_documentation: Type.Optional(Type.String())
+  resource_documentation: Type.Optional(Type.String()),
+  dpop_signing_alg_values_supported: Type.Optional(Type.Array(Type.String())),
+  dpop_bound_access_tokens_required: Type.Optional(Type.Boolean())
 })
 
-export const resourceMetadataRoutes: FastifyPluginAsync<ResourceMetadataOptions> = async (app, { routes, issuers }) => {
+export const resourceMetadataRoutes: FastifyPluginAsync<ResourceMetadataOptions> = async (app, { routes, issuers, dpopAlgorithms }) => {
   const answer = async (request: FastifyRequest, reply: FastifyReply): Promise<ResourceMetadata> => {
     const path = pathOf(request.url)
     const inForce = routes()
@@ -37,7 +41,7 @@ export const resourceMetadataRoutes: FastifyPluginAsync<ResourceMetadataOptions>
     reply.header('cache-control', `public, max-age=${METADATA_MAX_AGE_SECONDS}`)
     // public and credential-free: a client in a browser (an MCP inspector) may read it from any origin
     reply.header('access-control-allow-origin', '*')
-    return resourceMetadata(resource, inForce, issuers())
+    return resourceMetadata(resource, inForce, issuers(), dpopAlgorithms)
   }
   const schema = {
     summary: 'A protected resource\'s metadata (RFC 9728): its authorization servers and scopes',

@@ -112,7 +112,7 @@ t.test('bad files and the exact messages they get', async (t) => {
         'bodyLimit, identityHeaders, agents, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
         'bodyOnMethods, identityToken, ' +
         'allowMatrixParams, keepHeaders, ' +
-        'rateLimits, onStoreDown, scopes, backendNormalises, resource, mcp)']],
+        'rateLimits, onStoreDown, scopes, backendNormalises, resource, dpop, mcp)']],
     ['an unknown method', route(`${ok}\nmethods: [GET, FETCH]`),
       ['routes.yaml: routes[0].methods[1]: "FETCH" is not one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']],
     ['a method twice', route(`${ok}\nmethods: [GET, GET]`), ['routes.yaml: routes[0].methods: lists an item twice']],
@@ -168,7 +168,7 @@ t.test('bad files and the exact messages they get', async (t) => {
           'bodyLimit, identityHeaders, agents, addHeaders, removeHeaders, replay, signature, signatureLabel, seedBodyBoundary, unseenBody, ' +
         'bodyOnMethods, identityToken, ' +
           'allowMatrixParams, keepHeaders, ' +
-          'rateLimits, onStoreDown, scopes, backendNormalises, resource, mcp)'
+          'rateLimits, onStoreDown, scopes, backendNormalises, resource, dpop, mcp)'
       ]]
   ]
   for (const [name, yaml, expected] of cases) t.same(problems(yaml), expected, name)

@@ -93,7 +93,7 @@ t.test('upstreamHeaders: a route\'s own identity header names and identity token
     prefix: '/',
     upstream: 'http://u',
     auth: 'signed',
-    identityHeaders: { user: 'x-user', key: 'x-key', keyName: 'x-key-name', scopes: 'x-scopes', agent: 'x-agent', agentKey: 'x-agent-key' },
+    identityHeaders: { user: 'x-user', key: 'x-key', keyName: 'x-key-name', scopes: 'x-scopes', agent: 'x-agent', agentKey: 'x-agent-key', dpopKey: 'x-dpop-jkt' },
     identityToken: { header: 'x-proof', ttlSeconds: 60, audience: 'http://u' }
   }, DEFAULTS)
   const forged = client({ headers: { 'x-user': 'mallory', 'x-proof': 'forged', 'x-key-name': 'forged', 'x-scopes': 'admin' } })
