@@ -40,7 +40,8 @@ export async function generateDpopKey (algorithm: DpopAlgorithm = 'ES256'): Prom
   try {
     return await subtle().generateKey(params, false, ['sign', 'verify']) as unknown as DpopKeyPair
   } catch (err) {
-    throw new SigningInputError('algorithm', `this runtime's WebCrypto cannot make an ${algorithm} key (${err instanceof Error ? err.message : String(err)}): use ES256`)
+    const reason = err instanceof Error ? err.message : String(err)
+    throw new SigningInputError('algorithm', `this runtime's WebCrypto cannot make an ${algorithm} key (${reason}): use ES256`)
   }
 }
 
