@@ -6,6 +6,8 @@ import { connect } from 'node:net'
 export interface RawResponse {
   status: number
   headers: IncomingHttpHeaders
+  /** each field's lines as sent (send only): two WWW-Authenticate fields stay two */
+  distinct?: NodeJS.Dict<string[]>
   body: Buffer
   text: string
   json: <T = Record<string, unknown>>() => T
@@ -19,9 +21,9 @@ export interface RawRequestOptions {
   localAddress?: string
 }
 
-function toResponse (status: number, headers: IncomingHttpHeaders, body: Buffer): RawResponse {
+function toResponse (status: number, headers: IncomingHttpHeaders, body: Buffer, distinct?: NodeJS.Dict<string[]>): RawResponse {
   const text = body.toString('utf8')
-  return { status, headers, body, text, json: <T>() => JSON.parse(text) as T }
+  return { status, headers, ...(distinct !== undefined && { distinct }), body, text, json: <T>() => JSON.parse(text) as T }
 }
 
 /** One request to `baseUrl` with `target` (path + query) sent verbatim. */
@@ -35,7 +37,7 @@ export async function send (baseUrl: string, target: string, options: RawRequest
     const req = httpRequest({ host: hostname, port, method: options.method ?? 'GET', path: target, headers, agent: false, ...local }, (res) => {
       const chunks: Buffer[] = []
       res.on('data', (chunk: Buffer) => chunks.push(chunk))
-      res.on('end', () => { resolve(toResponse(res.statusCode ?? 0, res.headers, Buffer.concat(chunks))) })
+      res.on('end', () => { resolve(toResponse(res.statusCode ?? 0, res.headers, Buffer.concat(chunks), res.headersDistinct)) })
       res.on('error', reject)
     })
     req.on('error', reject)

@@ -16,6 +16,9 @@
 // HTML form (login: "Username" and "Sign in"; consent: "Allow" and "Deny") posting to the same
 // steps; and authorize drives an authorization request's URL to the redirect back, as a browser would.
 //
+// With `dpop` (issue 43), oidc-provider's DPoP feature: a token request with a proof (oauth4webapi's
+// DPoP handle makes one) gets an access token bound to the proof's key.
+//
 // For standard OAuth clients (issue 41: the MCP SDK's client): addResource adds another resource
 // indicator it mints JWT access tokens for (aud = that indicator; a keygate's resource is known
 // only once it listens), with its own scopes; `registration` opens dynamic client registration
@@ -117,6 +120,11 @@ export interface TestIdpOptions {
   scopes?: string[]
   /** open dynamic client registration (RFC 7591) at `${issuer}/reg`, as its discovery document says */
   registration?: boolean
+  /**
+   * DPoP (RFC 9449, issue 43): its token endpoint takes a client's DPoP proof and binds the access
+   * token it issues to the proof's key (`cnf.jkt`, token_type DPoP); without a proof, a bearer token
+   */
+  dpop?: boolean
 }
 
 export const TEST_IDP_AUDIENCE = 'https://keygate.test/api'
@@ -299,6 +307,7 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
         devInteractions: { enabled: false },
         clientCredentials: { enabled: true },
         registration: { enabled: options.registration === true },
+        dPoP: { enabled: options.dpop === true },
         resourceIndicators: {
           enabled: true,
           defaultResource: async () => TEST_IDP_AUDIENCE,
