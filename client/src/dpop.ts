@@ -84,10 +84,12 @@ function algorithmOf (key: CryptoKeyLike): { alg: DpopAlgorithm, sign: DpopSigne
 }
 
 async function makeSigner (pair: DpopKeyPair): Promise<DpopSigner> {
-  const { alg, sign } = algorithmOf(pair.privateKey)
-  if (pair.privateKey.type !== 'private' || pair.publicKey.type !== 'public' || !pair.privateKey.usages.includes('sign')) {
+  const { privateKey, publicKey } = pair
+  if (privateKey.type !== 'private' || publicKey.type !== 'public' || typeof privateKey.algorithm?.name !== 'string' ||
+    !Array.isArray(privateKey.usages) || !privateKey.usages.includes('sign')) {
     throw new SigningInputError('dpop', 'must be a WebCrypto key pair, { privateKey, publicKey }, whose private key may sign (generateDpopKey() makes one)')
   }
+  const { alg, sign } = algorithmOf(privateKey)
   const exported = await subtle().exportKey('jwk', pair.publicKey as WebCryptoKey) as Record<string, unknown>
   const members = alg === 'ES256' ? ['crv', 'kty', 'x', 'y'] : ['crv', 'kty', 'x']
   const jwk: Record<string, string> = {}
