@@ -91,7 +91,7 @@ async function ask (url: string, head: string[], body: string | Buffer = ''): Pr
  * What inline mode never forwards of a client's and Envoy does unless told (docs/routes.md, "What
  * the upstream receives"): every Envoy answer names them for removal, present or not.
  */
-const INLINE_DROPS = ['authorization', 'x-api-signature', 'ratelimit', 'ratelimit-policy', 'forwarded', 'x-forwarded-host', 'x-real-ip',
+const INLINE_DROPS = ['authorization', 'x-api-signature', 'dpop', 'ratelimit', 'ratelimit-policy', 'forwarded', 'x-forwarded-host', 'x-real-ip',
   'x-http-method-override', 'x-http-method', 'x-method-override', 'x-original-url', 'x-rewrite-url']
 /** the names of an Envoy answer's x-envoy-auth-headers-to-remove, sorted */
 const removed = (answer: Answer): string[] => (header(answer, 'x-envoy-auth-headers-to-remove') ?? '').split(',').filter((name) => name !== '').sort()
@@ -252,14 +252,14 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       const target = '/v1/clients/?limit=2&q=a%20b'
       const res = await check('GET', target, seed('GET', target))
       allowedAsAlice(t, res)
-      t.same(removed(res), ['x-gateway-agent', 'x-gateway-agent-key', 'x-keygate-content-digest', ...INLINE_DROPS].sort())
+      t.same(removed(res), ['x-gateway-agent', 'x-gateway-agent-key', 'x-gateway-dpop-jkt', 'x-keygate-content-digest', ...INLINE_DROPS].sort())
     })
 
     t.test('an RFC 9421 GET signed for the authority Envoy reports: 200', async (t) => {
       const target = '/v1/clients/?limit=3'
       const res = await check('GET', target, await rfcHeaders(keys, token, 'GET', `http://${CLIENT_HOST}`, target))
       allowedAsAlice(t, res)
-      t.same(removed(res), ['x-gateway-agent', 'x-gateway-agent-key', 'x-keygate-content-digest', ...INLINE_DROPS].sort())
+      t.same(removed(res), ['x-gateway-agent', 'x-gateway-agent-key', 'x-gateway-dpop-jkt', 'x-keygate-content-digest', ...INLINE_DROPS].sort())
     })
 
     t.test('a client\'s copies of keygate\'s headers, of any name, are named for removal; keygate\'s own never', async (t) => {
@@ -272,7 +272,8 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
         'x-keygate-anything': 'forged'
       })
       allowedAsAlice(t, res)
-      t.same(removed(res), ['x-gateway-agent', 'x-gateway-agent-key', 'x-gateway-tenant', 'x-keygate-anything', 'x-keygate-content-digest', 'x-keygate-status',
+      t.same(removed(res), ['x-gateway-agent', 'x-gateway-agent-key', 'x-gateway-dpop-jkt', 'x-gateway-tenant', 'x-keygate-anything',
+        'x-keygate-content-digest', 'x-keygate-status',
         ...INLINE_DROPS].sort())
       t.notOk(removed(res).includes('x-gateway-user'), 'keygate sets x-gateway-user over the client\'s copy')
     })
@@ -283,7 +284,8 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       t.equal(header(res, 'x-gateway-user'), 'alice')
       t.equal(header(res, 'x-gateway-key'), undefined)
       t.same(removed(res),
-        ['x-gateway-agent', 'x-gateway-agent-key', 'x-gateway-key', 'x-gateway-key-name', 'x-keygate-content-digest', ...INLINE_DROPS].sort())
+        ['x-gateway-agent', 'x-gateway-agent-key', 'x-gateway-dpop-jkt', 'x-gateway-key', 'x-gateway-key-name', 'x-keygate-content-digest',
+          ...INLINE_DROPS].sort())
     })
 
     t.test('with_request_body: a seed-signed POST with its body verifies; the same headers with another body do not', async (t) => {
@@ -492,7 +494,7 @@ t.test('decision dialects on the wire, as each proxy asks', async (t) => {
       refusedInHeaders(t, await ask(decide, subrequest('GET', target, signed)), 401, 'INVALID_SIGNATURE')
       const bearer = await ask(decide, subrequest('GET', '/v1/me/', {}))
       refusedInHeaders(t, bearer, 401, 'MISSING_TOKEN')
-      t.equal(header(bearer, 'www-authenticate'), 'Bearer realm="keygate"', 'for the server-snippet to pass on')
+      t.equal(header(bearer, 'www-authenticate'), 'Bearer realm="keygate", DPoP algs="ES256 EdDSA Ed25519 RS256 PS256"', 'for the server-snippet to pass on')
     })
 
     t.test('a seed-signed POST: the body is never sent, 400 UNSEEN_BODY ("0" + Content-Length read as its length)', async (t) => {

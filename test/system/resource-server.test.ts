@@ -175,7 +175,9 @@ t.test('a standard OAuth client finds its way in from the API\'s URL alone', asy
       scopes_supported: ['api:read', 'api:write', 'reports:read', 'reports:write'],
       bearer_methods_supported: ['header'],
       resource_name: 'The reports API',
-      resource_documentation: 'https://docs.keygate.test/api'
+      resource_documentation: 'https://docs.keygate.test/api',
+      dpop_signing_alg_values_supported: ['ES256', 'EdDSA', 'Ed25519', 'RS256', 'PS256'],
+      dpop_bound_access_tokens_required: false
     }, 'every member from configuration; scopes in each issuer\'s terms')
 
     const issuer = new URL(rs.authorization_servers?.[0] as string)

@@ -6,16 +6,17 @@
 // `iat` within the window; `ath` the access token's hash; the key's RFC 7638 thumbprint the
 // token's; the server nonce when nonces are on (nonces.ts); last, `jti` spent once within the
 // window on every gateway of the store (the replay guard's rememberOnce). Nothing is cached: a
-// proof is new for each request, so each costs one signature verification (docs/dpop.md).
+// proof is new for each request, so each costs one key import and one signature verification,
+// synchronous with node:crypto (signature.ts; docs/dpop.md says what that costs).
 //
 // The verifier knows nothing of HTTP frameworks or tokens: the bearer pipeline (auth/dpop.ts)
 // gives it the request's method, URI, DPoP field lines, access token and `cnf.jkt`; a token
 // endpoint gives it no token and binds what it issues to the thumbprint it answers.
 import { createHash } from 'node:crypto'
-import { calculateJwkThumbprint, compactVerify, importJWK, type JWK } from 'jose'
 import { GatewayError } from '../errors.js'
 import type { OnceStore } from '../store/types.js'
 import { createNonces, type DpopNonces } from './nonces.js'
+import { proofKey, signatureVerifies } from './signature.js'
 
 /** what RFC 9449 proofs may be signed with unless configured otherwise (KEYGATE_DPOP_ALGORITHMS) */
 export const DEFAULT_DPOP_ALGORITHMS = ['ES256', 'EdDSA', 'Ed25519', 'RS256', 'PS256'] as const
@@ -128,7 +129,7 @@ function readProof (proof: string): { header: Record<string, unknown>, payload: 
 }
 
 /** The header's `typ`, `alg` and `jwk`, each as §4.3 wants it. */
-function checkHeader (header: Record<string, unknown>, algorithms: readonly string[]): { alg: string, jwk: JWK } {
+function checkHeader (header: Record<string, unknown>, algorithms: readonly string[]): { alg: string, jwk: Record<string, unknown> } {
   if (typeof header.typ !== 'string' || header.typ.toLowerCase() !== 'dpop+jwt') {
     throw invalidProof(`The DPoP proof's typ is ${JSON.stringify(header.typ)}; a proof's is "dpop+jwt"`)
   }
@@ -143,7 +144,7 @@ function checkHeader (header: Record<string, unknown>, algorithms: readonly stri
     throw invalidProof(`The DPoP proof's jwk holds private key material (${secret.join(', ') || 'kty oct'}): ` +
       'send the public key only, and make a new key pair, since this one is exposed')
   }
-  return { alg, jwk: jwk as JWK }
+  return { alg, jwk }
 }
 
 /** `htm`, `htu`, `iat`, `jti` and `ath` against the request; the `jti` and `iat` read. */
@@ -196,21 +197,13 @@ export function createDpopVerifier (settings: DpopSettings, store: Pick<OnceStor
       const { alg, jwk } = checkHeader(header, algorithms)
       const nowMs = now()
       const { jti, iat } = checkClaims(payload, check, windowMs, nowMs)
-      let thumbprint: string
-      try {
-        thumbprint = await calculateJwkThumbprint(jwk, 'sha256')
-      } catch (err) {
-        throw invalidProof('The DPoP proof\'s jwk is not a key keygate can read', err)
-      }
+      const proven = proofKey(jwk, alg)
+      if (typeof proven === 'string') throw invalidProof(`The DPoP proof's jwk is not a key keygate can verify it with: ${proven}`)
+      const { key, thumbprint } = proven
       if (check.boundKey !== undefined && thumbprint !== check.boundKey) {
         throw invalidProof('The DPoP proof is signed by another key than the one the access token is bound to (its cnf.jkt)')
       }
-      try {
-        const key = await importJWK(jwk, alg)
-        await compactVerify(proof, key, { algorithms: [alg] })
-      } catch (err) {
-        throw invalidProof('The DPoP proof\'s signature does not verify with its jwk (or the jwk does not fit its alg)', err)
-      }
+      if (!signatureVerifies(proof, key, alg)) throw invalidProof('The DPoP proof\'s signature does not verify with its jwk')
       if (nonces !== undefined) await nonces.check(payload.nonce)
       // last, once everything else holds: a refused proof spends nothing
       const ttlMs = iat * 1000 + windowMs + JTI_MARGIN_MS - nowMs

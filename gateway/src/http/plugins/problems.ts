@@ -88,7 +88,9 @@ export function sendProblem (request: FastifyRequest, reply: FastifyReply, error
     ? undefined
     : tokenChallenges(error, challenge ?? error.headers?.['www-authenticate'],
       { algs: auth.dpop.algs, required: auth.dpopRequired === true, scheme: auth.tokenScheme }, resource)
-  if (challenges !== undefined) reply.header('www-authenticate', challenges)
+  // one field line, the challenges comma-separated (RFC 9110 §11.6.1): a proxy in decision mode that
+  // copies one WWW-Authenticate (nginx's auth_request_set) copies both
+  if (challenges !== undefined) reply.header('www-authenticate', challenges.join(', '))
   else if (challenge !== undefined) reply.header('www-authenticate', challenge)
   // an MCP route answers as JSON-RPC, which its clients read (mcp-calls/json-rpc-error.ts)
   if (request.forward?.route.mcp !== undefined) {

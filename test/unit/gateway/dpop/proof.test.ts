@@ -1,6 +1,7 @@
 // The DPoP proof verifier (gateway/src/dpop/proof.ts): proofs made by panva's `dpop` package, as a
 // real client makes them, pass; each hostile one is refused with INVALID_DPOP_PROOF (or
 // USE_DPOP_NONCE) and says why. The memory store keeps the jti marks and the nonces.
+import { generateKeyPairSync, sign } from 'node:crypto'
 import t from 'tap'
 import { generateKeyPair as dpopKeyPair, generateProof } from 'dpop'
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
@@ -58,6 +59,16 @@ t.test('each hostile proof is refused with INVALID_DPOP_PROOF and says why', asy
   const privateJwk = await exportJWK((await generateKeyPair('ES256', { extractable: true })).privateKey)
   const none = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'dpop+jwt', jwk: await exportJWK(keys.publicKey) })).toString('base64url')}.` +
     `${Buffer.from(JSON.stringify({ htm: 'GET', htu: URI, iat: now, jti: 'n1', ath: accessTokenHash(TOKEN) })).toString('base64url')}.`
+  const p384 = await exportJWK((await generateKeyPair('ES384', { extractable: true })).publicKey)
+  const rsaJwk = await exportJWK((await generateKeyPair('RS256', { extractable: true })).publicKey)
+  const rsaProof = async (bits: number): Promise<string> => {
+    // signed by hand: jose refuses to sign with a key under 2048 bits
+    const pair = generateKeyPairSync('rsa', { modulusLength: bits })
+    const part = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64url')
+    const input = `${part({ alg: 'RS256', typ: 'dpop+jwt', jwk: pair.publicKey.export({ format: 'jwk' }) })}.` +
+      part({ htm: 'GET', htu: URI, iat: now, jti: crypto.randomUUID(), ath: accessTokenHash(TOKEN) })
+    return `${input}.${sign('sha256', Buffer.from(input), pair.privateKey).toString('base64url')}`
+  }
   const cases: Array<[string, ProofCheck, RegExp]> = [
     ['no proof', { ...base, proofs: undefined }, /Send a DPoP proof/],
     ['two DPoP headers', { ...base, proofs: [await good(), await good()] }, /2 DPoP headers/],
@@ -75,6 +86,9 @@ t.test('each hostile proof is refused with INVALID_DPOP_PROOF and says why', asy
     ['no ath', { ...base, proofs: [await generateProof(keys, URI, 'GET')] }, /no ath/],
     ['a wrong ath', { ...base, proofs: [await generateProof(keys, URI, 'GET', undefined, 'another.token')] }, /ath is not the hash/],
     ['another key than cnf.jkt', { ...base, proofs: [await generateProof(other, URI, 'GET', undefined, TOKEN)] }, /another key/],
+    ['an RSA key under 2048 bits', { ...base, boundKey: undefined, proofs: [await rsaProof(1024)] }, /fewer than 2048 bits/],
+    ['an ES256 proof with a P-384 key', { ...base, boundKey: undefined, proofs: [await handMade({ jwk: p384 }, {})] }, /takes a key on P-256/],
+    ['an ES256 proof with an RSA key', { ...base, boundKey: undefined, proofs: [await handMade({ jwk: rsaJwk }, {})] }, /takes a key of type EC/],
     ['a signature by another key than its jwk', { ...base, boundKey: undefined, proofs: [await handMade({ jwk: await exportJWK(keys.publicKey) }, {})] }, /signature does not verify/]
   ]
   for (const [name, check, why] of cases) {

@@ -22,7 +22,8 @@ function countingTokens (): { tokens: TokenService; issued: string[] } {
 }
 
 t.test('identityHeaderNames: the names a client may never send on the route', async (t) => {
-  const names = ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name', 'x-gateway-scopes', 'x-gateway-agent', 'x-gateway-agent-key']
+  const names = ['x-gateway-user', 'x-gateway-key', 'x-gateway-key-name', 'x-gateway-scopes', 'x-gateway-agent', 'x-gateway-agent-key',
+    'x-gateway-dpop-jkt']
   t.same(identityHeaderNames(withoutToken), names)
   t.same(identityHeaderNames(withToken), [...names, 'x-proof'])
 })
