@@ -32,7 +32,13 @@ const jktOf = (token: string): unknown => (decodeJwt(token).cnf as { jkt?: unkno
 
 test('keygate\'s own DPoP-bound tokens, against a running keygate', async (t) => {
   const upstream = await startRecorder(t)
-  const gateway = await startTestGateway(t, { store: 'redis', upstreamUrl: upstream.url, routes: (u) => routesFromYaml(ROUTES, u) })
+  // behind a trusted balancer (the test's own requests come from 127.0.0.1): the URL is the one it forwards
+  const gateway = await startTestGateway(t, {
+    store: 'redis',
+    upstreamUrl: upstream.url,
+    routes: (u) => routesFromYaml(ROUTES, u),
+    config: { clientAddress: { trustedProxies: ['127.0.0.1/32'], header: 'x-forwarded-for' } }
+  })
   await addUser(gateway, 'ada')
   const baseUrl = gateway.url
   const reached = (): number => upstream.requests.length
@@ -121,6 +127,11 @@ test('keygate\'s own DPoP-bound tokens, against a running keygate', async (t) =>
       ['a proof made an hour ago', { dpop: await dpopProof({ keyPair: key, method: 'POST', url: tokenUrl, iat: Math.floor(Date.now() / 1000) - 3600 }) }],
       ['not a JWT', { dpop: 'not-a-proof' }]
     ]
+    const balanced = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'api.example.com' }
+    const asAddressed = await post({ ...balanced, dpop: await dpopProof({ keyPair: key, method: 'POST', url: 'https://api.example.com/v1/auth/token' }) })
+    t.equal(asAddressed.json<{ tokenType: string }>().tokenType, 'DPoP', 'behind the balancer: htu is the URL the client addressed')
+    cases.push(['behind the balancer, a proof for the gateway\'s own URL',
+      { ...balanced, dpop: await dpopProof({ keyPair: key, method: 'POST', url: tokenUrl }) }])
     for (const [name, headers] of cases) {
       const res = await post(headers)
       t.equal(res.status, 400, `${name}: 400`)
