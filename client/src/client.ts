@@ -93,6 +93,10 @@ export function createClient (options: ClientOptions): KeygateClient {
   const messageOptions = { label: checkLabel(options.label), components: checkCoveredTarget(options.components), expiresIn: checkExpiresIn(options.expiresIn) }
   const algorithm = algorithmFor(key, checkAlgorithm(options.algorithm))
   const bodyRules = checkBodyRules(options)
+  const dpop = options.dpop
+  if (dpop !== undefined && (typeof dpop !== 'object' || dpop === null || typeof dpop.privateKey !== 'object' || typeof dpop.publicKey !== 'object')) {
+    throw new SigningInputError('dpop', 'must be a WebCrypto key pair, { privateKey, publicKey } (generateDpopKey() makes one)')
+  }
   subtle() // a runtime without WebCrypto (a browser page on plain http:// other than localhost) is said at once, too
 
   let signingKey: Promise<WebCryptoKey> | undefined
@@ -112,7 +116,6 @@ export function createClient (options: ClientOptions): KeygateClient {
       throw new SigningInputError('target', `fetch would send ${JSON.stringify(url.pathname + url.search)} for ${JSON.stringify(request.target)}; ` +
         'send and sign that form instead')
     }
-    const dpop = options.dpop
     let headers = new Headers()
     let bytes: Bytes = new Uint8Array(0)
     // signed anew for each try: a retry with the server's DPoP nonce is another request

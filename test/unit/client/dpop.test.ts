@@ -6,7 +6,9 @@
 // each kind of answer, which the system test (dpop-own-tokens) shows against keygate itself.
 import t from 'tap'
 import { calculateJwkThumbprint, compactVerify, decodeJwt, decodeProtectedHeader, importJWK, type JWK } from 'jose'
-import { accessTokenHash, dpopProof, dpopThumbprint, generateDpopKey, SigningInputError, withDpopProof, type DpopKeyPair } from '#client'
+import {
+  accessTokenHash, createClient, dpopProof, dpopThumbprint, generateDpopKey, SigningInputError, withDpopProof, type DpopKeyPair
+} from '#client'
 import { createDpopVerifier, DEFAULT_DPOP_SETTINGS } from '../../../gateway/src/dpop/proof.js'
 import { createMemoryStore } from '../../../gateway/src/store/memory.js'
 
@@ -38,6 +40,9 @@ t.test('proofs: the header, the claims, the thumbprint; keygate\'s verifier take
   t.equal(decodeJwt(login).ath, undefined, 'no ath without a token (a login)')
   await t.rejects(dpopProof({ keyPair: { privateKey: {}, publicKey: {} } as unknown as DpopKeyPair, method: 'GET', url: URL_ }), SigningInputError,
     'something that is not a key pair: a SigningInputError')
+  const signing = (await crypto.subtle.generateKey({ name: 'Ed25519' }, false, ['sign', 'verify']) as unknown as DpopKeyPair).privateKey
+  t.throws(() => createClient({ baseUrl: 'https://api.example.com', token: TOKEN, privateKey: signing, apiKey: 'a'.repeat(64), dpop: 'key' as never }),
+    { name: 'SigningInputError', input: 'dpop' }, 'createClient checks the dpop option at once')
   const rsa = await crypto.subtle.generateKey({ name: 'RSA-PSS', modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' },
     false, ['sign', 'verify']) as unknown as DpopKeyPair
   await t.rejects(dpopThumbprint(rsa), { name: 'SigningInputError', message: /ES256.*EdDSA/ }, 'an RSA pair: refused, saying which keys sign proofs')
