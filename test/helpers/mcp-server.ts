@@ -15,12 +15,20 @@
 // streams (the SDK's default) instead of JSON; `{ holdLists: true }` makes tools/list send a
 // progress notification (to a request with a progressToken) and then wait for `releaseLists()`
 // before it answers, so a test can see the notification arrive while the list's stream is open.
+// Streams (issue 42, point 6): each request's `closed` settles when the server's response to it
+// closes (what the server sees of a client, or a gateway, going away). Stateful, the tool `hold`
+// sends a progress notification at once and answers only when the test calls `release()`; `pause`
+// sends one, waits `_meta.pauseMs` (the caller's, in the request) and sends another before it
+// answers. `log(session, text)` sends a server-initiated message (notifications/message) on the
+// session's GET stream. `{ resumable: true }` gives each session an event store (events carry
+// ids; a GET with Last-Event-ID replays what followed on that stream); `keepAliveMs` is the SDK's
+// SSE keep-alive comment interval (0: none).
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import { randomUUID } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js'
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
-import { isInitializeRequest, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
+import { StreamableHTTPServerTransport, type EventStore } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import { isInitializeRequest, ListToolsRequestSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 
 /** The headers of a JSON-RPC POST to an MCP endpoint, as a Streamable HTTP client sends them (protocol 2025-06-18), with a bearer token. */
 export function mcpPostHeaders (token: string, extra: Record<string, string> = {}): Record<string, string> {
@@ -42,6 +50,8 @@ export interface McpRequest {
   rpc?: string
   /** with tools/call: the tool's name */
   tool?: string
+  /** settles when the server's response to this request closes (sent in full, or its connection gone) */
+  closed: Promise<void>
 }
 
 export interface TestMcpServer {
@@ -55,6 +65,10 @@ export interface TestMcpServer {
   sessions: string[]
   /** holdLists: lets the tools/list answers waiting (and every later one) through */
   releaseLists: () => void
+  /** answers every `hold` call waiting so far */
+  release: () => void
+  /** stateful: a server-initiated message (notifications/message, `text` its data) to the session, on its GET stream */
+  log: (session: string, text: string) => Promise<void>
 }
 
 export interface McpServerOptions {
@@ -65,6 +79,10 @@ export interface McpServerOptions {
   sse?: boolean
   /** tools/list: a progress notification, then the list once releaseLists() is called */
   holdLists?: boolean
+  /** stateful: an event store per session, so a GET with Last-Event-ID replays what followed */
+  resumable?: boolean
+  /** the SSE keep-alive comment interval (the SDK's default: 15 s); 0: none */
+  keepAliveMs?: number
 }
 
 /** With `catalog`: what the server offers beyond whoami and write-note. */
@@ -107,7 +125,32 @@ function holdToolsList (server: McpServer, extras: Extras): void {
 
 const IDENTITY = ['x-gateway-user', 'x-gateway-scopes', 'x-gateway-key'] as const
 
-function mcpServer (headers: IncomingHttpHeaders, extras?: Extras): McpServer {
+/** a tool's progress notification, on the answer's stream (when the request asked for progress) */
+async function progress (extra: { _meta?: Record<string, unknown>, sendNotification: (n: never) => Promise<void> }, value: number): Promise<void> {
+  const progressToken = extra._meta?.progressToken
+  if (typeof progressToken !== 'string' && typeof progressToken !== 'number') return
+  await extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress: value } } as never)
+}
+
+/** Stateful: tools whose answers stream (progress notifications over time); `held`: the hold calls waiting for release() */
+function streamingTools (server: McpServer, held: Array<() => void>): void {
+  // log(): messages of the server's own, on the GET stream
+  server.server.registerCapabilities({ logging: {} })
+  server.registerTool('hold', { description: 'Progress at once, the answer when the test releases it' }, async (extra) => {
+    await progress(extra, 1)
+    await new Promise<void>((resolve) => { held.push(resolve) })
+    return { content: [{ type: 'text', text: 'released' }] }
+  })
+  server.registerTool('pause', { description: 'Progress, a silence of _meta.pauseMs, progress again, the answer' }, async (extra) => {
+    await progress(extra, 1)
+    await new Promise((resolve) => setTimeout(resolve, Number(extra._meta?.pauseMs ?? 0)))
+    await progress(extra, 2)
+    return { content: [{ type: 'text', text: 'paused' }] }
+  })
+}
+
+/** `held`: stateful (answers may be event streams), with the tools that stream; their held calls go there */
+function mcpServer (headers: IncomingHttpHeaders, extras?: Extras, held?: Array<() => void>): McpServer {
   const server = new McpServer({ name: 'keygate-test-mcp', version: '1.0.0' })
   let notes = 0
   server.registerTool('whoami', { description: 'The identity keygate sent with this request' }, async (extra) => {
@@ -122,7 +165,31 @@ function mcpServer (headers: IncomingHttpHeaders, extras?: Extras): McpServer {
   })
   if (extras?.catalog === true) addCatalog(server)
   if (extras?.holdLists === true) holdToolsList(server, extras)
+  if (held !== undefined) streamingTools(server, held)
   return server
+}
+
+/**
+ * Events kept for replay, as the SDK's EventStore. Not the SDK's example InMemoryEventStore: it
+ * reads an event's stream from the id's text before the first "_", which is empty for the GET
+ * stream's events (its stream is "_GET_stream"), so it never replays them.
+ */
+function memoryEventStore (): EventStore {
+  const events: Array<{ id: string, streamId: string, message: JSONRPCMessage }> = []
+  return {
+    storeEvent: async (streamId, message) => {
+      const id = `${events.length + 1}`
+      events.push({ id, streamId, message })
+      return id
+    },
+    getStreamIdForEventId: async (id) => events.find((event) => event.id === id)?.streamId,
+    replayEventsAfter: async (lastEventId, { send }) => {
+      const at = events.findIndex((event) => event.id === lastEventId)
+      const streamId = events[at]?.streamId ?? ''
+      for (const event of events.slice(at + 1)) if (at >= 0 && event.streamId === streamId) await send(event.id, event.message)
+      return streamId
+    }
+  }
 }
 
 function readJson (chunks: Buffer[]): unknown {
@@ -131,15 +198,25 @@ function readJson (chunks: Buffer[]): unknown {
 }
 
 /** Stateful: the session's transport (initialize makes one), or an answer for a request that names none or an unknown one. */
-function statefulRequest (transports: Map<string, StreamableHTTPServerTransport>, sessions: string[], req: IncomingMessage, res: ServerResponse,
-  body: unknown): void {
+interface Sessions {
+  transports: Map<string, StreamableHTTPServerTransport>
+  servers: Map<string, McpServer>
+  ids: string[]
+  held: Array<() => void>
+  options: McpServerOptions
+}
+
+function statefulRequest (sessions: Sessions, req: IncomingMessage, res: ServerResponse, body: unknown): void {
+  const { transports, servers, options } = sessions
   const id = req.headers['mcp-session-id']
   let transport = typeof id === 'string' ? transports.get(id) : undefined
   if (transport === undefined && id === undefined && req.method === 'POST' && isInitializeRequest(body)) {
-    const server = mcpServer(req.headers)
+    const server = mcpServer(req.headers, undefined, sessions.held)
     const made = transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (sessionId) => { transports.set(sessionId, made); sessions.push(sessionId) }
+      onsessioninitialized: (sessionId) => { transports.set(sessionId, made); servers.set(sessionId, server); sessions.ids.push(sessionId) },
+      ...(options.resumable === true && { eventStore: memoryEventStore() }),
+      ...(options.keepAliveMs !== undefined && { keepAliveMs: options.keepAliveMs })
     })
     made.onclose = () => { if (made.sessionId !== undefined) transports.delete(made.sessionId) }
     server.connect(made).then(async () => { await made.handleRequest(req, res, body) }, (error: unknown) => { res.writeHead(500).end(String(error)) })
@@ -176,9 +253,11 @@ export async function startMcpServer (t: { teardown: (fn: () => unknown) => void
   const gate = new Promise<void>((resolve) => { release = resolve })
   const extras: Extras = { catalog: options.catalog === true, holdLists: options.holdLists === true, held: async () => { await gate } }
   const requests: McpRequest[] = []
-  const sessions: string[] = []
-  const transports = new Map<string, StreamableHTTPServerTransport>()
+  const sessions: Sessions = { transports: new Map(), servers: new Map(), ids: [], held: [], options }
+  const { transports } = sessions
+  const releaseHeld = (): void => { for (const resolve of sessions.held.splice(0)) resolve() }
   const http = createServer((req, res) => {
+    const closed = new Promise<void>((resolve) => { res.once('close', resolve) })
     const chunks: Buffer[] = []
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     req.on('end', () => {
@@ -188,15 +267,17 @@ export async function startMcpServer (t: { teardown: (fn: () => unknown) => void
         method: req.method ?? '',
         url: req.url ?? '',
         headers: req.headers,
+        closed,
         ...(typeof message?.method === 'string' && { rpc: message.method }),
         ...(message?.method === 'tools/call' && typeof message.params?.name === 'string' && { tool: message.params.name })
       })
-      if (options.stateful === true) statefulRequest(transports, sessions, req, res, body)
+      if (options.stateful === true) statefulRequest(sessions, req, res, body)
       else statelessRequest(req, res, body, extras, options.sse === true)
     })
   })
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
   t.teardown(async () => {
+    releaseHeld()
     for (const transport of transports.values()) await transport.close()
     http.closeAllConnections()
     await new Promise((resolve) => http.close(resolve))
@@ -205,7 +286,13 @@ export async function startMcpServer (t: { teardown: (fn: () => unknown) => void
     url: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
     requests,
     calls: (tool) => requests.filter((r) => r.rpc === 'tools/call' && r.tool === tool),
-    sessions,
-    releaseLists: () => { release() }
+    sessions: sessions.ids,
+    releaseLists: () => { release() },
+    release: releaseHeld,
+    log: async (session, text) => {
+      const server = sessions.servers.get(session)
+      if (server === undefined) throw new Error(`no session ${session}`)
+      await server.server.sendLoggingMessage({ level: 'info', data: text })
+    }
   }
 }

@@ -86,6 +86,7 @@ const FORGED = {
   'X-Gateway-Scopes': 'admin',
   'X-Gateway-Agent': 'https://forged.example',
   'x-gateway-agent-key': 'forged-thumbprint',
+  'X-Gateway-Dpop-Jkt': 'forged-dpop-thumbprint',
   'X-Keygate-Identity': 'forged.jwt.token',
   'X-Keygate-Content-Digest': 'sha-256=:forged:',
   X_Gateway_User: 'mallory-underscore'
@@ -296,11 +297,12 @@ t.test('docs/decision/caddy.md: Caddy forward_auth in front of keygate\'s decisi
         401, 'MISSING_SIGNATURE_HEADERS']
     ]
     for (const [what, sending, status, code] of cases) refusedWith(t, what, await seen(sending), status, code)
-    // a bearer token's refusal carries its challenge
+    // a bearer token's refusal carries its challenges: Bearer's and DPoP's (docs/dpop.md), in one field
+    const dpop = ', DPoP algs="ES256 EdDSA Ed25519 RS256 PS256"'
     const bearer: Array<[string, Record<string, string>, string, string]> = [
-      ['no bearer token', { ...await seedSigned(rsaKey, 'GET', target), authorization: '' }, 'MISSING_TOKEN', 'Bearer realm="keygate"'],
+      ['no bearer token', { ...await seedSigned(rsaKey, 'GET', target), authorization: '' }, 'MISSING_TOKEN', `Bearer realm="keygate"${dpop}`],
       ['a bearer token tampered with', { ...await seedSigned(rsaKey, 'GET', target), authorization: `Bearer ${token.slice(0, -2)}xx` },
-        'INVALID_TOKEN', 'Bearer realm="keygate", error="invalid_token"']
+        'INVALID_TOKEN', `Bearer realm="keygate", error="invalid_token"${dpop}`]
     ]
     for (const [what, headers, code, challenge] of bearer) {
       const result = await seen(async () => await send(proxy.url, target, { headers }))

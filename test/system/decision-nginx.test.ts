@@ -208,7 +208,8 @@ t.test('nginx auth_request with keygate deciding, configured as docs/decision/ng
       Object.entries(signed).map(([name, value]) => `${name}: ${value}\r\n`).join('') + 'Connection: close\r\n\r\n')
     t.equal(absolute.status, 400, 'absolute form: 400 from nginx, as inline')
     const missing = await send(s.nginxUrl, target, { headers: { ...signed, authorization: '' } })
-    t.equal(missing.headers['www-authenticate'], 'Bearer realm="keygate"', 'WWW-Authenticate once, as inline')
+    t.equal(missing.headers['www-authenticate'], 'Bearer realm="keygate", DPoP algs="ES256 EdDSA Ed25519 RS256 PS256"',
+      'WWW-Authenticate once (Bearer\'s and DPoP\'s challenges in one field), as inline')
     t.equal(recorder.requests.length, before, 'nothing reached the upstream')
     // the same refusal inline, for the same request: the same answer
     const inline = await send(gateway.url, '/v1/clients/?tamper=2', { headers: signed })

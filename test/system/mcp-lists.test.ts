@@ -8,8 +8,12 @@
 import { createServer, request as httpRequest, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { gzipSync } from 'node:zlib'
+import { randomUUID } from 'node:crypto'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import { ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import t from 'tap'
 import { send, type RawResponse } from '../helpers/http.js'
 import { mcpPostHeaders, startMcpServer } from '../helpers/mcp-server.js'
@@ -118,8 +122,69 @@ function answer (url: string, id: number, res: ServerResponse): void {
     // a GET stream replaying a list's response (as a resumed stream does)
     case '/raw/stream': return sse(res, 'event: endpoint\ndata: /messages?sessionId=1\n\n',
       'id: 7\ndata: {"jsonrpc":"2.0","id":3,"result":{"prompts":[{"name":"admin-prompt"},{"name":"summarise"}]}}\n\n')
+    // a GET stream without its media type (the SDK's client reads a GET's body as events whatever its Content-Type says)
+    case '/raw/stream-untyped':
+    case '/raw/stream-twice': {
+      const replay = 'id: 7\ndata: {"jsonrpc":"2.0","id":3,"result":{"prompts":[{"name":"admin-prompt"},{"name":"summarise"}]}}\n\n'
+      res.writeHead(200, url.endsWith('twice') ? [['content-type', 'text/event-stream'], ['content-type', 'text/event-stream']] : {})
+      res.end(replay)
+      return
+    }
     default: res.writeHead(404).end()
   }
+}
+
+/**
+ * A stateful SDK server (one transport per session) whose tools/list and `slow` tool each wait for
+ * the test, as a server that reads its catalog from elsewhere does: `listReached` resolves once a
+ * tools/list is waiting, `callReached` once a call of `slow` is.
+ */
+async function startSlowServer (t: { teardown: (fn: () => unknown) => void }): Promise<{
+  url: string, listReached: Promise<void>, callReached: Promise<void>, release: () => void
+}> {
+  let release: () => void = () => {}
+  const gate = new Promise<void>((resolve) => { release = resolve })
+  let reached: () => void = () => {}
+  const listReached = new Promise<void>((resolve) => { reached = resolve })
+  let called: () => void = () => {}
+  const callReached = new Promise<void>((resolve) => { called = resolve })
+  const transports = new Map<string, StreamableHTTPServerTransport>()
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
+    req.on('end', () => {
+      const body = chunks.length === 0 ? undefined : JSON.parse(Buffer.concat(chunks).toString()) as unknown
+      const id = req.headers['mcp-session-id']
+      let transport = typeof id === 'string' ? transports.get(id) : undefined
+      if (transport === undefined) {
+        const made = transport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(), onsessioninitialized: (session) => { transports.set(session, made) }
+        })
+        const mcp = new McpServer({ name: 'slow', version: '1.0.0' })
+        mcp.registerTool('slow', { description: 'answers once released' }, async () => {
+          called()
+          await gate
+          return { content: [{ type: 'text', text: 'slow' }] }
+        })
+        mcp.server.setRequestHandler(ListToolsRequestSchema, async () => {
+          reached()
+          await gate
+          return { tools: ['whoami', 'admin-reset'].map((name) => ({ name, inputSchema: { type: 'object' as const } })) }
+        })
+        void mcp.connect(made).then(async () => { await made.handleRequest(req, res, body) })
+        return
+      }
+      void transport.handleRequest(req, res, body)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(async () => {
+    release()
+    for (const transport of transports.values()) await transport.close()
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  })
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, listReached, callReached, release: () => { release() } }
 }
 
 t.test('MCP lists show only what the caller may use', async (t) => {
@@ -127,8 +192,10 @@ t.test('MCP lists show only what the caller may use', async (t) => {
   const mcpSse = await startMcpServer(t, { catalog: true, sse: true })
   const held = await startMcpServer(t, { catalog: true, sse: true, holdLists: true })
   const hostile = await startHostile(t)
+  const slow = await startSlowServer(t)
   const routes = `routes:
-${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route('path: /mcp-held', held.url)}${route('prefix: /raw', hostile)}`
+${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route('path: /mcp-held', held.url)}${route('prefix: /raw', hostile)}${
+  route('path: /mcp-slow', slow.url).replace('whoami: []', 'whoami: [], slow: []')}`
   const gw = await startTestGateway(t, { store: 'memory', upstreamUrl: mcpJson.url, routes: () => routesFromYaml(routes, mcpJson.url) })
   await addUser(gw, 'alice')
   await addUser(gw, 'bob')
@@ -173,6 +240,20 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     await t.rejects(client.callTool({ name: 'write-note', arguments: {} }), /403|notes:write/)
     t.equal(mcpJson.calls('write-note').length, 0)
     t.ok(await client.callTool({ name: 'whoami', arguments: {} }))
+  })
+
+  t.test('resources/read: a URI a server reads otherwise than its text (dot segments, needless or hiding escapes, capitals) is refused', async (t) => {
+    for (const uri of ['file:///public/../private/plan', 'file:///public/%2E%2e/private/plan', 'file:///public/./readme', 'file:///public/..',
+      'file:///%70rivate/plan', 'file:///public/..%2fprivate/plan', 'file:///public/..%5Cprivate/plan', 'file:///public/%252e%252e/private/plan',
+      'FILE:///private/plan', 'File:///public/readme', 'https://EXAMPLE.com/private/plan']) {
+      const before = mcpJson.requests.length
+      const res = await post('/mcp', 'alice', JSON.stringify({ jsonrpc: '2.0', id: 31, method: 'resources/read', params: { uri } }))
+      t.equal(res.status, 400, `${uri}: 400`)
+      t.match(res.json(), { jsonrpc: '2.0', id: 31, error: { data: { code: 'MCP_INVALID_MESSAGE' } } }, `${uri}: a JSON-RPC error`)
+      t.equal(mcpJson.requests.length, before, `${uri}: nothing reached the upstream`)
+    }
+    const read = await post('/mcp', 'alice', JSON.stringify({ jsonrpc: '2.0', id: 32, method: 'resources/read', params: { uri: 'file:///public/readme' } }))
+    t.equal(read.status, 200, 'a public file is read')
   })
 
   t.test('batches (protocol 2025-03-26): each list response filtered by its request\'s id and method', async (t) => {
@@ -221,6 +302,26 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     t.same(names(result?.result?.tools), ['whoami'], 'the list, filtered, after it')
   })
 
+  t.test('a list request\'s id reused by a call in the same session: the list\'s response, sent on the call\'s stream, is filtered there too', {
+    todo: 'keygate filters only the answer of the POST that asked for a list (docs/mcp.md, Lists: Limits)'
+  }, async (t) => {
+    const init = await post('/mcp-slow', 'alice', JSON.stringify({
+      jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } }
+    }))
+    const session = { 'mcp-session-id': String(init.headers['mcp-session-id']) }
+    t.equal(init.status, 200, init.text)
+    // the list request waits at the server; a call with its id, in the same session, takes its place in the server's id -> stream map
+    const listing = post('/mcp-slow', 'alice', list('tools/list', 9), session)
+    await slow.listReached
+    const slowCall = JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'slow', arguments: {} } })
+    const calling = post('/mcp-slow', 'alice', slowCall, session)
+    await slow.callReached
+    slow.release()
+    const call = await calling
+    t.notMatch(call.text, 'admin-reset', 'the call\'s answer shows no tool alice may not use')
+    void listing.catch(() => {})
+  })
+
   t.test('a hostile upstream: what keygate cannot read as the list is refused, never passed', async (t) => {
     const good = await post('/raw/good', 'alice', list('tools/list', 21))
     t.equal(good.status, 200, good.text)
@@ -257,5 +358,10 @@ ${route('path: /mcp', mcpJson.url)}${route('path: /mcp-sse', mcpSse.url)}${route
     t.ok(stream.text.startsWith('event: endpoint\ndata: /messages?sessionId=1\n\n'), 'an event of another type passes unread')
     t.same(names(events(stream.text.slice(stream.text.indexOf('id: 7')))[0]?.result?.prompts), ['summarise'],
       'a GET stream replaying a list: filtered by its shape')
+    for (const path of ['/raw/stream-untyped', '/raw/stream-twice']) {
+      const untyped = await send(gw.url, path, { headers })
+      t.notMatch(untyped.text, 'admin-prompt', `${path}: a GET's answer keygate does not read as an event stream is not passed`)
+      t.equal(untyped.status, 502, `${path}: 502`)
+    }
   })
 })

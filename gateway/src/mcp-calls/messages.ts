@@ -25,14 +25,45 @@ export interface McpMessage {
 export interface IdSink { id?: string | number }
 
 const PROTOCOL_KEYS = ['jsonrpc', 'id', 'method', 'params', 'result', 'error', 'name', 'uri', 'arguments', '_meta', 'cursor',
-  'protocolVersion', 'capabilities', 'clientInfo', 'progressToken', 'code', 'message', 'data', 'level', 'ref', 'argument']
+  'protocolVersion', 'capabilities', 'clientInfo', 'progressToken', 'code', 'message', 'data', 'level', 'ref', 'argument', 'type']
 /** Unicode case folding, near enough: "ſ" and "K" (Kelvin) fold as Go's reader folds them */
 const fold = (key: string): string => key.normalize('NFKC').toUpperCase().toLowerCase()
 const FOLDED = new Map(PROTOCOL_KEYS.map((key) => [fold(key), key]))
 const REQUEST_MEMBERS = new Set(['jsonrpc', 'id', 'method', 'params'])
 const RESPONSE_MEMBERS = new Set(['jsonrpc', 'id', 'result', 'error'])
 /** the methods whose params name what is used: the name or URI must be there to be judged */
-const NAMED_BY: ReadonlyMap<string, 'name' | 'uri'> = new Map([['tools/call', 'name'], ['prompts/get', 'name'], ['resources/read', 'uri']])
+const NAMED_BY: ReadonlyMap<string, 'name' | 'uri'> = new Map([
+  ['tools/call', 'name'], ['prompts/get', 'name'], ['resources/read', 'uri'], ['resources/subscribe', 'uri'], ['resources/unsubscribe', 'uri']
+])
+/** completion/complete's `ref`: what it names, by its type (the policy judges that prompt or resource too) */
+const REF_NAMED_BY: ReadonlyMap<string, 'name' | 'uri'> = new Map([['ref/prompt', 'name'], ['ref/resource', 'uri']])
+
+/**
+ * Why a URI's text is not what a server that resolves it reads, or undefined: a dot segment ("."
+ * or "..", also percent-encoded, between "/" or "\\"), or a percent-encoded unreserved character
+ * (RFC 3986 §2.3: "%70" is "p"), or an encoded "/", "\\" or "%", or capitals in the scheme (or in
+ * a DNS host), which a server reads whatever their case. The policy's globs judge the text, and
+ * `file:///public/../private/keys` is under `file:///public/*` there, not to the server.
+ */
+const DNS_HOSTS = new Set(['http', 'https', 'ws', 'wss', 'file'])
+
+function unresolved (uri: string): string | undefined {
+  if (uri.replace(/%2e/gi, '.').split(/[/\\]/).some((segment) => segment === '.' || segment === '..')) return 'a "." or ".." segment'
+  for (const [escape, hex] of uri.matchAll(/%([0-9a-fA-F]{2})/g)) {
+    const char = String.fromCharCode(parseInt(hex as string, 16))
+    if (/[A-Za-z0-9._~-]/.test(char)) return `${escape}, an unreserved character percent-encoded`
+    // "/" and "\\" encoded hide a segment from the split above; "%" encoded, a second decoding's escapes
+    if (char === '/' || char === '\\' || char === '%') return `${escape}, a "${char}" percent-encoded`
+  }
+  // RFC 3986 §6.2.2.1: a scheme is read whatever its case, and so is a host where it is a DNS name
+  // (http, https, ws, wss, file; another scheme's authority may be case-sensitive); globs match text
+  const parts = /^([^:/?#]*):(?:\/\/([^/?#]*))?/.exec(uri)
+  if (parts === null) return undefined
+  const scheme = parts[1] ?? ''
+  if (/[A-Z]/.test(scheme)) return 'capitals in its scheme'
+  if (DNS_HOSTS.has(scheme) && /[A-Z]/.test(parts[2] ?? '')) return 'capitals in its host'
+  return undefined
+}
 
 function invalid (detail: string): GatewayError {
   return new GatewayError('MCP_INVALID_MESSAGE', detail)
@@ -79,7 +110,21 @@ export function readMessage (value: JsonValue, where: string, sink?: IdSink): Mc
   if (params !== undefined) checkProtocolKeys(params, `${where}'s params`)
   const named = NAMED_BY.get(method)
   if (named !== undefined && typeof params?.[named] !== 'string') throw invalid(`${where} is ${method} without a string params.${named}`)
+  const odd = named === 'uri' ? unresolved(params?.uri as string) : undefined
+  if (odd !== undefined) throw invalid(`${where}'s params.uri has ${odd}, which keygate does not resolve to judge it; send the URI resolved`)
+  if (method === 'completion/complete') checkRef(params?.ref, where)
   return { kind: isId(id) ? 'request' : 'notification', method, ...(isId(id) && { id }), ...(params !== undefined && { params }) }
+}
+
+/** completion/complete names a prompt or a resource (template) in `ref`, judged as prompts/get and resources/read judge theirs. */
+function checkRef (ref: JsonValue | undefined, where: string): void {
+  if (!isObject(ref)) throw invalid(`${where} is completion/complete without an object params.ref`)
+  checkProtocolKeys(ref, `${where}'s params.ref`)
+  const named = typeof ref.type === 'string' ? REF_NAMED_BY.get(ref.type) : undefined
+  if (named === undefined) throw invalid(`${where}'s params.ref.type is neither "ref/prompt" nor "ref/resource"`)
+  if (typeof ref[named] !== 'string') throw invalid(`${where}'s params.ref is ${String(ref.type)} without a string ${named}`)
+  const odd = named === 'uri' ? unresolved(ref.uri as string) : undefined
+  if (odd !== undefined) throw invalid(`${where}'s params.ref.uri has ${odd}, which keygate does not resolve to judge it; send the URI resolved`)
 }
 
 /** The version the request says it speaks; 400 for a value that is no version. */

@@ -30,6 +30,12 @@ export interface McpPolicy {
   toolLabels: NameRules<true>
   /** the tools' own rate limits (tool-limits.ts); absent when `toolRateLimits` names none */
   toolLimits?: NameRules<readonly RateLimit[]>
+  /**
+   * event streams (SSE answers to POSTs, the GET stream): the upstream may be silent this long
+   * between two bytes of an answer (keep-alive comments are bytes) before keygate cuts it; in
+   * place of timeoutMs, which still bounds the wait for the answer's headers
+   */
+  streams: { idleSeconds: number }
   /** as the route file says it (the admin API and `keygate routes check --json` show this) */
   toJSON: () => McpEntry
 }
@@ -45,11 +51,20 @@ export interface McpEntry {
   sessions?: { ttlSeconds?: number }
   /** a tool's own rate limits and quotas (tool-limits.ts), by name (exact, or globs) as `tools` */
   toolRateLimits?: Record<string, Array<{ by: 'key' | 'user' | 'agent' | 'address'; limit: number; window: string; bucket?: string }>>
+  streams?: { idleSeconds?: number }
 }
 
 /** An MCP session is forgotten after this long unused (each request in it renews it), unless the route says otherwise. */
 export const DEFAULT_MCP_SESSION_TTL_SECONDS = 86_400
 export const MAX_MCP_SESSION_TTL_SECONDS = 30 * 86_400
+
+/**
+ * An answer's stream is cut after this long without a byte from the upstream, unless the route
+ * says otherwise: 20 times the SDK servers' keep-alive interval (15 s), so a live stream is never
+ * cut, and a dead one is let go within minutes (an MCP client opens its GET stream again).
+ */
+export const DEFAULT_MCP_STREAM_IDLE_SECONDS = 300
+export const MAX_MCP_STREAM_IDLE_SECONDS = 86_400
 
 /** the methods judged by their own maps: `methods` may not name them */
 export const NAMED_METHODS: ReadonlyMap<string, NamedKind> = new Map([
@@ -147,6 +162,7 @@ export function compilePolicy (entry: McpEntry, scope = ''): McpPolicy {
     sessions: { ttlSeconds: entry.sessions?.ttlSeconds ?? DEFAULT_MCP_SESSION_TTL_SECONDS },
     toolLabels: compileRules(Object.fromEntries([...Object.keys(entry.tools ?? {}), ...Object.keys(entry.toolRateLimits ?? {})]
       .map((name) => [name, true as const]))),
+    streams: { idleSeconds: entry.streams?.idleSeconds ?? DEFAULT_MCP_STREAM_IDLE_SECONDS },
     toJSON: () => entry
   }
 }
@@ -179,24 +195,61 @@ export function mayUse (policy: McpPolicy, kind: NamedKind, name: string, grante
 }
 
 /**
- * Whether a caller holding `granted` may use EVERY name that begins with `prefix` (a resource
- * template's URIs: mcp/list-filter.ts). Sound, not exact: every rule that could decide such a name
- * must allow it: each exact name that begins with `prefix`, each glob that some such name can
- * match (its text before the first `*` and `prefix` are one the other's prefix), and the default
- * unless one glob `<p>*` with `prefix` beginning with `<p>` takes every such name.
+ * What EVERY name that begins with `prefix` asks, together (a resource template's URIs:
+ * mcp/list-filter.ts, completion/complete): `deny` when any may be denied, else the scopes of
+ * every rule that could decide such a name. Sound, not exact: each exact name that begins with
+ * `prefix`, each glob that some such name can match (its text before the first `*` and `prefix`
+ * are one the other's prefix), and the default unless one glob `<p>*` with `prefix` beginning
+ * with `<p>` takes every such name.
  */
-export function mayUseAllUnder (policy: McpPolicy, kind: NamedKind, prefix: string, granted: ReadonlySet<string>): boolean {
+export function requirementUnder (policy: McpPolicy, kind: NamedKind, prefix: string): Requirement {
   const rules = policy[kind]
-  for (const [name, requirement] of rules.exact) if (name.startsWith(prefix) && !permits(requirement, granted)) return false
+  const requirements: Requirement[] = []
+  for (const [name, requirement] of rules.exact) if (name.startsWith(prefix)) requirements.push(requirement)
   let covered = false
   for (const glob of rules.globs) {
     const head = glob.parts[0] ?? ''
     if (!(prefix.startsWith(head) || head.startsWith(prefix))) continue
-    if (!permits(glob.requirement, granted)) return false
+    requirements.push(glob.requirement)
     // `<head>*`: every name beginning with `prefix` matches it, so the default decides none of them
     if (glob.parts.length === 2 && glob.parts[1] === '' && prefix.startsWith(head)) covered = true
   }
-  return covered || permits(policy.default, granted)
+  if (!covered) requirements.push(policy.default)
+  return all(requirements)
+}
+
+/** Requirements together: `deny` if any is, else every scope any asks for. */
+function all (requirements: readonly Requirement[]): Requirement {
+  if (requirements.includes('deny')) return 'deny'
+  return [...new Set((requirements as ReadonlyArray<readonly string[]>).flat())]
+}
+
+/** Whether a caller holding `granted` may use EVERY name that begins with `prefix` (requirementUnder). */
+export function mayUseAllUnder (policy: McpPolicy, kind: NamedKind, prefix: string, granted: ReadonlySet<string>): boolean {
+  return permits(requirementUnder(policy, kind, prefix), granted)
+}
+
+/**
+ * Methods that name a resource or a prompt without being resources/read or prompts/get: judged by
+ * `methods` AND by the rule of what they name, so that a caller who may not read a resource may
+ * not subscribe to its updates, nor have its template's or a prompt's arguments completed.
+ * messages.ts has checked that the names are there.
+ */
+function alsoNamed (message: McpMessage): { kind: NamedKind, name: string, template: boolean } | undefined {
+  const params = message.params
+  switch (message.method) {
+    case 'resources/subscribe':
+    case 'resources/unsubscribe':
+      return { kind: 'resources', name: String(params?.uri), template: false }
+    case 'completion/complete': {
+      const ref = params?.ref as { type?: unknown, name?: unknown, uri?: unknown } | undefined
+      return ref?.type === 'ref/prompt'
+        ? { kind: 'prompts', name: String(ref.name), template: false }
+        : { kind: 'resources', name: String(ref?.uri), template: true }
+    }
+    default:
+      return undefined
+  }
 }
 
 /** What a message asks of the caller: what it is called (for refusals), and the requirement. */
@@ -209,7 +262,16 @@ export function judge (policy: McpPolicy, message: McpMessage): Judged | undefin
   const kind = NAMED_METHODS.get(method)
   if (kind === undefined) {
     const rule = lookup(policy.methods, method)
-    return rule === undefined ? undefined : { what: `the method ${method}`, requirement: rule.requirement }
+    const named = alsoNamed(message)
+    if (named === undefined) return rule === undefined ? undefined : { what: `the method ${method}`, requirement: rule.requirement }
+    const { kind: namedKind, name, template } = named
+    const brace = template ? name.indexOf('{') : -1
+    const requirement = brace < 0 ? requirementOf(policy, namedKind, name) : requirementUnder(policy, namedKind, name.slice(0, brace))
+    const noun = namedKind === 'resources' ? 'resource' : 'prompt'
+    return {
+      what: `the method ${method} on the ${noun} ${JSON.stringify(name)}`,
+      requirement: rule === undefined ? requirement : all([rule.requirement, requirement])
+    }
   }
   const name = String(message.params?.[kind === 'resources' ? 'uri' : 'name'])
   const noun = kind === 'tools' ? 'tool' : kind === 'resources' ? 'resource' : 'prompt'

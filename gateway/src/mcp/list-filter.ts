@@ -218,15 +218,18 @@ function jsonAnswer (filter: ListFilter): AnswerBody {
 /**
  * The forwarder's rewriting of an MCP route's answer (proxy/forwarder.ts: RewriteAnswer), or
  * undefined when the route is not MCP or the answer can hold no list: a POST without a list
- * request, or a GET or DELETE whose answer is no event stream. Where it is defined, the request
+ * request, or a GET's error or a DELETE whose answer is no event stream (a GET that asked for an
+ * event stream and has a 2xx with a body that is none is refused: MCP clients read it as one). Where it is defined, the request
  * asks the upstream for an answer without Content-Encoding (`Accept-Encoding: identity`, proxy.ts):
  * keygate reads no compressed answer, and refuses one that comes all the same.
  */
-export function listAnswerHook (policy: McpPolicy | undefined, method: string, auth: AuthState | null): RewriteAnswer | undefined {
+export function listAnswerHook (policy: McpPolicy | undefined, method: string, auth: AuthState | null,
+  accept?: string | string[]): RewriteAnswer | undefined {
   if (policy === undefined) return undefined
   const lists = method === 'POST' ? listRequests(auth?.mcpMessages ?? []) : undefined
   if (method === 'POST' && lists === undefined) return undefined
   const filter = new ListFilter(policy, auth?.scopes?.set ?? new Set(), lists)
+  const asksStream = method === 'GET' && String(accept ?? '').toLowerCase().includes('text/event-stream')
   return (status, headers) => {
     if (status === 204 || status === 304) return undefined
     const type = mediaType(headers)
@@ -234,11 +237,14 @@ export function listAnswerHook (policy: McpPolicy | undefined, method: string, a
     const encoding = headers['content-encoding']
     const encoded = encoding !== undefined && encoding !== 'identity'
     if (readable && !encoded) return type === 'text/event-stream' ? { stream: () => new SseEventFilter(filter) } : jsonAnswer(filter)
+    const success = status >= 200 && status < 300
+    // a GET stream's 2xx is read as events by MCP clients whatever its Content-Type says (the SDK's is): only an empty one passes unread
+    const unreadStream = asksStream && success && !readable
     // a GET's other answers; a POST's error, or 202, carries no list
-    if (!readable && (method !== 'POST' || status < 200 || status >= 300 || status === 202)) return undefined
+    if (!readable && !unreadStream && (method !== 'POST' || !success || status === 202)) return undefined
     // a list answer in a form keygate cannot read is not passed
     const form = `${JSON.stringify(type)}${encoded ? ` with Content-Encoding ${JSON.stringify(String(encoding))}` : ''}`
     const refused = (): GatewayError => unfilterable(`The upstream answered as ${form}, which keygate cannot read to filter a list`)
-    return { max: 0, tooLarge: refused, whole: refused }
+    return { max: 0, tooLarge: refused, whole: unreadStream ? (body) => body.length === 0 ? body : refused() : refused }
   }
 }

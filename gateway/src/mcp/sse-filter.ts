@@ -17,6 +17,9 @@ import { GatewayError } from '../errors.js'
 /** an event (its text, from its first line to its blank line) longer than this ends the stream */
 export const MAX_SSE_EVENT_CHARS = 4 * 1024 * 1024
 
+/** a line's end (CR, LF; a CRLF is its CR and the LF after it) */
+const LINE_END = /[\r\n]/g
+
 /** What the stream's events are judged by (mcp/list-filter.ts: ListFilter). */
 export interface EventJudge {
   /** a message's text: the same bytes when nothing in it is a list's response, else the rewritten text; throws when it cannot be read */
@@ -77,19 +80,21 @@ export class SseEventFilter extends Transform {
   #lines (atEnd: boolean): void {
     for (;;) {
       const buffer = this.#buffer
-      const lf = buffer.indexOf('\n', this.#scan)
-      const cr = buffer.indexOf('\r', this.#scan)
-      const end = cr < 0 ? lf : lf < 0 ? cr : Math.min(cr, lf)
+      // the first CR or LF from #scan, in one pass: two indexOf calls would each search to the end for a
+      // byte the text may not hold, for every line (a chunk of many lines: quadratic)
+      LINE_END.lastIndex = this.#scan
+      const end = LINE_END.exec(buffer)?.index ?? -1
       if (end < 0) {
         this.#scan = buffer.length
         return
       }
+      const cr = buffer.charCodeAt(end) === 13
       // a CR that ends the text so far may be the first half of a CRLF
-      if (end === cr && end === buffer.length - 1 && !atEnd) {
+      if (cr && end === buffer.length - 1 && !atEnd) {
         this.#scan = end
         return
       }
-      const next = end === cr && buffer[end + 1] === '\n' ? end + 2 : end + 1
+      const next = cr && buffer[end + 1] === '\n' ? end + 2 : end + 1
       let line = buffer.slice(this.#line, end)
       if (this.#first) {
         this.#first = false

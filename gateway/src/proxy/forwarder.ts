@@ -26,6 +26,7 @@ import { Pool, type Dispatcher } from 'undici'
 import { GatewayError } from '../errors.js'
 import { connectionListed } from '../lib/http-headers.js'
 import type { UpstreamQueueCounts } from '../metrics/metrics.js'
+import { isEventStream, untilClientLeaves } from './event-stream.js'
 import type { UpstreamRequest } from './upstream-request.js'
 
 /** Answers up to this size (declared by Content-Length) are collected and sent in one write. */
@@ -215,7 +216,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   #size = 0
   /** what beforeAnswer asked the answer to wait for, until it settles */
   #gate: Promise<void> | undefined
-  /** while waiting: the socket whose end (the client's FIN) takes the request out of the queue, and that listener */
+  /** the socket whose end (the client's FIN) takes a waiting request out of the queue, or ends an event stream, and that listener */
   #socket: Socket | null = null
   #onEnd: (() => void) | undefined
   /** the neighbours in the upstream's queue, while waiting */
@@ -315,7 +316,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
       headers: request.headers,
       body: request.body ?? null,
       headersTimeout: request.timeoutMs,
-      bodyTimeout: request.timeoutMs
+      bodyTimeout: request.idleMs
     }, this)
   }
 
@@ -331,6 +332,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   #finish (): void {
     if (this.#state !== 'sent') return
     this.#state = 'done'
+    if (this.#socket !== null) this.#forgetSocket()
     this.reply.raw.off('close', this.clientGone)
     this.upstream.finished()
   }
@@ -376,6 +378,11 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
         done(error)
       }
     })
+    stream.on('error', () => {}) // destroyed before Fastify pipes it: #send answers, never an unhandled 'error' (which ends the process)
+    if (isEventStream(headers['content-type'])) {
+      const watch = untilClientLeaves(this.reply.raw, () => { this.#controller?.abort(new Error('the client left an event stream')) })
+      if (watch !== undefined) [this.#socket, this.#onEnd] = watch
+    }
     this.#send(rewrite === undefined || 'whole' in rewrite ? stream : pipeline(stream, rewrite.stream(), () => {}))
   }
 
@@ -465,7 +472,7 @@ export class Forwarder<Tag = undefined> {
   /**
    * Sends `request` when its upstream has a free connection, or queues it until one frees, or
    * refuses it (503 UPSTREAM_BUSY) when the queue is full; its timeoutMs bounds the wait for the
-   * answer's headers once sent, then each gap between its body chunks. Answers `reply` with the
+   * answer's headers once sent, then its idleMs each gap between its body chunks. Answers `reply` with the
    * upstream's answer, or with a problem. `answerHeaders`: the gateway's own headers on the
    * upstream's answer (lower-case names), replacing the upstream's of the same name; undefined
    * values remove the upstream's. `beforeAnswer`: told of the answer before the client sees any of it (BeforeAnswer).

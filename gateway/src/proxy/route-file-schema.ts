@@ -9,7 +9,7 @@ import { ISSUER_NAME, ISSUER_NAME_RULE, MAX_BODY_LIMIT } from '../config/env.js'
 import { BUCKET_PATTERN, MAX_LIMIT, RATE_LIMIT_BY, STORE_DOWN_POLICIES, WINDOW_PATTERN } from '../limits/rate-limit.js'
 import { MAX_SCOPES, SCOPE_PATTERN, SCOPE_RULE } from '../users/scopes.js'
 import { PATH_NORMALISATIONS } from './backend-paths.js'
-import { MAX_MCP_SESSION_TTL_SECONDS } from '../mcp-calls/policy.js'
+import { MAX_MCP_SESSION_TTL_SECONDS, MAX_MCP_STREAM_IDLE_SECONDS } from '../mcp-calls/policy.js'
 import { AUTH_TIERS, DPOP_POLICIES } from './route.js'
 
 const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
@@ -49,7 +49,11 @@ const McpSchema = Type.Object({
     ttlSeconds: Type.Optional(Type.Integer({ minimum: 60, maximum: MAX_MCP_SESSION_TTL_SECONDS }))
   }, { additionalProperties: false })),
   // a tool's own rate limits and quotas, by name or glob as `tools` (mcp-calls/tool-limits.ts)
-  toolRateLimits: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 1024 }), Type.Array(RateLimitEntrySchema, { minItems: 1, maxItems: 16 })))
+  toolRateLimits: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 1024 }), Type.Array(RateLimitEntrySchema, { minItems: 1, maxItems: 16 }))),
+  // event streams: how long one may be silent before keygate cuts it (in place of timeoutMs)
+  streams: Type.Optional(Type.Object({
+    idleSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_MCP_STREAM_IDLE_SECONDS }))
+  }, { additionalProperties: false }))
 }, { additionalProperties: false })
 
 export const RouteEntrySchema = Type.Object({

@@ -47,7 +47,10 @@ export interface UpstreamRequest {
   path: string
   headers: IncomingHttpHeaders
   body: Buffer | undefined
+  /** the wait for the answer's headers */
   timeoutMs: number
+  /** the longest silence between two bytes of the answer's body: timeoutMs, or an MCP route's stream idle bound */
+  idleMs: number
 }
 
 /**
@@ -185,6 +188,8 @@ export function upstreamRequest (request: DownstreamRequest, state: ForwardState
     path: rewrite(state.route, compiledRoute, path) + request.target.slice(path.length),
     headers: headersFor(request, state, auth, compiledRoute),
     body: state.body,
-    timeoutMs: state.route.timeoutMs
+    timeoutMs: state.route.timeoutMs,
+    // an MCP route's answers may be event streams, silent for long between events (docs/mcp.md, "Streams")
+    idleMs: state.route.mcp === undefined ? state.route.timeoutMs : state.route.mcp.streams.idleSeconds * 1000
   }
 }

@@ -115,7 +115,7 @@ export const proxyRoutes: FastifyPluginAsync<ProxyOptions> = async (app, options
       ? undefined
       : sessionAnswerHook(mcpSessions, route, { method: request.method, session: requestedSession(request.headers), auth: request.auth })
     // and a list's answer shows only what the caller may use (mcp/list-filter.ts), read uncompressed
-    const lists = listAnswerHook(route.mcp, request.method, request.auth)
+    const lists = listAnswerHook(route.mcp, request.method, request.auth, request.headers.accept)
     const upstream = upstreamRequest(client, state, request.auth)
     if (lists !== undefined) upstream.headers['accept-encoding'] = 'identity'
     forwarder.forward(upstream, reply, route, state.answerHeaders, sessions, lists)

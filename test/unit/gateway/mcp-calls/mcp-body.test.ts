@@ -102,6 +102,29 @@ t.test('MCP messages: the codes a client sees', async (t) => {
   for (const [why, body, code] of cases) t.equal(refusal(() => readMcpBody(bytes(body), '2025-06-18')), code, why)
 })
 
+t.test('the names a policy judges must be there: subscriptions and completions', async (t) => {
+  const code = (body: object): string | undefined => {
+    try {
+      readMcpBody(bytes(JSON.stringify({ jsonrpc: '2.0', id: 1, ...body })), '2025-06-18')
+      return undefined
+    } catch (err) {
+      return (err as { code?: string }).code
+    }
+  }
+  t.equal(code({ method: 'resources/subscribe', params: {} }), 'MCP_INVALID_MESSAGE', 'subscribe without a uri')
+  t.equal(code({ method: 'resources/unsubscribe', params: { uri: 'file:///public/../private/x' } }), 'MCP_INVALID_MESSAGE', 'a dot segment')
+  t.equal(code({ method: 'completion/complete', params: { argument: { name: 'a', value: '' } } }), 'MCP_INVALID_MESSAGE', 'no ref')
+  t.equal(code({ method: 'completion/complete', params: { ref: { type: 'ref/other', name: 'x' } } }), 'MCP_INVALID_MESSAGE', 'an unknown ref type')
+  t.equal(code({ method: 'completion/complete', params: { ref: { type: 'ref/prompt', uri: 'x' } } }), 'MCP_INVALID_MESSAGE', 'a prompt ref without a name')
+  t.equal(code({ method: 'completion/complete', params: { ref: { type: 'ref/prompt', name: 'a', Name: 'b' } } }), 'MCP_INVALID_MESSAGE',
+    'a case variant of a key in ref')
+  t.equal(code({ method: 'completion/complete', params: { ref: { type: 'ref/resource', uri: 'file:///%70rivate/{x}' } } }), 'MCP_INVALID_MESSAGE',
+    'a percent-encoded letter in a template')
+  t.equal(code({ method: 'completion/complete', params: { ref: { type: 'ref/resource', uri: 'file:///public/{x}' }, argument: { name: 'x', value: 'a' } } }),
+    undefined, 'a well-formed completion passes')
+  t.equal(code({ method: 'resources/subscribe', params: { uri: 'file:///public/a' } }), undefined)
+})
+
 t.test('batches: refused from 2025-06-18, every element judged before it', async (t) => {
   const batch = `[${call('search')},${call('delete_repository', 2)}]`
   t.equal(refusal(() => readMcpBody(bytes(batch), '2025-06-18')), 'MCP_BATCH_NOT_ALLOWED', '2025-06-18: no batch')

@@ -59,6 +59,31 @@ t.test('each message is judged by its own map', async (t) => {
   t.same(JSON.parse(JSON.stringify(policy)).default, 'deny', 'shown as written')
 })
 
+t.test('subscribing to a resource and completing a prompt\'s or a template\'s arguments ask what using it asks', async (t) => {
+  const guarded = compilePolicy({
+    resources: { 'file:///public/*': ['mcp:read'], 'file:///private/*': ['files:private'], 'file:///private/keys': 'deny' },
+    prompts: { summarise: ['mcp:read'], leak: 'deny' },
+    methods: { 'resources/subscribe': ['mcp:watch'] },
+    default: []
+  })
+  t.same(judge(guarded, rpc('resources/subscribe', { uri: 'file:///private/plan' })),
+    { what: 'the method resources/subscribe on the resource "file:///private/plan"', requirement: ['mcp:watch', 'files:private'] },
+    'the method\'s scopes and the resource\'s')
+  t.same(judge(guarded, rpc('resources/unsubscribe', { uri: 'file:///private/plan' }))?.requirement, ['files:private'], 'no method rule: the resource\'s')
+  t.equal(judge(guarded, rpc('resources/subscribe', { uri: 'file:///private/keys' }))?.requirement, 'deny', 'a denied resource cannot be watched')
+  t.same(judge(guarded, rpc('completion/complete', { ref: { type: 'ref/prompt', name: 'summarise' }, argument: { name: 'a', value: '' } }))?.requirement,
+    ['mcp:read'], 'a prompt\'s completion: the prompt\'s rule')
+  t.equal(judge(guarded, rpc('completion/complete', { ref: { type: 'ref/prompt', name: 'leak' } }))?.requirement, 'deny')
+  t.same(judge(guarded, rpc('completion/complete', { ref: { type: 'ref/resource', uri: 'file:///public/{name}' } }))?.requirement,
+    ['mcp:read'], 'a template under one glob: that glob\'s')
+  t.equal(judge(guarded, rpc('completion/complete', { ref: { type: 'ref/resource', uri: 'file:///private/{name}' } }))?.requirement,
+    'deny', 'a template that can expand to a denied URI is denied')
+  t.same(judge(guarded, rpc('completion/complete', { ref: { type: 'ref/resource', uri: 'file:///{path}' } }))?.requirement,
+    'deny', 'a template over everything asks what every rule under it asks')
+  t.same(judge(compilePolicy({ resources: { 'file:///private/*': ['files:private'] } }),
+    rpc('completion/complete', { ref: { type: 'ref/resource', uri: 'file:///{path}' } }))?.requirement, ['files:private'])
+})
+
 t.test('a glob matches as its regular expression would (property), without one', async (t) => {
   const reference = (pattern: string, name: string): boolean =>
     new RegExp(`^${pattern.split('*').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('[\\s\\S]*')}$`).test(name)

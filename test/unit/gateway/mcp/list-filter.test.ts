@@ -81,3 +81,17 @@ t.test('SSE: the same reading however the stream is cut; other events byte for b
   }), { numRuns: 50 })
   t.equal(whole, expected, '"after" is no JSON: the stream ends there (the list was answered: no error for it)')
 })
+
+t.test('SSE: a chunk of many lines is read in linear time (an upstream cannot stall the event loop with blank events)', async (t) => {
+  // 2 MiB of empty events (":" comments) in one chunk: each line used to search the rest of the
+  // chunk for a CR and an LF, about 14 s here; read in one pass, well under a second
+  const flood = ':\n\n'.repeat(Math.floor(2 * 1024 * 1024 / 3))
+  const filtered = new SseEventFilter(filter([{ id: 1, method: 'tools/list' }]))
+  let length = 0
+  filtered.on('data', (chunk: Buffer) => { length += chunk.length })
+  const start = performance.now()
+  filtered.write(Buffer.from(flood))
+  const ms = performance.now() - start
+  t.equal(length, flood.length, 'every comment passed as it came')
+  t.ok(ms < 2000, `read in ${Math.round(ms)} ms`)
+})

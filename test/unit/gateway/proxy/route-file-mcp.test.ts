@@ -23,7 +23,7 @@ mcp:
 
 t.test('each mistake is named', async (t) => {
   const cases: Array<[string, RegExp]> = [
-    ['auth: bearer\nmcp: { tool: {} }', /routes\[0\]\.mcp\.tool: is not a known field \(known: tools, resources, prompts, methods, default, origins, sessions, toolRateLimits\)/],
+    ['auth: bearer\nmcp: { tool: {} }', /routes\[0\]\.mcp\.tool: is not a known field \(known: tools, resources, prompts, methods, default, origins, sessions, toolRateLimits, streams\)/],
     ['auth: bearer\nmcp: { default: allow }', /routes\[0\]\.mcp\.default: .*not a list of scopes, or deny/],
     ['auth: bearer\nmcp: { tools: { x: ["has space"] } }', /routes\[0\]\.mcp\.tools\.x/],
     ['auth: bearer\nmcp: { methods: { "tools/call": [a] } }', /mcp\.methods: tools\/call is judged per name by mcp\.tools; list it there/],
@@ -31,7 +31,11 @@ t.test('each mistake is named', async (t) => {
     ['auth: public\nmcp: { default: [a] }', /a public route has no user whose scopes it could check/],
     ['auth: bearer\nmcp: { origins: ["https://app.example.com/"] }', /mcp\.origins\[0\]: "https:\/\/app\.example\.com\/" is not an origin as a browser sends it/],
     ['auth: bearer\nmcp: { origins: ["https://APP.example.com"] }', /mcp\.origins\[0\]/],
-    ['auth: bearer\nmcp: { origins: ["null"] }', /mcp\.origins\[0\]/]
+    ['auth: bearer\nmcp: { origins: ["null"] }', /mcp\.origins\[0\]/],
+    ['auth: bearer\nmcp: { streams: { idleSeconds: 0 } }', /routes\[0\]\.mcp\.streams\.idleSeconds: 0 is not allowed \(expected integer to be greater or equal to 1\)/],
+    ['auth: bearer\nmcp: { streams: { idleSeconds: 86401 } }', /mcp\.streams\.idleSeconds: 86401 is not allowed/],
+    ['auth: bearer\nmcp: { streams: { idleSeconds: 1.5 } }', /mcp\.streams\.idleSeconds: must be a whole number/],
+    ['auth: bearer\nmcp: { streams: { idleMs: 1000 } }', /mcp\.streams\.idleMs: is not a known field \(known: idleSeconds\)/]
   ]
   for (const [entry, problem] of cases) t.match(routeEntryProblems(entry).join('\n'), problem, entry)
 })
@@ -43,6 +47,8 @@ t.test('docs/mcp.md\'s route file loads as the page says', async (t) => {
   t.same(policy?.default, 'deny')
   t.same([...policy?.origins ?? []], ['https://app.example.com'])
   t.same(policy?.sessions, { ttlSeconds: 86_400 }, 'sessions bound for a day after their last use, by default')
+  t.same(policy?.streams, { idleSeconds: 300 }, 'a stream cut after 5 minutes without a byte, by default')
+  t.same(routesOfEntry('auth: bearer\nmcp: { streams: { idleSeconds: 3600 } }')[0]?.mcp?.streams, { idleSeconds: 3600 }, 'or as the route says')
   t.same(route?.resource?.id, 'https://api.example.com/mcp')
   const search = policy?.toolLimits?.globs.find((rule) => rule.pattern === 'search_*')?.requirement
   t.match(search, [{ by: 'user', limit: 60, window: '1m', policy: 'tool-user-1m' }], 'a glob\'s own limit')

@@ -3,6 +3,7 @@
 import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import type { AuthState } from '../../../../gateway/src/auth/stage.js'
+import { compilePolicy } from '../../../../gateway/src/mcp-calls/policy.js'
 import { route, type RouteConfig } from '../../../../gateway/src/proxy/route.js'
 import { forwardedPath, OVERRIDE_HEADERS, upstreamHeaders, upstreamRequest, type DownstreamRequest } from '../../../../gateway/src/proxy/upstream-request.js'
 import { NO_SCOPES, scopeSet } from '../../../../gateway/src/users/scopes.js'
@@ -128,5 +129,9 @@ t.test('upstreamRequest: origin, rewritten path with the query as sent, body and
   t.equal(request.method, 'POST')
   t.equal(request.body, body)
   t.equal(request.timeoutMs, 1234)
+  t.equal(request.idleMs, 1234, 'the gaps in the answer bounded by the same timeoutMs')
   t.equal(request.headers['x-gateway-user'], 'alice')
+  const mcp = route({ prefix: '/mcp', upstream: 'http://mcp.internal', auth: 'bearer', timeoutMs: 1234, mcp: compilePolicy({ streams: { idleSeconds: 60 } }) }, DEFAULTS)
+  const streamed = upstreamRequest(client({ method: 'GET', target: '/mcp' }), { route: mcp }, { user: 'alice' })
+  t.same([streamed.timeoutMs, streamed.idleMs], [1234, 60_000], 'an MCP route: timeoutMs for the headers, the streams\' idle bound for the gaps')
 })
