@@ -8,7 +8,7 @@ import { createIdpVerifier, type IdpToken } from '../../../../gateway/src/idp/id
 import { issuersFromDocument, type IssuerConfig } from '../../../../gateway/src/idp/issuers.js'
 import { checkAudience } from '../../../../gateway/src/resources/audience.js'
 import { compilePolicy } from '../../../../gateway/src/mcp-calls/policy.js'
-import { quoted, resourceChallenge } from '../../../../gateway/src/resources/challenge.js'
+import { quoted, resourceChallenge, tokenChallenges } from '../../../../gateway/src/resources/challenge.js'
 import { issuerScopes, resourceMetadata } from '../../../../gateway/src/resources/metadata.js'
 import {
   protectedResource, resourceAudiences, resourceIdProblem, resourceIssuerProblems, resourcesOf
@@ -156,4 +156,33 @@ t.test('an IdP token\'s aud, verified once: a resource\'s id passes the issuer\'
   t.same([...(await verifier.verify(await sign('keygate'), plain) as IdpToken).audiences], ['keygate'], 'a string aud')
   await t.rejects(async () => await verifier.verify(await sign('elsewhere'), plain), { code: 'INVALID_TOKEN', message: /its audience \(aud\) is none/ })
   await t.rejects(async () => await verifier.verify(await sign(), plain), { code: 'INVALID_TOKEN', message: /names no audience/ })
+})
+
+t.test('DPoP beside Bearer (RFC 9449 §7.1): both challenges where both are taken, DPoP\'s alone where it is required', async (t) => {
+  const resource = protectedResource({ id: 'https://api.example.com/mcp', name: 'MCP', issuers: ['corp'] })
+  const metadata = 'resource_metadata="https://api.example.com/.well-known/oauth-protected-resource/mcp"'
+  const offer = { algs: 'ES256 EdDSA', required: false, scheme: undefined }
+  const missing = new GatewayError('MISSING_TOKEN', 'Send a token')
+  t.same(tokenChallenges(missing, 'Bearer realm="keygate"', offer, undefined), ['Bearer realm="keygate"', 'DPoP algs="ES256 EdDSA"'],
+    'no token: both, no error')
+  t.same(tokenChallenges(missing, undefined, { ...offer, required: true }, resource), [`DPoP algs="ES256 EdDSA", ${metadata}`], 'required: DPoP\'s alone')
+  const proof = new GatewayError('INVALID_DPOP_PROOF', 'The DPoP proof\'s htm is "GET"')
+  t.same(tokenChallenges(proof, undefined, { ...offer, scheme: 'dpop' }, resource)?.[1],
+    `DPoP algs="ES256 EdDSA", ${metadata}, error="invalid_dpop_proof", error_description="The DPoP proof's htm is 'GET'"`, 'the proof\'s error on DPoP\'s')
+  t.match(tokenChallenges(new GatewayError('USE_DPOP_NONCE', 'nonce'), undefined, offer, undefined)?.[1], /error="use_dpop_nonce"/)
+  t.match(tokenChallenges(new GatewayError('DPOP_REQUIRED', 'bound'), undefined, offer, undefined)?.[1], /error="invalid_token"/)
+  t.match(tokenChallenges(new GatewayError('INVALID_TOKEN', 'expired'), undefined, { ...offer, scheme: 'dpop' }, undefined)?.[1], /error="invalid_token"/,
+    'a token sent as DPoP and refused: invalid_token on DPoP\'s')
+  t.equal(tokenChallenges(new GatewayError('INVALID_TOKEN', 'expired'), undefined, { ...offer, scheme: 'bearer' }, undefined)?.[1], 'DPoP algs="ES256 EdDSA"',
+    'one sent as Bearer: DPoP\'s without an error')
+  t.equal(tokenChallenges(new GatewayError('INSUFFICIENT_SCOPE', 'scope'), undefined, offer, resource), undefined, 'not a token\'s refusal: none')
+  t.equal(tokenChallenges(new GatewayError('INVALID_SIGNATURE', 'sig'), undefined, offer, resource), undefined)
+
+  const required = protectedResource({ id: 'https://api.example.com/strict', name: 'Strict', issuers: ['corp'], dpop: 'required' })
+  const routes = [{ resource, scopes: [], dpop: 'allowed' }, { resource: required, scopes: [], dpop: 'required' }]
+  t.same(resourceMetadata(resource, routes, [], ['ES256']).dpop_signing_alg_values_supported, ['ES256'])
+  t.equal(resourceMetadata(resource, routes, [], ['ES256']).dpop_bound_access_tokens_required, false)
+  t.equal(resourceMetadata(required, routes, [], ['ES256']).dpop_bound_access_tokens_required, true)
+  t.equal(resourceMetadata(resource, [{ resource, scopes: [], dpop: 'required' }], [], ['ES256']).dpop_bound_access_tokens_required, true,
+    'every route of it requires DPoP: so does it')
 })
