@@ -4,6 +4,7 @@ import { type Bytes, sha256Hex, subtle, utf8 } from './bytes.js'
 import {
   algorithmFor, checkApiKey, checkBaseUrl, checkBodyRules, checkFetch, checkRequest, checkScheme, checkSignedBody, checkToken
 } from './checks.js'
+import { type DpopKeyPair, withDpopProof } from './dpop.js'
 import { SigningInputError } from './errors.js'
 import { importSigningKey, preparePrivateKey, publicHalfReadable, publicSpki, signRaw, type WebCryptoKey } from './keys.js'
 import {
@@ -42,6 +43,12 @@ export interface ClientOptions {
   seedBodyBoundary?: SeedBodyBoundary | undefined
   /** DELETE and OPTIONS requests that may carry a body: the route's bodyOnMethods; default none */
   bodyOnMethods?: readonly string[] | undefined
+  /**
+   * The DPoP key pair the token is bound to (given to login): each request then carries
+   * "Authorization: DPoP <token>" and a proof by it, and an answer asking for the server's nonce
+   * is sent again once with it
+   */
+  dpop?: DpopKeyPair | undefined
 }
 
 export interface SignedResponseInfo {
@@ -86,6 +93,10 @@ export function createClient (options: ClientOptions): KeygateClient {
   const messageOptions = { label: checkLabel(options.label), components: checkCoveredTarget(options.components), expiresIn: checkExpiresIn(options.expiresIn) }
   const algorithm = algorithmFor(key, checkAlgorithm(options.algorithm))
   const bodyRules = checkBodyRules(options)
+  const dpop = options.dpop
+  if (dpop !== undefined && (typeof dpop !== 'object' || dpop === null || typeof dpop.privateKey !== 'object' || typeof dpop.publicKey !== 'object')) {
+    throw new SigningInputError('dpop', 'must be a WebCrypto key pair, { privateKey, publicKey } (generateDpopKey() makes one)')
+  }
   subtle() // a runtime without WebCrypto (a browser page on plain http:// other than localhost) is said at once, too
 
   let signingKey: Promise<WebCryptoKey> | undefined
@@ -105,28 +116,34 @@ export function createClient (options: ClientOptions): KeygateClient {
       throw new SigningInputError('target', `fetch would send ${JSON.stringify(url.pathname + url.search)} for ${JSON.stringify(request.target)}; ` +
         'send and sign that form instead')
     }
-    const headers = new Headers(init.headers)
-    if (request.body.length > 0 && !headers.has('content-type')) headers.set('content-type', 'application/json')
-    headers.set('authorization', `Bearer ${token}`)
-    let bytes: Bytes
-    if (scheme === 'rfc9421') {
-      const contentType = request.body.length > 0 ? headers.get('content-type') ?? undefined : undefined
-      const prepared = await prepareMessageSignature({ ...request, origin, contentType }, await clientApiKey(), algorithm, messageOptions)
-      bytes = utf8(prepared.base)
-      if (prepared.contentDigest !== undefined) headers.set('content-digest', prepared.contentDigest)
-      headers.set('signature-input', prepared.signatureInput)
-      headers.set('signature', signatureField(prepared.label, await signRaw(await importedKey(), algorithm, bytes)))
-    } else {
-      bytes = signingBytes(request)
-      const signed = await signatureHeaders(request, await clientApiKey(), await importedKey(), key.type, bytes)
-      for (const [name, value] of Object.entries(signed)) headers.set(name, value)
+    let headers = new Headers()
+    let bytes: Bytes = new Uint8Array(0)
+    // signed anew for each try: a retry with the server's DPoP nonce is another request
+    const signAndSend = async (proof: string | undefined): Promise<Response> => {
+      headers = new Headers(init.headers)
+      if (request.body.length > 0 && !headers.has('content-type')) headers.set('content-type', 'application/json')
+      headers.set('authorization', proof === undefined ? `Bearer ${token}` : `DPoP ${token}`)
+      if (proof !== undefined) headers.set('dpop', proof)
+      if (scheme === 'rfc9421') {
+        const contentType = request.body.length > 0 ? headers.get('content-type') ?? undefined : undefined
+        const prepared = await prepareMessageSignature({ ...request, origin, contentType }, await clientApiKey(), algorithm, messageOptions)
+        bytes = utf8(prepared.base)
+        if (prepared.contentDigest !== undefined) headers.set('content-digest', prepared.contentDigest)
+        headers.set('signature-input', prepared.signatureInput)
+        headers.set('signature', signatureField(prepared.label, await signRaw(await importedKey(), algorithm, bytes)))
+      } else {
+        bytes = signingBytes(request)
+        const signed = await signatureHeaders(request, await clientApiKey(), await importedKey(), key.type, bytes)
+        for (const [name, value] of Object.entries(signed)) headers.set(name, value)
+      }
+      return await fetchImpl(url, {
+        ...init,
+        method: request.method,
+        headers,
+        ...(request.body.length > 0 && { body: request.body })
+      })
     }
-    const response = await fetchImpl(url, {
-      ...init,
-      method: request.method,
-      headers,
-      ...(request.body.length > 0 && { body: request.body })
-    })
+    const response = dpop === undefined ? await signAndSend(undefined) : await withDpopProof(dpop, request.method, url, token, signAndSend)
     const sent: Record<string, string> = {}
     headers.forEach((value, name) => { sent[name] = value })
     return { response, scheme, signingString: bytes, headers: sent }

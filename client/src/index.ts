@@ -15,7 +15,7 @@
 // Its rooms: sign.ts (signRequest and the descriptions of what was signed), client.ts
 // (createClient), registration.ts (a key's registration body), api.ts (login, registerKey),
 // checks.ts (what a caller gives, checked first), request-types.ts; keys.ts, message-signing.ts and
-// ./protocol beneath them.
+// ./protocol beneath them; dpop.ts (RFC 9449 proofs for DPoP-bound tokens, and the nonce retry).
 import { sha256Hex } from './bytes.js'
 import { KeygateResponseError, SigningInputError } from './errors.js'
 import { importSigningKey, prepareKey, preparePrivateKey, publicSpki } from './keys.js'
@@ -38,7 +38,10 @@ export type {
   FetchFunction, MessageSignatureHeaders, MessageSignatureInput, RequestBody, SeedBodyBoundary, SignatureHeaders, SignRequestInput
 } from './request-types.js'
 export { keyRegistration, signKeyName, type KeyRegistrationBody } from './registration.js'
-export { login, registerKey, type LoginInput, type RegisterKeyInput } from './api.js'
+export { login, registerKey, type LoginInput, type LoginResult, type RegisterKeyInput } from './api.js'
+export {
+  accessTokenHash, dpopProof, dpopThumbprint, generateDpopKey, withDpopProof, type DpopAlgorithm, type DpopKeyPair, type DpopProofInput
+} from './dpop.js'
 export { createClient, type ClientOptions, type ClientRequestInit, type KeygateClient, type SignedResponseInfo } from './client.js'
 
 /**

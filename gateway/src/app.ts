@@ -315,7 +315,7 @@ async function registerOwnPlugins ({ app, options, config, store, tracing }: Bui
   // keygate's own JSON endpoints: their bodies count against the same body memory as business ones
   await app.register(async (own) => {
     own.addHook('preParsing', countBodyMemory(services.bodyMemory, OWN_BODY_LIMIT))
-    await own.register(tokenRoutes, { tokens, guard: services.loginGuard })
+    await own.register(tokenRoutes, { tokens, guard: services.loginGuard, dpop })
     await own.register(apiKeyRoutes, { keys, authenticator })
     // what the caller may call, and where they stand against its limits (the developer portal's)
     await own.register(routeListRoutes, { routes, authenticator })

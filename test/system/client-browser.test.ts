@@ -19,7 +19,9 @@ const TS = 1_790_000_000_000
 
 /** The page: imports the client as a browser program would, runs the whole flow, and leaves what the user would see in window.result. */
 const PAGE_SCRIPT = `
-import { apiKeyOf, createClient, keyRegistration, login, registerKey, signRequest, SigningInputError } from '/__client/index.js'
+import {
+  apiKeyOf, createClient, dpopThumbprint, generateDpopKey, keyRegistration, login, registerKey, signRequest, SigningInputError
+} from '/__client/index.js'
 
 const input = JSON.parse(document.getElementById('input').textContent)
 const baseUrl = location.origin
@@ -84,6 +86,22 @@ try {
       results[scheme] = { created: made, fetched: await answer(await modernClient.fetch('GET', '/v1/clients/' + made.body.id + '?via=' + scheme)) }
     }
     out.modern[type] = results
+  }
+
+  // 4. DPoP: page-made non-extractable key pairs (ES256, EdDSA); the token bound to each, used with proofs, refused as Bearer
+  out.dpop = {}
+  for (const alg of ['ES256', 'EdDSA']) {
+    const dpop = await generateDpopKey(alg)
+    const bound = await login({ baseUrl, username: 'alice', password: input.password, dpop })
+    const claims = JSON.parse(atob(bound.token.split('.')[1].replaceAll('-', '+').replaceAll('_', '/')))
+    const dpopClient = createClient({ baseUrl, token: bound.token, privateKey: input.pem, dpop })
+    out.dpop[alg] = {
+      extractable: dpop.privateKey.extractable,
+      tokenType: bound.tokenType,
+      bound: claims.cnf?.jkt === await dpopThumbprint(dpop),
+      withProof: (await dpopClient.fetch('GET', '/v1/clients/')).status,
+      asBearer: (await createClient({ baseUrl, token: bound.token, privateKey: input.pem }).fetch('GET', '/v1/clients/')).status
+    }
   }
 } catch (err) {
   out.error = String(err && err.stack ? err.stack : err)
@@ -158,6 +176,7 @@ t.test('the built client signs in Chromium (a PEM key; page-made RSA, Ed25519 an
     cryptoKeyApiKeys: string[]
     cryptoKeyCreated: { status: number; body: Record<string, unknown> }
     cryptoKeyFetched: { status: number; body: Record<string, unknown> }
+    dpop?: Record<string, unknown>
   }
   t.equal(result.error, undefined, 'the page ran the whole flow without an error')
 
@@ -203,6 +222,11 @@ t.test('the built client signs in Chromium (a PEM key; page-made RSA, Ed25519 an
       t.equal(run?.created.status, 201, `a page-made ${type} key, ${scheme}: the signed POST is accepted (${JSON.stringify(run?.created.body)})`)
       t.equal(run?.fetched.status, 200, `a page-made ${type} key, ${scheme}: the signed GET with a query too`)
     }
+  }
+
+  for (const alg of ['ES256', 'EdDSA']) {
+    t.same(result.dpop?.[alg], { extractable: false, tokenType: 'DPoP', bound: true, withProof: 200, asBearer: 401 },
+      `DPoP ${alg} in the page: a non-extractable key, the token bound to it (cnf.jkt), accepted with proofs, refused as Bearer`)
   }
 
   t.ok(served.includes('/__client/index.js') && served.includes('/__client/protocol/index.js'), 'the page loaded the built module\'s files')

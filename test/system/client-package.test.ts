@@ -36,7 +36,8 @@ const childEnv = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdi
 const VALUE_EXPORTS = [
   'KeygateResponseError', 'SigningInputError', 'apiKeyOf', 'createClient', 'describeRequest', 'describeSigningString', 'importPrivateKey',
   'keyRegistration', 'login', 'registerKey', 'signKeyName', 'signRequest', 'signatureMismatches', 'signingString',
-  'describeSignatureBase', 'keyTypeOf', 'signatureBaseMismatches', 'checkForwardedDigest', 'FORWARDED_DIGEST_HEADER'
+  'describeSignatureBase', 'keyTypeOf', 'signatureBaseMismatches', 'checkForwardedDigest', 'FORWARDED_DIGEST_HEADER',
+  'accessTokenHash', 'dpopProof', 'dpopThumbprint', 'generateDpopKey', 'withDpopProof'
 ]
 
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-client-package-'))
@@ -176,7 +177,8 @@ const COMMON_TS = `import {
   describeSignatureBase, keyTypeOf, signatureBaseMismatches, type CoveredTarget, type KeyType, type MessageSignatureAlgorithm,
   type MessageSignatureHeaders, type MessageSignatureInput, type SignatureBaseDetails, type SignatureScheme,
   checkForwardedDigest, FORWARDED_DIGEST_HEADER, type ContentDigestAlgorithm, type ForwardedDigestCheck, type ForwardedDigestProblem,
-  type ForwardedHeaders
+  type ForwardedHeaders, accessTokenHash, dpopProof, dpopThumbprint, generateDpopKey, withDpopProof, type DpopAlgorithm, type DpopKeyPair,
+  type DpopProofInput, type LoginResult
 } from '@keygate/client'
 import { API_KEY_PATTERN, HTTP_METHODS, requestTargetProblem, type HttpMethod } from '@keygate/client/protocol'
 
@@ -220,6 +222,14 @@ export async function everything (baseUrl: string, pem: string, key: PrivateKeyI
   const check: ForwardedDigestCheck = await checkForwardedDigest(forwarded, body)
   const reason: ForwardedDigestProblem | undefined = check.ok ? undefined : check.reason
   const algorithms: ContentDigestAlgorithm[] = check.ok && check.checked ? check.algorithms : []
+  const dpopAlgorithm: DpopAlgorithm = 'EdDSA'
+  const dpop: DpopKeyPair = await generateDpopKey(dpopAlgorithm)
+  const bound: LoginResult = await login({ ...loginInput, dpop })
+  const proofInput: DpopProofInput = { keyPair: dpop, method: 'GET', url: new URL('/v1/clients/', baseUrl), accessToken: bound.token, nonce: 'n' }
+  const proof: string = await dpopProof(proofInput)
+  const retried: Response = await withDpopProof(dpop, 'GET', new URL(baseUrl), bound.token, async (p) => await fetch(baseUrl, { headers: { dpop: p } }))
+  const dpopClient: KeygateClient = createClient({ ...options, token: bound.token, dpop })
+  differing.push(proof, await dpopThumbprint(dpop), await accessTokenHash(bound.token), bound.tokenType, String(retried.status), typeof dpopClient)
   differing.push(messageHeaders.Signature, ...baseDiffer.mine, keyType, String(reason), ...algorithms)
   return [String(expiresIn), headers['X-API-Signature'], registrationBody.publicKey, signature, await client.apiKey(), described.target, method,
     String(API_KEY_PATTERN.test(apiKey)), String(requestTargetProblem('/')), String(parts.length), ...differing, ...notes.map(String), String(keyObject)]

@@ -1,6 +1,7 @@
 // The client developer's pages, run as a reader runs them: client/README.md's "Install" blocks
 // install the packed @keygate/client (test/helpers/packages.ts) into an empty project, and its
-// code blocks ("Quick start" (which client-package.test.ts also compiles with tsc), "CommonJS", "RFC 9421 (`scheme: 'rfc9421'`)", "Errors", "Debugging an
+// code blocks ("Quick start" (which client-package.test.ts also compiles with tsc), "CommonJS", "RFC 9421 (`scheme: 'rfc9421'`)",
+// "DPoP: tokens bound to a key", "Errors", "Debugging an
 // INVALID_SIGNATURE") and docs/signing.md's "RFC 9421: HTTP Message Signatures" blocks (the
 // TypeScript one, and the `keygate call` one on the compiled CLI) run there as the reader's files,
 // with plain Node.js, against one real gateway. Each block is read from its page (test/helpers/docs.ts);
@@ -251,6 +252,18 @@ t.test('the README\'s and docs/signing.md\'s code blocks, as files of the reader
         .replace('"\\.\\.\\."', '"[A-Za-z0-9_-]{22}"')
       t.match(post?.headers[(name ?? '').toLowerCase()], new RegExp(`^${pattern}$`), `${name ?? ''} is as the comment shows`)
     }
+  })
+
+  t.test('"DPoP: tokens bound to a key": the login answers a DPoP token, and a signed GET with its proof is accepted', async (t) => {
+    const block = docSnippet(README, 'DPoP: tokens bound to a key', 'js')
+    const [imports, ...rest] = block.split('\n')
+    // in braces: the block's own token and client, beside the reader's earlier ones
+    const out = await node('dpop.mjs', `${imports ?? ''}\n${given}${recording}{\n${rest.join('\n')}\n}\nconsole.log(JSON.stringify(sent))\n`)
+    const [tokenType, status, sentJson] = out.trim().split('\n')
+    t.equal(tokenType, 'DPoP', 'the login printed DPoP, as the comment shows')
+    t.equal(status, '200', 'and the GET 200')
+    const sent = JSON.parse(sentJson ?? '[]') as Array<{ url: string; headers: Record<string, string>; status: number }>
+    t.match(sent.at(-1)?.headers, { authorization: /^DPoP /, dpop: /^[\w-]+\.[\w-]+\.[\w-]+$/ }, 'sent as the comment says: DPoP <token> and a proof')
   })
 
   t.test('"Errors": a wrong target is a SigningInputError, a wrong password a KeygateResponseError, with the values the comments show', async (t) => {

@@ -74,11 +74,15 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   const failures: string[] = []
   // the page names an icon (an empty data: URL): no /favicon.ico asked for, which keygate would answer 404
   const favicons: string[] = []
+  // the page's requests that carry its token: what a script or an extension in the page could lift
+  const carried: Array<{ method: string; url: string; authorization: string; dpop: string | undefined }> = []
   await page.setRequestInterception(true)
   page.on('request', (request) => {
     const url = request.url()
     if (url.startsWith('blob:') || url.startsWith('data:')) { void request.continue(); return }
     if (new URL(url).pathname.endsWith('/favicon.ico')) favicons.push(url)
+    const sent = request.headers()
+    if (sent.authorization !== undefined) carried.push({ method: request.method(), url, authorization: sent.authorization, dpop: sent.dpop })
     if (new URL(url).origin !== origin) {
       elsewhere.push(url)
       void request.abort()
@@ -302,6 +306,27 @@ t.test('the developer portal in Chromium: keys made, used, rotated and revoked i
   t.ok(await page.$eval('.answer pre[aria-label="Answer body"]', (el) => el.getClientRects().length > 0), 'the body is then shown')
   await shootDownTo('try-it.png', '.answer pre[aria-label="Answer body"]')
   await accessible(t, 'Try it with an accepted answer')
+
+  // 3b. The page's token is DPoP-bound: lifted out of its requests, it is refused without a proof by the page's key
+  const lifted = carried.find((one) => one.method === 'GET' && new URL(one.url).pathname === '/v1/api-keys')
+  t.match(lifted, { authorization: /^DPoP [\w-]+\.[\w-]+\.[\w-]+$/, dpop: /^[\w-]+\.[\w-]+\.[\w-]+$/ },
+    'the page sends its token with the DPoP scheme and a proof')
+  const stolen = (lifted?.authorization ?? '').slice('DPoP '.length)
+  const claims = JSON.parse(Buffer.from(stolen.split('.')[1] ?? '', 'base64url').toString()) as { cnf?: { jkt?: string } }
+  t.match(claims.cnf?.jkt, /^[\w-]{43}$/, 'the token carries cnf.jkt: bound to the page\'s non-extractable key')
+  const beforeTheft = recorder.requests.length
+  const withStolen = async (path: string, headers: Record<string, string>): Promise<[number, string]> => {
+    const res = await fetch(`${origin}${path}`, { headers })
+    return [res.status, (await res.json() as { code: string }).code]
+  }
+  t.same(await withStolen('/v1/api-keys', { authorization: `Bearer ${stolen}` }), [401, 'DPOP_REQUIRED'], 'the lifted token as Bearer: 401')
+  t.same(await withStolen('/v1/api-keys', { authorization: `DPoP ${stolen}` }), [401, 'INVALID_DPOP_PROOF'], 'with the DPoP scheme but no proof: 401')
+  t.same(await withStolen('/v1/api-keys', { authorization: `DPoP ${stolen}`, dpop: lifted?.dpop ?? '' }), [401, 'INVALID_DPOP_PROOF'],
+    'with the page\'s own proof lifted too (already used): 401')
+  const thief = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
+  const thiefClient = createClient({ baseUrl: origin, token: stolen, privateKey: thief })
+  t.equal((await thiefClient.fetch('GET', '/v1/clients/')).status, 401, 'on a signed route, with a signature: 401')
+  t.equal(recorder.requests.length, beforeTheft, 'none of them reached the upstream')
 
   // 4. A rewriting proxy: keygate refuses, and the page says which part changed
   const upstreamSaw = recorder.requests.length

@@ -27,6 +27,7 @@ const CLAIMS: Claim[] = [
   { page: 'client/README.md', heading: 'CommonJS', lang: 'js', by: 'test/system/client-readme.test.ts' },
   { page: 'client/README.md', heading: 'In a browser', lang: 'html', by: 'test/system/client-browser.test.ts' },
   { page: 'client/README.md', heading: 'RFC 9421 (`scheme: \'rfc9421\'`)', lang: 'js', by: 'test/system/client-readme.test.ts' },
+  { page: 'client/README.md', heading: 'DPoP: tokens bound to a key', lang: 'js', by: 'test/system/client-readme.test.ts' },
   { page: 'client/README.md', heading: 'Errors', lang: 'js', by: 'test/system/client-readme.test.ts' },
   { page: 'client/README.md', heading: 'Debugging an INVALID_SIGNATURE', lang: 'js', by: 'test/system/client-readme.test.ts' },
   { page: 'docs/cli.md', heading: 'From nothing to a signed request', lang: 'sh', by: 'test/system/cli-client.test.ts' },

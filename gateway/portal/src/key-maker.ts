@@ -5,7 +5,7 @@
 import { apiKeyOf, type KeyType, registerKey } from '@keygate/client'
 import { forgetKey, type HeldKey, saveKey } from './key-store.js'
 import { bashWord } from './snippets.js'
-import { baseUrl, currentUser, token } from './session.js'
+import { baseUrl, currentUser, dpopKey, token } from './session.js'
 
 export const KEY_TYPE_NAMES: Readonly<Record<KeyType, string>> = { ed25519: 'Ed25519', p256: 'P-256 (ECDSA)', rsa: 'RSA-2048' }
 
@@ -101,7 +101,7 @@ export async function makeKey (name: string, type: KeyType, options: { exportabl
   await saveKey(held)
   let registered
   try {
-    registered = await registerKey({ baseUrl: baseUrl(), token: token(), name, privateKey, publicKey, scopes: options.scopes })
+    registered = await registerKey({ baseUrl: baseUrl(), token: token(), dpop: dpopKey(), name, privateKey, publicKey, scopes: options.scopes })
   } catch (err) {
     await forgetKey(apiKey)
     throw err

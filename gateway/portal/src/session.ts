@@ -3,9 +3,16 @@
 // tab can read it; a reload logs out. It comes from a password login (POST /v1/auth/token) or,
 // through an identity provider, from the one-time handoff keygate's callback names in the URL's
 // fragment (POST <prefix>/oidc/session: the login cookie goes with it, same origin).
-import { KeygateResponseError, login } from '@keygate/client'
+//
+// A password login is DPoP-bound (RFC 9449): the page makes a key pair for each login, its private
+// half a non-extractable WebCrypto key held in this module's memory (nothing can export it, not
+// even this page's scripts), logs in with a proof by it, and signs a proof for every request the
+// token goes with. keygate binds the token to that key (cnf.jkt), so a token taken out of the page
+// (from its requests, a log, an extension) is refused without a proof only this page can make.
+// An identity provider's token is that provider's, unbound: sent as Bearer.
+import { generateDpopKey, KeygateResponseError, login, withDpopProof, type DpopKeyPair } from '@keygate/client'
 
-interface Session { username: string; token: string }
+interface Session { username: string; token: string; dpop: DpopKeyPair | undefined }
 let session: Session | undefined
 
 /** Called when keygate says the token is no more (expired, or the user changed): the page asks to log in again. */
@@ -26,8 +33,9 @@ export function whenExpired (handler: (reason: string) => void): void {
 }
 
 export async function logIn (username: string, password: string): Promise<void> {
-  const { token } = await login({ baseUrl: baseUrl(), username, password })
-  session = { username, token }
+  const dpop = await generateDpopKey()
+  const { token } = await login({ baseUrl: baseUrl(), username, password, dpop })
+  session = { username, token, dpop }
 }
 
 /** An identity provider the portal logs in through: its link's text and where the link goes. */
@@ -61,7 +69,7 @@ export async function logInWithHandoff (handoff: string): Promise<{ username: st
   })
   if (!response.ok) throw await problemOf(response)
   const answer = await response.json() as { token: string; username: string; then?: string }
-  session = { username: answer.username, token: answer.token }
+  session = { username: answer.username, token: answer.token, dpop: undefined }
   return { username: answer.username, then: pageView(answer.then, '#/keys') }
 }
 
@@ -69,10 +77,28 @@ export function logOut (): void {
   session = undefined
 }
 
-/** The bearer token, for a signed request (which carries it too). */
+/** The token, for a registration (which sends it with its proof: dpopKey). */
 export function token (): string {
   if (session === undefined) throw new Error('not logged in')
   return session.token
+}
+
+/** The DPoP key pair the token is bound to; undefined for an identity provider's token. */
+export function dpopKey (): DpopKeyPair | undefined {
+  return session?.dpop
+}
+
+/**
+ * `fetch` with the token: "DPoP <token>" and a new proof for this very request (sent again once
+ * with the server's nonce when it asks for one), or "Bearer <token>" for an unbound one.
+ */
+export async function fetchWithToken (url: URL, init: RequestInit & { headers?: Record<string, string> }): Promise<Response> {
+  if (session === undefined) throw new Error('not logged in')
+  const { token: held, dpop } = session
+  const headers = init.headers ?? {}
+  if (dpop === undefined) return await fetch(url, { ...init, headers: { ...headers, authorization: `Bearer ${held}` } })
+  return await withDpopProof(dpop, init.method ?? 'GET', url, held,
+    async (proof) => await fetch(url, { ...init, headers: { ...headers, authorization: `DPoP ${held}`, dpop: proof } }))
 }
 
 /** A problem+json answer as an error: KeygateResponseError, as @keygate/client's own calls reject with. */
@@ -89,14 +115,14 @@ async function problemOf (response: Response): Promise<KeygateResponseError> {
 
 /** One call of keygate's bearer API (/v1/api-keys, /v1/usage, /v1/routes): its JSON, or a KeygateResponseError. */
 export async function api<T> (method: string, path: string, body?: unknown): Promise<T> {
-  const response = await fetch(new URL(path, baseUrl()), {
+  const response = await fetchWithToken(new URL(path, baseUrl()), {
     method,
-    headers: { authorization: `Bearer ${token()}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+    headers: body !== undefined ? { 'content-type': 'application/json' } : {},
     ...(body !== undefined && { body: JSON.stringify(body) })
   })
   if (!response.ok) {
     const error = await problemOf(response)
-    if (response.status === 401 && (error.code === 'INVALID_TOKEN' || error.code === 'MISSING_TOKEN')) {
+    if (response.status === 401 && (error.code === 'INVALID_TOKEN' || error.code === 'MISSING_TOKEN' || error.code === 'DPOP_REQUIRED')) {
       session = undefined
       onExpired(`${error.message}. Log in again.`)
     }

@@ -76,7 +76,8 @@ export interface VerifiedToken {
 
 export interface IssuedToken {
   token: string
-  tokenType: 'Bearer'
+  /** DPoP: bound to a key (`cnf.jkt`), each use needs a proof by it (RFC 9449 §5); else Bearer */
+  tokenType: 'Bearer' | 'DPoP'
   expiresIn: number
 }
 
@@ -96,8 +97,11 @@ export const BEARER_TOKEN_TYPE = 'JWT'
 export const IDENTITY_TOKEN_TYPE = 'keygate-identity+jwt'
 
 export interface TokenService {
-  /** a bearer token for `subject`; `user`: its incarnation and credential (login always gives them) */
-  issue: (subject: string, user?: TokenUser) => Promise<IssuedToken>
+  /**
+   * a bearer token for `subject`; `user`: its incarnation and credential (login always gives them);
+   * `boundKey`: a DPoP key's RFC 7638 thumbprint, which the token then carries as `cnf.jkt`
+   */
+  issue: (subject: string, user?: TokenUser, boundKey?: string) => Promise<IssuedToken>
   /** a token for an upstream, proving that keygate forwarded this user's request */
   issueIdentity: (claims: IdentityClaims) => Promise<string>
   /** the token's subject, else INVALID_TOKEN; synchronous when the token is in the verified cache (no promise per request) */
@@ -242,10 +246,13 @@ export async function createTokenService (settings: TokenSettings, store: Store,
       const keys = [ring.current, ...[...ring.byKid.values()].filter((k) => k !== ring.current && live(k, at))]
       return { keys: keys.map((k) => k.jwk) }
     },
-    async issue (subject, user) {
+    async issue (subject, user, boundKey) {
       const key = keeper.ring.current
       const issuedAt = Math.floor(now() / 1000)
-      const token = await new SignJWT(user === undefined ? {} : { uid: user.id, cred: user.credential })
+      const token = await new SignJWT({
+        ...(user !== undefined && { uid: user.id, cred: user.credential }),
+        ...(boundKey !== undefined && { cnf: { jkt: boundKey } })
+      })
         .setProtectedHeader({ alg: key.algorithm, kid: key.kid, typ: BEARER_TOKEN_TYPE })
         .setIssuer(settings.issuer)
         .setAudience(settings.audience)
@@ -254,7 +261,7 @@ export async function createTokenService (settings: TokenSettings, store: Store,
         .setExpirationTime(issuedAt + settings.ttlSeconds)
         .setJti(randomUUID())
         .sign(key.privateKey)
-      return { token, tokenType: 'Bearer', expiresIn: settings.ttlSeconds }
+      return { token, tokenType: boundKey === undefined ? 'Bearer' : 'DPoP', expiresIn: settings.ttlSeconds }
     },
     async issueIdentity ({ subject, audience, apiKey, ttlSeconds, scope, agent }) {
       const key = keeper.ring.current

@@ -14,7 +14,7 @@ import { KEY_TYPE_NAMES } from '../key-maker.js'
 import { type HeldKey, heldKeys } from '../key-store.js'
 import { revokeControl } from '../revoke.js'
 import { endRotation, markTried, rotationOf } from '../rotation.js'
-import { baseUrl, currentUser, describeError, token } from '../session.js'
+import { baseUrl, currentUser, describeError, dpopKey, fetchWithToken, token } from '../session.js'
 import { snippetsFor } from '../snippets.js'
 import { announce } from '../status.js'
 
@@ -71,7 +71,8 @@ async function send (route: OfferedRoute, input: Request): Promise<Sent & { resp
     throw new SigningInputError('target', `the browser would send ${JSON.stringify(url.pathname + url.search)} for ${JSON.stringify(target)}: write that form`)
   }
   const headers: Record<string, string> = {}
-  if (route.tier !== 'public') headers.authorization = `Bearer ${token()}`
+  // what fetchWithToken sends (with a DPoP-bound token, and a proof for this request), shown redacted
+  if (route.tier !== 'public') headers.authorization = `${dpopKey() === undefined ? 'Bearer' : 'DPoP'} ${token()}`
   const bodyBytes = body === '' ? undefined : new TextEncoder().encode(body)
   let signed: Signed | undefined
   if (route.tier === 'signed') {
@@ -104,7 +105,8 @@ async function send (route: OfferedRoute, input: Request): Promise<Sent & { resp
   } else if (bodyBytes !== undefined) {
     headers['content-type'] = 'application/json'
   }
-  const response = await fetch(url, { method: method.toUpperCase(), headers, ...(bodyBytes !== undefined && { body: bodyBytes }) })
+  const init = { method: method.toUpperCase(), headers, ...(bodyBytes !== undefined && { body: bodyBytes }) }
+  const response = route.tier === 'public' ? await fetch(url, init) : await fetchWithToken(url, init)
   return { response, method: method.toUpperCase(), target, body, key, scheme, headers, signed }
 }
 

@@ -9,6 +9,9 @@ export type TokenRequest = Static<typeof TokenRequest>
 
 export const TokenResponse = Type.Object({
   token: Type.String(),
-  tokenType: Type.Literal('Bearer'),
+  tokenType: Type.Union([Type.Literal('Bearer'), Type.Literal('DPoP')], {
+    description: 'Bearer, for `Authorization: Bearer <token>`; DPoP when the login sent a DPoP proof: the token is bound to its key (`cnf.jkt`), ' +
+      'and each use is `Authorization: DPoP <token>` with a new proof by that key'
+  }),
   expiresIn: Type.Integer({ description: 'seconds until the token expires; it ends sooner when the user changes password or is removed' })
-}, { description: 'A bearer token, for `Authorization: Bearer <token>`' })
+}, { description: 'A token: a bearer one, or one bound to the login\'s DPoP key (RFC 9449)' })
