@@ -133,6 +133,10 @@ function checkHeader (header: Record<string, unknown>, algorithms: readonly stri
   if (typeof header.typ !== 'string' || header.typ.toLowerCase() !== 'dpop+jwt') {
     throw invalidProof(`The DPoP proof's typ is ${JSON.stringify(header.typ)}; a proof's is "dpop+jwt"`)
   }
+  // RFC 7515 §4.1.11: an extension the verifier does not understand must not be ignored (b64: false would sign other bytes)
+  if (header.crit !== undefined || header.b64 !== undefined) {
+    throw invalidProof('The DPoP proof\'s header names a JWS extension (crit, b64) keygate does not implement; a proof needs none')
+  }
   const alg = header.alg
   if (typeof alg !== 'string' || !algorithms.includes(alg)) {
     throw invalidProof(`The DPoP proof's alg ${JSON.stringify(alg)} is not one keygate accepts (${algorithms.join(', ')}); none and HS* never are`)

@@ -69,6 +69,14 @@ t.test('each hostile proof is refused with INVALID_DPOP_PROOF and says why', asy
       part({ htm: 'GET', htu: URI, iat: now, jti: crypto.randomUUID(), ath: accessTokenHash(TOKEN) })
     return `${input}.${sign('sha256', Buffer.from(input), pair.privateKey).toString('base64url')}`
   }
+  const withHeader = async (extra: Record<string, unknown>): Promise<string> => {
+    // signed by hand: jose refuses to sign with an extension it does not know
+    const pair = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+    const part = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64url')
+    const input = `${part({ alg: 'ES256', typ: 'dpop+jwt', jwk: pair.publicKey.export({ format: 'jwk' }), ...extra })}.` +
+      part({ htm: 'GET', htu: URI, iat: now, jti: crypto.randomUUID(), ath: accessTokenHash(TOKEN) })
+    return `${input}.${sign('sha256', Buffer.from(input), { key: pair.privateKey, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`
+  }
   const cases: Array<[string, ProofCheck, RegExp]> = [
     ['no proof', { ...base, proofs: undefined }, /Send a DPoP proof/],
     ['two DPoP headers', { ...base, proofs: [await good(), await good()] }, /2 DPoP headers/],
@@ -77,6 +85,8 @@ t.test('each hostile proof is refused with INVALID_DPOP_PROOF and says why', asy
     ['HS256', { ...base, proofs: [await new SignJWT({ htm: 'GET', htu: URI, iat: now, jti: 'h1' }).setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk: { kty: 'oct', k: 'abc' } } as never).sign(hmac)] }, /alg "HS256"/],
     ['a private key in jwk', { ...base, proofs: [await handMade({ jwk: privateJwk }, {})] }, /private key material \(d\)/],
     ['wrong typ', { ...base, proofs: [await handMade({ typ: 'JWT' }, {})] }, /typ is "JWT"/],
+    ['a critical extension', { ...base, boundKey: undefined, proofs: [await withHeader({ crit: ['urn:x'], 'urn:x': 1 })] }, /JWS extension/],
+    ['b64 false', { ...base, boundKey: undefined, proofs: [await withHeader({ b64: false, crit: ['b64'] })] }, /JWS extension/],
     ['wrong htm', { ...base, method: 'POST', proofs: [await good()] }, /htm is "GET"/],
     ['another path', { ...base, uri: 'https://api.example.com/v1/other', proofs: [await good()] }, /htu is/],
     ['another host', { ...base, uri: 'https://evil.example.com/v1/things', proofs: [await good()] }, /htu is/],
