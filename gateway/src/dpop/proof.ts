@@ -229,6 +229,9 @@ export function tokenBinding (payload: Record<string, unknown>): string | undefi
   const cnf = payload.cnf
   if (cnf === undefined) return undefined
   const jkt = isObject(cnf) ? cnf.jkt : undefined
-  if (typeof jkt === 'string' && /^[A-Za-z0-9_-]{43}$/.test(jkt)) return jkt
+  // jkt alone: a cnf that also names another confirmation (x5t#S256, jwk, kid, ...) binds the token to
+  // something keygate does not check, and accepting it on the DPoP proof alone would drop that binding
+  const only = isObject(cnf) && Object.keys(cnf).length === 1
+  if (only && typeof jkt === 'string' && /^[A-Za-z0-9_-]{43}$/.test(jkt)) return jkt
   return { problem: 'The token is bound to a key (cnf) in a way keygate cannot check: only DPoP\'s cnf.jkt (an RFC 7638 SHA-256 thumbprint) is' }
 }

@@ -5,7 +5,7 @@ import { generateKeyPairSync, sign } from 'node:crypto'
 import t from 'tap'
 import { generateKeyPair as dpopKeyPair, generateProof } from 'dpop'
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
-import { accessTokenHash, createDpopVerifier, DEFAULT_DPOP_SETTINGS, dpopSettingsProblem, htuOf, type ProofCheck } from '../../../../gateway/src/dpop/proof.js'
+import { accessTokenHash, createDpopVerifier, DEFAULT_DPOP_SETTINGS, dpopSettingsProblem, htuOf, tokenBinding, type ProofCheck } from '../../../../gateway/src/dpop/proof.js'
 import { isGatewayError } from '../../../../gateway/src/errors.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
 
@@ -139,4 +139,20 @@ t.test('settings and the URI rule', async (t) => {
   t.equal(htuOf('HTTPS://API.example.com:443/a/b?x=1#f'), 'https://api.example.com/a/b', 'scheme and host normalised, default port, query and fragment dropped')
   t.equal(htuOf('ftp://example.com/'), undefined)
   t.equal(htuOf('https://user:pw@example.com/'), undefined)
+})
+
+t.test('a token\'s cnf: jkt alone binds it; any other shape is refused, never read as unbound', async (t) => {
+  const jkt = 'NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs'
+  t.equal(tokenBinding({ sub: 'a' }), undefined, 'no cnf: a bearer token')
+  t.equal(tokenBinding({ cnf: { jkt } }), jkt, 'cnf.jkt: bound to that key')
+  for (const [name, cnf] of [
+    ['cnf a string', jkt],
+    ['cnf null', null],
+    ['cnf an array', [{ jkt }]],
+    ['jkt with padding', { jkt: `${jkt}=` }],
+    ['cnf.jkt beside an mTLS certificate\'s x5t#S256', { jkt, 'x5t#S256': 'bwcK0esc3ACC3DB2Y5_lESsXE8o9ltc05O89jdN-dg2' }],
+    ['cnf.jkt beside a jwk', { jkt, jwk: { kty: 'OKP', crv: 'Ed25519', x: 'AA' } }]
+  ] as const) {
+    t.type(tokenBinding({ cnf }), 'object', `${name}: refused (a problem), not a binding keygate checks`)
+  }
 })
