@@ -5,7 +5,9 @@ import { generateKeyPairSync, sign } from 'node:crypto'
 import t from 'tap'
 import { generateKeyPair as dpopKeyPair, generateProof } from 'dpop'
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
-import { accessTokenHash, createDpopVerifier, DEFAULT_DPOP_SETTINGS, dpopSettingsProblem, htuOf, tokenBinding, type ProofCheck } from '../../../../gateway/src/dpop/proof.js'
+import {
+  accessTokenHash, createDpopVerifier, DEFAULT_DPOP_SETTINGS, dpopSettingsProblem, htuOf, tokenBinding, type ProofCheck
+} from '../../../../gateway/src/dpop/proof.js'
 import { isGatewayError } from '../../../../gateway/src/errors.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
 
