@@ -158,3 +158,20 @@ t.test('a token\'s cnf: jkt alone binds it; any other shape is refused, never re
     t.type(tokenBinding({ cnf }), 'object', `${name}: refused (a problem), not a binding keygate checks`)
   }
 })
+
+t.test('a jti is remembered as long as any gateway of the store may still take its proof, whatever iat the client chose', async (t) => {
+  // one store (its own clock, the real time), two gateways: A on time, B's clock 10 s behind
+  let real = Date.parse('2026-12-06T05:00:00Z')
+  const store = createMemoryStore(() => real)
+  const onTime = createDpopVerifier(DEFAULT_DPOP_SETTINGS, store, () => real)
+  const behind = createDpopVerifier(DEFAULT_DPOP_SETTINGS, store, () => real - 10_000)
+  const keys = await dpopKeyPair('ES256')
+  const jkt = await calculateJwkThumbprint(await exportJWK(keys.publicKey) as JWK)
+  // a proof whose iat the client set near the window's old edge: 59 s ago
+  const proof = await new SignJWT({ htm: 'GET', htu: URI, iat: Math.floor(real / 1000) - 59, jti: 'edge', ath: accessTokenHash(TOKEN) })
+    .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: await exportJWK(keys.publicKey) } as never).sign(keys.privateKey)
+  const check: ProofCheck = { method: 'GET', uri: URI, proofs: [proof], accessToken: TOKEN, boundKey: jkt }
+  t.equal((await refusal(onTime.verify(check))).code, 'PASSED', 'gateway A takes it')
+  real += 7_000
+  t.equal((await refusal(behind.verify(check))).code, 'INVALID_DPOP_PROOF', '7 s later gateway B, whose iat window still holds it, refuses it as replayed')
+})
