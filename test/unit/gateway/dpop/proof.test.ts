@@ -1,7 +1,7 @@
 // The DPoP proof verifier (gateway/src/dpop/proof.ts): proofs made by panva's `dpop` package, as a
 // real client makes them, pass; each hostile one is refused with INVALID_DPOP_PROOF (or
 // USE_DPOP_NONCE) and says why. The memory store keeps the jti marks and the nonces.
-import { generateKeyPairSync, sign } from 'node:crypto'
+import { createPrivateKey, generateKeyPairSync, sign } from 'node:crypto'
 import t from 'tap'
 import { generateKeyPair as dpopKeyPair, generateProof } from 'dpop'
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
@@ -174,4 +174,39 @@ t.test('a jti is remembered as long as any gateway of the store may still take i
   t.equal((await refusal(onTime.verify(check))).code, 'PASSED', 'gateway A takes it')
   real += 7_000
   t.equal((await refusal(behind.verify(check))).code, 'INVALID_DPOP_PROOF', '7 s later gateway B, whose iat window still holds it, refuses it as replayed')
+})
+
+t.test('an RSA key with a huge public exponent is refused before its (dear) verification', async (t) => {
+  const verifier = createDpopVerifier(DEFAULT_DPOP_SETTINGS, createMemoryStore())
+  // a valid 3072-bit key whose e is 3071 bits: d = e^-1 mod lcm(p-1, q-1)
+  const big = (value: string): bigint => BigInt(`0x${Buffer.from(value, 'base64url').toString('hex')}`)
+  const b64 = (value: bigint): string => {
+    const hex = value.toString(16)
+    return Buffer.from(hex.length % 2 === 0 ? hex : `0${hex}`, 'hex').toString('base64url')
+  }
+  const gcd = (a: bigint, b: bigint): bigint => b === 0n ? a : gcd(b, a % b)
+  const inverse = (a: bigint, m: bigint): bigint => {
+    let [r0, r1, s0, s1] = [a % m, m, 1n, 0n]
+    while (r1 !== 0n) {
+      const q = r0 / r1
+      ;[r0, r1] = [r1, r0 - q * r1]
+      ;[s0, s1] = [s1, s0 - q * s1]
+    }
+    return ((s0 % m) + m) % m
+  }
+  const base = generateKeyPairSync('rsa', { modulusLength: 3072 }).privateKey.export({ format: 'jwk' }) as Record<string, string>
+  const [p, q] = [big(base.p as string), big(base.q as string)]
+  const lambda = (p - 1n) * (q - 1n) / gcd(p - 1n, q - 1n)
+  let e = (1n << 3070n) | 1n
+  while (gcd(e, lambda) !== 1n) e += 2n
+  const d = inverse(e, lambda)
+  const privateJwk = { kty: 'RSA', n: base.n, e: b64(e), d: b64(d), p: base.p, q: base.q, dp: b64(d % (p - 1n)), dq: b64(d % (q - 1n)), qi: base.qi }
+  const privateKey = createPrivateKey({ key: privateJwk as never, format: 'jwk' })
+  const jwk = { kty: 'RSA', n: base.n, e: b64(e) }
+  const part = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64url')
+  const input = `${part({ alg: 'RS256', typ: 'dpop+jwt', jwk })}.${part({ htm: 'POST', htu: URI, iat: Math.floor(Date.now() / 1000), jti: 'big-e' })}`
+  const proof = `${input}.${sign('sha256', Buffer.from(input), privateKey).toString('base64url')}`
+  const refused = await refusal(verifier.verify({ method: 'POST', uri: URI, proofs: [proof] }))
+  t.equal(refused.code, 'INVALID_DPOP_PROOF', 'a token endpoint\'s proof (bound to no key yet) by that key: refused')
+  t.match(refused.message, /exponent/, 'for its exponent')
 })
