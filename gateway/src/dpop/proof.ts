@@ -211,9 +211,12 @@ export function createDpopVerifier (settings: DpopSettings, store: Pick<OnceStor
       if (!signatureVerifies(proof, key, alg)) throw invalidProof('The DPoP proof\'s signature does not verify with its jwk')
       if (nonces !== undefined) await nonces.check(payload.nonce)
       // last, once everything else holds: a refused proof spends nothing
-      const ttlMs = iat * 1000 + windowMs + JTI_MARGIN_MS - nowMs
+      // as long as any gateway may still take it: its iat may be a window ahead, and another gateway's
+      // clock up to a window behind (a TTL from the client's iat, near the window's edge, would end
+      // while a gateway a few seconds behind still takes the proof)
+      const ttlMs = 2 * windowMs + JTI_MARGIN_MS
       const id = createHash('sha256').update(thumbprint).update('\n').update(jti).digest('base64url')
-      const mark = await store.rememberOnce(`dpop:${id}`, Math.max(ttlMs, 1))
+      const mark = await store.rememberOnce(`dpop:${id}`, ttlMs)
       if (mark === false) throw invalidProof('This DPoP proof (its jti) was already used: make a new proof for each request')
       return { thumbprint, alg, jti, iat }
     }
@@ -229,6 +232,9 @@ export function tokenBinding (payload: Record<string, unknown>): string | undefi
   const cnf = payload.cnf
   if (cnf === undefined) return undefined
   const jkt = isObject(cnf) ? cnf.jkt : undefined
-  if (typeof jkt === 'string' && /^[A-Za-z0-9_-]{43}$/.test(jkt)) return jkt
+  // jkt alone: a cnf that also names another confirmation (x5t#S256, jwk, kid, ...) binds the token to
+  // something keygate does not check, and accepting it on the DPoP proof alone would drop that binding
+  const only = isObject(cnf) && Object.keys(cnf).length === 1
+  if (only && typeof jkt === 'string' && /^[A-Za-z0-9_-]{43}$/.test(jkt)) return jkt
   return { problem: 'The token is bound to a key (cnf) in a way keygate cannot check: only DPoP\'s cnf.jkt (an RFC 7638 SHA-256 thumbprint) is' }
 }

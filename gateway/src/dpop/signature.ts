@@ -30,6 +30,13 @@ const RULES: Readonly<Record<string, AlgorithmRule>> = {
 
 /** the smallest RSA modulus a proof's key may have (as jose, and RFC 7518 §3.3) */
 const MIN_RSA_BITS = 2048
+/**
+ * the longest RSA public exponent, base64url (4 bytes; 65537 is "AQAB"): a verification costs one
+ * squaring per bit of `e`, and openssl bounds `e` only above 3072-bit moduli, so a 3072-bit key
+ * with a 3071-bit `e` made each verification about 100 times dearer (6 ms), unauthenticated, at the
+ * token endpoint, whose proofs are bound to no key yet
+ */
+const MAX_RSA_EXPONENT_CHARS = 6
 const SALT_BYTES: Readonly<Record<string, number>> = { sha256: 32, sha384: 48, sha512: 64 }
 
 /** the RFC 7638 members of each key type, in lexicographic order */
@@ -43,6 +50,7 @@ export function proofKey (jwk: Record<string, unknown>, alg: string): { key: Key
   if (rule.curves !== undefined && !rule.curves.includes(jwk.crv as string)) return `its alg ${alg} takes a key on ${rule.curves.join(' or ')}`
   const members = THUMBPRINT_MEMBERS[rule.kty] as readonly string[]
   if (members.some((name) => typeof jwk[name] !== 'string')) return `its ${rule.kty} key lacks ${members.join(', ')}`
+  if (rule.kty === 'RSA' && (jwk.e as string).length > MAX_RSA_EXPONENT_CHARS) return 'its RSA public exponent (e) is longer than 4 bytes'
   let key: KeyObject
   try {
     key = createPublicKey({ key: jwk as never, format: 'jwk' })

@@ -1,11 +1,13 @@
 // The DPoP proof verifier (gateway/src/dpop/proof.ts): proofs made by panva's `dpop` package, as a
 // real client makes them, pass; each hostile one is refused with INVALID_DPOP_PROOF (or
 // USE_DPOP_NONCE) and says why. The memory store keeps the jti marks and the nonces.
-import { generateKeyPairSync, sign } from 'node:crypto'
+import { createPrivateKey, generateKeyPairSync, sign } from 'node:crypto'
 import t from 'tap'
 import { generateKeyPair as dpopKeyPair, generateProof } from 'dpop'
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
-import { accessTokenHash, createDpopVerifier, DEFAULT_DPOP_SETTINGS, dpopSettingsProblem, htuOf, type ProofCheck } from '../../../../gateway/src/dpop/proof.js'
+import {
+  accessTokenHash, createDpopVerifier, DEFAULT_DPOP_SETTINGS, dpopSettingsProblem, htuOf, tokenBinding, type ProofCheck
+} from '../../../../gateway/src/dpop/proof.js'
 import { isGatewayError } from '../../../../gateway/src/errors.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
 
@@ -139,4 +141,72 @@ t.test('settings and the URI rule', async (t) => {
   t.equal(htuOf('HTTPS://API.example.com:443/a/b?x=1#f'), 'https://api.example.com/a/b', 'scheme and host normalised, default port, query and fragment dropped')
   t.equal(htuOf('ftp://example.com/'), undefined)
   t.equal(htuOf('https://user:pw@example.com/'), undefined)
+})
+
+t.test('a token\'s cnf: jkt alone binds it; any other shape is refused, never read as unbound', async (t) => {
+  const jkt = 'NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs'
+  t.equal(tokenBinding({ sub: 'a' }), undefined, 'no cnf: a bearer token')
+  t.equal(tokenBinding({ cnf: { jkt } }), jkt, 'cnf.jkt: bound to that key')
+  for (const [name, cnf] of [
+    ['cnf a string', jkt],
+    ['cnf null', null],
+    ['cnf an array', [{ jkt }]],
+    ['jkt with padding', { jkt: `${jkt}=` }],
+    ['cnf.jkt beside an mTLS certificate\'s x5t#S256', { jkt, 'x5t#S256': 'bwcK0esc3ACC3DB2Y5_lESsXE8o9ltc05O89jdN-dg2' }],
+    ['cnf.jkt beside a jwk', { jkt, jwk: { kty: 'OKP', crv: 'Ed25519', x: 'AA' } }]
+  ] as const) {
+    t.type(tokenBinding({ cnf }), 'object', `${name}: refused (a problem), not a binding keygate checks`)
+  }
+})
+
+t.test('a jti is remembered as long as any gateway of the store may still take its proof, whatever iat the client chose', async (t) => {
+  // one store (its own clock, the real time), two gateways: A on time, B's clock 10 s behind
+  let real = Date.parse('2026-12-06T05:00:00Z')
+  const store = createMemoryStore(() => real)
+  const onTime = createDpopVerifier(DEFAULT_DPOP_SETTINGS, store, () => real)
+  const behind = createDpopVerifier(DEFAULT_DPOP_SETTINGS, store, () => real - 10_000)
+  const keys = await dpopKeyPair('ES256')
+  const jkt = await calculateJwkThumbprint(await exportJWK(keys.publicKey) as JWK)
+  // a proof whose iat the client set near the window's old edge: 59 s ago
+  const proof = await new SignJWT({ htm: 'GET', htu: URI, iat: Math.floor(real / 1000) - 59, jti: 'edge', ath: accessTokenHash(TOKEN) })
+    .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: await exportJWK(keys.publicKey) } as never).sign(keys.privateKey)
+  const check: ProofCheck = { method: 'GET', uri: URI, proofs: [proof], accessToken: TOKEN, boundKey: jkt }
+  t.equal((await refusal(onTime.verify(check))).code, 'PASSED', 'gateway A takes it')
+  real += 7_000
+  t.equal((await refusal(behind.verify(check))).code, 'INVALID_DPOP_PROOF', '7 s later gateway B, whose iat window still holds it, refuses it as replayed')
+})
+
+t.test('an RSA key with a huge public exponent is refused before its (dear) verification', async (t) => {
+  const verifier = createDpopVerifier(DEFAULT_DPOP_SETTINGS, createMemoryStore())
+  // a valid 3072-bit key whose e is 3071 bits: d = e^-1 mod lcm(p-1, q-1)
+  const big = (value: string): bigint => BigInt(`0x${Buffer.from(value, 'base64url').toString('hex')}`)
+  const b64 = (value: bigint): string => {
+    const hex = value.toString(16)
+    return Buffer.from(hex.length % 2 === 0 ? hex : `0${hex}`, 'hex').toString('base64url')
+  }
+  const gcd = (a: bigint, b: bigint): bigint => b === 0n ? a : gcd(b, a % b)
+  const inverse = (a: bigint, m: bigint): bigint => {
+    let [r0, r1, s0, s1] = [a % m, m, 1n, 0n]
+    while (r1 !== 0n) {
+      const q = r0 / r1
+      ;[r0, r1] = [r1, r0 - q * r1]
+      ;[s0, s1] = [s1, s0 - q * s1]
+    }
+    return ((s0 % m) + m) % m
+  }
+  const base = generateKeyPairSync('rsa', { modulusLength: 3072 }).privateKey.export({ format: 'jwk' }) as Record<string, string>
+  const [p, q] = [big(base.p as string), big(base.q as string)]
+  const lambda = (p - 1n) * (q - 1n) / gcd(p - 1n, q - 1n)
+  let e = (1n << 3070n) | 1n
+  while (gcd(e, lambda) !== 1n) e += 2n
+  const d = inverse(e, lambda)
+  const privateJwk = { kty: 'RSA', n: base.n, e: b64(e), d: b64(d), p: base.p, q: base.q, dp: b64(d % (p - 1n)), dq: b64(d % (q - 1n)), qi: base.qi }
+  const privateKey = createPrivateKey({ key: privateJwk as never, format: 'jwk' })
+  const jwk = { kty: 'RSA', n: base.n, e: b64(e) }
+  const part = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64url')
+  const input = `${part({ alg: 'RS256', typ: 'dpop+jwt', jwk })}.${part({ htm: 'POST', htu: URI, iat: Math.floor(Date.now() / 1000), jti: 'big-e' })}`
+  const proof = `${input}.${sign('sha256', Buffer.from(input), privateKey).toString('base64url')}`
+  const refused = await refusal(verifier.verify({ method: 'POST', uri: URI, proofs: [proof] }))
+  t.equal(refused.code, 'INVALID_DPOP_PROOF', 'a token endpoint\'s proof (bound to no key yet) by that key: refused')
+  t.match(refused.message, /exponent/, 'for its exponent')
 })
