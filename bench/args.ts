@@ -244,7 +244,9 @@ function configsOf (values: Values, scenario: string, scheme: string, keyType: s
 { configs: ConfigId[]; signing: { scheme: BenchScheme; keyType: KeyType } } {
   let signing = { scheme: scheme as BenchScheme, keyType: keyType as KeyType }
   const onlyGiven = values.only !== undefined
-  const only = (values.only ?? (scenario === 'decision' ? DECISION_CONFIG_IDS : scenario === 'mcp' ? MCP_CONFIG_IDS : scenario === 'dpop' ? DPOP_CONFIG_IDS : DEFAULT_CONFIG_IDS).join(','))
+  const byDefault = ({ decision: DECISION_CONFIG_IDS, mcp: MCP_CONFIG_IDS, dpop: DPOP_CONFIG_IDS } as Record<string, readonly ConfigId[]>)[scenario] ??
+    DEFAULT_CONFIG_IDS
+  const only = (values.only ?? byDefault.join(','))
     .split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
   for (const id of only) if (!(CONFIG_IDS as readonly string[]).includes(id)) throw new UsageError(`--only: "${id}" is not one of ${CONFIG_IDS.join(', ')}`)
   if (only.length === 0) throw new UsageError(`--only: name at least one of ${CONFIG_IDS.join(', ')}`)

@@ -291,7 +291,8 @@ export async function startOwnConfigs (options: BenchOptions, keyReady: Promise<
   const nginx = nginxBinary === undefined ? undefined : await startOwnNginx(want, options, nginxBinary, upstream, started.h, decisionConfig)
 
   const configs = await configsOf(want, options, await keyReady, password, upstream, started, nginx, redis)
-  const services = [upstream, mcp, started.b, started.c, started.d, started.e, started.f, started.h, started.i, started.j, started.k, started.l, started.m, started.n]
+  const services = [upstream, mcp, started.b, started.c, started.d, started.e, started.f, started.h, started.i, started.j, started.k,
+    started.l, started.m, started.n]
     .filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
   if (nginx !== undefined) services.push({ name: 'nginx', pid: nginx.running.pid, url: [nginx.g, nginx.h].filter((u) => u !== undefined).join(' ') })
   return { configs, services, redisPrefix: redis.c ?? redis.f ?? redis.i ?? redis.j ?? redis.l ?? redis.m ?? redis.n, traceSink }
