@@ -97,8 +97,8 @@ async function startProxies (want: Set<ConfigId>, options: BenchOptions, keyRead
   // --scenario mcp: the MCP path to the bench's MCP server, a public route (e) or a public MCP route (k)
   const publicRoutes = (policy: boolean): string => publicRouteFile(upstream.url, mcp === undefined ? undefined : { upstream: mcp.url, policy })
   // --scenario dpop (l, m, n): /v1/clients/ a bearer route; a proof's iat must stay within the window for the
-  // whole measurement (its proofs are made before it): wider than the default 60 s only for a long one
-  const iatWindow = String(Math.max(60, options.warmup + options.duration + 60))
+  // whole measurement (its proofs are made before it, in seconds): wider than the default 60 s only for a long one
+  const iatWindow = String(Math.max(60, options.warmup + options.duration + 30))
   const dpopGateway = (id: 'l' | 'm' | 'n'): Promise<Service> | undefined => want.has(id)
     ? gateway(id, 'bench-dpop', {
       REDIS_URL: redisUrl,
