@@ -4,9 +4,9 @@ import { KEY_TYPES, type KeyType } from '../client/src/protocol/index.js'
 import { ENV_VARIABLES } from '../gateway/src/config/env.js'
 import { BENCH_SCHEMES, type BenchScheme } from './signing.js'
 
-export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject', 'flood', 'decision', 'mcp'] as const
+export const SCENARIOS = ['get', 'post', 'token', 'register', 'mix', 'reject', 'flood', 'decision', 'mcp', 'dpop'] as const
 export type Scenario = typeof SCENARIOS[number]
-export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k'] as const
+export const CONFIG_IDS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l', 'm', 'n'] as const
 export type ConfigId = typeof CONFIG_IDS[number]
 /** what runs without --only: f (a rate-limited route), i (an IdP's token) and j (a signed agent) are asked for by name */
 export const DEFAULT_CONFIG_IDS: readonly ConfigId[] = ['a', 'b', 'c', 'd', 'e']
@@ -14,6 +14,8 @@ export const DEFAULT_CONFIG_IDS: readonly ConfigId[] = ['a', 'b', 'c', 'd', 'e']
 export const DECISION_CONFIG_IDS: readonly ConfigId[] = ['d', 'g', 'h']
 /** --scenario mcp: keygate forwarding MCP tools/calls on a public route (e), and on a public MCP route that reads and judges each (k) */
 export const MCP_CONFIG_IDS: readonly ConfigId[] = ['e', 'k']
+/** --scenario dpop: keygate's own token on a bearer route, as Bearer (l), bound to an ES256 key (m) and to an EdDSA key (n), a new proof each request */
+export const DPOP_CONFIG_IDS: readonly ConfigId[] = ['l', 'm', 'n']
 /** j's agent signs RFC 9421 with an Ed25519 key (Web Bot Auth); with j, the others' requests are signed so too */
 export const AGENT_SCHEME: BenchScheme = 'rfc9421'
 export const AGENT_KEY_TYPE: KeyType = 'ed25519'
@@ -89,6 +91,11 @@ and with --scenario mcp (which runs e and k), to an MCP server of the bench's
   k  keygate, the MCP path a public MCP route (docs/mcp.md): each body read once, strictly,
      and its tool judged against a policy of globs, exact names and deny: k - e is what
      JSON-RPC inspection and per-tool authorization cost
+and with --scenario dpop (which runs l, m and n), keygate on Redis, /v1/clients/ a bearer
+route (a token, no signature), GETs with keygate's own token:
+  l  sent as Bearer: the token alone
+  m  bound to an ES256 (P-256) key at login, sent as DPoP with a new proof each (RFC 9449)
+  n  the same with an EdDSA (Ed25519) key: m - l and n - l are what a proof costs
 each in its own process on a free loopback port. Prints first the auth layer's cost (c's CPU
 per request - e's, in us) and the signed requests one gateway core serves per second (1,000,000 /
 c's CPU us per request), with the machine and how busy it was; then medians over the rounds:
@@ -130,14 +137,19 @@ Options:
                                2025-06-18) to /mcp, through a public route (e) and a public MCP
                                route (k), both to the bench's MCP server; reports k's CPU per
                                call beyond e's
+                       dpop    GET /v1/clients/ on a bearer route with keygate's own token: as
+                               Bearer (l), bound to an ES256 key (m) or an EdDSA key (n) with a
+                               new proof each, made before each measurement and each sent once;
+                               reports m's and n's CPU per request beyond l's
   --reject-share F     the refused share for --scenario reject, 0 to 1   (default 0.5)
   --reject-kind K      all (in turn) | bad-signature | stale | unknown-key (default all)
   --scheme S           how requests are signed: seed (X-API-Key, X-API-Timestamp,
                        X-API-Signature) or rfc9421 (Signature-Input, Signature and
                        Content-Digest: @method, @path, a body's digest)  (default seed)
   --key T              the signing key: rsa (2048 bits), ed25519 or p256     (default rsa)
-  --only a,...,j,k     run only these configurations                     (default a,b,c,d,e;
-                       with --scenario decision d,g,h, with --scenario mcp e,k: only those)
+  --only a,...,n       run only these configurations                     (default a,b,c,d,e;
+                       with --scenario decision d,g,h, with --scenario mcp e,k, with
+                       --scenario dpop l,m,n: only those)
   --url URL            load an existing keygate instead (registers a fresh key for --user)
   --user U             with --url: the user to log in as
   --password P         with --url: that user's password
@@ -232,7 +244,9 @@ function configsOf (values: Values, scenario: string, scheme: string, keyType: s
 { configs: ConfigId[]; signing: { scheme: BenchScheme; keyType: KeyType } } {
   let signing = { scheme: scheme as BenchScheme, keyType: keyType as KeyType }
   const onlyGiven = values.only !== undefined
-  const only = (values.only ?? (scenario === 'decision' ? DECISION_CONFIG_IDS : scenario === 'mcp' ? MCP_CONFIG_IDS : DEFAULT_CONFIG_IDS).join(','))
+  const byDefault = ({ decision: DECISION_CONFIG_IDS, mcp: MCP_CONFIG_IDS, dpop: DPOP_CONFIG_IDS } as Record<string, readonly ConfigId[]>)[scenario] ??
+    DEFAULT_CONFIG_IDS
+  const only = (values.only ?? byDefault.join(','))
     .split(',').map((id) => id.trim().toLowerCase()).filter((id) => id !== '')
   for (const id of only) if (!(CONFIG_IDS as readonly string[]).includes(id)) throw new UsageError(`--only: "${id}" is not one of ${CONFIG_IDS.join(', ')}`)
   if (only.length === 0) throw new UsageError(`--only: name at least one of ${CONFIG_IDS.join(', ')}`)
@@ -250,6 +264,13 @@ function configsOf (values: Values, scenario: string, scheme: string, keyType: s
     if (other.length > 0) throw new UsageError(`--scenario mcp: runs ${MCP_CONFIG_IDS.join(', ')} only; leave out ${other.join(', ')}`)
   } else if (configs.includes('k')) {
     throw new UsageError('--only: k (an MCP route) is --scenario mcp\'s')
+  }
+  if (scenario === 'dpop') {
+    // bound tokens and their proofs go to the bearer route of l, m and n only
+    const other = configs.filter((id) => !DPOP_CONFIG_IDS.includes(id))
+    if (other.length > 0) throw new UsageError(`--scenario dpop: runs ${DPOP_CONFIG_IDS.join(', ')} only; leave out ${other.join(', ')}`)
+  } else if (configs.some((id) => DPOP_CONFIG_IDS.includes(id))) {
+    throw new UsageError('--only: l, m and n (a bearer route, DPoP) are --scenario dpop\'s')
   }
   if (scenario === 'token' && configs.includes('i')) {
     throw new UsageError('--scenario token: logs in with a password at POST /v1/auth/token; i\'s token is an identity provider\'s: leave i out')
@@ -348,6 +369,7 @@ export function parseBenchArgs (argv: string[], defaultOut: string): BenchOption
 
   if (scenario === 'flood' && target !== undefined) throw new UsageError('--scenario flood: runs against the gateways started here, not --url')
   if (scenario === 'decision' && target !== undefined) throw new UsageError('--scenario decision: runs nginx and the gateways started here, not --url')
+  if (scenario === 'dpop' && target !== undefined) throw new UsageError('--scenario dpop: runs the gateways started here (a bearer route), not --url')
   if (scenario === 'mcp' && target !== undefined) throw new UsageError('--scenario mcp: runs the bench\'s MCP server and the gateways started here, not --url')
   if (values.nginx !== undefined && scenario !== 'decision') throw new UsageError('--nginx goes with --scenario decision')
   const gatewayEnv = gatewayEnvOf(values.env, target)

@@ -1,9 +1,11 @@
 // The configurations a run measures, each what the load goes to and how it is told who calls:
 // the example service or a proxy without auth (a token of the real size, the identity header
 // keygate would set), keygate (a user logged in, a fresh key registered through its API, or an
-// IdP's token), or keygate taking a signed agent's GETs (no login, no key to register).
+// IdP's token), or keygate taking a signed agent's GETs (no login, no key to register), or
+// keygate's own token on a bearer route, plain or bound to a DPoP key (no key to register).
 import { randomBytes } from 'node:crypto'
 import type { ConfigId } from './args.js'
+import { dpopLogin, type DpopAlgorithm } from './dpop.js'
 import type { BenchIssuer } from './idp.js'
 import type { MeasureOptions } from './measure.js'
 import type { Destination } from './scenarios.js'
@@ -34,7 +36,10 @@ export const LABELS: Record<ConfigId, string> = {
   h: 'nginx asking keygate (decision), embedded store',
   i: 'keygate, Redis store, an IdP\'s token',
   j: 'keygate, Redis store, a signed agent',
-  k: 'keygate, public MCP route (each tools/call read and judged)'
+  k: 'keygate, public MCP route (each tools/call read and judged)',
+  l: 'keygate, Redis, bearer route, keygate\'s token as Bearer',
+  m: 'keygate, Redis, bearer route, DPoP-bound token, ES256 proofs',
+  n: 'keygate, Redis, bearer route, DPoP-bound token, EdDSA proofs'
 }
 
 // ---- keygate's API, for setting up a target ----
@@ -134,4 +139,32 @@ export function agentConfig (label: string, url: string, cpuOf: string, cpu: Mea
       agent: { authority: new URL(url).host, keyid: agentKeyId(key), signed: [], cursor: 0 }
     }
   }
+}
+
+/**
+ * (l, m, n: --scenario dpop): keygate's own token on a bearer route, logged in without a proof (l:
+ * a bearer token) or with an ES256 (m) or EdDSA (n) proof (a token bound to that key, whose GETs
+ * each carry a new proof). No key to register: a bearer route checks no signature.
+ */
+export async function dpopConfig (id: 'l' | 'm' | 'n', label: string, url: string, signIn: { username: string; password: string },
+  cpu: MeasureOptions['cpu'], cpuOf: string): Promise<BenchConfig> {
+  const alg: DpopAlgorithm | undefined = id === 'm' ? 'ES256' : id === 'n' ? 'EdDSA' : undefined
+  const destination: Destination = { kind: 'keygate', token: '', identityUser: undefined, credentials: undefined, postCursor: 0 }
+  const signInNow = async (): Promise<void> => {
+    if (alg === undefined) {
+      destination.token = await login(url, signIn.username, signIn.password)
+      return
+    }
+    // the same key again on a new login: a new token, so new proofs (their ath is the token's)
+    const { token, proofs } = await dpopLogin(url, signIn.username, signIn.password, alg, destination.dpop)
+    destination.token = token
+    destination.dpop = proofs
+  }
+  await signInNow()
+  const config: BenchConfig = { id, label, url, cpuOf, cpu, destination, tokenAt: Date.now(), lastRps: undefined }
+  config.login = async () => {
+    await signInNow()
+    config.tokenAt = Date.now()
+  }
+  return config
 }

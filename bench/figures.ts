@@ -1,9 +1,10 @@
 // The figures the bench answers, from the medians and rounds of the configurations: what the auth
 // layer costs and what a core serves (with what an IdP's token and a signed agent cost beyond
 // keygate's own), with --scenario decision, keygate deciding behind nginx against inline, and with
-// --scenario mcp, what reading and judging an MCP tools/call costs beyond forwarding it.
+// --scenario mcp, what reading and judging an MCP tools/call costs beyond forwarding it, and with
+// --scenario dpop, what a DPoP proof costs beyond the same token sent as Bearer.
 import type { Measurement } from './measure.js'
-import { median, type ConfigResult, type DecisionFigures, type Figure, type Figures, type NoFigure } from './report.js'
+import { median, type ConfigResult, type DecisionFigures, type DpopProofFigures, type Figure, type Figures, type NoFigure } from './report.js'
 
 // ---- the two figures: what the auth layer costs, what a core serves ----
 
@@ -60,7 +61,26 @@ export function figuresOf (configs: ConfigResult[], run: { scenario: string; sch
       }
     }
   }
-  return figures
+  const dpop = dpopFiguresOf(configs)
+  return dpop === undefined ? figures : { ...figures, dpopProof: dpop }
+}
+
+/** (m) ES256 and (n) EdDSA over (l), --scenario dpop: what a proof costs per request, gateway and Redis */
+function dpopFiguresOf (configs: ConfigResult[]): DpopProofFigures | undefined {
+  const out: DpopProofFigures = {}
+  for (const [id, alg] of [['m', 'ES256'], ['n', 'EdDSA']] as const) {
+    const x = configs.find((c) => c.id === id)
+    if (x === undefined) continue
+    const l = 'the same GETs with keygate\'s token as Bearer'
+    out[alg] = {
+      extraCpuUs: overC(configs, x, 'cpuPerRequestUs', 'CPU', l,
+        `keygate's CPU for a GET with a DPoP-bound token and a new ${alg} proof (${id}) beyond the same GET with the token as Bearer (l), ` +
+        'on a bearer route: the proof checked and its jti remembered', 'l'),
+      extraRedisCpuUs: overC(configs, x, 'redisCpuPerRequestUs', 'Redis', l,
+        `Redis's CPU for a GET with an ${alg} proof (${id}: its jti remembered, set-if-absent) beyond a Bearer GET (l)`, 'l')
+    }
+  }
+  return Object.keys(out).length === 0 ? undefined : out
 }
 
 /** x's `measure` (us/req) - the base's (c, or e for k), the medians and each round's: what x costs beyond the base on the same load */
@@ -88,6 +108,10 @@ function ownFiguresOf (configs: ConfigResult[], run: { scenario: string; scheme:
   const none = (why: string): Figures => ({ scheme, keyType, authLayerCpuUs: { value: null, why }, signedRequestsPerSecondPerCore: { value: null, why } })
   if (run.scenario === 'decision') {
     return none('--scenario decision gives its own figures instead (decision in the JSON): keygate deciding against keygate inline; ' +
+      'these two come from get, post or mix')
+  }
+  if (run.scenario === 'dpop') {
+    return none('--scenario dpop gives its own figures instead (dpopProof in the JSON): a DPoP proof (m: ES256, n: EdDSA) over a Bearer token (l); ' +
       'these two come from get, post or mix')
   }
   if (run.scenario === 'mcp') {

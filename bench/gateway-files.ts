@@ -1,5 +1,5 @@
 // The files the gateways started here are given: route files (f: a rate limit; e: a public route;
-// j: an agent route; k: a public MCP route) and j's agents file. Each in a temp dir of its own, removed when the run ends.
+// j: an agent route; k: a public MCP route; l, m, n: a bearer route) and j's agents file. Each in a temp dir of its own, removed when the run ends.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -48,6 +48,18 @@ export function publicRouteFile (upstream: string, mcp?: { upstream: string; pol
     routes.push({ path: MCP_PATH, upstream: mcp.upstream, auth: 'public', methods: ['POST'], addHeaders, ...(mcp.policy && { mcp: MCP_POLICY }) })
   }
   writeFileSync(file, JSON.stringify({ routes }))
+  return file
+}
+
+/**
+ * (l, m, n: --scenario dpop): /v1/clients/ a bearer route (a token, no signature), DPoP allowed
+ * (the default): a bound token needs its proof, an unbound one passes as Bearer.
+ */
+export function bearerRouteFile (upstream: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-routes-'))
+  onCleanup(async () => { rmSync(dir, { recursive: true, force: true }) })
+  const file = join(dir, 'routes.json')
+  writeFileSync(file, JSON.stringify({ routes: [{ prefix: CLIENTS_PATH, upstream, auth: 'bearer', methods: ['GET'] }] }))
   return file
 }
 

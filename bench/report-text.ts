@@ -65,6 +65,7 @@ export function headlineLines (report: Pick<BenchReport, 'figures' | 'machine' |
   const idp = f.idpToken
   const agent = f.agentSignature
   const mcp = f.mcpCall
+  const dpop = Object.entries(f.dpopProof ?? {})
   return {
     figures: [
       figureLine(`auth layer, ${run}`, f.authLayerCpuUs, 'us of gateway CPU per signed request'),
@@ -83,6 +84,10 @@ export function headlineLines (report: Pick<BenchReport, 'figures' | 'machine' |
             figureLine('a signed agent (j) over a registered key (c), Redis', agent.extraRedisCpuUs, 'us of Redis CPU per signed GET (its nonce remembered)', 1)
           ]),
       ...(mcp === undefined ? [] : [figureLine('an MCP route (k) over a public route (e), tools/call', mcp.extraCpuUs, 'us of gateway CPU per call', 1)]),
+      ...dpop.flatMap(([alg, figure]) => [
+        figureLine(`a DPoP proof costs, ${alg} (${alg === 'ES256' ? 'm' : 'n'} over l)`, figure.extraCpuUs, 'us of gateway CPU per request', 1),
+        figureLine(`a DPoP proof costs, ${alg}, Redis`, figure.extraRedisCpuUs, 'us of Redis CPU per request (its jti remembered)', 1)
+      ]),
       machine
     ],
     how: [
@@ -90,7 +95,8 @@ export function headlineLines (report: Pick<BenchReport, 'figures' | 'machine' |
       ...(f.signedRequestsPerSecondPerCore.value === null ? [] : [`how: per gateway core = ${f.signedRequestsPerSecondPerCore.how}`]),
       ...(idp === undefined || idp.extraCpuUs.value === null ? [] : [`how: IdP token = ${idp.extraCpuUs.how}`]),
       ...(agent === undefined || agent.extraCpuUs.value === null ? [] : [`how: signed agent = ${agent.extraCpuUs.how}`]),
-      ...(mcp === undefined || mcp.extraCpuUs.value === null ? [] : [`how: MCP route = ${mcp.extraCpuUs.how}`])
+      ...(mcp === undefined || mcp.extraCpuUs.value === null ? [] : [`how: MCP route = ${mcp.extraCpuUs.how}`]),
+      ...dpop.flatMap(([alg, figure]) => figure.extraCpuUs.value === null ? [] : [`how: DPoP proof, ${alg} = ${figure.extraCpuUs.how}`])
     ]
   }
 }

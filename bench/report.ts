@@ -78,6 +78,24 @@ export interface Figures {
   agentSignature?: AgentSignatureFigures
   /** only when (k) ran (--scenario mcp): what reading and judging a tools/call costs */
   mcpCall?: McpCallFigures
+  /** only when (m) or (n) ran (--scenario dpop): what a DPoP proof costs per request, by its algorithm */
+  dpopProof?: DpopProofFigures
+}
+
+/**
+ * (m) and (n) against (l), --scenario dpop: the same GETs on a bearer route with keygate's own
+ * token, bound to a key and sent with a new proof each (m: ES256, n: EdDSA) or as Bearer (l).
+ */
+export interface DpopProofFigures {
+  ES256?: DpopProofFigure
+  EdDSA?: DpopProofFigure
+}
+
+export interface DpopProofFigure {
+  /** µs of gateway CPU per request: m's (or n's) CPU us/req - l's (each round's difference for the range) */
+  extraCpuUs: Figure | NoFigure
+  /** µs of Redis CPU per request: the same in Redis's (each proof's jti remembered) */
+  extraRedisCpuUs: Figure | NoFigure
 }
 
 /** (k) against (e), --scenario mcp: the same tools/calls on a public MCP route (read once, judged by tool) and on a public route. */

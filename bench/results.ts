@@ -60,7 +60,8 @@ export function warningsOf (configResults: ConfigResult[], options: BenchOptions
     }
     const inline = c.rounds.reduce((sum, r) => sum + r.inlineSignedPosts, 0)
     if (inline > 0) {
-      warnings.push(`${name}: the pool of ${c.id === 'j' ? 'agent-signed GETs' : 'signed POSTs'} ran out; ${inline} were signed during the measurement, ` +
+      const pool = c.id === 'j' ? 'agent-signed GETs' : c.id === 'm' || c.id === 'n' ? 'DPoP proofs' : 'signed POSTs'
+      warnings.push(`${name}: the pool of ${pool} ran out; ${inline} were ${pool === 'DPoP proofs' ? 'made' : 'signed'} during the measurement, ` +
         'which slows the load generator')
     }
     // (with --url the target's own CPU is in "other")

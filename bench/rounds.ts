@@ -4,6 +4,7 @@
 // under the flood, in turn first.
 import type { BenchOptions } from './args.js'
 import type { BenchConfig } from './configurations.js'
+import { makeDpopProofs } from './dpop.js'
 import { startFlood, type Flood, type FloodResult } from './flood.js'
 import { measure } from './measure.js'
 import type { Progress } from './progress.js'
@@ -66,10 +67,14 @@ async function prepare (run: Run, config: BenchConfig, round: number): Promise<v
   if (config.login !== undefined && Date.now() - config.tokenAt > TOKEN_REFRESH_MS) await config.login()
   await refreshGets(material, signer)
   // requests each good for one: as many as the measurement may send, with a margin
-  const oneUse = config.destination.kind === 'agent' ? 1 : config.destination.kind === 'keygate' ? postShare(options.scenario) : 0
+  const { dpop } = config.destination
+  const oneUse = config.destination.kind === 'agent' || dpop !== undefined ? 1 : config.destination.kind === 'keygate' ? postShare(options.scenario) : 0
   const expected = (run.rate ?? config.lastRps ?? Math.min(FIRST_RATE_GUESS, FIRST_RATE_GUESS_PER_CONNECTION * options.connections)) * oneUse
   const needed = Math.ceil(expected * (options.warmup + options.duration) * 1.3) + 2 * options.connections
-  if (config.destination.kind === 'agent') {
+  if (dpop !== undefined) {
+    say.line(`round ${round}/${options.rounds}  ${config.id} ${config.label}: making ${needed} ${dpop.alg} DPoP proofs ...`)
+    makeDpopProofs(dpop, needed)
+  } else if (config.destination.kind === 'agent') {
     say.line(`round ${round}/${options.rounds}  ${config.id} ${config.label}: signing ${needed} agent GETs ...`)
     await ensureAgentGets(material, signer, config.destination, needed)
   } else if (oneUse > 0) {
@@ -83,7 +88,9 @@ async function measureOnce (run: Run, config: BenchConfig, round: number, positi
   const { options, material, say, rate } = run
   const flooding = options.scenario === 'flood'
   await prepare(run, config, round)
-  const inlineBefore = material.inlineSigned
+  // requests signed, or DPoP proofs made, during the measurement because the pool ran out
+  const inlineMade = (): number => material.inlineSigned + (config.destination.dpop?.inlineMade ?? 0)
+  const inlineBefore = inlineMade()
   const title = `round ${round}/${options.rounds}  ${config.id} ${config.label}${!flooding ? '' : underFlood ? ', under the flood' : ', alone'}`
   say.line(`${title}: warming up`)
   const flood: Flood | undefined = underFlood
@@ -112,7 +119,7 @@ async function measureOnce (run: Run, config: BenchConfig, round: number, positi
   }
   if (!underFlood) config.lastRps = m.rps
   run.results.get(underFlood ? floodId(config.id) : config.id)?.push({
-    ...m, round, position, inlineSignedPosts: material.inlineSigned - inlineBefore, ...(seen !== undefined && { flood: seen })
+    ...m, round, position, inlineSignedPosts: inlineMade() - inlineBefore, ...(seen !== undefined && { flood: seen })
   })
   say.done(`${title}: ${Math.round(m.rps).toLocaleString('en-US')} req/s, p99 ${m.latency.p99} ms` +
     `${m.cpuPerRequestUs === null ? '' : `, ${m.cpuPerRequestUs} us CPU/req`}` +

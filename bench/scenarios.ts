@@ -6,6 +6,7 @@
 import { randomBytes, randomInt } from 'node:crypto'
 import type autocannon from 'autocannon'
 import type { RejectKind, Scenario } from './args.js'
+import { takeDpopProof, type DpopProofs } from './dpop.js'
 import {
   agentToSign, encodingOf, generateBenchKey, signOne, toSign, unknownApiKey, type BenchKey, type BenchScheme, type SigningPool
 } from './signing.js'
@@ -45,6 +46,8 @@ export interface Destination {
   postCursor: number
   /** agent: its GETs to this gateway, signed ahead */
   agent?: AgentGets
+  /** --scenario dpop, (m) and (n): the token is bound to this key, and each GET carries a new proof by it (l: none, a plain bearer token) */
+  dpop?: DpopProofs
 }
 
 /** (j): the agent's GETs to one gateway (signed for its host:port), each used once, taken in turn from `cursor` */
@@ -256,6 +259,20 @@ export function mcpCall (i: number): { headers: Record<string, string>; body: st
   }
 }
 
+/**
+ * --scenario dpop: GET /v1/clients/ on a bearer route with keygate's own token, no signature: (l)
+ * as `Bearer`, (m) and (n) bound to a key, as `DPoP` with a new proof each (taken from the pool).
+ */
+function dpopGetRequests (destination: Destination): autocannon.Request[] {
+  const dpop = destination.dpop
+  if (dpop === undefined) return [{ method: 'GET', path: CLIENTS_PATH, headers: { authorization: `Bearer ${destination.token}` } }]
+  return [{
+    method: 'GET',
+    path: CLIENTS_PATH,
+    setupRequest: (request) => ({ ...request, headers: { authorization: `DPoP ${destination.token}`, dpop: takeDpopProof(dpop) } })
+  }]
+}
+
 /** POST requests per request sent, for sizing the pool. */
 export function postShare (scenario: Scenario): number {
   if (scenario === 'post') return 1
@@ -290,6 +307,8 @@ export function buildRequests (
       return [postRequest(destination, material)]
     case 'mix':
       return gets.flatMap((_, i) => (i + 1) % MIX_GETS_PER_POST === 0 ? [get(i), postRequest(destination, material)] : [get(i)])
+    case 'dpop':
+      return dpopGetRequests(destination)
     case 'mcp':
       return Array.from({ length: MCP_CALL_POOL_SIZE }, (_, i) => ({ method: 'POST', path: MCP_PATH, ...mcpCall(i) }))
     case 'token': {

@@ -1,6 +1,6 @@
 // The stack a run starts when it is given no --url: each in its own process on a free loopback
 // port, the example service (a), the bare proxy (b), keygate in each configuration asked for (c,
-// d, e, f, h, i, j, k: its environment, its Redis prefix, its files), the bench's IdP (i), nginx (g,
+// d, e, f, h, i, j, k, l, m, n: its environment, its Redis prefix, its files), the bench's IdP (i), nginx (g,
 // h), the bench's MCP server (--scenario mcp) and an OTLP sink (--trace); then the configurations over them, logged in and with the
 // bench's key registered. Each start registers its undoing (cleanup.ts).
 import { randomBytes, randomUUID } from 'node:crypto'
@@ -9,8 +9,8 @@ import { ENV_VARIABLES } from '../gateway/src/config/env.js'
 import type { BenchOptions, ConfigId } from './args.js'
 import { startService, stopAllServices, type Service } from './children.js'
 import { onCleanup } from './cleanup.js'
-import { agentConfig, directConfig, keygateConfig, LABELS, type BenchConfig } from './configurations.js'
-import { agentRouteFile, agentsFile, limitedRouteFile, publicRouteFile } from './gateway-files.js'
+import { agentConfig, directConfig, dpopConfig, keygateConfig, LABELS, type BenchConfig } from './configurations.js'
+import { agentRouteFile, agentsFile, bearerRouteFile, limitedRouteFile, publicRouteFile } from './gateway-files.js'
 import { BENCH_IDP_AUDIENCE, BENCH_IDP_NAME, startBenchIssuer, type BenchIssuer } from './idp.js'
 import { findNginx, freePort, loadDecisionConfig, plainConfig, startNginx, type RunningNginx } from './nginx.js'
 import { deletePrefix, pingRedis, redisClient, redisCpuMicros } from './redis.js'
@@ -44,7 +44,7 @@ function gatewayEnv (settings: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, ...settings }
 }
 
-type GatewayId = 'c' | 'd' | 'e' | 'f' | 'h' | 'i' | 'j' | 'k'
+type GatewayId = 'c' | 'd' | 'e' | 'f' | 'h' | 'i' | 'j' | 'k' | 'l' | 'm' | 'n'
 /** starts keygate (id), its one user `username`, with `extra` settings over what every gateway here gets */
 type StartGateway = (id: GatewayId, username: string, extra: Record<string, string>) => Promise<Service>
 
@@ -83,8 +83,10 @@ function ownPrefix (redisUrl: string): string {
   return prefix
 }
 
-/** the Redis prefixes of the gateways on Redis (c, f, i, j), and the IdP that i trusts */
-interface OnRedis { redisUrl: string; c?: string; f?: string; i?: string; j?: string; idp?: BenchIssuer }
+/** the Redis prefixes of the gateways on Redis (c, f, i, j, l, m, n), and the IdP that i trusts */
+interface OnRedis { redisUrl: string; c?: string; f?: string; i?: string; j?: string; l?: string; m?: string; n?: string; idp?: BenchIssuer }
+
+const DPOP_IDS = ['l', 'm', 'n'] as const
 
 /** The processes besides the example service: the bare proxy (b), each keygate asked for, the MCP server (--scenario mcp). */
 type Started = Partial<Record<'b' | GatewayId | 'mcp', Service>>
@@ -94,7 +96,20 @@ async function startProxies (want: Set<ConfigId>, options: BenchOptions, keyRead
   const { redisUrl, idp } = redis
   // --scenario mcp: the MCP path to the bench's MCP server, a public route (e) or a public MCP route (k)
   const publicRoutes = (policy: boolean): string => publicRouteFile(upstream.url, mcp === undefined ? undefined : { upstream: mcp.url, policy })
-  const [b, c, d, e, f, h, i, j, k] = await Promise.all([
+  // --scenario dpop (l, m, n): /v1/clients/ a bearer route; a proof's iat must stay within the window for the
+  // whole measurement (its proofs are made before it, in seconds): wider than the default 60 s only for a long one
+  const iatWindow = String(Math.max(60, options.warmup + options.duration + 30))
+  const dpopGateway = (id: 'l' | 'm' | 'n'): Promise<Service> | undefined => want.has(id)
+    ? gateway(id, 'bench-dpop', {
+      REDIS_URL: redisUrl,
+      KEYGATE_REDIS_PREFIX: redis[id] as string,
+      BENCH_OWNS_PREFIX: '1',
+      KEYGATE_WORKERS: String(options.workers),
+      KEYGATE_ROUTES: bearerRouteFile(upstream.url),
+      KEYGATE_DPOP_IAT_WINDOW_SECONDS: options.gatewayEnv.KEYGATE_DPOP_IAT_WINDOW_SECONDS ?? iatWindow
+    })
+    : undefined
+  const [b, c, d, e, f, h, i, j, k, l, m, n] = await Promise.all([
     want.has('b') ? startService('bare proxy', 'bare', { ...process.env, BENCH_UPSTREAM_URL: upstream.url }, profiled) : undefined,
     // BENCH_OWNS_PREFIX: should this process die, the gateway deletes the prefix itself
     want.has('c')
@@ -141,9 +156,10 @@ async function startProxies (want: Set<ConfigId>, options: BenchOptions, keyRead
         KEYGATE_AGENT_DIRECTORIES: agentsFile(key)
       }))
       : undefined,
-    want.has('k') ? gateway('k', 'bench-mcp', { KEYGATE_ROUTES: publicRoutes(true), KEYGATE_WORKERS: '1' }) : undefined
+    want.has('k') ? gateway('k', 'bench-mcp', { KEYGATE_ROUTES: publicRoutes(true), KEYGATE_WORKERS: '1' }) : undefined,
+    ...DPOP_IDS.map(dpopGateway)
   ])
-  return { b, c, d, e, f, h, i, j, k, mcp }
+  return { b, c, d, e, f, h, i, j, k, l, m, n, mcp }
 }
 
 interface OwnNginx { running: RunningNginx; g: string | undefined; h: string | undefined }
@@ -189,8 +205,8 @@ async function configsOf (want: Set<ConfigId>, options: BenchOptions, key: Bench
     await client.connect()
     return async () => await redisCpuMicros(client)
   }
-  // keygate on Redis (c, f, i, j) runs --workers processes
-  const onRedisLabel = (id: 'c' | 'f' | 'i' | 'j'): string => options.workers > 1 ? `${LABELS[id]}, ${options.workers} workers` : LABELS[id]
+  // keygate on Redis (c, f, i, j, l, m, n) runs --workers processes
+  const onRedisLabel = (id: 'c' | 'f' | 'i' | 'j' | 'l' | 'm' | 'n'): string => options.workers > 1 ? `${LABELS[id]}, ${options.workers} workers` : LABELS[id]
   const onRedisCpuOf = options.workers > 1 ? `keygate (primary and ${options.workers} workers)` : 'keygate'
   // logging in costs a password check each (scrypt): both at once
   const gateways = await Promise.all([
@@ -217,6 +233,14 @@ async function configsOf (want: Set<ConfigId>, options: BenchOptions, key: Bench
         { proxy: idpGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() }, onRedisCpuOf)
   ])
   for (const config of gateways) if (config !== undefined) configs.push(config)
+  const dpopConfigs = await Promise.all(DPOP_IDS.map(async (id) => {
+    const gateway = started[id]
+    return gateway === undefined
+      ? undefined
+      : await dpopConfig(id, onRedisLabel(id), gateway.url, { username: 'bench-dpop', password },
+        { proxy: gateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() }, onRedisCpuOf)
+  }))
+  for (const config of dpopConfigs) if (config !== undefined) configs.push(config)
   if (agentGateway !== undefined) {
     configs.push(agentConfig(onRedisLabel('j'), agentGateway.url, onRedisCpuOf,
       { proxy: agentGateway.cpuMicros, upstream: upstreamCpu, redis: await redisCpu() }, key))
@@ -231,7 +255,7 @@ async function configsOf (want: Set<ConfigId>, options: BenchOptions, key: Bench
 export async function startOwnConfigs (options: BenchOptions, keyReady: Promise<BenchKey>, log: (line: string) => void): Promise<OwnSetup> {
   const want = new Set(options.only)
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
-  if (want.has('c') || want.has('f') || want.has('i') || want.has('j')) await checkRedis(redisUrl)
+  if (['c', 'f', 'i', 'j', ...DPOP_IDS].some((id) => want.has(id as ConfigId))) await checkRedis(redisUrl)
   // before anything starts: say how to get nginx, or that the page of its configuration moved
   const nginxBinary = want.has('g') || want.has('h') ? findNginx(options.nginx) : undefined
   const decisionConfig = want.has('h') ? loadDecisionConfig() : undefined
@@ -261,13 +285,15 @@ export async function startOwnConfigs (options: BenchOptions, keyReady: Promise<
     onCleanup(issuer.close)
   }
   if (want.has('j')) redis.j = ownPrefix(redisUrl)
+  for (const id of DPOP_IDS) if (want.has(id)) redis[id] = ownPrefix(redisUrl)
   const mcp = options.scenario === 'mcp' ? await startService('MCP server', 'mcp', { ...process.env }) : undefined
   const started = await startProxies(want, options, keyReady, upstream, gateway, redis, profiled, mcp)
   const nginx = nginxBinary === undefined ? undefined : await startOwnNginx(want, options, nginxBinary, upstream, started.h, decisionConfig)
 
   const configs = await configsOf(want, options, await keyReady, password, upstream, started, nginx, redis)
-  const services = [upstream, mcp, started.b, started.c, started.d, started.e, started.f, started.h, started.i, started.j, started.k]
+  const services = [upstream, mcp, started.b, started.c, started.d, started.e, started.f, started.h, started.i, started.j, started.k,
+    started.l, started.m, started.n]
     .filter((s) => s !== undefined).map(({ name, pid, url }) => ({ name, pid, url }))
   if (nginx !== undefined) services.push({ name: 'nginx', pid: nginx.running.pid, url: [nginx.g, nginx.h].filter((u) => u !== undefined).join(' ') })
-  return { configs, services, redisPrefix: redis.c ?? redis.f ?? redis.i ?? redis.j, traceSink }
+  return { configs, services, redisPrefix: redis.c ?? redis.f ?? redis.i ?? redis.j ?? redis.l ?? redis.m ?? redis.n, traceSink }
 }

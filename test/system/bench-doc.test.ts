@@ -6,7 +6,7 @@
 // bench.test.ts (the comparison, --scenario post, --rate half, --cpu-prof), bench-scenarios
 // (reject, --reject-kind), bench-flood (flood, --env), bench-rate-limits (f), bench-schemes
 // (--scheme rfc9421 --key), bench-workers (--workers), bench-decision (decision), bench-trace (--trace),
-// bench-scenarios (mcp);
+// bench-scenarios (mcp, dpop);
 // (i) and (j) are bench.test.ts's. The prose's figures of "A default run" (and the one "Which
 // figure to quote" cites) are checked against that run's table on the page: the run is not made
 // again here (figures are never asserted from a run), only the page kept consistent with itself.
@@ -39,7 +39,8 @@ t.test('every command of the block is one the bench accepts, meaning what its co
   t.equal(all.length, block.split('\n').filter((line) => line.startsWith('npm run bench')).length, 'one per line')
   const options = all.map((args) => parseBenchArgs(args, '/nonexistent'))
   const [
-    comparison, post, half, reject, rejectOne, flood, floodNoBudget, decision, mcp, withF, withI, withJ, rfc9421, workers, cpuProf, traced, target, help
+    comparison, post, half, reject, rejectOne, flood, floodNoBudget, decision, mcp, dpop, withF, withI, withJ, rfc9421, workers, cpuProf, traced, target,
+    help
   ] = options
   t.match(comparison, { scenario: 'get', only: ['a', 'b', 'c', 'd', 'e'], target: undefined }, 'the comparison')
   t.match(post, { scenario: 'post', rounds: 5 })
@@ -50,6 +51,7 @@ t.test('every command of the block is one the bench accepts, meaning what its co
   t.match(floodNoBudget, { scenario: 'flood', only: ['c'], gatewayEnv: { KEYGATE_SIGNATURE_FAILURE_LIMIT: '1000000000' } })
   t.match(decision, { scenario: 'decision', only: ['d', 'g', 'h'] }, 'nginx alone, nginx asking keygate, keygate inline')
   t.match(mcp, { scenario: 'mcp', only: ['e', 'k'] }, 'tools/calls on a public route and on a public MCP route')
+  t.match(dpop, { scenario: 'dpop', only: ['l', 'm', 'n'] }, 'a token as Bearer, bound with ES256 proofs, bound with EdDSA proofs')
   t.match(withF, { only: ['c', 'f'] })
   t.match(withI, { only: ['c', 'e', 'i'] }, '(i): an identity provider\'s token, beside c and e')
   t.match(withJ, { scenario: 'get', only: ['c', 'e', 'j'], scheme: 'rfc9421', keyType: 'ed25519' },

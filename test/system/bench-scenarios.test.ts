@@ -1,5 +1,5 @@
-// `npm run bench -- --scenario register|reject|mcp`: the scenarios that measure registrations,
-// refusals and MCP tools/calls, with tiny settings. A file of its own: with the others, bench.test.ts came within
+// `npm run bench -- --scenario register|reject|mcp|dpop`: the scenarios that measure registrations,
+// refusals, MCP tools/calls and DPoP proofs, with tiny settings. A file of its own: with the others, bench.test.ts came within
 // seconds of tap's per-file timeout on a busy machine (72 s alone of 120).
 import t from 'tap'
 import type { BenchReport } from '../../bench/report.js'
@@ -63,4 +63,29 @@ t.test('--scenario mcp: tools/calls through a public route (e) and a public MCP 
   const stray = await bench(['--only', 'k'])
   t.equal(stray.code, 2)
   t.match(stray.stderr, /k \(an MCP route\) is --scenario mcp's/)
+})
+
+t.test('--scenario dpop: a token as Bearer (l), bound to an ES256 (m) and an EdDSA (n) key with a new proof each; m - l and n - l reported', async (t) => {
+  const run = await bench([...TINY, '--scenario', 'dpop', '--json', '--out', outDir(t)])
+  t.equal(run.code, 0, `exit 0\n${run.stderr}`)
+  const report = JSON.parse(run.stdout) as BenchReport
+  t.same(report.configs.map((c) => c.id), ['l', 'm', 'n'], 'l, m and n, without being told')
+  for (const c of report.configs) {
+    t.ok((c.median.statuses['200'] ?? 0) > 0, `${c.id}: answered`)
+    // each proof sent once (a replayed jti would be 401 INVALID_DPOP_PROOF), the bound token only as DPoP (as Bearer: 401 DPOP_REQUIRED)
+    t.same(Object.keys(c.median.statuses), ['200'], `${c.id}: every request accepted`)
+  }
+  for (const alg of ['ES256', 'EdDSA'] as const) {
+    t.type(report.figures.dpopProof?.[alg]?.extraCpuUs.value, 'number', `${alg}: the proof's CPU per request beyond l's`)
+    t.type(report.figures.dpopProof?.[alg]?.extraRedisCpuUs.value, 'number', `${alg}: and Redis's`)
+  }
+  t.match(report.figures.authLayerCpuUs, { value: null, why: /--scenario dpop gives its own figures/ })
+  t.same(report.services.map((s) => s.name).sort(), ['example service', 'keygate (l)', 'keygate (m)', 'keygate (n)'])
+
+  const bad = await bench(['--scenario', 'dpop', '--only', 'c,m'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--scenario dpop: runs l, m, n only; leave out c/)
+  const stray = await bench(['--only', 'c,n'])
+  t.equal(stray.code, 2)
+  t.match(stray.stderr, /l, m and n \(a bearer route, DPoP\) are --scenario dpop's/)
 })

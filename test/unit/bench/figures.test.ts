@@ -146,3 +146,32 @@ t.test('an MCP route (k, --scenario mcp): k - e from the medians, its range per 
   t.ok(lines.figures.includes('an MCP route (k) over a public route (e), tools/call: 15.0 us of gateway CPU per call (3 rounds: 5.0 to 40.0)'))
   t.ok(lines.how.some((line) => line.startsWith('how: MCP route = k\'s CPU us/req - e\'s')))
 })
+
+t.test('a DPoP proof (m ES256, n EdDSA, --scenario dpop): m - l and n - l from the medians, gateway and Redis; without l, why; the headline', async (t) => {
+  const withRedis = (c: ConfigResult, redis: number[]): ConfigResult => {
+    const rounds = c.rounds.map((r, i) => ({ ...r, redisCpuPerRequestUs: redis[i] ?? null }))
+    return { ...c, rounds, median: { ...medianOf(rounds), ratioToBare: null } }
+  }
+  const l = withRedis(config('l', 'keygate, Redis, bearer route, keygate\'s token as Bearer', [100, 110, 90]), [1, 2, 1])
+  const m = withRedis(config('m', 'keygate, Redis, bearer route, DPoP-bound token, ES256 proofs', [250, 240, 280]), [30, 31, 29])
+  const n = withRedis(config('n', 'keygate, Redis, bearer route, DPoP-bound token, EdDSA proofs', [200, 220, 190]), [30, 30, 30])
+  const run = { scenario: 'dpop', scheme: 'seed', keyType: 'rsa' }
+  const figures = figuresOf([l, m, n], run)
+  // medians: m 250 - l 100; per round 250 - 100, 240 - 110, 280 - 90. n 200 - 100; 200 - 100, 220 - 110, 190 - 90
+  t.match(figures.dpopProof?.ES256?.extraCpuUs, { value: 150, perRound: [150, 130, 190], min: 130, max: 190 })
+  t.match(figures.dpopProof?.EdDSA?.extraCpuUs, { value: 100, perRound: [100, 110, 100] })
+  t.match(figures.dpopProof?.ES256?.extraRedisCpuUs, { value: 29, perRound: [29, 29, 28] })
+  t.match(measured(figures.dpopProof?.EdDSA?.extraCpuUs ?? { value: null, why: 'absent' }).how, /^n's CPU us\/req - l's .*EdDSA proof/)
+  t.match(figures.authLayerCpuUs, { value: null, why: /^--scenario dpop gives its own figures/ })
+  t.match(figuresOf([m], run).dpopProof?.ES256?.extraCpuUs, { value: null, why: /needs l, .* add l to --only/ })
+  t.equal(figuresOf([l, m], run).dpopProof?.EdDSA, undefined, 'no n: no EdDSA figure')
+  t.equal(figuresOf([l], run).dpopProof, undefined, 'no m nor n: no such figure')
+  const machine: Machine = {
+    cpus: 2, cpuModel: 'AMD EPYC', node: 'v24.0.0', platform: 'linux-x64', loadAverage: { start: [1, 1, 1], end: [1, 1, 1] }, otherCpuPercent: null
+  }
+  const lines = headlineLines({ figures, machine })
+  t.ok(lines.figures.includes('a DPoP proof costs, ES256 (m over l): 150.0 us of gateway CPU per request (3 rounds: 130.0 to 190.0)'))
+  t.ok(lines.figures.includes('a DPoP proof costs, EdDSA (n over l): 100.0 us of gateway CPU per request (3 rounds: 100.0 to 110.0)'))
+  t.ok(lines.figures.includes('a DPoP proof costs, EdDSA, Redis: 29.0 us of Redis CPU per request (its jti remembered) (3 rounds: 28.0 to 29.0)'))
+  t.ok(lines.how.some((line) => line.startsWith('how: DPoP proof, ES256 = m\'s CPU us/req - l\'s')))
+})
