@@ -169,6 +169,9 @@ t.test('DPoP-bound tokens from oidc-provider, proofs from oauth4webapi and dpop,
     // a proof for the root, steered at another path by a Host the URL parser reads otherwise: refused
     const root = await send(a.url, '/api/things', { headers: { host: 'keygate.test#', authorization: `DPoP ${token}`, dpop: await proof({ htu: 'http://keygate.test/' }) } })
     t.equal(root.json<{ code: string }>().code, 'INVALID_DPOP_PROOF', 'a Host with a fragment: no URI, the proof refused')
+    // a proof the client made for another server, replayed here with that server's name in Host: the resource's origin decides
+    const elsewhere = await send(a.url, '/api/things', { headers: { host: 'evil.test', authorization: `DPoP ${token}`, dpop: await proof({ htu: 'http://evil.test/api/things' }) } })
+    t.equal(elsewhere.json<{ code: string }>().code, 'INVALID_DPOP_PROOF', 'a proof for another host, sent with that Host: refused on a resource\'s route')
     const again = await call(b, '/api/things', { authorization: `DPoP ${token}`, dpop: replayed })
     t.equal(again.json<{ code: string }>().code, 'INVALID_DPOP_PROOF', 'the replayed jti at the second gateway (same Redis): refused')
     t.equal(forwarded(), before, 'none of them reached the upstream')

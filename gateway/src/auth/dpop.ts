@@ -7,6 +7,7 @@ import { pathOf } from '#client/protocol'
 import type { DpopVerifier } from '../dpop/proof.js'
 import { GatewayError } from '../errors.js'
 import { invalidTokenError } from '../tokens/token-service.js'
+import type { ProtectedResource } from '../resources/resource.js'
 import type { DescribedRequest } from './described-request.js'
 import type { AuthStage } from './stage.js'
 
@@ -22,6 +23,24 @@ const AUTHORITY = /^(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/
 export function requestUri (request: DescribedRequest): string {
   const authority = request.authority
   return AUTHORITY.test(authority) ? `${request.scheme}://${authority}${pathOf(request.target)}` : ''
+}
+
+/** a resource's origin (scheme://host[:port]), read once per resource */
+const ORIGINS = new WeakMap<ProtectedResource, string>()
+
+/**
+ * The URI a proof on a route of `resource` must name: the resource's own origin (its id's, which is
+ * where its clients address it: the metadata says so) and the request's path, whatever Host the
+ * request carries. Without it, a proof a client made for another server, replayed here with that
+ * server's name in Host, would match. Routes without a resource take requestUri's.
+ */
+export function resourceRequestUri (resource: ProtectedResource, request: DescribedRequest): string {
+  let origin = ORIGINS.get(resource)
+  if (origin === undefined) {
+    origin = new URL(resource.id).origin
+    ORIGINS.set(resource, origin)
+  }
+  return `${origin}${pathOf(request.target)}`
 }
 
 /** Before the token is read: the verifier whose algorithms a refusal's DPoP challenge names (resources/challenge.ts). */
@@ -50,7 +69,7 @@ export function dpopStage (verifier: DpopVerifier): AuthStage {
       const header = request.headers.authorization ?? ''
       return verifier.verify({
         method: request.method,
-        uri: requestUri(request),
+        uri: state.resource !== undefined ? resourceRequestUri(state.resource, request) : requestUri(request),
         proofs: request.field('dpop'),
         accessToken: header.slice(5).trim(),
         boundKey: bound
