@@ -238,7 +238,11 @@ function otherJsonAnswer (filter: ListFilter, headers: Readonly<Record<string, s
   const length = typeof declared === 'string' && /^\d+$/.test(declared) ? Number(declared) : Infinity
   const whole = jsonAnswer(filter)
   if (length <= MAX_LIST_ANSWER_BYTES) return whole
-  return { stream: () => new JsonAnswerGuard({ text: (bytes) => filter.text(bytes), tooLarge: whole.tooLarge }, MAX_LIST_ANSWER_BYTES) }
+  const judge = { text: (bytes: Uint8Array) => filter.text(bytes), tooLarge: whole.tooLarge }
+  if (length !== Infinity) return { stream: () => new JsonAnswerGuard(judge, MAX_LIST_ANSWER_BYTES) }
+  // of unknown length (chunked, as MCP servers answer): collected as one buffer (no stream per answer), and only
+  // past MAX_LIST_ANSWER_BYTES streamed through the guard, which then judges every byte it is given
+  return { ...whole, overflow: () => new JsonAnswerGuard(judge, 0) }
 }
 
 /**

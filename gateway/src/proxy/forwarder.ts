@@ -1,23 +1,14 @@
 // The proxy hop: one verified request to its route's upstream, over a keep-alive undici Pool per
 // origin, and the upstream's answer back to the client.
 //
-// Why not @fastify/reply-from (what @fastify/http-proxy uses): measured on a 2-core machine under
-// the same load, a bare @fastify/http-proxy costs 65-80 us of CPU per small GET, and this hop
-// 35-42 us. reply-from copies and re-filters the headers several times, resolves and validates
-// the destination per request, wraps each request in a retry closure and an AsyncResource, and
-// always streams the answer; here the headers are built once (by the caller), the request is
-// dispatched straight to the pool, and an answer of known small length is collected and sent as
-// one buffer. Larger or unknown-length answers (downloads, event streams) are streamed with
-// back-pressure. See docs/scaling.md for the figures.
+// Why not @fastify/reply-from: it copies and re-filters the headers, validates the destination and
+// wraps each request per request; here the headers are built once, the request goes straight to
+// the pool, and a small answer is sent as one buffer (docs/scaling.md has the figures).
 //
-// The upstream queue. undici's Pool queues without limit, each waiting request holding its
-// buffered body, and sends a request whose client has gone once a connection frees. So keygate
-// keeps the queue itself, per origin: at most `connections` requests are sent at once (the pool
-// has as many connections, so undici never queues), at most `maxPending` wait here, in order, and
-// any more is refused at once with 503 UPSTREAM_BUSY. A waiting request whose client closes its
-// connection (or only its sending side: a FIN cannot be told from a close) leaves the queue and is
-// never sent. The list runs through the handlers themselves: enqueueing, leaving and taking the
-// next are O(1) and allocate nothing; a request sent at once costs two counter updates.
+// The upstream queue, per origin (undici's Pool queues without limit and sends requests whose
+// client has gone): at most `connections` sent at once, at most `maxPending` waiting, in order,
+// more refused with 503 UPSTREAM_BUSY; a waiting request whose client closes (or half-closes) its
+// connection is never sent. The list runs through the handlers: O(1), no allocation.
 import type { IncomingHttpHeaders } from 'node:http'
 import { pipeline, Readable, type Transform } from 'node:stream'
 import type { Socket } from 'node:net'
@@ -47,10 +38,7 @@ export interface ForwarderOptions {
 /** Retry-After of UPSTREAM_BUSY, in seconds: a full queue drains at the upstream's pace. */
 export const UPSTREAM_BUSY_RETRY_AFTER_SECONDS = 1
 
-/**
- * `tag` names what a request was sent for (the proxy: its route); told, with the seconds it
- * waited, when the upstream's final answer begins. One function for all requests: no closure each.
- */
+/** `tag`: what a request was sent for (its route); told, with the seconds waited, when the final answer begins. */
 export type AnswerBegins<Tag> = (tag: Tag, seconds: number, span: unknown) => void
 
 /** Told, before the problem is sent, of a request answered without a byte of it sent upstream (busy, no connection). */
@@ -81,9 +69,11 @@ export type BeforeAnswer = (status: number, headers: Readonly<Record<string, str
 
 /**
  * A rewriting of an answer's body (without its Content-Length): `whole` collects up to `max` bytes and sends what
- * `whole` returns (an Error, or a body over max: `tooLarge()`, instead); `stream` pipes it through a Transform.
+ * `whole` returns (an Error, or a body over max: `tooLarge()`, or with `overflow`, all of it piped through that
+ * Transform, instead); `stream` pipes it through a Transform.
  */
-export type AnswerBody = { whole: (body: Buffer) => Buffer | Error, max: number, tooLarge: () => Error } | { stream: () => Transform }
+export type AnswerBody =
+  { whole: (body: Buffer) => Buffer | Error, max: number, tooLarge: () => Error, overflow?: () => Transform } | { stream: () => Transform }
 
 /** Told of the final answer's status and headers (as the client will get them): the rewriting of its body, or undefined (as it came). */
 export type RewriteAnswer = (status: number, headers: Readonly<Record<string, string | string[]>>) => AnswerBody | undefined
@@ -195,10 +185,7 @@ class Upstream<Tag> implements UpstreamQueueCounts {
   }
 }
 
-/**
- * One request's trip: waits for a connection (in its upstream's queue), is sent, and collects a
- * small answer, or streams a large one, into the Fastify reply.
- */
+/** One request's trip: waits for a connection, is sent, and collects a small answer, or streams a large one, into the reply. */
 class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
   #controller: Dispatcher.DispatchController | undefined
   #status = 0
@@ -258,10 +245,7 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
     this.rewriteAnswer = rewriteAnswer
   }
 
-  /**
-   * The client's connection closed. Waiting: leave the queue, never sent. Sent: nothing to answer,
-   * free the upstream connection.
-   */
+  /** The client's connection closed. Waiting: leave the queue, never sent. Sent: free the upstream connection. */
   readonly clientGone = (): void => {
     if (this.#state === 'waiting') {
       this.#stopWaiting()
@@ -370,6 +354,15 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
       this.#chunks = []
       return
     }
+    const stream = this.#open(controller)
+    if (isEventStream(headers['content-type'])) {
+      const watch = untilClientLeaves(this.reply.raw, () => { this.#controller?.abort(new Error('the client left an event stream')) })
+      if (watch !== undefined) [this.#socket, this.#onEnd] = watch
+    }
+    this.#send(rewrite === undefined || 'whole' in rewrite ? stream : pipeline(stream, rewrite.stream(), () => {}))
+  }
+
+  #open (controller: Dispatcher.DispatchController): Readable {
     const stream = this.#stream = new Readable({
       read: () => { controller.resume() },
       // cut before the upstream's end (a rewriting Transform ended the answer): the upstream's answer is not wanted either
@@ -379,17 +372,20 @@ class ForwardHandler<Tag> implements Dispatcher.DispatchHandler {
       }
     })
     stream.on('error', () => {}) // destroyed before Fastify pipes it: #send answers, never an unhandled 'error' (which ends the process)
-    if (isEventStream(headers['content-type'])) {
-      const watch = untilClientLeaves(this.reply.raw, () => { this.#controller?.abort(new Error('the client left an event stream')) })
-      if (watch !== undefined) [this.#socket, this.#onEnd] = watch
-    }
-    this.#send(rewrite === undefined || 'whole' in rewrite ? stream : pipeline(stream, rewrite.stream(), () => {}))
+    return stream
   }
 
   onResponseData (controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.#whole !== undefined && this.#chunks !== undefined && (this.#size += chunk.length) > this.#whole.max) {
+    const whole = this.#whole
+    if (whole !== undefined && this.#chunks !== undefined && (this.#size += chunk.length) > whole.max) {
+      const held = this.#chunks
       this.#chunks = undefined
-      controller.abort(this.#whole.tooLarge())
+      if (whole.overflow === undefined) { controller.abort(whole.tooLarge()); return }
+      // too large to rewrite whole: what was held, and the rest as it comes, through the overflow's Transform
+      const stream = this.#open(controller)
+      for (const part of held) stream.push(part)
+      stream.push(chunk)
+      this.#send(pipeline(stream, whole.overflow(), () => {}))
     } else if (this.#chunks !== undefined) this.#chunks.push(chunk)
     else if (this.#stream !== undefined && !this.#stream.push(chunk)) controller.pause()
   }
