@@ -3,7 +3,8 @@
 // key of 2048 bits or more), its RFC 7638 thumbprint, and the JWS signature (RFC 7515, 7518, 8037)
 // over the first two parts. jose does the same through WebCrypto, asynchronously: measured here,
 // twice the time per proof (docs/dpop.md "What a proof costs"); the unit tests check both agree.
-import { constants, createHash, createPublicKey, verify, type KeyObject } from 'node:crypto'
+import { constants, createPublicKey, verify, type KeyObject } from 'node:crypto'
+import { jwkThumbprint, THUMBPRINT_MEMBERS } from '../lib/jwk-thumbprint.js'
 
 interface AlgorithmRule {
   kty: 'EC' | 'OKP' | 'RSA'
@@ -39,9 +40,6 @@ const MIN_RSA_BITS = 2048
 const MAX_RSA_EXPONENT_CHARS = 6
 const SALT_BYTES: Readonly<Record<string, number>> = { sha256: 32, sha384: 48, sha512: 64 }
 
-/** the RFC 7638 members of each key type, in lexicographic order */
-const THUMBPRINT_MEMBERS: Readonly<Record<string, readonly string[]>> = { EC: ['crv', 'kty', 'x', 'y'], OKP: ['crv', 'kty', 'x'], RSA: ['e', 'kty', 'n'] }
-
 /** The proof's key, for `alg`: its thumbprint and the key; a string says why it is not one. */
 export function proofKey (jwk: Record<string, unknown>, alg: string): { key: KeyObject, thumbprint: string } | string {
   const rule = RULES[alg]
@@ -58,8 +56,7 @@ export function proofKey (jwk: Record<string, unknown>, alg: string): { key: Key
     return 'it is not a public key node can read'
   }
   if (rule.kty === 'RSA' && (key.asymmetricKeyDetails?.modulusLength ?? 0) < MIN_RSA_BITS) return `its RSA key has fewer than ${MIN_RSA_BITS} bits`
-  const canonical = `{${members.map((name) => `${JSON.stringify(name)}:${JSON.stringify(jwk[name])}`).join(',')}}`
-  return { key, thumbprint: createHash('sha256').update(canonical).digest('base64url') }
+  return { key, thumbprint: jwkThumbprint(jwk) as string }
 }
 
 /** Whether the compact JWS `proof`'s signature verifies with `key` by `alg` (proofKey made the key for it). */

@@ -3,9 +3,10 @@
 // SubjectPublicKeyInfo: one key gives one apiKey whatever its PEM form or wrapping. The
 // fingerprint (RFC 7638) names the key by its mathematical value: one key, one fingerprint, in
 // any encoding (an EC point compressed or not), so a key is registered once, ever.
-import { constants, createHash, createPublicKey, createVerify, verify, type JsonWebKey, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto'
+import { constants, createPublicKey, createVerify, verify, type JsonWebKey, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto'
 import { apiKeyOfSpki, type KeyType } from '#client/protocol'
 import { GatewayError } from '../errors.js'
+import { jwkThumbprint } from '../lib/jwk-thumbprint.js'
 import { sha256Hex } from '../lib/sha256.js'
 
 /**
@@ -138,14 +139,7 @@ export function keyFingerprint (keyObject: KeyObject): string | undefined {
     // a type Node cannot write as a JWK (DSA, DH): none keygate registers
     return undefined
   }
-  let members: Record<string, unknown>
-  switch (jwk.kty) {
-    case 'RSA': members = { e: jwk.e, kty: jwk.kty, n: jwk.n }; break
-    case 'EC': members = { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y }; break
-    case 'OKP': members = { crv: jwk.crv, kty: jwk.kty, x: jwk.x }; break
-    default: return undefined
-  }
-  return createHash('sha256').update(JSON.stringify(members)).digest('base64url')
+  return jwkThumbprint(jwk as Record<string, unknown>)
 }
 
 /**

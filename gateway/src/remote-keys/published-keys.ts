@@ -2,8 +2,9 @@
 // kty, crv, alg, use and key_ops), none with private members, RSA of 2048 bits or more, each
 // imported once per algorithm; a kid (or id) naming two keys is ambiguous, and neither is used.
 // Those left out are listed with why. Fetched sets (remote-key-set.ts) and pinned ones alike.
-import { createHash, createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto'
+import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto'
 import { importJWK, type CryptoKey, type JWK } from 'jose'
+import { jwkThumbprint } from '../lib/jwk-thumbprint.js'
 
 /** RSA keys under this are left out: jose would refuse them at verification anyway, per request */
 export const MIN_RSA_BITS = 2048
@@ -57,14 +58,6 @@ export interface KeyTable {
   /** by the set's key ids (kid or thumbprint); null where one id names two keys: ambiguous, so neither is used */
   published: Map<string, PublishedKey | null>
   count: number
-}
-
-/** RFC 7638: the SHA-256 of the required public members, in lexicographic order, base64url. */
-function thumbprintOf (jwk: JWK): string {
-  const members = jwk.kty === 'RSA'
-    ? { e: jwk.e, kty: jwk.kty, n: jwk.n }
-    : jwk.kty === 'EC' ? { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y } : { crv: jwk.crv, kty: jwk.kty, x: jwk.x }
-  return createHash('sha256').update(JSON.stringify(members)).digest('base64url')
 }
 
 /** a JWK's nbf or exp: seconds, when it is a number */
@@ -148,7 +141,11 @@ export async function keyTableOf (keys: unknown[], allowed: readonly string[], k
       ignored.push(`${label}: does not import: ${(err as Error).message}`)
       continue
     }
-    const thumbprint = thumbprintOf(publicJwk)
+    const thumbprint = jwkThumbprint(publicJwk as Record<string, unknown>)
+    if (thumbprint === undefined) {
+      ignored.push(`${label}: a key type without an RFC 7638 thumbprint`)
+      continue
+    }
     const id = keyIds === 'thumbprint' ? thumbprint : kid
     if (id === undefined) continue
     const nbf = secondsMember(jwk, 'nbf')
