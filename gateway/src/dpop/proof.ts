@@ -12,8 +12,8 @@
 // The verifier knows nothing of HTTP frameworks or tokens: the bearer pipeline (auth/dpop.ts)
 // gives it the request's method, URI, DPoP field lines, access token and `cnf.jkt`; a token
 // endpoint gives it no token and binds what it issues to the thumbprint it answers.
-import { createHash } from 'node:crypto'
 import { GatewayError } from '../errors.js'
+import { sha256Base64url } from '../lib/sha256.js'
 import type { OnceStore } from '../store/types.js'
 import { createNonces, type DpopNonces } from './nonces.js'
 import { proofKey, signatureVerifies } from './signature.js'
@@ -94,7 +94,7 @@ export function dpopSettingsProblem (settings: DpopSettings): string | undefined
 
 /** base64url(SHA-256(token)): a proof's `ath` (RFC 9449 §4.2) */
 export function accessTokenHash (token: string): string {
-  return createHash('sha256').update(token, 'ascii').digest('base64url')
+  return sha256Base64url(token)
 }
 
 /** scheme://host[:port]/path of an absolute URI, as the WHATWG URL parser normalises it; undefined when it is not one. */
@@ -215,7 +215,7 @@ export function createDpopVerifier (settings: DpopSettings, store: Pick<OnceStor
       // clock up to a window behind (a TTL from the client's iat, near the window's edge, would end
       // while a gateway a few seconds behind still takes the proof)
       const ttlMs = 2 * windowMs + JTI_MARGIN_MS
-      const id = createHash('sha256').update(thumbprint).update('\n').update(jti).digest('base64url')
+      const id = sha256Base64url(`${thumbprint}\n${jti}`)
       const mark = await store.rememberOnce(`dpop:${id}`, ttlMs)
       if (mark === false) throw invalidProof('This DPoP proof (its jti) was already used: make a new proof for each request')
       return { thumbprint, alg, jti, iat }
