@@ -13,6 +13,7 @@ import { serializeComponentId, signatureBase, type ComponentId, type MessageSign
 import type { SignatureAgent } from '../agents/signature-agent.js'
 import { DIRECTORY_MEDIA_TYPE } from '../agents/agent-directories.js'
 import { isGatewayError } from '../errors.js'
+import { mediaTypeOf } from '../lib/http-headers.js'
 import type { DocumentCheck } from '../remote-keys/key-set-fetch.js'
 import type { PublishedKey } from '../remote-keys/published-keys.js'
 import { checkContentDigest } from './content-digest.js'
@@ -27,7 +28,7 @@ const CREATED_SKEW_SECONDS = 60
 export function directoryCheck (agent: SignatureAgent, now: () => number = Date.now): DocumentCheck | undefined {
   if (agent.type !== 'directory') return undefined
   return ({ url, headers, keys, body }) => {
-    const type = (headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase()
+    const type = mediaTypeOf(headers.get('content-type') ?? undefined)
     if (type !== DIRECTORY_MEDIA_TYPE) throw new Error(`it is served as ${type === '' ? 'no content type' : type}, not ${DIRECTORY_MEDIA_TYPE}`)
     const inputValue = headers.get('signature-input')
     const signatureValue = headers.get('signature')

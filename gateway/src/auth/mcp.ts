@@ -7,6 +7,7 @@
 // upstream receives the bytes read here: nothing re-serialises the body. On routes without `mcp`
 // each stage costs one property check.
 import { GatewayError } from '../errors.js'
+import { mediaTypeParts } from '../lib/http-headers.js'
 import { protocolVersion, readMcpBody, type IdSink } from '../mcp-calls/messages.js'
 import { judge, shortfall } from '../mcp-calls/policy.js'
 import { scopeSet } from '../users/scopes.js'
@@ -18,8 +19,7 @@ const NO_SCOPES = scopeSet([])
 
 /** application/json, with at most a UTF-8 charset */
 function isJson (contentType: string | undefined): boolean {
-  if (contentType === undefined) return false
-  const [type, ...params] = contentType.split(';').map((part) => part.trim().toLowerCase())
+  const [type, ...params] = mediaTypeParts(contentType)
   return type === 'application/json' && params.every((param) => param === 'charset=utf-8' || param === 'charset="utf-8"')
 }
 

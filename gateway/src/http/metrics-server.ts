@@ -4,6 +4,7 @@
 // It serves whatever `scrape` produces: one gateway's registry, or, in a cluster's primary, every
 // worker's added up (process/primary.ts).
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify'
+import { mediaTypeParts } from '../lib/http-headers.js'
 import { problemsPlugin } from './plugins/problems.js'
 
 /** the exposition text and its content type: OpenMetrics (with exemplars) when asked, the classic text otherwise */
@@ -18,7 +19,7 @@ export function prefersOpenMetrics (accept: string | undefined): boolean {
   let openMetrics = 0
   let other = 0
   for (const entry of accept.split(',')) {
-    const [type = '', ...parameters] = entry.split(';').map((part) => part.trim().toLowerCase())
+    const [type = '', ...parameters] = mediaTypeParts(entry)
     const q = Number(parameters.find((p) => p.startsWith('q='))?.slice(2) ?? 1)
     if (type === 'application/openmetrics-text') openMetrics = Math.max(openMetrics, q)
     else if (type === 'text/plain' || type === 'text/*' || type === '*/*') other = Math.max(other, q)

@@ -17,6 +17,7 @@
 // same way, a response being judged by its result's shape, since keygate does not know its request.
 import type { AuthState } from '../auth/stage.js'
 import { GatewayError } from '../errors.js'
+import { mediaTypeOf } from '../lib/http-headers.js'
 import { jsonRpcError } from '../mcp-calls/json-rpc-error.js'
 import type { McpMessage } from '../mcp-calls/messages.js'
 import { mayUse, mayUseAllUnder, type McpPolicy, type NamedKind } from '../mcp-calls/policy.js'
@@ -208,11 +209,6 @@ export function listRequests (messages: readonly McpMessage[]): Map<Id, ListKind
   return lists
 }
 
-function mediaType (headers: Readonly<Record<string, string | string[]>>): string {
-  const value = headers['content-type']
-  return (typeof value === 'string' ? value : '').split(';')[0]?.trim().toLowerCase() ?? ''
-}
-
 /** A JSON answer to a list request, read whole (up to MAX_LIST_ANSWER_BYTES) and rewritten. */
 function jsonAnswer (filter: ListFilter): Extract<AnswerBody, { whole: unknown }> {
   return {
@@ -269,7 +265,7 @@ export function listAnswerHook (policy: McpPolicy | undefined, method: string, a
   const asksStream = method === 'GET' && String(accept ?? '').toLowerCase().includes('text/event-stream')
   return (status, headers) => {
     if (status === 204 || status === 304) return undefined
-    const type = mediaType(headers)
+    const type = mediaTypeOf(headers['content-type'])
     const readable = type === 'text/event-stream' || (method === 'POST' && type === 'application/json')
     const encoding = headers['content-encoding']
     const encoded = encoding !== undefined && encoding !== 'identity'

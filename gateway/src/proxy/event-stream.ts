@@ -2,12 +2,11 @@
 // no end of its own, quiet for minutes at a time, which lasts for as long as its client stays.
 import type { ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
-
-const EVENT_STREAM = /^\s*text\/event-stream\s*(;|$)/i
+import { mediaTypeOf } from '../lib/http-headers.js'
 
 /** Whether an answer's Content-Type is an event stream's. */
 export function isEventStream (type: string | string[] | undefined): boolean {
-  return typeof type === 'string' && EVENT_STREAM.test(type)
+  return mediaTypeOf(type) === 'text/event-stream'
 }
 
 /**
