@@ -6,7 +6,7 @@
 // from a protocol key are refused on the message and its params: readers that match keys
 // case-insensitively (Go's encoding/json) would take "Name" for "name".
 import { GatewayError } from '../errors.js'
-import { parseStrictJson, StrictJsonError, type JsonObject, type JsonValue } from './strict-json.js'
+import { isObject, parseStrictJson, StrictJsonError, type JsonObject, type JsonValue } from './strict-json.js'
 
 /** The version a request without MCP-Protocol-Version speaks (the MCP spec's rule for servers). */
 export const DEFAULT_PROTOCOL_VERSION = '2025-03-26'
@@ -67,10 +67,6 @@ function unresolved (uri: string): string | undefined {
 
 function invalid (detail: string): GatewayError {
   return new GatewayError('MCP_INVALID_MESSAGE', detail)
-}
-
-function isObject (value: JsonValue | undefined): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
 function checkProtocolKeys (object: JsonObject, where: string): void {

@@ -21,6 +21,11 @@ export const MAX_JSON_DEPTH = 64
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject
 export interface JsonObject { [key: string]: JsonValue }
 
+/** A JSON object: not an array, not null. */
+export function isObject (value: JsonValue | undefined): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /** The one value `bytes` holds, or StrictJsonError saying why there is not exactly one. */

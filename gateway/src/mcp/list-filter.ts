@@ -21,7 +21,7 @@ import { mediaTypeOf } from '../lib/http-headers.js'
 import { jsonRpcError } from '../mcp-calls/json-rpc-error.js'
 import type { McpMessage } from '../mcp-calls/messages.js'
 import { mayUse, mayUseAllUnder, type McpPolicy, type NamedKind } from '../mcp-calls/policy.js'
-import { parseStrictJson, StrictJsonError, type JsonObject, type JsonValue } from '../mcp-calls/strict-json.js'
+import { isObject, parseStrictJson, StrictJsonError, type JsonValue } from '../mcp-calls/strict-json.js'
 import type { AnswerBody, RewriteAnswer } from '../proxy/forwarder.js'
 import { JsonAnswerGuard, mayHoldList } from './list-needle.js'
 import { SseEventFilter } from './sse-filter.js'
@@ -49,10 +49,6 @@ type Id = string | number
 
 export function unfilterable (detail: string): GatewayError {
   return new GatewayError('MCP_LIST_UNFILTERABLE', detail)
-}
-
-function isObject (value: JsonValue | undefined): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
 /** What one answer is filtered for: the caller's scopes, the route's policy, and the lists asked for by id (undefined: by their result's shape). */
