@@ -5,9 +5,9 @@
 // signature by that jwk; `htm` and `htu` the request's method and URI (no query, no fragment);
 // `iat` within the window; `ath` the access token's hash; the key's RFC 7638 thumbprint the
 // token's; the server nonce when nonces are on (nonces.ts); last, `jti` spent once within the
-// window on every gateway of the store (the replay guard's rememberOnce). Nothing is cached: a
-// proof is new for each request, so each costs one key import and one signature verification,
-// synchronous with node:crypto (signature.ts; docs/dpop.md says what that costs).
+// window on every gateway of the store (the replay guard's rememberOnce). A proof is new for
+// each request: only its key is kept once imported (signature.ts), and each costs one signature
+// verification, synchronous with node:crypto (docs/dpop.md says what that costs).
 //
 // The verifier knows nothing of HTTP frameworks or tokens: the bearer pipeline (auth/dpop.ts)
 // gives it the request's method, URI, DPoP field lines, access token and `cnf.jkt`; a token

@@ -5,6 +5,7 @@
 // twice the time per proof (docs/dpop.md "What a proof costs"); the unit tests check both agree.
 import { constants, createPublicKey, verify, type KeyObject } from 'node:crypto'
 import { jwkThumbprint, THUMBPRINT_MEMBERS } from '../lib/jwk-thumbprint.js'
+import { LruCache } from '../lib/lru-cache.js'
 
 interface AlgorithmRule {
   kty: 'EC' | 'OKP' | 'RSA'
@@ -40,6 +41,13 @@ const MIN_RSA_BITS = 2048
 const MAX_RSA_EXPONENT_CHARS = 6
 const SALT_BYTES: Readonly<Record<string, number>> = { sha256: 32, sha384: 48, sha512: 64 }
 
+/**
+ * Proof keys imported, by thumbprint: a client signs every request's proof with one key, and
+ * importing it is a fifth of a proof's cost. Safe to keep: the thumbprint is the SHA-256 of the
+ * very members the key is made of, and a key is public; only keys that passed the checks are kept.
+ */
+const IMPORTED = new LruCache<string, KeyObject>(10_000)
+
 /** The proof's key, for `alg`: its thumbprint and the key; a string says why it is not one. */
 export function proofKey (jwk: Record<string, unknown>, alg: string): { key: KeyObject, thumbprint: string } | string {
   const rule = RULES[alg]
@@ -49,14 +57,17 @@ export function proofKey (jwk: Record<string, unknown>, alg: string): { key: Key
   const members = THUMBPRINT_MEMBERS[rule.kty] as readonly string[]
   if (members.some((name) => typeof jwk[name] !== 'string')) return `its ${rule.kty} key lacks ${members.join(', ')}`
   if (rule.kty === 'RSA' && (jwk.e as string).length > MAX_RSA_EXPONENT_CHARS) return 'its RSA public exponent (e) is longer than 4 bytes'
-  let key: KeyObject
+  const thumbprint = jwkThumbprint(jwk) as string
+  let key = IMPORTED.get(thumbprint)
+  if (key !== undefined) return { key, thumbprint }
   try {
     key = createPublicKey({ key: jwk as never, format: 'jwk' })
   } catch {
     return 'it is not a public key node can read'
   }
   if (rule.kty === 'RSA' && (key.asymmetricKeyDetails?.modulusLength ?? 0) < MIN_RSA_BITS) return `its RSA key has fewer than ${MIN_RSA_BITS} bits`
-  return { key, thumbprint: jwkThumbprint(jwk) as string }
+  IMPORTED.set(thumbprint, key)
+  return { key, thumbprint }
 }
 
 /** Whether the compact JWS `proof`'s signature verifies with `key` by `alg` (proofKey made the key for it). */

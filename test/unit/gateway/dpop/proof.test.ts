@@ -10,6 +10,7 @@ import {
 } from '../../../../gateway/src/dpop/proof.js'
 import { isGatewayError } from '../../../../gateway/src/errors.js'
 import { createMemoryStore } from '../../../../gateway/src/store/memory.js'
+import { proofKey } from '../../../../gateway/src/dpop/signature.js'
 
 const URI = 'https://api.example.com/v1/things'
 const TOKEN = 'the.access.token'
@@ -209,4 +210,17 @@ t.test('an RSA key with a huge public exponent is refused before its (dear) veri
   const refused = await refusal(verifier.verify({ method: 'POST', uri: URI, proofs: [proof] }))
   t.equal(refused.code, 'INVALID_DPOP_PROOF', 'a token endpoint\'s proof (bound to no key yet) by that key: refused')
   t.match(refused.message, /exponent/, 'for its exponent')
+})
+
+t.test('a proof key is imported once and kept by its thumbprint; a refused one is never kept', async (t) => {
+  const jwk = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' }) as Record<string, unknown>
+  const first = proofKey({ ...jwk }, 'ES256')
+  const again = proofKey({ ...jwk, kid: 'another member' }, 'ES256')
+  if (typeof first === 'string' || typeof again === 'string') throw new Error('the key was refused')
+  t.equal(again.key, first.key, 'the same key object: imported once')
+  t.equal(again.thumbprint, first.thumbprint)
+  t.match(proofKey({ ...jwk }, 'ES384'), /takes a key on P-384/, 'kept, it is still checked against the alg')
+  const small = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' }) as Record<string, unknown>
+  t.match(proofKey(small, 'RS256'), /fewer than 2048 bits/)
+  t.match(proofKey(small, 'RS256'), /fewer than 2048 bits/, 'refused again: not kept')
 })
