@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { defaultRoutes } from '../../../../gateway/src/proxy/route.js'
 import { send, sendRaw } from '../../../helpers/http.js'
 import { rsaKeyPair, signedHeaders } from '../../../helpers/keys.js'
@@ -168,18 +168,23 @@ t.test('upstream failures', async (t) => {
     t.equal(res.json().code, 'UPSTREAM_UNAVAILABLE')
   })
 
-  t.test('an upstream that does not answer in time: 504 UPSTREAM_TIMEOUT', async (t) => {
-    const hanging = await startRecorder(t, { hang: true })
+  /** alice's signed GET through a gateway whose route waits 300 ms for `upstreamUrl`'s answer */
+  const signedGetWithin300ms = async (t: Test, upstreamUrl: string): ReturnType<typeof sendSigned> => {
     const gw = await startTestGateway(t, {
       store: 'memory',
-      upstreamUrl: hanging.url,
+      upstreamUrl,
       routes: (upstream) => defaultRoutes({ upstream, bodyLimit: 1024, timeoutMs: 300 })
     })
     await addUser(gw, 'alice')
     const token = await login(gw.url, 'alice')
     const keys = rsaKeyPair()
     await registerKey(gw.url, token, keys)
-    const res = await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/' })
+    return await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/' })
+  }
+
+  t.test('an upstream that does not answer in time: 504 UPSTREAM_TIMEOUT', async (t) => {
+    const hanging = await startRecorder(t, { hang: true })
+    const res = await signedGetWithin300ms(t, hanging.url)
     t.equal(res.status, 504)
     t.equal(res.json().code, 'UPSTREAM_TIMEOUT')
     t.equal(hanging.requests.length, 1)
@@ -192,16 +197,7 @@ t.test('upstream failures', async (t) => {
     const stalled = createServer((_req, res) => { res.writeHead(200, { 'content-type': 'application/json' }).flushHeaders() })
     await new Promise<void>((resolve) => stalled.listen(0, '127.0.0.1', resolve))
     t.teardown(async () => { stalled.closeAllConnections(); await new Promise((resolve) => stalled.close(resolve)) })
-    const gw = await startTestGateway(t, {
-      store: 'memory',
-      upstreamUrl: `http://127.0.0.1:${(stalled.address() as AddressInfo).port}`,
-      routes: (upstream) => defaultRoutes({ upstream, bodyLimit: 1024, timeoutMs: 300 })
-    })
-    await addUser(gw, 'alice')
-    const token = await login(gw.url, 'alice')
-    const keys = rsaKeyPair()
-    await registerKey(gw.url, token, keys)
-    const res = await sendSigned(gw.url, { keys, token, method: 'GET', target: '/v1/clients/' })
+    const res = await signedGetWithin300ms(t, `http://127.0.0.1:${(stalled.address() as AddressInfo).port}`)
     t.equal(res.status, 504)
     t.equal(res.json().code, 'UPSTREAM_TIMEOUT')
   })
