@@ -14,6 +14,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { UnauthorizedError, type OAuthClientProvider, type OAuthDiscoveryState } from '@modelcontextprotocol/sdk/client/auth.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js'
+import type { TestIdp } from './oidc-provider.js'
+import { freePort } from './redis.js'
 
 /** where the IdP sends the user back: a loopback URL, as a native MCP host listens on */
 export const MCP_CLIENT_REDIRECT = 'http://127.0.0.1/mcp-client/callback'
@@ -165,4 +167,14 @@ export async function connectMcp (url: string, provider: TestOAuthProvider,
     }
   }
   throw new Error(`${url}: still unauthorized after two authorizations`)
+}
+
+/** A protected resource at keygate's own URL: keygate's port chosen first, the resource `<base>/mcp`, known to the IdP with `scopes`. */
+export async function mcpResourceAtGateway (idp: Pick<TestIdp, 'addResource'>, scopes: string[]):
+Promise<{ port: number, base: string, resource: string, metadataUrl: string }> {
+  const port = await freePort()
+  const base = `http://127.0.0.1:${port}`
+  const resource = `${base}/mcp`
+  await idp.addResource(resource, scopes)
+  return { port, base, resource, metadataUrl: `${base}/.well-known/oauth-protected-resource/mcp` }
 }

@@ -580,3 +580,17 @@ export async function startTestIdp (t: { teardown: (fn: () => unknown) => void }
     get discoveryRequests () { return discoveryRequests }
   }
 }
+
+/**
+ * An issuers file naming `idp` alone (YAML, for routeFile): its RFC 9068 access tokens (at+jwt)
+ * for `audiences` (default: the IdP's own API), under `name`.
+ */
+export function issuersYaml (idp: Pick<TestIdp, 'issuer' | 'audience'>,
+  { name = 'testidp', audiences = [idp.audience] }: { name?: string, audiences?: string[] } = {}): string {
+  return `issuers:
+  - name: ${name}
+    issuer: ${idp.issuer}
+    audiences: [${audiences.join(', ')}]
+    accessTokenType: at+jwt
+`
+}

@@ -13,7 +13,7 @@ import * as oauth from 'oauth4webapi'
 import t from 'tap'
 import { accessTokenHash } from '../../gateway/src/dpop/proof.js'
 import { send } from '../helpers/http.js'
-import { startTestIdp, TEST_IDP_AUDIENCE, TEST_IDP_SERVICE_CLIENT } from '../helpers/oidc-provider.js'
+import { issuersYaml, startTestIdp, TEST_IDP_AUDIENCE, TEST_IDP_SERVICE_CLIENT } from '../helpers/oidc-provider.js'
 import { startRecorder } from '../helpers/recorder.js'
 import { uniquePrefix, deletePrefix, testRedisUrl } from '../helpers/redis.js'
 import { routeFile, routesFromYaml } from '../helpers/routes.js'
@@ -53,12 +53,7 @@ const BALANCED = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'keygate.te
 t.test('DPoP-bound tokens from oidc-provider, proofs from oauth4webapi and dpop, through keygate', async (t) => {
   const idp = await startTestIdp(t, { dpop: true, algorithm: 'ES256' })
   const upstream = await startRecorder(t)
-  const issuers = routeFile(t, `issuers:
-  - name: corp
-    issuer: ${idp.issuer}
-    audiences: [api://plain]
-    accessTokenType: at+jwt
-`, 'issuers.yaml')
+  const issuers = routeFile(t, issuersYaml(idp, { name: 'corp', audiences: ['api://plain'] }), 'issuers.yaml')
   const redisUrl = await testRedisUrl()
   const redisPrefix = uniquePrefix('dpop')
   t.teardown(async () => { await deletePrefix(redisUrl, redisPrefix) })

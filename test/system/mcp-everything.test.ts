@@ -16,9 +16,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import t from 'tap'
 import { startEverything } from '../helpers/mcp-everything.js'
-import { TestOAuthProvider, connectMcp } from '../helpers/mcp-oauth-client.js'
-import { startTestIdp } from '../helpers/oidc-provider.js'
-import { freePort } from '../helpers/redis.js'
+import { TestOAuthProvider, connectMcp, mcpResourceAtGateway } from '../helpers/mcp-oauth-client.js'
+import { issuersYaml, startTestIdp } from '../helpers/oidc-provider.js'
 import { routeFile, routesFromYaml } from '../helpers/routes.js'
 import { startTestGateway } from '../helpers/stack.js'
 
@@ -50,15 +49,8 @@ t.test('server-everything behind keygate: the SDK client with OAuth lists, calls
   const idp = await startTestIdp(t, { registration: true })
   const everything = await startEverything(t)
   const relay = await recordingRelay(t, new URL(everything.url))
-  const port = await freePort()
-  const resource = `http://127.0.0.1:${port}/mcp`
-  await idp.addResource(resource, ['mcp:read'])
-  const issuers = routeFile(t, `issuers:
-  - name: testidp
-    issuer: ${idp.issuer}
-    audiences: [${idp.audience}]
-    accessTokenType: at+jwt
-`, 'issuers.yaml')
+  const { port, resource } = await mcpResourceAtGateway(idp, ['mcp:read'])
+  const issuers = routeFile(t, issuersYaml(idp), 'issuers.yaml')
   await startTestGateway(t, {
     store: 'memory',
     port,

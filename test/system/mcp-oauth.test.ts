@@ -15,9 +15,8 @@
 // write scope while the user allows reading only).
 import t from 'tap'
 import { startMcpServer } from '../helpers/mcp-server.js'
-import { MCP_CLIENT_REDIRECT, TestOAuthProvider, connectMcp, type Exchange } from '../helpers/mcp-oauth-client.js'
-import { startTestIdp } from '../helpers/oidc-provider.js'
-import { freePort } from '../helpers/redis.js'
+import { MCP_CLIENT_REDIRECT, TestOAuthProvider, connectMcp, mcpResourceAtGateway, type Exchange } from '../helpers/mcp-oauth-client.js'
+import { issuersYaml, startTestIdp } from '../helpers/oidc-provider.js'
 import { routeFile, routesFromYaml } from '../helpers/routes.js'
 import { startTestGateway } from '../helpers/stack.js'
 
@@ -28,18 +27,9 @@ t.test('the MCP SDK\'s client finds its way in from keygate\'s URL alone, and st
   const idp = await startTestIdp(t, { registration: true })
   const mcp = await startMcpServer(t)
   // the resource's id names keygate's own URL: its port is chosen first
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
-  const resource = `${base}/mcp`
-  const metadataUrl = `${base}/.well-known/oauth-protected-resource/mcp`
-  await idp.addResource(resource, ['mcp:read', 'mcp:write'])
+  const { port, base, resource, metadataUrl } = await mcpResourceAtGateway(idp, ['mcp:read', 'mcp:write'])
   // the IdP's other API stays trusted by the issuer: its tokens are for another resource
-  const issuers = routeFile(t, `issuers:
-  - name: testidp
-    issuer: ${idp.issuer}
-    audiences: [${idp.audience}]
-    accessTokenType: at+jwt
-`, 'issuers.yaml')
+  const issuers = routeFile(t, issuersYaml(idp), 'issuers.yaml')
   const routes = `resources:
   - id: ${resource}
     name: Test MCP server

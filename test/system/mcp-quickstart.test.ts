@@ -11,9 +11,8 @@ import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js'
 import t from 'tap'
 import { docSnippet } from '../helpers/docs.js'
 import { startMcpServer } from '../helpers/mcp-server.js'
-import { TestOAuthProvider, connectMcp } from '../helpers/mcp-oauth-client.js'
+import { TestOAuthProvider, connectMcp, mcpResourceAtGateway } from '../helpers/mcp-oauth-client.js'
 import { startTestIdp } from '../helpers/oidc-provider.js'
-import { freePort } from '../helpers/redis.js'
 import { routeFile, routesFromYaml } from '../helpers/routes.js'
 import { startTestGateway } from '../helpers/stack.js'
 
@@ -34,11 +33,7 @@ t.test('docs/mcp-quickstart.md: its files, a real IdP and MCP server, the SDK\'s
   }
   const idp = await startTestIdp(t, { registration: true })
   const mcp = await startMcpServer(t)
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
-  const resource = `${base}/mcp`
-  const metadataUrl = `${base}/.well-known/oauth-protected-resource/mcp`
-  await idp.addResource(resource, ['notes:read', 'notes:write'])
+  const { port, base, resource, metadataUrl } = await mcpResourceAtGateway(idp, ['notes:read', 'notes:write'])
   const issuers = routeFile(t, ISSUERS.replaceAll(PAGE_ISSUER, idp.issuer).replaceAll(PAGE_ORIGIN, base), 'issuers.yaml')
   await startTestGateway(t, {
     store: 'redis',
