@@ -6,13 +6,11 @@
 import { pathOf } from '#client/protocol'
 import type { DpopVerifier } from '../dpop/proof.js'
 import { GatewayError } from '../errors.js'
+import { isPlainAuthority } from '../lib/http-headers.js'
 import { invalidTokenError } from '../tokens/token-service.js'
 import type { ProtectedResource } from '../resources/resource.js'
 import type { DescribedRequest } from './described-request.js'
 import type { AuthStage } from './stage.js'
-
-/** a host[:port] and nothing else: no userinfo, path, query or fragment that would move where the URL parser reads the host */
-const AUTHORITY = /^(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/
 
 /**
  * The request's URI as its client addressed it: the scheme and host a trusted balancer forwarded
@@ -22,7 +20,7 @@ const AUTHORITY = /^(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/
  */
 export function requestUri (request: DescribedRequest): string {
   const authority = request.authority
-  return AUTHORITY.test(authority) ? `${request.scheme}://${authority}${pathOf(request.target)}` : ''
+  return isPlainAuthority(authority) ? `${request.scheme}://${authority}${pathOf(request.target)}` : ''
 }
 
 /** a resource's origin (scheme://host[:port]), read once per resource */

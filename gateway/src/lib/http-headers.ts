@@ -21,3 +21,14 @@ export function mediaTypeParts (value: string | string[] | undefined): string[] 
 export function mediaTypeOf (value: string | string[] | undefined): string {
   return typeof value === 'string' ? (value.split(';', 1)[0] as string).trim().toLowerCase() : ''
 }
+
+const PLAIN_AUTHORITY = /^(?:[A-Za-z0-9._~-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$/
+
+/**
+ * Whether a Host (or a forwarded host) is one host[:port] and nothing else: a name or a bracketed
+ * address, and a port. Only such a value may be put in a URL as it is: userinfo, a path, a query or
+ * a fragment would move where a URL parser reads the host (`good.example#` then `/other`).
+ */
+export function isPlainAuthority (value: string): boolean {
+  return PLAIN_AUTHORITY.test(value)
+}

@@ -16,6 +16,7 @@ import { Type } from '@sinclair/typebox'
 import { GatewayError } from '../../errors.js'
 import { LOGIN_STATE_TTL_MS, RANDOM_VALUE, type PortalLogin } from '../../idp/portal-login.js'
 import { addressBucket } from '../../lib/client-address.js'
+import { isPlainAuthority } from '../../lib/http-headers.js'
 import { ASSETS_FOLDER, loadPortal, type PortalFile, type PortalFiles } from '../../portal/assets.js'
 import type { Store } from '../../store/index.js'
 
@@ -65,9 +66,6 @@ function loginCookie (request: FastifyRequest): string | undefined {
     .map((pair) => pair.slice(LOGIN_COOKIE.length + 1))
   return values.length === 1 && RANDOM_VALUE.test(values[0] as string) ? values[0] : undefined
 }
-
-/** a Host header that can be put in a URL as it is: a name or an address, and a port */
-const PLAIN_HOST = /^(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$/
 
 function send (request: FastifyRequest, reply: FastifyReply, file: PortalFile, cacheControl: string): FastifyReply {
   reply.header('cache-control', cacheControl).header('etag', file.etag)
@@ -140,7 +138,7 @@ async function loginRoutes (oidc: Scope, prefix: string, { service, store }: Non
     await withinBudget(request, 'start')
     const query = request.query as Record<string, unknown>
     const host = request.host
-    if (!PLAIN_HOST.test(host)) throw new GatewayError('VALIDATION_FAILED', 'The Host header is not one a redirect URI can be made of')
+    if (!isPlainAuthority(host)) throw new GatewayError('VALIDATION_FAILED', 'The Host header is not one a redirect URI can be made of')
     const https = request.protocol === 'https'
     let started: Awaited<ReturnType<PortalLogin['start']>>
     try {
